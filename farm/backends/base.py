@@ -1,0 +1,122 @@
+"""The one interface every backend implements (after Polygraphy's runner: small and stateful).
+
+Life of a backend inside a cell: `build` (parse, optimize, compile: timed as the build),
+`query_fn` (returns the callable the timing loop calls once per query), `profile_layers`
+(a separate, untimed run with the engine's own per-layer profiler), then `close`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, Callable, ClassVar
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+
+class BackendOptions(BaseModel):
+    """Base of each backend's options table (`[backends.NAME]`): unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclasses.dataclass
+class BuildStats:
+    """What building the artifact (engine, optimized session) cost and produced."""
+
+    build_s: float
+    artifact_bytes: int | None = None
+    cache_hits: int | None = None
+    builder_peak_memory_bytes: int | None = None
+    layers_before_fusion: int | None = None
+    layers_after_fusion: int | None = None
+
+
+@dataclasses.dataclass
+class PhaseTimes:
+    """One query's phases in milliseconds, as trtexec splits them; None where a phase does not exist."""
+
+    enqueue_ms: float | None = None
+    h2d_ms: float | None = None
+    compute_ms: float | None = None
+    d2h_ms: float | None = None
+
+
+@dataclasses.dataclass
+class LayerRecord:
+    """One layer of the built artifact, with its measured time. Bytes follow farm.layers.memory."""
+
+    index: int
+    name: str
+    type: str
+    times_ms: list[float]
+    fused_ops: str | None = None
+    tactic: str | None = None
+    input_shapes: list[list[int] | None] = dataclasses.field(default_factory=list)
+    input_dtypes: list[str] = dataclasses.field(default_factory=list)
+    output_shapes: list[list[int] | None] = dataclasses.field(default_factory=list)
+    output_dtypes: list[str] = dataclasses.field(default_factory=list)
+    input_bytes: int | None = None
+    weight_bytes: int | None = None
+    output_bytes: int | None = None
+    macs: int | None = None
+
+
+QueryFn = Callable[[], "PhaseTimes | None"]
+
+
+class Backend(ABC):
+    """Build, time and profile one model. Subclasses set the class attributes below."""
+
+    name: ClassVar[str]
+    Options: ClassVar[type[BackendOptions]]
+    precisions: ClassVar[frozenset[str]]
+    supports_profiles: ClassVar[bool] = False
+
+    def __init__(self, options: dict[str, Any]) -> None:
+        self.options = self.Options.model_validate(options)
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        """Why this backend cannot run here (with how to fix it), or None when it can."""
+        return None
+
+    @classmethod
+    def unsupported_reason(cls, precision: str) -> str | None:
+        """Why this backend cannot run `precision`, or None when it can."""
+        if precision in cls.precisions:
+            return None
+        runs = "/".join(p for p in ("fp32", "tf32", "fp16", "bf16", "int8", "fp8") if p in cls.precisions)
+        return f"{cls.name} runs {runs}; {precision} is not supported by this backend"
+
+    @classmethod
+    def profile_note(cls) -> str | None:
+        """Said on cells whose profile axis collapsed because the backend has no profiles."""
+        if cls.supports_profiles:
+            return None
+        return f"profile axis collapsed: {cls.name} has no optimization profiles"
+
+    @abstractmethod
+    def build(self, model_path: Path, input_shapes: dict[str, tuple[int, ...]], work_dir: Path) -> BuildStats:
+        """Turn the ONNX file into something runnable for these input shapes."""
+
+    @abstractmethod
+    def query_fn(self, feeds: dict[str, np.ndarray]) -> QueryFn:
+        """The callable the timing loop calls once per query, bound to `feeds`.
+
+        Host-timed backends return None from it; device backends return PhaseTimes.
+        """
+
+    @abstractmethod
+    def profile_layers(self, feeds: dict[str, np.ndarray], iterations: int) -> list[LayerRecord]:
+        """Per-layer times from the engine's own profiler, in a run separate from the timed one."""
+
+    def close(self) -> None:
+        """Release what build allocated."""
+
+    @property
+    def device(self) -> str:
+        """'cpu' or 'cuda:N': what the measurement occupies."""
+        return "cpu"

@@ -1,0 +1,179 @@
+"""The `farm` command. Imports stay light here: engines load only when a cell needs them."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from farm import __version__
+from farm.errors import UserError
+
+DEFAULT_RESULTS = "results"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="farm",
+        description="Benchmark farm for inference engines: sweep models x precisions x batch sizes x "
+                    "profiles x backends into a Parquet warehouse, then query it.",
+    )
+    parser.add_argument("--version", action="version", version=f"farm {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def add(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("--results", default=DEFAULT_RESULTS, metavar="DIR",
+                       help=f"warehouse folder (default: {DEFAULT_RESULTS}/)")
+        return p
+
+    p = add("sweep", "Run a sweep file: build and measure every cell, resuming cells already in the warehouse.")
+    p.add_argument("config", help="sweep file (TOML), e.g. configs/resnet.toml")
+    p.add_argument("--force", action="store_true", help="rerun cells that are already in the warehouse")
+    p.add_argument("--executor", default="local", choices=["local"],
+                   help="where cells run: 'local' runs them one by one in this process (default)")
+
+    p = add("query", "Run SQL over the warehouse (tables: sweeps, cells, builds, measurements, samples, "
+                     "layers, devices).")
+    p.add_argument("sql", help='e.g. "SELECT model, batch, throughput_qps FROM cells JOIN measurements USING (cell_id)"')
+    p.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output format")
+
+    add("ls", "List the sweeps in the warehouse with their cell counts.")
+
+    p = add("show", "Show the cells of one sweep with their figures.")
+    p.add_argument("sweep", help="sweep name (see `farm ls`)")
+    p.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output format")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except UserError as exc:
+        print(f"farm: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("farm: interrupted; rerun the same command to resume", file=sys.stderr)
+        return 130
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from farm.sweep import run_sweep, summary_table
+    from farm.warehouse import Warehouse
+
+    outcome = run_sweep(args.config, args.results, force=args.force, executor=args.executor)
+    out = _console()
+    table, notes = summary_table(Warehouse(args.results), outcome)
+    out.print(table)
+    for number, note in enumerate(notes, 1):
+        out.print(f"[{number}] {note}", highlight=False, markup=False)
+    if outcome.failures:
+        err = Console(stderr=True)
+        err.print(f"[red]{len(outcome.failures)} cell(s) failed:[/red]")
+        for label, reason in outcome.failures:
+            err.print(f"  {label}: {reason}", highlight=False)
+    return outcome.exit_code
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    import duckdb
+
+    con = _connect(args.results)
+    try:
+        result = con.execute(args.sql)
+    except duckdb.Error as exc:
+        raise UserError(f"query failed: {str(exc).splitlines()[0]}") from None
+    if result.description is None:
+        return 0
+    columns = [d[0] for d in result.description]
+    _print_rows(columns, result.fetchall(), args.format)
+    return 0
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    con = _connect(args.results)
+    rows = con.execute(
+        """
+        WITH runs AS (SELECT sweep_id, count(*) AS runs, max(started_at) AS last_run FROM sweeps GROUP BY sweep_id)
+        SELECT c.sweep_id AS sweep, count(*) AS cells,
+               count(*) FILTER (status = 'ok') AS ok, count(*) FILTER (status = 'failed') AS failed,
+               count(*) FILTER (status = 'skipped') AS skipped,
+               count(*) FILTER (status = 'unsupported') AS unsupported,
+               any_value(r.runs) AS runs, strftime(any_value(r.last_run), '%Y-%m-%d %H:%M UTC') AS last_run
+        FROM cells c LEFT JOIN runs r USING (sweep_id) GROUP BY c.sweep_id ORDER BY c.sweep_id
+        """
+    )
+    columns = [d[0] for d in rows.description]
+    data = rows.fetchall()
+    if not data:
+        print(f"no sweeps in {args.results}/ yet: run `farm sweep configs/resnet.toml`", file=sys.stderr)
+        return 0
+    _print_rows(columns, data, "table")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from farm.warehouse import Warehouse
+
+    sweeps = Warehouse(args.results).sweeps()
+    if args.sweep not in sweeps:
+        known = ", ".join(sweeps) or "none yet"
+        raise UserError(f"no sweep {args.sweep!r} in {args.results}/; sweeps: {known}")
+    con = _connect(args.results)
+    result = con.execute(
+        """
+        SELECT left(c.cell_id, 8) AS cell, c.model, c.precision, c.batch, c.profile, c.backend, c.status,
+               m.throughput_qps AS qps, m.throughput_samples_per_s AS "samples/s",
+               m.latency_median_ms AS "p50 ms", m.latency_p99_ms AS "p99 ms", m.latency_cv_percent AS "cv %",
+               m.stable, b.build_s AS "build s", coalesce(c.reason, c.notes) AS note
+        FROM cells c LEFT JOIN measurements m USING (cell_id) LEFT JOIN builds b USING (cell_id)
+        WHERE c.sweep_id = ?
+        ORDER BY c.model, c.backend, c.precision, c.batch, c.profile
+        """,
+        [args.sweep],
+    )
+    _print_rows([d[0] for d in result.description], result.fetchall(), args.format)
+    return 0
+
+
+def _console():
+    """stdout; wide when it is a file or a pipe, so tables are not folded at 80 columns."""
+    from rich.console import Console
+
+    console = Console()
+    return console if console.is_terminal else Console(width=160)
+
+
+def _connect(results: str):
+    from farm.warehouse import Warehouse
+
+    if not Path(results).is_dir():
+        raise UserError(f"no warehouse at {results}/: run `farm sweep configs/resnet.toml` first, "
+                        "or pass --results DIR")
+    return Warehouse(results).connect()
+
+
+def _print_rows(columns: list[str], rows: list[tuple[Any, ...]], fmt: str) -> None:
+    if fmt == "json":
+        print(json.dumps([dict(zip(columns, r)) for r in rows], default=str, indent=1))
+    elif fmt == "csv":
+        import csv
+
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows(rows)
+        sys.stdout.write(buffer.getvalue())
+    else:
+        from farm.display import render_table
+
+        _console().print(render_table(columns, rows))
+
+
+COMMANDS = {"sweep": cmd_sweep, "query": cmd_query, "ls": cmd_ls, "show": cmd_show}

@@ -1,0 +1,228 @@
+"""Built-in models, generated as ONNX with deterministic random weights: no torch, no download.
+
+The architectures follow torchvision's ResNet and Hugging Face's BERT closely enough to
+exercise the same operators, fusions and memory traffic; the weights are random (seeded by
+the model's name), so outputs are meaningless but reproducible byte for byte. Bump
+ZOO_VERSION whenever a generator changes, so cached files are regenerated.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import zlib
+from typing import Callable
+
+import numpy as np
+
+ZOO_VERSION = 1
+OPSET = 17
+IR_VERSION = 8  # accepted by every onnxruntime >= 1.14 and by TensorRT's ONNX parser
+
+
+@dataclasses.dataclass(frozen=True)
+class ZooEntry:
+    """A built-in model: how to make it, and what its inputs need that ONNX cannot say."""
+
+    build: Callable[[], "object"]  # returns onnx.ModelProto
+    description: str
+    default_dims: dict[str, int] = dataclasses.field(default_factory=dict)
+    input_ranges: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
+
+
+class GraphBuilder:
+    """Appends nodes and seeded initializers to an ONNX graph under construction."""
+
+    def __init__(self, name: str) -> None:
+        from onnx import helper
+
+        self.helper = helper
+        self.name = name
+        self.rng = np.random.default_rng(zlib.crc32(name.encode()))
+        self.nodes: list = []
+        self.initializers: list = []
+        self._count = 0
+
+    def weight(self, name: str, shape: tuple[int, ...], std: float, mean: float = 0.0) -> str:
+        values = self.rng.standard_normal(shape, dtype=np.float32) * np.float32(std) + np.float32(mean)
+        return self.constant(name, values)
+
+    def uniform(self, name: str, shape: tuple[int, ...], low: float, high: float) -> str:
+        return self.constant(name, self.rng.uniform(low, high, shape).astype(np.float32))
+
+    def constant(self, name: str, values: np.ndarray) -> str:
+        from onnx import numpy_helper
+
+        self.initializers.append(numpy_helper.from_array(np.ascontiguousarray(values), name))
+        return name
+
+    def node(self, op: str, inputs: list[str], name: str, outputs: int = 1, **attrs) -> str | list[str]:
+        out_names = [f"{name}_out{i}" if outputs > 1 else f"{name}_out" for i in range(outputs)]
+        self.nodes.append(self.helper.make_node(op, inputs, out_names, name=name, **attrs))
+        return out_names if outputs > 1 else out_names[0]
+
+    def model(self, inputs: list, outputs: list, doc: str):
+        graph = self.helper.make_graph(self.nodes, self.name, inputs, outputs, self.initializers)
+        model = self.helper.make_model(
+            graph,
+            opset_imports=[self.helper.make_opsetid("", OPSET)],
+            producer_name="farm.zoo",
+            producer_version=str(ZOO_VERSION),
+            doc_string=doc,
+        )
+        model.ir_version = IR_VERSION
+        return model
+
+
+# --- ResNet (torchvision layout: 7x7 stem, four stages, global pool, 1000-way classifier) -------
+
+def make_resnet(depth: int, num_classes: int = 1000, width: int = 64, image: int = 224):
+    """ResNet-18/34 (basic blocks) or ResNet-50/101/152 (bottlenecks) with a dynamic batch."""
+    from onnx import TensorProto, helper
+
+    blocks, bottleneck = {
+        18: ([2, 2, 2, 2], False), 34: ([3, 4, 6, 3], False),
+        50: ([3, 4, 6, 3], True), 101: ([3, 4, 23, 3], True), 152: ([3, 8, 36, 3], True),
+    }[depth]
+    g = GraphBuilder(f"resnet{depth}")
+
+    def conv_bn(x: str, c_in: int, c_out: int, k: int, stride: int, name: str, relu: bool = True,
+                gamma: float = 1.0) -> str:
+        w = g.weight(f"{name}.conv.weight", (c_out, c_in, k, k), std=math.sqrt(2.0 / (c_in * k * k)))
+        y = g.node("Conv", [x, w], f"{name}.conv", kernel_shape=[k, k], strides=[stride, stride],
+                   pads=[k // 2] * 4)
+        scale = g.uniform(f"{name}.bn.weight", (c_out,), 0.9 * gamma, 1.1 * gamma)
+        bias = g.weight(f"{name}.bn.bias", (c_out,), std=0.01)
+        mean = g.weight(f"{name}.bn.running_mean", (c_out,), std=0.01)
+        var = g.uniform(f"{name}.bn.running_var", (c_out,), 0.9, 1.1)
+        y = g.node("BatchNormalization", [y, scale, bias, mean, var], f"{name}.bn", epsilon=1e-5)
+        return g.node("Relu", [y], f"{name}.relu") if relu else y
+
+    x = conv_bn("input", 3, width, 7, 2, "stem")
+    x = g.node("MaxPool", [x], "stem.maxpool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    c_in = width
+    expansion = 4 if bottleneck else 1
+    for stage, count in enumerate(blocks):
+        planes = width * 2**stage
+        for block in range(count):
+            stride = 2 if stage > 0 and block == 0 else 1
+            name = f"layer{stage + 1}.{block}"
+            # A small last gamma keeps the residual sum bounded through 16+ random blocks,
+            # as torchvision's zero_init_residual does, so fp16 variants stay in range.
+            if bottleneck:
+                y = conv_bn(x, c_in, planes, 1, 1, f"{name}.1")
+                y = conv_bn(y, planes, planes, 3, stride, f"{name}.2")
+                y = conv_bn(y, planes, planes * 4, 1, 1, f"{name}.3", relu=False, gamma=0.2)
+            else:
+                y = conv_bn(x, c_in, planes, 3, stride, f"{name}.1")
+                y = conv_bn(y, planes, planes, 3, 1, f"{name}.2", relu=False, gamma=0.2)
+            shortcut = x
+            if stride != 1 or c_in != planes * expansion:
+                shortcut = conv_bn(x, c_in, planes * expansion, 1, stride, f"{name}.downsample", relu=False)
+            x = g.node("Relu", [g.node("Add", [y, shortcut], f"{name}.add")], f"{name}.relu")
+            c_in = planes * expansion
+    x = g.node("GlobalAveragePool", [x], "avgpool")
+    x = g.node("Flatten", [x], "flatten", axis=1)
+    w = g.weight("fc.weight", (num_classes, c_in), std=1.0 / math.sqrt(c_in))
+    b = g.weight("fc.bias", (num_classes,), std=0.01)
+    g.nodes.append(helper.make_node("Gemm", [x, w, b], ["logits"], name="fc", transB=1))
+    return g.model(
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 3, image, image])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", num_classes])],
+        f"ResNet-{depth} (torchvision layout), random weights seeded by name; farm zoo v{ZOO_VERSION}",
+    )
+
+
+# --- BERT encoder (Hugging Face BertModel layout: embeddings, N post-LN layers, pooler) ----------
+
+def make_bert(layers: int = 12, hidden: int = 768, heads: int = 12, intermediate: int = 3072,
+              vocab: int = 30522, max_positions: int = 512, name: str = "bert-base"):
+    """A BERT encoder with dynamic batch and sequence length."""
+    from onnx import TensorProto, helper
+
+    g = GraphBuilder(name)
+    head_dim = hidden // heads
+
+    def linear(x: str, c_in: int, c_out: int, name: str) -> str:
+        w = g.weight(f"{name}.weight", (c_in, c_out), std=0.02)
+        b = g.weight(f"{name}.bias", (c_out,), std=0.02)
+        return g.node("Add", [g.node("MatMul", [x, w], f"{name}.matmul"), b], f"{name}.add")
+
+    def layer_norm(x: str, name: str) -> str:
+        scale = g.uniform(f"{name}.weight", (hidden,), 0.9, 1.1)
+        bias = g.weight(f"{name}.bias", (hidden,), std=0.02)
+        return g.node("LayerNormalization", [x, scale, bias], name, axis=-1, epsilon=1e-12)
+
+    # Embeddings: word + position + token type, then LayerNorm.
+    int64 = lambda n, v: g.constant(n, np.asarray(v, dtype=np.int64))  # noqa: E731
+    words = g.node("Gather", [g.weight("embeddings.word", (vocab, hidden), std=0.02), "input_ids"],
+                   "embeddings.word_lookup")
+    shape = g.node("Shape", ["input_ids"], "embeddings.shape")
+    seq_len = g.node("Gather", [shape, int64("const.one", 1)], "embeddings.seq_len", axis=0)
+    positions = g.node("Range", [int64("const.zero", 0), seq_len, int64("const.step", 1)], "embeddings.positions")
+    pos = g.node("Gather", [g.weight("embeddings.position", (max_positions, hidden), std=0.02), positions],
+                 "embeddings.position_lookup")
+    types = g.node("Gather", [g.weight("embeddings.token_type", (2, hidden), std=0.02), "token_type_ids"],
+                   "embeddings.token_type_lookup")
+    x = g.node("Add", [g.node("Add", [words, pos], "embeddings.add_position"), types], "embeddings.add_type")
+    x = layer_norm(x, "embeddings.layer_norm")
+
+    # Additive attention mask: 0 where attended, -10000 where masked, shaped [batch, 1, 1, seq].
+    mask = g.node("Cast", ["attention_mask"], "mask.cast", to=TensorProto.FLOAT)
+    mask = g.node("Sub", [g.constant("const.onef", np.asarray(1.0, np.float32)), mask], "mask.invert")
+    mask = g.node("Mul", [mask, g.constant("const.neg", np.asarray(-10000.0, np.float32))], "mask.scale")
+    mask = g.node("Unsqueeze", [mask, int64("const.axes12", [1, 2])], "mask.unsqueeze")
+
+    split_heads = int64("const.split_heads", [0, 0, heads, head_dim])
+    merge_heads = int64("const.merge_heads", [0, 0, hidden])
+    scale = g.constant("const.scale", np.asarray(1.0 / math.sqrt(head_dim), np.float32))
+    half = g.constant("const.half", np.asarray(0.5, np.float32))
+    one = g.constant("const.one_f", np.asarray(1.0, np.float32))
+    sqrt2 = g.constant("const.sqrt2", np.asarray(math.sqrt(2.0), np.float32))
+    for i in range(layers):
+        p = f"encoder.layer.{i}"
+        q = g.node("Reshape", [linear(x, hidden, hidden, f"{p}.attention.query"), split_heads], f"{p}.q.reshape")
+        k = g.node("Reshape", [linear(x, hidden, hidden, f"{p}.attention.key"), split_heads], f"{p}.k.reshape")
+        v = g.node("Reshape", [linear(x, hidden, hidden, f"{p}.attention.value"), split_heads], f"{p}.v.reshape")
+        q = g.node("Transpose", [q], f"{p}.q.transpose", perm=[0, 2, 1, 3])
+        k = g.node("Transpose", [k], f"{p}.k.transpose", perm=[0, 2, 3, 1])
+        v = g.node("Transpose", [v], f"{p}.v.transpose", perm=[0, 2, 1, 3])
+        scores = g.node("Mul", [g.node("MatMul", [q, k], f"{p}.scores"), scale], f"{p}.scores.scale")
+        probs = g.node("Softmax", [g.node("Add", [scores, mask], f"{p}.scores.mask")], f"{p}.softmax", axis=-1)
+        context = g.node("Transpose", [g.node("MatMul", [probs, v], f"{p}.context")], f"{p}.context.transpose",
+                         perm=[0, 2, 1, 3])
+        context = g.node("Reshape", [context, merge_heads], f"{p}.context.reshape")
+        attn = linear(context, hidden, hidden, f"{p}.attention.output")
+        x = layer_norm(g.node("Add", [attn, x], f"{p}.attention.residual"), f"{p}.attention.layer_norm")
+        h = linear(x, hidden, intermediate, f"{p}.intermediate")
+        erf = g.node("Erf", [g.node("Div", [h, sqrt2], f"{p}.gelu.div")], f"{p}.gelu.erf")
+        h = g.node("Mul", [g.node("Mul", [h, g.node("Add", [erf, one], f"{p}.gelu.add")], f"{p}.gelu.mul"), half],
+                   f"{p}.gelu.half")
+        h = linear(h, intermediate, hidden, f"{p}.output")
+        x = layer_norm(g.node("Add", [h, x], f"{p}.output.residual"), f"{p}.output.layer_norm")
+
+    g.nodes.append(helper.make_node("Identity", [x], ["last_hidden_state"], name="last_hidden_state"))
+    first = g.node("Gather", [x, int64("const.zero_idx", 0)], "pooler.first_token", axis=1)
+    pooled = g.node("Tanh", [linear(first, hidden, hidden, "pooler.dense")], "pooler.tanh")
+    g.nodes.append(helper.make_node("Identity", [pooled], ["pooler_output"], name="pooler_output"))
+    ids = lambda n: helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "sequence"])  # noqa: E731
+    return g.model(
+        [ids("input_ids"), ids("token_type_ids"), ids("attention_mask")],
+        [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", "sequence", hidden]),
+         helper.make_tensor_value_info("pooler_output", TensorProto.FLOAT, ["batch", hidden])],
+        f"BERT encoder ({layers} layers, hidden {hidden}), random weights seeded by name; farm zoo v{ZOO_VERSION}",
+    )
+
+
+BERT_VOCAB = 30522
+
+ZOO: dict[str, ZooEntry] = {
+    "resnet18": ZooEntry(lambda: make_resnet(18), "ResNet-18, 224x224 RGB, dynamic batch (11.7 M parameters)"),
+    "resnet50": ZooEntry(lambda: make_resnet(50), "ResNet-50, 224x224 RGB, dynamic batch (25.6 M parameters)"),
+    "bert-base": ZooEntry(
+        lambda: make_bert(),
+        "BERT-base encoder, dynamic batch and sequence (110 M parameters); sequence defaults to 128",
+        default_dims={"sequence": 128},
+        input_ranges={"input_ids": (0, BERT_VOCAB), "token_type_ids": (0, 2), "attention_mask": (1, 2)},
+    ),
+}

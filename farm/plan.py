@@ -1,0 +1,159 @@
+"""Expand a validated sweep into cells: models x precisions x batch sizes x profiles x backends
+x backend-option combinations.
+
+An axis that does not apply to a backend collapses to one cell that says so (ONNX Runtime has
+no optimization profiles), and a precision a backend cannot run becomes one `unsupported` cell
+per batch size, decided here without building anything. A cell id is a hash of everything that
+changes the cell's result, so a rerun finds the cells it already has.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from farm import __version__
+from farm.backends import backend_class
+from farm.config import LoadedConfig, Measurement
+from farm.errors import ConfigError
+from farm.models import ModelArtifact, resolve_model
+
+
+@dataclasses.dataclass(frozen=True)
+class Profile:
+    """A named optimization profile: (min, opt, max) per dimension name ('batch' or a model dim)."""
+
+    name: str
+    ranges: dict[str, tuple[int, int, int]]
+
+    def describe(self) -> str:
+        return ", ".join(f"{dim} {lo}-{opt}-{hi}" for dim, (lo, opt, hi) in self.ranges.items())
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    """One thing to build and measure. Picklable, so executors can ship it to workers."""
+
+    cell_id: str
+    sweep: str
+    model: ModelArtifact
+    precision: str
+    batch: int
+    profile: Profile | None
+    backend: str
+    options: dict[str, Any]
+    measurement: Measurement
+    input_shapes: dict[str, tuple[int, ...]]
+    unsupported_reason: str | None = None
+    notes: str | None = None
+
+    @property
+    def label(self) -> str:
+        parts = [self.model.name, self.precision, f"b{self.batch}"]
+        if self.profile is not None:
+            parts.append(self.profile.name)
+        parts.append(self.backend)
+        return " ".join(parts)
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    sweep: str
+    cells: list[Cell]
+    models: list[ModelArtifact]
+
+
+def plan_sweep(loaded: LoadedConfig, cache_dir: Path) -> Plan:
+    """Resolve every model and expand the sweep. Raises ConfigError for shape mistakes."""
+    config = loaded.config
+    models = [resolve_model(spec, i, loaded.base_dir, cache_dir) for i, spec in enumerate(config.models)]
+    profiles = [
+        Profile(name, {dim: (r.min, r.opt, r.max) for dim, r in config.profiles[name].items()})
+        for name in loaded.profile_names()
+    ]
+    for index, model in enumerate(models):
+        _check_model_shapes(loaded, index, model, profiles)
+    _check_profile_dims(loaded, models, profiles)
+
+    cells: list[Cell] = []
+    for model in models:
+        for backend in config.axes.backends:
+            cls = backend_class(backend)
+            cell_profiles: list[Profile | None] = profiles if (cls.supports_profiles and profiles) else [None]
+            note = cls.profile_note() if profiles and not cls.supports_profiles else None
+            for options in loaded.backend_options[backend]:
+                for precision in config.axes.precisions:
+                    for batch in config.axes.batch_sizes:
+                        for profile in cell_profiles:
+                            cells.append(_make_cell(config.name, model, precision, batch, profile, backend,
+                                                    options, config.measurement, cls.unsupported_reason(precision),
+                                                    note))
+    return Plan(config.name, cells, models)
+
+
+def _make_cell(sweep: str, model: ModelArtifact, precision: str, batch: int, profile: Profile | None,
+               backend: str, options: dict[str, Any], measurement: Measurement, unsupported: str | None,
+               note: str | None) -> Cell:
+    shapes = {} if model.error else {i.name: i.concrete_shape(batch, model.dims) for i in model.inputs}
+    identity = {
+        "model_sha256": model.sha256,
+        "inputs": [dataclasses.asdict(i) for i in model.inputs],
+        "input_shapes": shapes,
+        "precision": precision,
+        "batch": batch,
+        "profile": dataclasses.asdict(profile) if profile else None,
+        "backend": backend,
+        "options": options,
+        "measurement": measurement.model_dump(mode="json"),
+        "farm_version": __version__,
+    }
+    digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return Cell(digest, sweep, model, precision, batch, profile, backend, options, measurement, shapes,
+                unsupported, note)
+
+
+def _check_model_shapes(loaded: LoadedConfig, index: int, model: ModelArtifact, profiles: list[Profile]) -> None:
+    if model.error:
+        return  # the model's cells fail with the reason; the rest of the sweep goes on
+    where = f"{loaded.path}: models[{index}]"
+    for spec in model.inputs:
+        if not spec.shape:
+            continue
+        first = spec.shape[0]
+        if isinstance(first, int):
+            wrong = [b for b in loaded.config.axes.batch_sizes if b != first]
+            if wrong:
+                raise ConfigError(
+                    f"{where}: input {spec.name!r} has a fixed batch of {first}, so batch size(s) "
+                    f"{', '.join(map(str, wrong))} cannot run: export the model with a dynamic first "
+                    f"dimension or set axes.batch_sizes = [{first}]"
+                )
+        for dim in spec.shape[1:]:
+            if isinstance(dim, str) and dim not in model.dims:
+                raise ConfigError(
+                    f"{where}.dims: input {spec.name!r} has dynamic dimension {dim!r} with no size: "
+                    f"set it in the model's table, e.g. dims = {{ {dim} = 128 }}"
+                )
+    for profile in profiles:
+        for dim, (lo, _, hi) in profile.ranges.items():
+            if dim in model.dims and dim in model.dynamic_dims() and not lo <= model.dims[dim] <= hi:
+                raise ConfigError(
+                    f"{where}.dims.{dim}: {model.dims[dim]} is outside profile {profile.name!r} "
+                    f"({dim} {lo}-{hi}): widen profiles.{profile.name}.{dim} or change the size"
+                )
+
+
+def _check_profile_dims(loaded: LoadedConfig, models: list[ModelArtifact], profiles: list[Profile]) -> None:
+    known = {"batch"}.union(*(m.dynamic_dims() for m in models if not m.error))
+    if any(m.error for m in models):
+        return  # an unreadable model's dims are unknown; do not reject its profiles
+    for profile in profiles:
+        for dim in profile.ranges:
+            if dim not in known:
+                raise ConfigError(
+                    f"{loaded.path}: profiles.{profile.name}.{dim}: no model has a dynamic dimension "
+                    f"{dim!r}; dimensions: {', '.join(sorted(known))}"
+                )

@@ -1,0 +1,80 @@
+"""Where and with what a cell ran: host, CPU, library versions, farm version and commit."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.metadata
+import os
+import platform
+import socket
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from farm import __version__
+
+LIBRARIES = ("numpy", "onnx", "onnxruntime", "pyarrow", "duckdb", "ray", "torch", "tensorrt")
+
+
+@functools.lru_cache(maxsize=1)
+def farm_commit() -> str | None:
+    """The git commit of the farm source tree, with '+dirty' when it has local changes."""
+    root = Path(__file__).resolve().parent.parent
+    if not (root / ".git").exists():
+        return None
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                                text=True, timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return commit + ("+dirty" if dirty else "")
+
+
+@functools.lru_cache(maxsize=1)
+def library_versions() -> dict[str, str]:
+    """Installed versions of the libraries that can change a result (absent ones left out)."""
+    versions = {"python": platform.python_version(), "farm": __version__}
+    for name in LIBRARIES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+@functools.lru_cache(maxsize=1)
+def host_info() -> dict[str, Any]:
+    """Host name, CPU model and core counts, memory."""
+    import cpuinfo
+
+    info = cpuinfo.get_cpu_info()
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        memory = None
+    return {
+        "host": socket.gethostname(),
+        "cpu_model": info.get("brand_raw") or platform.processor() or platform.machine(),
+        "cpu_cores": os.cpu_count(),
+        "cpu_arch": info.get("arch_string_raw") or platform.machine(),
+        "memory_bytes": memory,
+        "os": platform.platform(),
+    }
+
+
+def cpu_device_row() -> dict[str, Any]:
+    """The `devices` row of this host's CPU, for cells measured on it."""
+    host = host_info()
+    ident = hashlib.sha256(f"{host['host']}|{host['cpu_model']}|{host['cpu_cores']}".encode()).hexdigest()[:16]
+    return {
+        "device_id": f"cpu-{ident}",
+        "kind": "cpu",
+        "name": host["cpu_model"],
+        "host": host["host"],
+        "cpu_cores": host["cpu_cores"],
+        "memory_bytes": host["memory_bytes"],
+        "os": host["os"],
+    }

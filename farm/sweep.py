@@ -1,0 +1,130 @@
+"""`farm sweep`: config -> plan -> executor -> warehouse, with resume and a summary."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import secrets
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from farm import __version__
+from farm.callbacks import Callback, CallbackList
+from farm.config import load_config
+from farm.display import ProgressDisplay, render_table
+from farm.executor import make_executor
+from farm.plan import Cell, plan_sweep
+from farm.provenance import farm_commit, host_info
+from farm.warehouse import KEPT_STATUSES, SCHEMA_VERSION, Warehouse
+from farm.worker import CellResult
+
+SUMMARY_COLUMNS = ("cell", "model", "precision", "batch", "profile", "backend", "status", "qps",
+                   "samples/s", "p50 ms", "p99 ms", "stable", "note")
+
+
+class WarehouseWriter(Callback):
+    """Writes each result the moment it arrives, so a crash loses at most the cell in flight."""
+
+    def __init__(self, warehouse: Warehouse, run_id: str, config_hash: str) -> None:
+        self.warehouse, self.run_id, self.config_hash = warehouse, run_id, config_hash
+        self.failures: list[tuple[Cell, str]] = []
+
+    def on_cell_result(self, cell: Cell, result: CellResult) -> None:
+        self.warehouse.write_cell(cell, result, self.run_id, self.config_hash)
+        if result.status == "failed":
+            self.failures.append((cell, result.reason or "unknown error"))
+
+
+@dataclasses.dataclass
+class SweepOutcome:
+    sweep: str
+    run_id: str
+    cells: list[Cell]
+    ran: int
+    resumed: int
+    failures: list[tuple[str, str]]  # (cell label, reason) of every failed cell of the plan
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.failures else 0
+
+
+def run_sweep(config_path: str | Path, results: str | Path, *, force: bool = False, executor: str = "local",
+              console: Console | None = None) -> SweepOutcome:
+    """Run a sweep file into the warehouse at `results`, skipping cells it already holds."""
+    console = console or Console(stderr=True)
+    loaded = load_config(config_path)
+    warehouse = Warehouse(results)
+    plan = plan_sweep(loaded, warehouse.cache_dir)  # every ConfigError is raised by now: nothing written yet
+
+    repaired = warehouse.repair(plan.sweep)
+    if repaired:
+        console.print(f"[yellow]removed {len(repaired)} file(s) left by an interrupted run[/yellow]")
+    existing = {} if force else warehouse.cell_statuses(plan.sweep)
+    todo = [c for c in plan.cells if existing.get(c.cell_id) not in KEPT_STATUSES]
+    resumed = len(plan.cells) - len(todo)
+    console.print(f"sweep [bold]{plan.sweep}[/bold]: {len(plan.cells)} cells, {len(todo)} to run"
+                  + (f", {resumed} already in {warehouse.root}" if resumed else ""))
+
+    run_id = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ-") + secrets.token_hex(3)
+    sweep_row = {
+        "run_id": run_id, "sweep_id": plan.sweep, "name": loaded.config.name,
+        "description": loaded.config.description, "config_path": str(loaded.path), "config_text": loaded.text,
+        "config_hash": loaded.config_hash, "farm_version": __version__, "farm_commit": farm_commit(),
+        "schema_version": SCHEMA_VERSION, "host": host_info()["host"], "command": " ".join(sys.argv),
+        "executor": executor, "cells_planned": len(plan.cells), "cells_to_run": len(todo),
+        "cells_resumed": resumed, "started_at": dt.datetime.now(dt.timezone.utc), "finished_at": None,
+    }
+    warehouse.write_sweep_run(sweep_row)
+    writer = WarehouseWriter(warehouse, run_id, loaded.config_hash)
+    callbacks = CallbackList([writer, ProgressDisplay(console)])
+    callbacks.on_sweep_start(todo)
+    try:
+        make_executor(executor).run(todo, warehouse.cache_dir, callbacks)
+    finally:
+        callbacks.on_sweep_end()
+    warehouse.write_sweep_run({**sweep_row, "finished_at": dt.datetime.now(dt.timezone.utc)})
+
+    statuses = warehouse.cell_statuses(plan.sweep)
+    failures = [(c.label, _reason(warehouse, c)) for c in plan.cells if statuses.get(c.cell_id) == "failed"]
+    return SweepOutcome(plan.sweep, run_id, plan.cells, len(todo), resumed, failures)
+
+
+def _reason(warehouse: Warehouse, cell: Cell) -> str:
+    import pyarrow.parquet as pq
+
+    path = warehouse.table_dir(cell.sweep, "cells") / f"{cell.cell_id}.parquet"
+    return pq.read_table(path, columns=["reason"]).column("reason")[0].as_py() or "unknown error"
+
+
+def summary_table(warehouse: Warehouse, outcome: SweepOutcome) -> tuple[Table, list[str]]:
+    """The end-of-sweep table (one row per planned cell, from what the warehouse now holds) and
+    its footnotes: each distinct reason or note is printed once below the table, not per row."""
+    con = warehouse.connect()
+    ids = [c.cell_id for c in outcome.cells]
+    rows = con.execute(
+        """
+        SELECT c.cell_id, c.model, c.precision, c.batch, c.profile, c.backend, c.status,
+               m.throughput_qps, m.throughput_samples_per_s, m.latency_median_ms, m.latency_p99_ms,
+               m.stable, coalesce(c.reason, c.notes), c.run_id
+        FROM cells c LEFT JOIN measurements m USING (cell_id)
+        WHERE c.sweep_id = ? AND list_contains(?, c.cell_id)
+        """,
+        [outcome.sweep, ids],
+    ).fetchall()
+    order = {cell_id: i for i, cell_id in enumerate(ids)}
+    rows.sort(key=lambda r: order[r[0]])
+    notes: list[str] = []
+    shown = []
+    for row in rows:
+        *values, run_id = row
+        values[0] = values[0][:8] + ("" if run_id == outcome.run_id else " (resumed)")
+        if values[-1]:
+            if values[-1] not in notes:
+                notes.append(values[-1])
+            values[-1] = f"[{notes.index(values[-1]) + 1}]"
+        shown.append(values)
+    return render_table(SUMMARY_COLUMNS, shown, title=f"sweep {outcome.sweep}"), notes

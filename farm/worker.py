@@ -1,0 +1,95 @@
+"""Run one cell from model to result rows: build, time, profile layers. Never raises.
+
+This is what an executor calls for each cell, in-process or inside a Ray actor. A failure
+becomes a `failed` result carrying the reason (one line) and the traceback.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import gc
+import shutil
+import traceback
+from pathlib import Path
+from typing import Any
+
+from farm.backends import backend_class
+from farm.backends.base import BuildStats, LayerRecord
+from farm.measure import Samples, run_timed, summarize
+from farm.models import make_feeds
+from farm.plan import Cell
+from farm.provenance import cpu_device_row, farm_commit, host_info, library_versions
+
+
+@dataclasses.dataclass
+class CellResult:
+    """Everything one cell produced. Only plain data, so it crosses process boundaries."""
+
+    cell_id: str
+    status: str  # ok / failed / skipped / unsupported
+    reason: str | None = None
+    traceback: str | None = None
+    started_at: dt.datetime | None = None
+    finished_at: dt.datetime | None = None
+    build: BuildStats | None = None
+    measurement: dict[str, Any] | None = None
+    samples: Samples | None = None
+    layers: list[LayerRecord] = dataclasses.field(default_factory=list)
+    device: dict[str, Any] | None = None
+    host: dict[str, Any] = dataclasses.field(default_factory=dict)
+    versions: dict[str, str] = dataclasses.field(default_factory=dict)
+    farm_commit: str | None = None
+
+
+def now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def run_cell(cell: Cell, cache_dir: Path) -> CellResult:
+    """Build, measure and profile one cell; any exception becomes a failed result."""
+    result = CellResult(cell.cell_id, "ok", started_at=now(), host=host_info(), versions=library_versions(),
+                        farm_commit=farm_commit())
+    if cell.unsupported_reason:
+        result.status, result.reason = "unsupported", cell.unsupported_reason
+    elif cell.model.error:
+        result.status, result.reason = "failed", cell.model.error
+    else:
+        cls = backend_class(cell.backend)
+        unavailable = cls.unavailable_reason()
+        if unavailable:
+            result.status, result.reason = "skipped", unavailable
+        else:
+            _build_and_measure(cls, cell, cache_dir, result)
+    result.finished_at = now()
+    return result
+
+
+def _build_and_measure(cls, cell: Cell, cache_dir: Path, result: CellResult) -> None:
+    work_dir = cache_dir / "work" / cell.cell_id
+    shutil.rmtree(work_dir, ignore_errors=True)
+    work_dir.mkdir(parents=True)
+    backend = cls(cell.options)
+    try:
+        result.build = backend.build(cell.model.path, cell.input_shapes, work_dir)
+        result.device = cpu_device_row() if backend.device == "cpu" else None
+        feeds = make_feeds(cell.model.inputs, cell.input_shapes, cell.measurement.seed)
+        samples = run_timed(backend.query_fn(feeds), cell.measurement)
+        result.samples = samples
+        result.measurement = summarize(samples, cell.batch, cell.measurement)
+        if cell.measurement.layer_iterations:
+            result.layers = backend.profile_layers(feeds, cell.measurement.layer_iterations)
+    except MemoryError:
+        result.status = "failed"
+        result.reason = "out of memory while building or running: try a smaller batch size or fewer threads"
+        result.traceback = traceback.format_exc()
+    except Exception as exc:  # a failed cell is a result; the sweep goes on
+        result.status = "failed"
+        message = str(exc).strip().splitlines()
+        result.reason = f"{type(exc).__name__}: {message[0] if message else '(no message)'}"[:500]
+        result.traceback = traceback.format_exc()
+    finally:
+        backend.close()
+        del backend
+        gc.collect()
+        shutil.rmtree(work_dir, ignore_errors=True)
