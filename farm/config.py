@@ -302,7 +302,7 @@ def _describe(error: dict[str, Any]) -> str:
     if kind == "extra_forbidden":
         allowed = _allowed_keys(loc[:-1])
         hint = f"; allowed keys: {', '.join(allowed)}" if allowed else ""
-        return f"{where}: unknown key {loc[-1]!r}{hint}"
+        return f"{_dotted(loc[:-1])}: unknown key {loc[-1]!r}{hint}"
     if kind == "missing":
         return f"{where}: required key is missing"
     if kind == "literal_error":

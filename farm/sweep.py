@@ -30,12 +30,9 @@ class WarehouseWriter(Callback):
 
     def __init__(self, warehouse: Warehouse, run_id: str, config_hash: str) -> None:
         self.warehouse, self.run_id, self.config_hash = warehouse, run_id, config_hash
-        self.failures: list[tuple[Cell, str]] = []
 
     def on_cell_result(self, cell: Cell, result: CellResult) -> None:
         self.warehouse.write_cell(cell, result, self.run_id, self.config_hash)
-        if result.status == "failed":
-            self.failures.append((cell, result.reason or "unknown error"))
 
 
 @dataclasses.dataclass
@@ -70,6 +67,8 @@ def run_sweep(config_path: str | Path, results: str | Path, *, force: bool = Fal
                   + (f", {resumed} already in {warehouse.root}" if resumed else ""))
 
     run_id = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ-") + secrets.token_hex(3)
+    if not todo:  # a rerun with nothing to do writes nothing at all
+        return SweepOutcome(plan.sweep, run_id, plan.cells, 0, resumed, _failures(warehouse, plan.cells))
     sweep_row = {
         "run_id": run_id, "sweep_id": plan.sweep, "name": loaded.config.name,
         "description": loaded.config.description, "config_path": str(loaded.path), "config_text": loaded.text,
@@ -79,8 +78,7 @@ def run_sweep(config_path: str | Path, results: str | Path, *, force: bool = Fal
         "cells_resumed": resumed, "started_at": dt.datetime.now(dt.timezone.utc), "finished_at": None,
     }
     warehouse.write_sweep_run(sweep_row)
-    writer = WarehouseWriter(warehouse, run_id, loaded.config_hash)
-    callbacks = CallbackList([writer, ProgressDisplay(console)])
+    callbacks = CallbackList([WarehouseWriter(warehouse, run_id, loaded.config_hash), ProgressDisplay(console)])
     callbacks.on_sweep_start(todo)
     try:
         make_executor(executor).run(todo, warehouse.cache_dir, callbacks)
@@ -88,16 +86,21 @@ def run_sweep(config_path: str | Path, results: str | Path, *, force: bool = Fal
         callbacks.on_sweep_end()
     warehouse.write_sweep_run({**sweep_row, "finished_at": dt.datetime.now(dt.timezone.utc)})
 
-    statuses = warehouse.cell_statuses(plan.sweep)
-    failures = [(c.label, _reason(warehouse, c)) for c in plan.cells if statuses.get(c.cell_id) == "failed"]
-    return SweepOutcome(plan.sweep, run_id, plan.cells, len(todo), resumed, failures)
+    return SweepOutcome(plan.sweep, run_id, plan.cells, len(todo), resumed, _failures(warehouse, plan.cells))
 
 
-def _reason(warehouse: Warehouse, cell: Cell) -> str:
+def _failures(warehouse: Warehouse, cells: list[Cell]) -> list[tuple[str, str]]:
+    """(label, reason) of every planned cell that the warehouse holds as failed."""
     import pyarrow.parquet as pq
 
-    path = warehouse.table_dir(cell.sweep, "cells") / f"{cell.cell_id}.parquet"
-    return pq.read_table(path, columns=["reason"]).column("reason")[0].as_py() or "unknown error"
+    statuses = warehouse.cell_statuses(cells[0].sweep) if cells else {}
+    failures = []
+    for cell in cells:
+        if statuses.get(cell.cell_id) == "failed":
+            path = warehouse.table_dir(cell.sweep, "cells") / f"{cell.cell_id}.parquet"
+            reason = pq.read_table(path, columns=["reason"]).column("reason")[0].as_py()
+            failures.append((cell.label, reason or "unknown error"))
+    return failures
 
 
 def summary_table(warehouse: Warehouse, outcome: SweepOutcome) -> tuple[Table, list[str]]:

@@ -168,7 +168,7 @@ def layers_from_profile(events: list[dict[str, Any]], optimized_model, skip_runs
         )
         if node is not None:
             activation = next((a.s.decode() for a in node.attribute if a.name == "activation"), None)
-            record.fused_ops = f"{op}+{activation}" if activation else None
+            record.fused_ops = f"{op.removeprefix('Fused')}+{activation}" if activation else None
             names = [n for n in node.input if n]
             weight_sizes, weight_shapes, activation_types = [], [], []
             aligned = len(names) == len(in_types)

@@ -157,11 +157,10 @@ def make_bert(layers: int = 12, hidden: int = 768, heads: int = 12, intermediate
     int64 = lambda n, v: g.constant(n, np.asarray(v, dtype=np.int64))  # noqa: E731
     words = g.node("Gather", [g.weight("embeddings.word", (vocab, hidden), std=0.02), "input_ids"],
                    "embeddings.word_lookup")
-    shape = g.node("Shape", ["input_ids"], "embeddings.shape")
-    seq_len = g.node("Gather", [shape, int64("const.one", 1)], "embeddings.seq_len", axis=0)
-    positions = g.node("Range", [int64("const.zero", 0), seq_len, int64("const.step", 1)], "embeddings.positions")
-    pos = g.node("Gather", [g.weight("embeddings.position", (max_positions, hidden), std=0.02), positions],
-                 "embeddings.position_lookup")
+    # Position embeddings: the first `sequence` rows of the table (broadcast over the batch).
+    seq_len = g.node("Shape", ["input_ids"], "embeddings.seq_len", start=1, end=2)
+    pos = g.node("Slice", [g.weight("embeddings.position", (max_positions, hidden), std=0.02),
+                           int64("const.zero", [0]), seq_len, int64("const.axis0", [0])], "embeddings.positions")
     types = g.node("Gather", [g.weight("embeddings.token_type", (2, hidden), std=0.02), "token_type_ids"],
                    "embeddings.token_type_lookup")
     x = g.node("Add", [g.node("Add", [words, pos], "embeddings.add_position"), types], "embeddings.add_type")
@@ -202,7 +201,10 @@ def make_bert(layers: int = 12, hidden: int = 768, heads: int = 12, intermediate
         x = layer_norm(g.node("Add", [h, x], f"{p}.output.residual"), f"{p}.output.layer_norm")
 
     g.nodes.append(helper.make_node("Identity", [x], ["last_hidden_state"], name="last_hidden_state"))
-    first = g.node("Gather", [x, int64("const.zero_idx", 0)], "pooler.first_token", axis=1)
+    # Index [0] then Squeeze, not a scalar index: ONNX Runtime's optimizer rewrites a scalar-index
+    # Gather on axis 1 into a Slice it then cannot run.
+    first = g.node("Gather", [x, int64("const.zero_idx", [0])], "pooler.first_token", axis=1)
+    first = g.node("Squeeze", [first, int64("const.axis1", [1])], "pooler.squeeze")
     pooled = g.node("Tanh", [linear(first, hidden, hidden, "pooler.dense")], "pooler.tanh")
     g.nodes.append(helper.make_node("Identity", [pooled], ["pooler_output"], name="pooler_output"))
     ids = lambda n: helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "sequence"])  # noqa: E731

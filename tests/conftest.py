@@ -1,0 +1,81 @@
+"""Shared fixtures: tiny ONNX models made here, and sweep files written on the fly."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+FAST_MEASUREMENT = """
+[measurement]
+warmup_ms = 5
+min_iterations = 5
+min_duration_ms = 30
+repeats = 2
+layer_iterations = 3
+"""
+
+
+def tiny_cnn(path: Path, channels: int = 4, batch: int | str = "batch", spatial: int = 8) -> Path:
+    """Conv -> Relu -> GlobalAveragePool -> Flatten -> Gemm, dynamic batch unless `batch` is an int."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    init = [
+        numpy_helper.from_array(rng.standard_normal((channels, 3, 3, 3)).astype(np.float32), "conv.w"),
+        numpy_helper.from_array(rng.standard_normal(channels).astype(np.float32), "conv.b"),
+        numpy_helper.from_array(rng.standard_normal((5, channels)).astype(np.float32), "fc.w"),
+        numpy_helper.from_array(rng.standard_normal(5).astype(np.float32), "fc.b"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "conv.w", "conv.b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"], name="relu"),
+        helper.make_node("GlobalAveragePool", ["r"], ["p"], name="pool"),
+        helper.make_node("Flatten", ["p"], ["f"], name="flatten"),
+        helper.make_node("Gemm", ["f", "fc.w", "fc.b"], ["y"], name="fc", transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes, "tiny",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, spatial, spatial])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 5])], init)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+    return path
+
+
+def unsupported_op_model(path: Path) -> Path:
+    """A valid ONNX file whose operator no runtime knows: building it fails."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("NoSuchOperator", ["x"], ["y"], name="mystery", domain="farm.test")], "bad",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("farm.test", 1)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+@pytest.fixture
+def models_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "models"
+    d.mkdir()
+    tiny_cnn(d / "tiny.onnx")
+    return d
+
+
+def write_sweep(directory: Path, body: str, name: str = "sweep.toml", fast: bool = True) -> Path:
+    """Write a sweep file; `fast` appends quick measurement settings unless the body has its own."""
+    text = textwrap.dedent(body)
+    if fast and "[measurement]" not in text:
+        text += FAST_MEASUREMENT
+    path = directory / name
+    path.write_text(text)
+    return path

@@ -1,0 +1,85 @@
+"""Model sources: the zoo generates real, deterministic ONNX; files are hashed and read."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from farm.config import ModelSpec
+from farm.models import InputSpec, make_feeds, resolve_model, zoo_model_path
+from farm.models.zoo import ZOO, make_bert, make_resnet
+
+
+def test_resnet18_is_deterministic_and_runs(tmp_path: Path) -> None:
+    first = zoo_model_path("resnet18", tmp_path / "a")
+    second = make_resnet(18).SerializeToString()
+    assert hashlib.sha256(first.read_bytes()).digest() == hashlib.sha256(second).digest()
+    model = onnx.load(first)
+    onnx.checker.check_model(model)
+    params = sum(int(np.prod(t.dims)) for t in model.graph.initializer)
+    assert 11_600_000 < params < 11_800_000  # ResNet-18: 11.7 M (BatchNorm statistics included)
+    session = ort.InferenceSession(str(first), providers=["CPUExecutionProvider"])
+    x = np.random.default_rng(0).uniform(-1, 1, (2, 3, 224, 224)).astype(np.float32)
+    (logits,) = session.run(None, {"input": x})
+    assert logits.shape == (2, 1000) and np.isfinite(logits).all() and logits.std() > 0
+
+
+def test_resnet50_parameter_count() -> None:
+    model = make_resnet(50, image=32)
+    weights = sum(int(np.prod(t.dims)) for t in model.graph.initializer
+                  if not t.name.endswith(("running_mean", "running_var")))
+    assert 25_500_000 < weights < 25_600_000  # torchvision's resnet50: 25,557,032
+
+
+def test_small_bert_runs_with_dynamic_batch_and_sequence() -> None:
+    model = make_bert(layers=2, hidden=32, heads=4, intermediate=64, vocab=100, max_positions=64, name="bert-tiny")
+    onnx.checker.check_model(model)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for batch, seq in [(1, 8), (3, 17)]:
+        ids = np.random.default_rng(1).integers(0, 100, (batch, seq))
+        hidden, pooled = session.run(None, {"input_ids": ids, "token_type_ids": np.zeros_like(ids),
+                                            "attention_mask": np.ones_like(ids)})
+        assert hidden.shape == (batch, seq, 32) and pooled.shape == (batch, 32)
+        assert np.isfinite(hidden).all()
+
+
+def test_bert_base_zoo_entry_declares_its_inputs() -> None:
+    entry = ZOO["bert-base"]
+    assert entry.default_dims == {"sequence": 128}
+    assert entry.input_ranges["input_ids"] == (0, 30522)
+
+
+def test_resolve_file_reads_inputs_and_hash(models_dir: Path) -> None:
+    artifact = resolve_model(ModelSpec(source="tiny.onnx"), 0, models_dir, models_dir / "cache")
+    assert artifact.name == "tiny" and artifact.error is None
+    assert artifact.sha256 == hashlib.sha256((models_dir / "tiny.onnx").read_bytes()).hexdigest()
+    assert artifact.inputs == (InputSpec("x", "float32", ("batch", 3, 8, 8), -1.0, 1.0),)
+    assert (models_dir / "tiny.onnx.farm.json").exists()  # cached for the next plan
+
+
+def test_resolve_corrupt_file_is_an_error_not_a_crash(tmp_path: Path) -> None:
+    (tmp_path / "broken.onnx").write_bytes(b"\x08\x07this is not a protobuf" * 10)
+    artifact = resolve_model(ModelSpec(source="broken.onnx"), 0, tmp_path, tmp_path / "cache")
+    assert artifact.error.startswith("cannot read broken.onnx as an ONNX model")
+    assert artifact.inputs == ()
+
+
+def test_feeds_are_seeded_in_range_and_never_zero() -> None:
+    specs = (InputSpec("x", "float32", ("batch", 4), -1.0, 1.0), InputSpec("ids", "int64", ("batch", 6), 5, 9))
+    shapes = {"x": (3, 4), "ids": (3, 6)}
+    a, b = make_feeds(specs, shapes, seed=7), make_feeds(specs, shapes, seed=7)
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    assert not np.array_equal(a["x"], make_feeds(specs, shapes, seed=8)["x"])
+    assert a["x"].dtype == np.float32 and (np.abs(a["x"]) <= 1).all() and np.count_nonzero(a["x"]) == a["x"].size
+    assert a["ids"].dtype == np.int64 and a["ids"].min() >= 5 and a["ids"].max() < 9
+
+
+@pytest.mark.parametrize("batch", [1, 5])
+def test_concrete_shape(batch: int) -> None:
+    spec = InputSpec("ids", "int64", ("batch", "sequence"), 0, 2)
+    assert spec.concrete_shape(batch, {"sequence": 64}) == (batch, 64)
