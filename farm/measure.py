@@ -180,7 +180,6 @@ def summarize(samples: Samples, batch: int, settings: Measurement) -> dict[str, 
     qps = n / walltime_s if walltime_s > 0 else None
     row: dict[str, Any] = {
         "queries": n,
-        "batch": batch,
         "throughput_qps": qps,
         "throughput_samples_per_s": qps * batch if qps is not None else None,
         "host_walltime_ms": samples.walltime_ms,

@@ -64,7 +64,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("layers_before_fusion", pa.int32()), ("layers_after_fusion", pa.int32()),
     ),
     "measurements": _schema(
-        ("cell_id", pa.string()), ("sweep_id", pa.string()), ("queries", pa.int64()), ("batch", pa.int32()),
+        ("cell_id", pa.string()), ("sweep_id", pa.string()), ("queries", pa.int64()),
         ("throughput_qps", pa.float64()), ("throughput_samples_per_s", pa.float64()),
         *[(f"latency_{s}_ms", pa.float64()) for s in ("min", "mean", "median", "p90", "p95", "p99", "max", "std")],
         ("latency_cv_percent", pa.float64()),
