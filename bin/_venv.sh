@@ -1,0 +1,31 @@
+# Sourced by bin/farm and bin/test: make (or refresh) a virtualenv beside this checkout and
+# install farm into it, with the extras given. Reinstalls when pyproject.toml changes.
+# FARM_VENV picks another folder; PYTHON another interpreter (3.11 or newer).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="${FARM_VENV:-$root/.venv}"
+
+ensure_venv() {  # ensure_venv EXTRAS STAMP_NAME
+  local extras="$1" stamp="$venv/$2" python="${PYTHON:-python3}"
+  if [ -f "$stamp" ] && [ "$stamp" -nt "$root/pyproject.toml" ]; then
+    return 0
+  fi
+  if ! command -v "$python" >/dev/null 2>&1; then
+    echo "farm: needs Python 3.11 or newer: no '$python' on PATH (set PYTHON=/path/to/python3)" >&2
+    exit 2
+  fi
+  if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+    echo "farm: needs Python 3.11 or newer, '$python' is $("$python" --version 2>&1) (set PYTHON=/path/to/python3.11)" >&2
+    exit 2
+  fi
+  if [ ! -x "$venv/bin/python" ]; then
+    "$python" -m venv "$venv" || {
+      echo "farm: could not create a virtualenv at $venv (on Debian/Ubuntu: apt-get install python3-venv)" >&2
+      exit 2
+    }
+  fi
+  echo "farm: installing farm${extras} and its dependencies into $venv (first use; a minute or two)" >&2
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip >&2
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e "$root$extras" >&2
+  touch "$stamp"
+}
