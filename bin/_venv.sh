@@ -5,11 +5,14 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${FARM_VENV:-$root/.venv}"
 
-ensure_venv() {  # ensure_venv EXTRAS STAMP_NAME
-  local extras="$1" stamp="$venv/$2" python="${PYTHON:-python3}"
-  if [ -f "$stamp" ] && [ "$stamp" -nt "$root/pyproject.toml" ]; then
-    return 0
-  fi
+ensure_venv() {  # ensure_venv EXTRAS STAMP_NAME [STAMP_THAT_ALSO_WILL_DO...]
+  local extras="$1" stamp="$venv/$2" python="${PYTHON:-python3}" name
+  shift
+  for name in "$@"; do  # an install with more extras serves a command that needs fewer
+    if [ -f "$venv/$name" ] && [ "$venv/$name" -nt "$root/pyproject.toml" ]; then
+      return 0
+    fi
+  done
   if ! command -v "$python" >/dev/null 2>&1; then
     echo "farm: needs Python 3.11 or newer: no '$python' on PATH (set PYTHON=/path/to/python3)" >&2
     exit 2
