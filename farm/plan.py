@@ -4,7 +4,8 @@ x backend-option combinations.
 An axis that does not apply to a backend collapses to one cell that says so (ONNX Runtime has
 no optimization profiles), and a precision a backend cannot run becomes one `unsupported` cell
 per batch size, decided here without building anything. A cell id is a hash of everything that
-changes the cell's result, so a rerun finds the cells it already has.
+changes the cell's result (and the sweep's name, so that an id is unique in the whole warehouse),
+so a rerun finds the cells it already has.
 """
 
 from __future__ import annotations
@@ -99,6 +100,7 @@ def _make_cell(sweep: str, model: ModelArtifact, precision: str, batch: int, pro
                note: str | None) -> Cell:
     shapes = {} if model.error else {i.name: i.concrete_shape(batch, model.dims) for i in model.inputs}
     identity = {
+        "sweep": sweep,  # ids are unique across the warehouse, so joins on cell_id alone are safe
         "model_sha256": model.sha256,
         "inputs": [dataclasses.asdict(i) for i in model.inputs],
         "input_shapes": shapes,

@@ -31,7 +31,6 @@ CACHE_DIR_NAME = ".cache"
 KEPT_STATUSES = frozenset({"ok", "unsupported"})  # a rerun redoes failed and skipped cells
 
 _ts = pa.timestamp("us", tz="UTC")
-_key = [pa.field("cell_id", pa.string()), pa.field("sweep_id", pa.string())]
 
 
 def _schema(*fields: tuple[str, pa.DataType]) -> pa.Schema:
@@ -59,12 +58,12 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("config_hash", pa.string()), ("started_at", _ts), ("finished_at", _ts), ("duration_s", pa.float64()),
     ),
     "builds": _schema(
-        ("cell_id", pa.string()), ("sweep_id", pa.string()), ("build_s", pa.float64()),
+        ("cell_id", pa.string()), ("build_s", pa.float64()),
         ("artifact_bytes", pa.int64()), ("cache_hits", pa.int64()), ("builder_peak_memory_bytes", pa.int64()),
         ("layers_before_fusion", pa.int32()), ("layers_after_fusion", pa.int32()),
     ),
     "measurements": _schema(
-        ("cell_id", pa.string()), ("sweep_id", pa.string()), ("queries", pa.int64()),
+        ("cell_id", pa.string()), ("queries", pa.int64()),
         ("throughput_qps", pa.float64()), ("throughput_samples_per_s", pa.float64()),
         *[(f"latency_{s}_ms", pa.float64()) for s in ("min", "mean", "median", "p90", "p95", "p99", "max", "std")],
         ("latency_cv_percent", pa.float64()),
@@ -75,12 +74,12 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("repeat_spread_percent", pa.float64()), ("stable", pa.bool_()), ("max_cv_percent", pa.float64()),
     ),
     "samples": _schema(
-        ("cell_id", pa.string()), ("sweep_id", pa.string()), ("repeat", pa.int32()), ("iteration", pa.int32()),
+        ("cell_id", pa.string()), ("repeat", pa.int32()), ("iteration", pa.int32()),
         ("start_ms", pa.float64()), ("latency_ms", pa.float64()), ("enqueue_ms", pa.float64()),
         ("h2d_ms", pa.float64()), ("compute_ms", pa.float64()), ("d2h_ms", pa.float64()),
     ),
     "layers": _schema(
-        ("cell_id", pa.string()), ("sweep_id", pa.string()), ("layer_index", pa.int32()), ("name", pa.string()),
+        ("cell_id", pa.string()), ("layer_index", pa.int32()), ("name", pa.string()),
         ("type", pa.string()), ("fused_ops", pa.string()), ("tactic", pa.string()),
         ("input_shapes", pa.string()), ("input_dtypes", pa.string()),
         ("output_shapes", pa.string()), ("output_dtypes", pa.string()),
@@ -156,9 +155,9 @@ class Warehouse:
         for table in ("cells", *PER_CELL_TABLES):
             self.table_dir(sweep, table).joinpath(f"{cell.cell_id}.parquet").unlink(missing_ok=True)
         if result.build is not None and result.status == "ok":
-            self._write("builds", sweep, cell.cell_id, [{**_key_values(cell), **vars(result.build)}])
+            self._write("builds", sweep, cell.cell_id, [{"cell_id": cell.cell_id, **vars(result.build)}])
         if result.measurement is not None and result.status == "ok":
-            self._write("measurements", sweep, cell.cell_id, [{**_key_values(cell), **result.measurement}])
+            self._write("measurements", sweep, cell.cell_id, [{"cell_id": cell.cell_id, **result.measurement}])
             self._write_table("samples", sweep, cell.cell_id, _samples_table(cell, result))
         if result.layers and result.status == "ok":
             self._write("layers", sweep, cell.cell_id, _layer_rows(cell, result))
@@ -220,15 +219,11 @@ def _sql_string(text: str) -> str:
     return text.replace("'", "''")
 
 
-def _key_values(cell: Cell) -> dict[str, str]:
-    return {"cell_id": cell.cell_id, "sweep_id": cell.sweep}
-
-
 def _cell_row(cell: Cell, result: CellResult, run_id: str, config_hash: str) -> dict[str, Any]:
     duration = (result.finished_at - result.started_at).total_seconds() \
         if result.started_at and result.finished_at else None
     return {
-        **_key_values(cell), "run_id": run_id,
+        "cell_id": cell.cell_id, "sweep_id": cell.sweep, "run_id": run_id,
         "model": cell.model.name, "model_source": cell.model.source, "model_sha256": cell.model.sha256,
         "model_bytes": cell.model.size_bytes, "precision": cell.precision, "batch": cell.batch,
         "profile": cell.profile.name if cell.profile else None,
@@ -258,7 +253,6 @@ def _samples_table(cell: Cell, result: CellResult) -> pa.Table:
 
     return pa.table({
         "cell_id": pa.array([cell.cell_id] * n, pa.string()),
-        "sweep_id": pa.array([cell.sweep] * n, pa.string()),
         "repeat": pa.array(s.repeat, pa.int32()),
         "iteration": pa.array(iteration, pa.int32()),
         "start_ms": pa.array(s.start_ms, pa.float64()),
@@ -280,7 +274,7 @@ def _layer_rows(cell: Cell, result: CellResult) -> list[dict[str, Any]]:
     rows = []
     for layer, avg in zip(result.layers, averages):
         rows.append({
-            **_key_values(cell), "layer_index": layer.index, "name": layer.name, "type": layer.type,
+            "cell_id": cell.cell_id, "layer_index": layer.index, "name": layer.name, "type": layer.type,
             "fused_ops": layer.fused_ops, "tactic": layer.tactic,
             "input_shapes": _shapes(layer.input_shapes), "input_dtypes": ", ".join(layer.input_dtypes),
             "output_shapes": _shapes(layer.output_shapes), "output_dtypes": ", ".join(layer.output_dtypes),

@@ -78,3 +78,10 @@ def test_zoo_model_planned_with_its_default_dims(tmp_path: Path) -> None:
     cells = plan(tmp_path, body).cells
     assert cells[0].input_shapes == {"input": (4, 3, 224, 224)}
     assert (tmp_path / "cache" / "zoo").is_dir() and "resnet18" in ZOO
+
+
+def test_same_cells_in_two_sweeps_have_distinct_ids(models_dir: Path) -> None:
+    """Ids are unique in the warehouse, so `JOIN ... USING (cell_id)` never pairs two sweeps' rows."""
+    one = {c.cell_id for c in plan(models_dir.parent, BASE).cells}
+    other = {c.cell_id for c in plan(models_dir.parent, BASE.replace('name = "p"', 'name = "q"')).cells}
+    assert one.isdisjoint(other)
