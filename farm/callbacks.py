@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from farm.plan import Cell
@@ -15,8 +15,8 @@ class Callback:
     def on_sweep_start(self, cells: list[Cell]) -> None:
         pass
 
-    def on_cell_start(self, cell: Cell) -> None:
-        pass
+    def on_cell_start(self, cell: Cell, worker: dict[str, Any] | None = None) -> None:
+        """`worker` describes the executor worker the cell was handed to (pid, host, GPUs)."""
 
     def on_cell_log(self, cell: Cell, message: str) -> None:
         pass
@@ -38,9 +38,9 @@ class CallbackList(Callback):
         for cb in self.callbacks:
             cb.on_sweep_start(cells)
 
-    def on_cell_start(self, cell: Cell) -> None:
+    def on_cell_start(self, cell: Cell, worker: dict[str, Any] | None = None) -> None:
         for cb in self.callbacks:
-            cb.on_cell_start(cell)
+            cb.on_cell_start(cell, worker)
 
     def on_cell_log(self, cell: Cell, message: str) -> None:
         for cb in self.callbacks:

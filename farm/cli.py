@@ -33,8 +33,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("sweep", "Run a sweep file: build and measure every cell, resuming cells already in the warehouse.")
     p.add_argument("config", help="sweep file (TOML), e.g. configs/resnet.toml")
     p.add_argument("--force", action="store_true", help="rerun cells that are already in the warehouse")
-    p.add_argument("--executor", default="local", choices=["local"],
-                   help="where cells run: 'local' runs them one by one in this process (default)")
+    p.add_argument("--executor", default="ray", choices=["ray", "local"],
+                   help="where cells run: 'ray' (default) on Ray actors, one per GPU and one per node for CPU "
+                        "cells; 'local' one by one in this process, for debugging")
+    p.add_argument("--address", default=None, metavar="ADDR",
+                   help="join an existing Ray cluster ('auto' or 'ray://host:port'); default: start a local Ray "
+                        "bound to localhost")
+    p.add_argument("--retries", type=int, default=2, metavar="N",
+                   help="times a cell is retried when its worker process dies (default: 2)")
+    p.add_argument("--gpus", type=int, default=None, metavar="N",
+                   help="use at most N GPUs (one actor each); default: every GPU Ray sees")
 
     p = add("query", "Run SQL over the warehouse (tables: sweeps, cells, builds, measurements, samples, "
                      "layers, devices).")
@@ -67,7 +75,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from farm.sweep import run_sweep, summary_table
     from farm.warehouse import Warehouse
 
-    outcome = run_sweep(args.config, args.results, force=args.force, executor=args.executor)
+    if args.executor == "local" and (args.address or args.gpus is not None):
+        raise UserError("--address and --gpus apply to --executor ray only")
+    outcome = run_sweep(args.config, args.results, force=args.force, executor=args.executor,
+                        address=args.address, retries=args.retries, gpus=args.gpus)
     out = _console()
     table, notes = summary_table(Warehouse(args.results), outcome)
     out.print(table)

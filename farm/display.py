@@ -35,7 +35,7 @@ class ProgressDisplay(Callback):
         self.progress.start()
         self.task = self.progress.add_task("starting", total=len(cells))
 
-    def on_cell_start(self, cell: Cell) -> None:
+    def on_cell_start(self, cell: Cell, worker: dict[str, Any] | None = None) -> None:
         self.progress.update(self.task, description=cell.label)
 
     def on_cell_log(self, cell: Cell, message: str) -> None:

@@ -50,6 +50,7 @@ class Cell:
     input_shapes: dict[str, tuple[int, ...]]
     unsupported_reason: str | None = None
     notes: str | None = None
+    device_kind: str = "cpu"  # 'cpu' or 'cuda': the kind of worker that must run it
 
     @property
     def label(self) -> str:
@@ -90,14 +91,15 @@ def plan_sweep(loaded: LoadedConfig, cache_dir: Path) -> Plan:
                     for batch in config.axes.batch_sizes:
                         for profile in cell_profiles:
                             cells.append(_make_cell(config.name, model, precision, batch, profile, backend,
-                                                    options, config.measurement, cls.unsupported_reason(precision),
-                                                    note))
+                                                    options, config.measurement,
+                                                    cls.unsupported_reason(precision, options), note,
+                                                    cls.device_kind(options)))
     return Plan(config.name, cells, models)
 
 
 def _make_cell(sweep: str, model: ModelArtifact, precision: str, batch: int, profile: Profile | None,
                backend: str, options: dict[str, Any], measurement: Measurement, unsupported: str | None,
-               note: str | None) -> Cell:
+               note: str | None, device_kind: str) -> Cell:
     shapes = {} if model.error else {i.name: i.concrete_shape(batch, model.dims) for i in model.inputs}
     identity = {
         "sweep": sweep,  # ids are unique across the warehouse, so joins on cell_id alone are safe
@@ -114,7 +116,7 @@ def _make_cell(sweep: str, model: ModelArtifact, precision: str, batch: int, pro
     }
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
     return Cell(digest, sweep, model, precision, batch, profile, backend, options, measurement, shapes,
-                unsupported, note)
+                unsupported, note, device_kind)
 
 
 def _check_model_shapes(loaded: LoadedConfig, index: int, model: ModelArtifact, profiles: list[Profile]) -> None:

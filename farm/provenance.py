@@ -78,3 +78,43 @@ def cpu_device_row() -> dict[str, Any]:
         "memory_bytes": host["memory_bytes"],
         "os": host["os"],
     }
+
+
+def cuda_device_row(index: int = 0) -> dict[str, Any]:
+    """The `devices` row of a CUDA GPU, from PyTorch and, where importable, NVML.
+
+    `index` is the device as this process sees it (after CUDA_VISIBLE_DEVICES); NVML is asked
+    by UUID, which does not depend on that remapping.
+    """
+    import torch
+
+    props = torch.cuda.get_device_properties(index)
+    uuid = str(getattr(props, "uuid", "") or "")
+    uuid = uuid if not uuid or uuid.startswith("GPU-") else f"GPU-{uuid}"
+    row: dict[str, Any] = {
+        "device_id": f"gpu-{uuid.removeprefix('GPU-')}" if uuid else f"gpu-{host_info()['host']}-{index}",
+        "kind": "cuda",
+        "name": props.name,
+        "host": host_info()["host"],
+        "uuid": uuid or None,
+        "compute_capability": f"{props.major}.{props.minor}",
+        "sm_count": props.multi_processor_count,
+        "memory_bytes": int(props.total_memory),
+        "cuda_version": torch.version.cuda,
+        "cpu_cores": host_info()["cpu_cores"],
+        "os": host_info()["os"],
+        "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+    }
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByUUID(uuid) if uuid else pynvml.nvmlDeviceGetHandleByIndex(index)
+        row["memory_bus_width_bits"] = int(pynvml.nvmlDeviceGetMemoryBusWidth(handle))
+        row["clock_graphics_mhz"] = int(pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_GRAPHICS))
+        row["clock_memory_mhz"] = int(pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_MEM))
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        row["driver_version"] = driver.decode() if isinstance(driver, bytes) else driver
+    except Exception:  # NVML is optional: the torch figures above stand without it
+        pass
+    return row

@@ -49,12 +49,13 @@ class SweepOutcome:
         return 1 if self.failures else 0
 
 
-def run_sweep(config_path: str | Path, results: str | Path, *, force: bool = False, executor: str = "local",
+def run_sweep(config_path: str | Path, results: str | Path, *, force: bool = False, executor: str = "ray",
+              address: str | None = None, retries: int = 2, gpus: int | None = None,
               console: Console | None = None) -> SweepOutcome:
     """Run a sweep file into the warehouse at `results`, skipping cells it already holds."""
     console = console or Console(stderr=True)
     loaded = load_config(config_path)
-    warehouse = Warehouse(results)
+    warehouse = Warehouse(Path(results).resolve())  # absolute: workers may run in other folders
     plan = plan_sweep(loaded, warehouse.cache_dir)  # every ConfigError is raised by now: nothing written yet
 
     repaired = warehouse.repair(plan.sweep)
@@ -74,14 +75,15 @@ def run_sweep(config_path: str | Path, results: str | Path, *, force: bool = Fal
         "description": loaded.config.description, "config_path": str(loaded.path), "config_text": loaded.text,
         "config_hash": loaded.config_hash, "farm_version": __version__, "farm_commit": farm_commit(),
         "schema_version": SCHEMA_VERSION, "host": host_info()["host"], "command": " ".join(sys.argv),
-        "executor": executor, "cells_planned": len(plan.cells), "cells_to_run": len(todo),
+        "executor": executor + (f" {address}" if address else ""), "cells_planned": len(plan.cells), "cells_to_run": len(todo),
         "cells_resumed": resumed, "started_at": dt.datetime.now(dt.timezone.utc), "finished_at": None,
     }
     warehouse.write_sweep_run(sweep_row)
     callbacks = CallbackList([WarehouseWriter(warehouse, run_id, loaded.config_hash), ProgressDisplay(console)])
     callbacks.on_sweep_start(todo)
     try:
-        make_executor(executor).run(todo, warehouse.cache_dir, callbacks)
+        make_executor(executor, address=address, max_retries=retries, gpus=gpus).run(
+            todo, warehouse.cache_dir, callbacks)
     finally:
         callbacks.on_sweep_end()
     warehouse.write_sweep_run({**sweep_row, "finished_at": dt.datetime.now(dt.timezone.utc)})

@@ -53,7 +53,8 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("profile", pa.string()), ("profile_ranges", pa.string()), ("backend", pa.string()),
         ("options", pa.string()), ("input_shapes", pa.string()), ("status", pa.string()),
         ("reason", pa.string()), ("traceback", pa.string()), ("notes", pa.string()),
-        ("device_id", pa.string()), ("host", pa.string()), ("cpu_model", pa.string()), ("cpu_cores", pa.int32()),
+        ("device_id", pa.string()), ("worker", pa.string()), ("host", pa.string()), ("cpu_model", pa.string()),
+        ("cpu_cores", pa.int32()),
         ("versions", pa.string()), ("farm_version", pa.string()), ("farm_commit", pa.string()),
         ("config_hash", pa.string()), ("started_at", _ts), ("finished_at", _ts), ("duration_s", pa.float64()),
     ),
@@ -72,6 +73,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("warmup_queries", pa.int32()), ("warmup_ms", pa.float64()),
         ("median_ci_low_ms", pa.float64()), ("median_ci_high_ms", pa.float64()), ("median_ci_method", pa.string()),
         ("repeat_spread_percent", pa.float64()), ("stable", pa.bool_()), ("max_cv_percent", pa.float64()),
+        ("peak_memory_bytes", pa.int64()),
     ),
     "samples": _schema(
         ("cell_id", pa.string()), ("repeat", pa.int32()), ("iteration", pa.int32()),
@@ -93,7 +95,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("memory_bytes", pa.int64()), ("memory_bus_width_bits", pa.int32()),
         ("clock_graphics_mhz", pa.int32()), ("clock_memory_mhz", pa.int32()),
         ("driver_version", pa.string()), ("cuda_version", pa.string()), ("cpu_cores", pa.int32()),
-        ("os", pa.string()),
+        ("os", pa.string()), ("visible_devices", pa.string()),
     ),
 }
 PER_CELL_TABLES = ("builds", "measurements", "samples", "layers")  # written before `cells`
@@ -232,12 +234,23 @@ def _cell_row(cell: Cell, result: CellResult, run_id: str, config_hash: str) -> 
         "input_shapes": json.dumps({k: list(v) for k, v in cell.input_shapes.items()}),
         "status": result.status, "reason": result.reason, "traceback": result.traceback, "notes": cell.notes,
         "device_id": result.device["device_id"] if result.device else None,
+        "worker": _describe_worker(result.worker),
         "host": result.host.get("host"), "cpu_model": result.host.get("cpu_model"),
         "cpu_cores": result.host.get("cpu_cores"), "versions": json.dumps(result.versions, sort_keys=True),
         "farm_version": result.versions.get("farm"), "farm_commit": result.farm_commit,
         "config_hash": config_hash, "started_at": result.started_at, "finished_at": result.finished_at,
         "duration_s": duration,
     }
+
+
+def _describe_worker(worker: dict[str, Any] | None) -> str | None:
+    if not worker:
+        return None
+    text = f"{worker.get('kind', '?')} worker pid {worker.get('pid')} on {worker.get('host')}"
+    if worker.get("kind") == "cuda":
+        text += f", Ray GPU {','.join(worker.get('gpu_ids') or []) or '?'}, " \
+                f"CUDA_VISIBLE_DEVICES={worker.get('visible_devices')}"
+    return text
 
 
 def _samples_table(cell: Cell, result: CellResult) -> pa.Table:

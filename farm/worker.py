@@ -12,14 +12,16 @@ import gc
 import shutil
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from farm.backends import backend_class
-from farm.backends.base import BuildStats, LayerRecord
+from farm.backends.base import Backend, BuildStats, LayerRecord
 from farm.measure import Samples, run_timed, summarize
 from farm.models import make_feeds
 from farm.plan import Cell
-from farm.provenance import cpu_device_row, farm_commit, host_info, library_versions
+from farm.provenance import farm_commit, host_info, library_versions
+
+Log = Callable[[str], None]
 
 
 @dataclasses.dataclass
@@ -40,14 +42,17 @@ class CellResult:
     host: dict[str, Any] = dataclasses.field(default_factory=dict)
     versions: dict[str, str] = dataclasses.field(default_factory=dict)
     farm_commit: str | None = None
+    worker: dict[str, Any] | None = None  # which executor worker ran it (pid, host, visible GPUs)
 
 
 def now() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 
 
-def run_cell(cell: Cell, cache_dir: Path) -> CellResult:
-    """Build, measure and profile one cell; any exception becomes a failed result."""
+def run_cell(cell: Cell, cache_dir: Path, log: Log = lambda message: None) -> CellResult:
+    """Build, measure and profile one cell; any exception becomes a failed result.
+
+    `log` receives progress lines (the executor tags them with the cell and shows them)."""
     result = CellResult(cell.cell_id, "ok", started_at=now(), host=host_info(), versions=library_versions(),
                         farm_commit=farm_commit())
     if cell.unsupported_reason:
@@ -55,29 +60,31 @@ def run_cell(cell: Cell, cache_dir: Path) -> CellResult:
     elif cell.model.error:
         result.status, result.reason = "failed", cell.model.error
     else:
-        cls = backend_class(cell.backend)
-        unavailable = cls.unavailable_reason()
+        backend = backend_class(cell.backend)(cell.options)
+        unavailable = backend.unavailable_reason()
         if unavailable:
             result.status, result.reason = "skipped", unavailable
         else:
-            _build_and_measure(cls, cell, cache_dir, result)
+            _build_and_measure(backend, cell, cache_dir, result, log)
     result.finished_at = now()
     return result
 
 
-def _build_and_measure(cls, cell: Cell, cache_dir: Path, result: CellResult) -> None:
+def _build_and_measure(backend: Backend, cell: Cell, cache_dir: Path, result: CellResult, log: Log) -> None:
     work_dir = cache_dir / "work" / cell.cell_id
     shutil.rmtree(work_dir, ignore_errors=True)
     work_dir.mkdir(parents=True)
-    backend = cls(cell.options)
     try:
-        result.build = backend.build(cell.model.path, cell.input_shapes, work_dir)
-        result.device = cpu_device_row() if backend.device == "cpu" else None
         feeds = make_feeds(cell.model.inputs, cell.input_shapes, cell.measurement.seed)
+        log("building")
+        result.build = backend.build(cell.model.path, feeds, cell.precision, work_dir)
+        result.device = backend.device_row()
+        log(f"built in {result.build.build_s:.2f} s; measuring")
         samples = run_timed(backend.query_fn(feeds), cell.measurement)
         result.samples = samples
-        result.measurement = summarize(samples, cell.batch, cell.measurement)
+        result.measurement = summarize(samples, cell.batch, cell.measurement) | backend.runtime_stats()
         if cell.measurement.layer_iterations:
+            log("profiling layers")
             result.layers = backend.profile_layers(feeds, cell.measurement.layer_iterations)
     except MemoryError:
         result.status = "failed"

@@ -53,7 +53,7 @@ def test_example_sql_runs(models_dir: Path) -> None:
 
     config = write_sweep(models_dir.parent, '[[models]]\nsource = "models/tiny.onnx"\n[axes]\nbatch_sizes = [1, 2]\n')
     results = models_dir.parent / "results"
-    assert main(["sweep", str(config), "--results", str(results)]) == 0
+    assert main(["sweep", str(config), "--results", str(results), "--executor", "local"]) == 0
     con = Warehouse(results).connect()
     cell = con.execute("SELECT cell_id FROM cells LIMIT 1").fetchone()[0]
     blocks = re.findall(r"```sql\n(.*?)```", (DOCS / "warehouse.md").read_text(), flags=re.S)

@@ -45,7 +45,7 @@ def count(con, sql: str) -> int:
 def test_tiny_sweep_end_to_end(models_dir: Path, capsys) -> None:
     config = write_sweep(models_dir.parent, TINY_SWEEP)
     results = models_dir.parent / "results"
-    assert main(["sweep", str(config), "--results", str(results)]) == 0
+    assert main(["sweep", str(config), "--results", str(results), "--executor", "local"]) == 0
     out = capsys.readouterr().out
     assert "sweep tiny" in out and "unsupported" in out and "profile axis collapsed" in out
 
@@ -79,12 +79,12 @@ def test_tiny_sweep_end_to_end(models_dir: Path, capsys) -> None:
 
     # A rerun of the same file writes nothing new.
     before = parquet_files(results)
-    assert main(["sweep", str(config), "--results", str(results)]) == 0
+    assert main(["sweep", str(config), "--results", str(results), "--executor", "local"]) == 0
     assert parquet_files(results) == before
     assert "(resumed)" in capsys.readouterr().out
 
     # --force reruns every cell; still one row per cell.
-    assert main(["sweep", str(config), "--results", str(results), "--force"]) == 0
+    assert main(["sweep", str(config), "--results", str(results), "--executor", "local", "--force"]) == 0
     con = Warehouse(results).connect()
     assert count(con, "SELECT count(*) FROM cells") == 4
     assert count(con, "SELECT count(DISTINCT run_id) FROM cells") == 1
@@ -104,7 +104,7 @@ def test_failed_cells_do_not_stop_the_sweep(models_dir: Path, capsys) -> None:
         source = "models/tiny.onnx"
         """)
     results = models_dir.parent / "results"
-    assert main(["sweep", str(config), "--results", str(results)]) == 1
+    assert main(["sweep", str(config), "--results", str(results), "--executor", "local"]) == 1
     err = capsys.readouterr().err
     assert "2 cell(s) failed" in err and "NoSuchOperator" in err and "cannot read corrupt.onnx" in err
     con = Warehouse(results).connect()
@@ -114,7 +114,7 @@ def test_failed_cells_do_not_stop_the_sweep(models_dir: Path, capsys) -> None:
     assert "Traceback" in tb
     # failed cells are retried by a rerun; the ok cell is kept
     before = parquet_files(results)
-    assert main(["sweep", str(config), "--results", str(results)]) == 1
+    assert main(["sweep", str(config), "--results", str(results), "--executor", "local"]) == 1
     after = parquet_files(results)
     ok_id = con.execute("SELECT cell_id FROM cells WHERE model = 'tiny'").fetchone()[0]
     assert before[f"mixed/cells/{ok_id}.parquet"] == after[f"mixed/cells/{ok_id}.parquet"]
@@ -141,7 +141,7 @@ def test_sigkill_mid_sweep_then_rerun(tmp_path: Path) -> None:
         """)
     results = tmp_path / "results"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "farm", "sweep", str(config), "--results", str(results)],
+    proc = subprocess.Popen([sys.executable, "-m", "farm", "sweep", str(config), "--results", str(results), "--executor", "local"],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     cells_dir = results / "killed" / "cells"
     deadline = time.monotonic() + 120
@@ -155,7 +155,7 @@ def test_sigkill_mid_sweep_then_rerun(tmp_path: Path) -> None:
     for path in results.rglob("*.parquet"):  # whatever was left is readable
         pq.read_table(path)
 
-    assert main(["sweep", str(config), "--results", str(results)]) == 0
+    assert main(["sweep", str(config), "--results", str(results), "--executor", "local"]) == 0
     con = Warehouse(results).connect()
     ids = [r[0] for r in con.execute("SELECT cell_id FROM cells").fetchall()]
     assert len(ids) == 8 and len(set(ids)) == 8
@@ -173,7 +173,7 @@ def test_sigkill_mid_sweep_then_rerun(tmp_path: Path) -> None:
 def test_query_ls_show(models_dir: Path, capsys) -> None:
     config = write_sweep(models_dir.parent, TINY_SWEEP)
     results = str(models_dir.parent / "results")
-    assert main(["sweep", str(config), "--results", results]) == 0
+    assert main(["sweep", str(config), "--results", results, "--executor", "local"]) == 0
     capsys.readouterr()
 
     assert main(["query", "SELECT precision, count(*) AS n FROM cells GROUP BY 1 ORDER BY 1", "--results", results,
@@ -201,7 +201,7 @@ def test_query_ls_show(models_dir: Path, capsys) -> None:
 def test_every_table_is_queryable_after_a_sweep(models_dir: Path) -> None:
     config = write_sweep(models_dir.parent, TINY_SWEEP)
     results = models_dir.parent / "results"
-    assert main(["sweep", str(config), "--results", str(results)]) == 0
+    assert main(["sweep", str(config), "--results", str(results), "--executor", "local"]) == 0
     con = Warehouse(results).connect()
     for table in TABLES:
         assert count(con, f"SELECT count(*) FROM {table}") > 0, table

@@ -20,7 +20,7 @@ FAST = Measurement(warmup_ms=1, min_iterations=5, min_duration_ms=10, repeats=1,
 def make_cell(model_dir: Path, file: str, batch: int = 2, precision: str = "fp32") -> Cell:
     model = resolve_model(ModelSpec(source=file), 0, model_dir, model_dir / "cache")
     shapes = {} if model.error else {i.name: i.concrete_shape(batch, model.dims) for i in model.inputs}
-    reason = backend_class("onnxruntime").unsupported_reason(precision)
+    reason = backend_class("onnxruntime").unsupported_reason(precision, {})
     return Cell("c" * 16, "s", model, precision, batch, None, "onnxruntime", {}, FAST, shapes, reason)
 
 
@@ -28,10 +28,10 @@ def test_build_query_and_layers(tmp_path: Path) -> None:
     tiny_cnn(tmp_path / "tiny.onnx", channels=4, spatial=8)
     # "extended" fuses but keeps the NCHW layout, so the sizes are the model's own
     backend = backend_class("onnxruntime")({"intra_op_threads": 1, "graph_optimization": "extended"})
-    stats = backend.build(tmp_path / "tiny.onnx", {"x": (2, 3, 8, 8)}, tmp_path)
+    feeds = {"x": np.ones((2, 3, 8, 8), np.float32)}
+    stats = backend.build(tmp_path / "tiny.onnx", feeds, "fp32", tmp_path)
     assert stats.build_s > 0 and stats.artifact_bytes > 0
     assert stats.layers_before_fusion == 5 and 0 < stats.layers_after_fusion <= 5
-    feeds = {"x": np.ones((2, 3, 8, 8), np.float32)}
     assert backend.query_fn(feeds)() is None
     layers = backend.profile_layers(feeds, iterations=4)
     assert layers and all(len(layer.times_ms) == 4 for layer in layers)  # warm-up runs dropped
@@ -52,8 +52,9 @@ def test_layers_describe_the_optimized_graph(tmp_path: Path) -> None:
     per-layer bytes are those of the tensors that really run, padding included."""
     tiny_cnn(tmp_path / "tiny.onnx", channels=4, spatial=8)
     backend = backend_class("onnxruntime")({"graph_optimization": "all"})
-    backend.build(tmp_path / "tiny.onnx", {"x": (2, 3, 8, 8)}, tmp_path)
-    layers = backend.profile_layers({"x": np.ones((2, 3, 8, 8), np.float32)}, iterations=2)
+    feeds = {"x": np.ones((2, 3, 8, 8), np.float32)}
+    backend.build(tmp_path / "tiny.onnx", feeds, "fp32", tmp_path)
+    layers = backend.profile_layers(feeds, iterations=2)
     conv = next(layer for layer in layers if layer.type == "Conv")
     assert conv.tactic.endswith("com.microsoft.nchwc")
     assert conv.output_shapes == [[2, 16, 8, 8]] and conv.weight_bytes == 16 * 3 * 3 * 3 * 4

@@ -17,6 +17,7 @@ from farm.config import expand_option_axes
 # name -> "module:Class"; the module is imported only when the backend is needed.
 BACKENDS: dict[str, str] = {
     "onnxruntime": "farm.backends.onnxruntime:OnnxRuntimeBackend",
+    "torch": "farm.backends.pytorch:TorchBackend",
 }
 
 

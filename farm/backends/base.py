@@ -79,13 +79,13 @@ class Backend(ABC):
         self.options = self.Options.model_validate(options)
 
     @classmethod
-    def unavailable_reason(cls) -> str | None:
-        """Why this backend cannot run here (with how to fix it), or None when it can."""
-        return None
+    def device_kind(cls, options: dict[str, Any]) -> str:
+        """'cpu' or 'cuda': which kind of device a cell with these options occupies."""
+        return "cpu"
 
     @classmethod
-    def unsupported_reason(cls, precision: str) -> str | None:
-        """Why this backend cannot run `precision`, or None when it can."""
+    def unsupported_reason(cls, precision: str, options: dict[str, Any]) -> str | None:
+        """Why this backend cannot run `precision` with these options, or None when it can."""
         if precision in cls.precisions:
             return None
         runs = "/".join(p for p in ("fp32", "tf32", "fp16", "bf16", "int8", "fp8") if p in cls.precisions)
@@ -98,9 +98,13 @@ class Backend(ABC):
             return None
         return f"profile axis collapsed: {cls.name} has no optimization profiles"
 
+    def unavailable_reason(self) -> str | None:
+        """Why this backend cannot run here (with how to fix it), or None when it can."""
+        return None
+
     @abstractmethod
-    def build(self, model_path: Path, input_shapes: dict[str, tuple[int, ...]], work_dir: Path) -> BuildStats:
-        """Turn the ONNX file into something runnable for these input shapes."""
+    def build(self, model_path: Path, feeds: dict[str, np.ndarray], precision: str, work_dir: Path) -> BuildStats:
+        """Turn the ONNX file into something runnable for these inputs (compilation included)."""
 
     @abstractmethod
     def query_fn(self, feeds: dict[str, np.ndarray]) -> QueryFn:
@@ -113,10 +117,15 @@ class Backend(ABC):
     def profile_layers(self, feeds: dict[str, np.ndarray], iterations: int) -> list[LayerRecord]:
         """Per-layer times from the engine's own profiler, in a run separate from the timed one."""
 
+    def runtime_stats(self) -> dict[str, Any]:
+        """Extra `measurements` columns gathered while timing (e.g. peak device memory)."""
+        return {}
+
+    def device_row(self) -> dict[str, Any]:
+        """The `devices` row of what the measurement ran on."""
+        from farm.provenance import cpu_device_row
+
+        return cpu_device_row()
+
     def close(self) -> None:
         """Release what build allocated."""
-
-    @property
-    def device(self) -> str:
-        """'cpu' or 'cuda:N': what the measurement occupies."""
-        return "cpu"

@@ -52,8 +52,7 @@ class OnnxRuntimeBackend(Backend):
         self.work_dir: Path | None = None
         self.optimized = None
 
-    @classmethod
-    def unavailable_reason(cls) -> str | None:
+    def unavailable_reason(self) -> str | None:
         try:
             import onnxruntime  # noqa: F401
         except ImportError as exc:
@@ -61,7 +60,7 @@ class OnnxRuntimeBackend(Backend):
         return None
 
     @classmethod
-    def unsupported_reason(cls, precision: str) -> str | None:
+    def unsupported_reason(cls, precision: str, options: dict[str, Any]) -> str | None:
         if precision in cls.precisions:
             return None
         return (f"onnxruntime runs fp32 only in this farm version: {precision} needs the ONNX precision "
@@ -80,7 +79,7 @@ class OnnxRuntimeBackend(Backend):
         opts.log_severity_level = 3  # errors only: the NCHWc "hardware specific" warning is expected
         return opts
 
-    def build(self, model_path: Path, input_shapes: dict[str, tuple[int, ...]], work_dir: Path) -> BuildStats:
+    def build(self, model_path: Path, feeds: dict[str, np.ndarray], precision: str, work_dir: Path) -> BuildStats:
         import onnx
         import onnxruntime as ort
 

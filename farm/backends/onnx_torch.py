@@ -1,0 +1,328 @@
+"""Run an ONNX graph as a torch.nn.Module, node by node, so PyTorch runs the same weights as
+every other backend.
+
+Why not onnx2torch: it imports torchvision at import time, and the torchvision wheels that
+match the torch builds available to this project do not import beside them; it also renames
+nodes into a module tree, while farm joins per-layer rows across backends by ONNX node name.
+This interpreter covers the operators of the zoo models and common CNN/transformer graphs;
+an operator it lacks makes the cell fail with the operator's name (UnsupportedOperator).
+
+Shape arithmetic (Shape, and small integer constants feeding Reshape/Slice/Unsqueeze...) is
+kept as Python integers, so the module traces cleanly under torch.compile and CUDA graphs:
+nothing reads a tensor back from the GPU in the forward pass.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+
+SMALL_INT_CONSTANT = 64  # integer initializers up to this many elements stay Python values
+
+
+class UnsupportedOperator(RuntimeError):
+    pass
+
+
+def _attrs(node) -> dict[str, Any]:
+    from onnx import helper
+
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+def build_module(model, float_dtype=None):
+    """An nn.Module that computes `model` (an onnx.ModelProto). Raises UnsupportedOperator."""
+    import torch
+
+    class OnnxModule(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            from onnx import numpy_helper
+
+            graph = model.graph
+            init_names = {t.name for t in graph.initializer}
+            self.input_names = [i.name for i in graph.input if i.name not in init_names]
+            self.output_names = [o.name for o in graph.output]
+            self.float_dtype = float_dtype or torch.float32
+            self.constants: dict[str, Any] = {}  # small integer initializers, as numpy
+            self.buffer_of: dict[str, str] = {}  # initializer name -> buffer attribute
+            self.weight_shapes: dict[str, list[int]] = {}
+            for i, tensor in enumerate(graph.initializer):
+                array = numpy_helper.to_array(tensor)
+                self.weight_shapes[tensor.name] = list(array.shape)
+                if array.dtype.kind in "iub" and array.size <= SMALL_INT_CONSTANT:
+                    self.constants[tensor.name] = array
+                else:
+                    attr = f"w{i}"
+                    self.register_buffer(attr, torch.from_numpy(array.copy()))
+                    self.buffer_of[tensor.name] = attr
+            self.nodes = []
+            missing = set()
+            for index, node in enumerate(graph.node):
+                if node.domain not in ("", "ai.onnx") or node.op_type not in OPS:
+                    missing.add(f"{node.domain + '.' if node.domain else ''}{node.op_type}")
+                    continue
+                self.nodes.append((node.name or f"{node.op_type}_{index}", node.op_type, list(node.input),
+                                   list(node.output), _attrs(node)))
+            if missing:
+                raise UnsupportedOperator(f"the PyTorch backend has no implementation of ONNX operator(s) "
+                                          f"{', '.join(sorted(missing))}")
+            self.record: Callable[[str, list, list, list], None] | None = None  # set while profiling
+            self.annotate = False
+
+        def forward(self, *inputs):
+            env: dict[str, Any] = dict(self.constants)
+            for name, attr in self.buffer_of.items():
+                env[name] = getattr(self, attr)
+            env.update(zip(self.input_names, inputs))
+            for name, op, ins, outs, attrs in self.nodes:
+                args = [env[i] if i else None for i in ins]
+                if self.annotate:
+                    with torch.profiler.record_function(name):
+                        result = OPS[op](self, attrs, *args)
+                else:
+                    result = OPS[op](self, attrs, *args)
+                if not isinstance(result, tuple):
+                    result = (result,)
+                env.update(zip(outs, result))
+                if self.record is not None:
+                    self.record(name, ins, args, list(result))
+            return tuple(env[o] for o in self.output_names)
+
+    return OnnxModule()
+
+
+# --- operators: fn(module, attrs, *inputs) -> output or tuple of outputs -----------------------
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def _ints(value) -> list[int]:
+    """Shape-like values (Python, numpy or tensor) as a list of Python ints."""
+    if isinstance(value, (list, tuple)):
+        return [int(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return [int(v) for v in value.reshape(-1)]
+    return [int(v) for v in value.reshape(-1).tolist()]
+
+
+def _tensor(value, like=None):
+    """A tensor on `like`'s device: numpy constants become tensors where an op needs one."""
+    torch = _torch()
+    if isinstance(value, torch.Tensor):
+        return value
+    array = np.array(value)  # a writable copy: torch refuses to share read-only numpy memory
+    device = like.device if like is not None else None
+    return torch.as_tensor(array, device=device)
+
+
+def _binary(fn):
+    def op(m, a, x, y):
+        torch = _torch()
+        if not isinstance(x, torch.Tensor) and not isinstance(y, torch.Tensor):
+            return fn(np.asarray(x), np.asarray(y))  # shape arithmetic stays on the host
+        like = x if isinstance(x, torch.Tensor) else y
+        return fn(_tensor(x, like), _tensor(y, like))
+    return op
+
+
+def _conv(m, a, x, w, b=None):
+    F = _torch().nn.functional
+    pads = a.get("pads", [0] * (2 * (x.dim() - 2)))
+    n = len(pads) // 2
+    if a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+        raise UnsupportedOperator("Conv with auto_pad is not supported by the PyTorch backend")
+    if pads[:n] != pads[n:]:
+        x = F.pad(x, [p for i in reversed(range(n)) for p in (pads[i], pads[i + n])])
+        pads = [0] * (2 * n)
+    conv = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[x.dim() - 2]
+    return conv(x, w, b, stride=a.get("strides", 1), padding=pads[:n], dilation=a.get("dilations", 1),
+                groups=a.get("group", 1))
+
+
+def _pool(kind):
+    def op(m, a, x):
+        F = _torch().nn.functional
+        n = x.dim() - 2
+        pads = a.get("pads", [0] * (2 * n))
+        kernel, strides = a["kernel_shape"], a.get("strides", [1] * n)
+        if pads[:n] != pads[n:]:
+            x = F.pad(x, [p for i in reversed(range(n)) for p in (pads[i], pads[i + n])],
+                      value=-math.inf if kind == "max" else 0.0)
+            pads = [0] * (2 * n)
+        if kind == "max":
+            return {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}[n](
+                x, kernel, strides, pads[:n], ceil_mode=bool(a.get("ceil_mode", 0)))
+        return {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}[n](
+            x, kernel, strides, pads[:n], ceil_mode=bool(a.get("ceil_mode", 0)),
+            count_include_pad=bool(a.get("count_include_pad", 0)))
+    return op
+
+
+def _gemm(m, a, x, w, b=None):
+    if a.get("transA", 0):
+        x = x.transpose(0, 1)
+    if a.get("transB", 0):
+        w = w.transpose(0, 1)
+    y = (x @ w) * a.get("alpha", 1.0)
+    if b is not None:
+        y = y + b * a.get("beta", 1.0)
+    return y
+
+
+def _gather(m, a, data, indices):
+    torch = _torch()
+    axis = a.get("axis", 0)
+    if not isinstance(data, torch.Tensor):
+        return np.take(np.asarray(data), np.asarray(indices), axis=axis)
+    index = _tensor(indices, data).long()
+    if axis == 0 and data.dim() == 2 and index.dim() >= 1:
+        return torch.nn.functional.embedding(index, data)
+    axis = axis % data.dim()
+    picked = data.index_select(axis, index.reshape(-1))
+    return picked.reshape(*data.shape[:axis], *index.shape, *data.shape[axis + 1:])
+
+
+def _shape(m, a, x):
+    dims = list(x.shape)
+    start, end = a.get("start", 0), a.get("end", len(dims))
+    return np.asarray(dims[start:end], dtype=np.int64)
+
+
+def _slice(m, a, x, starts, ends, axes=None, steps=None):
+    starts, ends = _ints(starts), _ints(ends)
+    axes = _ints(axes) if axes is not None else list(range(len(starts)))
+    steps = _ints(steps) if steps is not None else [1] * len(starts)
+    index = [slice(None)] * (x.ndim if hasattr(x, "ndim") else np.asarray(x).ndim)
+    for s, e, ax, st in zip(starts, ends, axes, steps):
+        if st != 1:
+            raise UnsupportedOperator("Slice with steps other than 1 is not supported by the PyTorch backend")
+        index[ax] = slice(s, e if e < 2**62 else None)
+    return x[tuple(index)]
+
+
+def _reshape(m, a, x, shape):
+    dims = _ints(shape)
+    if not a.get("allowzero", 0):
+        dims = [x.shape[i] if d == 0 else d for i, d in enumerate(dims)]
+    return x.reshape(dims)
+
+
+def _cast(m, a, x):
+    torch = _torch()
+    to = a["to"]
+    floating = {1: m.float_dtype, 10: m.float_dtype, 16: m.float_dtype, 11: torch.float64}
+    integer = {6: torch.int32, 7: torch.int64, 9: torch.bool, 3: torch.int8, 2: torch.uint8}
+    if not isinstance(x, torch.Tensor):
+        return np.asarray(x).astype({6: np.int32, 7: np.int64, 9: bool}.get(to, np.float32))
+    if to in floating:
+        return x.to(floating[to])
+    return x.to(integer[to])
+
+
+def _unsqueeze(m, a, x, axes=None):
+    axes = _ints(axes) if axes is not None else a["axes"]
+    if not isinstance(x, _torch().Tensor):
+        return np.expand_dims(np.asarray(x), axes)
+    rank = x.dim() + len(axes)
+    for axis in sorted(ax % rank for ax in axes):
+        x = x.unsqueeze(axis)
+    return x
+
+
+def _squeeze(m, a, x, axes=None):
+    axes = _ints(axes) if axes is not None else a.get("axes")
+    if axes is None:
+        return x.squeeze()
+    for axis in sorted((ax % x.dim() for ax in axes), reverse=True):
+        x = x.squeeze(axis)
+    return x
+
+
+def _layer_norm(m, a, x, scale, bias=None):
+    axis = a.get("axis", -1) % x.dim()
+    return _torch().nn.functional.layer_norm(x, x.shape[axis:], scale, bias, a.get("epsilon", 1e-5))
+
+
+def _batch_norm(m, a, x, scale, bias, mean, var):
+    return _torch().nn.functional.batch_norm(x, mean, var, scale, bias, False, 0.0, a.get("epsilon", 1e-5))
+
+
+def _flatten(m, a, x):
+    axis = a.get("axis", 1) % max(x.dim(), 1)
+    return x.reshape(math.prod(x.shape[:axis]), -1)
+
+
+def _concat(m, a, *xs):
+    torch = _torch()
+    if not any(isinstance(x, torch.Tensor) for x in xs):
+        return np.concatenate([np.atleast_1d(np.asarray(x)) for x in xs], axis=a["axis"])
+    like = next(x for x in xs if isinstance(x, torch.Tensor))
+    return torch.cat([_tensor(x, like) for x in xs], dim=a["axis"])
+
+
+def _clip(m, a, x, low=None, high=None):
+    low = a.get("min") if low is None else low
+    high = a.get("max") if high is None else high
+    return x.clamp(min=None if low is None else float(low), max=None if high is None else float(high))
+
+
+def _reduce_mean(m, a, x, axes=None):
+    axes = _ints(axes) if axes is not None else a.get("axes")
+    return x.mean(dim=axes, keepdim=bool(a.get("keepdims", 1)))
+
+
+def _constant(m, a):
+    from onnx import numpy_helper
+
+    array = numpy_helper.to_array(a["value"])
+    if array.dtype.kind in "iub":
+        return array
+    return _torch().from_numpy(array.copy()).to(m.float_dtype)
+
+
+OPS: dict[str, Callable] = {
+    "Conv": _conv,
+    "BatchNormalization": _batch_norm,
+    "Relu": lambda m, a, x: _torch().relu(x),
+    "Sigmoid": lambda m, a, x: _torch().sigmoid(x),
+    "Tanh": lambda m, a, x: _torch().tanh(x),
+    "Erf": lambda m, a, x: _torch().erf(x),
+    "Sqrt": lambda m, a, x: _torch().sqrt(x),
+    "Exp": lambda m, a, x: _torch().exp(x),
+    "Gelu": lambda m, a, x: _torch().nn.functional.gelu(x, approximate="tanh" if a.get("approximate") in (b"tanh", "tanh") else "none"),
+    "LeakyRelu": lambda m, a, x: _torch().nn.functional.leaky_relu(x, a.get("alpha", 0.01)),
+    "HardSigmoid": lambda m, a, x: (x * a.get("alpha", 0.2) + a.get("beta", 0.5)).clamp(0, 1),
+    "Clip": _clip,
+    "MaxPool": _pool("max"),
+    "AveragePool": _pool("avg"),
+    "GlobalAveragePool": lambda m, a, x: x.mean(dim=tuple(range(2, x.dim())), keepdim=True),
+    "GlobalMaxPool": lambda m, a, x: x.amax(dim=tuple(range(2, x.dim())), keepdim=True),
+    "Flatten": _flatten,
+    "Gemm": _gemm,
+    "MatMul": lambda m, a, x, y: x @ y,
+    "Add": _binary(lambda x, y: x + y),
+    "Sub": _binary(lambda x, y: x - y),
+    "Mul": _binary(lambda x, y: x * y),
+    "Div": _binary(lambda x, y: x / y),
+    "Pow": _binary(lambda x, y: x ** y),
+    "Softmax": lambda m, a, x: _torch().softmax(x, dim=a.get("axis", -1)),
+    "Transpose": lambda m, a, x: x.permute(*a["perm"]) if "perm" in a else x.permute(*reversed(range(x.dim()))),
+    "Reshape": _reshape,
+    "Gather": _gather,
+    "Shape": _shape,
+    "Slice": _slice,
+    "Cast": _cast,
+    "Unsqueeze": _unsqueeze,
+    "Squeeze": _squeeze,
+    "Concat": _concat,
+    "LayerNormalization": _layer_norm,
+    "ReduceMean": _reduce_mean,
+    "Identity": lambda m, a, x: x,
+    "Constant": _constant,
+}

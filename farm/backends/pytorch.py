@@ -1,0 +1,338 @@
+"""PyTorch (CUDA or CPU): the GPU baseline every TensorRT figure is compared with.
+
+The ONNX file becomes a module through farm.backends.onnx_torch, so PyTorch runs the same
+weights as every other backend. Modes: eager, torch.compile, and CUDA graphs (captured once,
+replayed per query). On CUDA each query is timed as trtexec does: CUDA events around the H2D
+copy, the compute and the D2H copy on one non-default stream, host time around the launch
+(enqueue), pinned host buffers; latency = H2D + compute + D2H.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from farm.backends.base import Backend, BackendOptions, BuildStats, LayerRecord, PhaseTimes, QueryFn
+from farm.layers.memory import conv_macs, matmul_macs, tensor_bytes, total_bytes
+
+_DTYPES = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+_CONV_OPS = {"Conv"}
+_MATMUL_OPS = {"MatMul", "Gemm"}
+
+
+class TorchOptions(BackendOptions):
+    """`[backends.torch]`: each may be a list, which makes it another sweep axis."""
+
+    device: Literal["cuda", "cpu"] = "cuda"
+    mode: Literal["eager", "compile", "cudagraphs"] = "eager"
+    compile_mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"
+    transfers: bool = True
+
+
+class TorchBackend(Backend):
+    name = "torch"
+    Options = TorchOptions
+    precisions = frozenset({"fp32", "tf32", "fp16", "bf16"})
+    supports_profiles = False
+
+    def __init__(self, options: dict[str, Any]) -> None:
+        super().__init__(options)
+        self.module = None
+        self.run = None  # the callable a query launches (module, compiled module or graph replay)
+        self.input_names: list[str] = []
+        self.device_inputs: list = []
+        self.graph_outputs = None
+        self.precision = "fp32"
+
+    @classmethod
+    def device_kind(cls, options: dict[str, Any]) -> str:
+        return options.get("device", "cuda")
+
+    @classmethod
+    def unsupported_reason(cls, precision: str, options: dict[str, Any]) -> str | None:
+        reason = super().unsupported_reason(precision, options)
+        if reason:
+            return reason
+        if options.get("device") == "cpu":
+            if precision == "tf32":
+                return "tf32 is a CUDA tensor-core mode; the torch backend on device = \"cpu\" cannot run it"
+            if options.get("mode") == "cudagraphs":
+                return "CUDA graphs need device = \"cuda\""
+        return None
+
+    def unavailable_reason(self) -> str | None:
+        try:
+            import torch
+        except ImportError as exc:
+            return f"torch is not importable ({exc}): pip install torch"
+        if self.options.device == "cuda" and not torch.cuda.is_available():
+            return ("no CUDA GPU is visible to PyTorch here: run on a GPU node, or set "
+                    "backends.torch.device = \"cpu\"")
+        return None
+
+    # --- build --------------------------------------------------------------------------------
+
+    def build(self, model_path: Path, feeds: dict[str, np.ndarray], precision: str, work_dir: Path) -> BuildStats:
+        import onnx
+        import torch
+
+        from farm.backends.onnx_torch import build_module
+
+        self.precision = precision
+        self.dtype = getattr(torch, _DTYPES[precision])
+        self.dev = torch.device("cuda" if self.options.device == "cuda" else "cpu")
+        cuda = self.dev.type == "cuda"
+        if cuda:
+            # TF32 only where asked: fp32 cells are true FP32.
+            torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+            torch.backends.cudnn.allow_tf32 = precision == "tf32"
+            torch.cuda.reset_peak_memory_stats()
+            self.stream = torch.cuda.Stream()
+        start = time.perf_counter()
+        model = onnx.load(str(model_path))
+        module = build_module(model, self.dtype).to(self.dev)
+        module = module.to(self.dtype).eval()
+        torch.set_grad_enabled(False)
+        self.module = module
+        self.input_names = module.input_names
+        self.device_inputs = [self._to_device(feeds[n]) for n in self.input_names]
+        if self.options.mode == "eager":
+            self.run = module
+        elif self.options.mode == "compile":
+            self.run = torch.compile(module, mode=self.options.compile_mode, dynamic=False)
+            self._call_once()  # compilation happens on the first call: part of the build
+        else:
+            self.run = self._capture_graph(torch)
+        if cuda:
+            torch.cuda.synchronize()
+        build_s = time.perf_counter() - start
+        return BuildStats(build_s=build_s, layers_before_fusion=len(model.graph.node),
+                          layers_after_fusion=len(module.nodes))
+
+    def _to_device(self, array: np.ndarray):
+        import torch
+
+        tensor = torch.from_numpy(np.ascontiguousarray(array))
+        if tensor.is_floating_point():
+            tensor = tensor.to(self.dtype)
+        return tensor.to(self.dev)
+
+    def _call_once(self) -> None:
+        import torch
+
+        if self.dev.type == "cuda":
+            with torch.cuda.stream(self.stream):
+                self.run(*self.device_inputs)
+            self.stream.synchronize()
+        else:
+            self.run(*self.device_inputs)
+
+    def _capture_graph(self, torch):
+        """Capture one forward pass in a CUDA graph; a query then replays it on static buffers."""
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):  # warm up outside the capture, as PyTorch's docs ask
+                self.module(*self.device_inputs)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            self.graph_outputs = self.module(*self.device_inputs)
+        self.graph = graph
+
+        def replay():
+            graph.replay()
+            return self.graph_outputs
+
+        return replay
+
+    # --- timing -------------------------------------------------------------------------------
+
+    def query_fn(self, feeds: dict[str, np.ndarray]) -> QueryFn:
+        if self.dev.type != "cuda":
+            run, inputs = self.run, self.device_inputs
+
+            def cpu_query() -> None:
+                run(*inputs)
+
+            return cpu_query
+        return self._cuda_query(feeds)
+
+    def _cuda_query(self, feeds: dict[str, np.ndarray]) -> QueryFn:
+        import torch
+
+        stream = self.stream
+        torch.cuda.set_stream(stream)  # eager and compiled launches go to the current stream
+        run, device_inputs = self.run, self.device_inputs
+        host_inputs = [self._to_device(feeds[n]).cpu().pin_memory() for n in self.input_names]
+        outputs = run(*device_inputs)
+        stream.synchronize()
+        host_outputs = [o.cpu().pin_memory() for o in outputs]
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
+        h2d_start, h2d_end, compute_end, d2h_end = events
+        clock = time.perf_counter
+        pairs_in = list(zip(device_inputs, host_inputs))
+
+        if not self.options.transfers:
+            def compute_only() -> PhaseTimes:
+                h2d_end.record(stream)
+                start = clock()
+                run(*device_inputs)
+                enqueue = clock() - start
+                compute_end.record(stream)
+                compute_end.synchronize()
+                return PhaseTimes(enqueue_ms=enqueue * 1e3, compute_ms=h2d_end.elapsed_time(compute_end))
+
+            return compute_only
+
+        def query() -> PhaseTimes:
+            h2d_start.record(stream)
+            for device, host in pairs_in:
+                device.copy_(host, non_blocking=True)
+            h2d_end.record(stream)
+            start = clock()
+            outs = run(*device_inputs)
+            enqueue = clock() - start
+            compute_end.record(stream)
+            for host, out in zip(host_outputs, outs):
+                host.copy_(out, non_blocking=True)
+            d2h_end.record(stream)
+            d2h_end.synchronize()
+            return PhaseTimes(enqueue_ms=enqueue * 1e3, h2d_ms=h2d_start.elapsed_time(h2d_end),
+                              compute_ms=h2d_end.elapsed_time(compute_end), d2h_ms=compute_end.elapsed_time(d2h_end))
+
+        return query
+
+    def runtime_stats(self) -> dict[str, Any]:
+        if self.dev.type != "cuda":
+            return {}
+        import torch
+
+        return {"peak_memory_bytes": int(torch.cuda.max_memory_allocated(self.dev))}
+
+    # --- per-layer ------------------------------------------------------------------------------
+
+    def profile_layers(self, feeds: dict[str, np.ndarray], iterations: int) -> list[LayerRecord]:
+        """Per ONNX node for eager and CUDA-graph cells (an eager run, each node a profiler
+        range); per generated kernel for torch.compile cells, whose nodes no longer exist."""
+        import torch
+        from torch.profiler import ProfilerActivity, profile
+
+        cuda = self.dev.type == "cuda"
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        if self.options.mode == "compile":
+            with profile(activities=activities) as prof:
+                for _ in range(iterations):
+                    self.run(*self.device_inputs)
+                if cuda:
+                    torch.cuda.synchronize()
+            return _kernel_records(prof, cuda)
+
+        shapes = self._node_shapes()
+        self.module.annotate = True
+        try:
+            for _ in range(2):
+                self.module(*self.device_inputs)
+            with profile(activities=activities) as prof:
+                for _ in range(iterations):
+                    self.module(*self.device_inputs)
+                if cuda:
+                    torch.cuda.synchronize()
+        finally:
+            self.module.annotate = False
+        times: dict[str, list[float]] = {}
+        for event in prof.events():
+            if event.name in shapes:
+                total = _device_time_us(event) if cuda else event.cpu_time_total
+                times.setdefault(event.name, []).append(total / 1000.0)
+        records = []
+        for index, (name, info) in enumerate(shapes.items()):
+            records.append(LayerRecord(index=index, name=name, type=info["op"], times_ms=times.get(name, []),
+                                       tactic=f"torch {self.options.mode}", **info["memory"]))
+        return records
+
+    def _node_shapes(self) -> dict[str, dict[str, Any]]:
+        """Run once recording each node's tensors; size them by the engine explorer's rule."""
+        import torch
+
+        weight_shapes = self.module.weight_shapes
+        dtype_name = str(self.dtype).removeprefix("torch.")
+        nodes: dict[str, dict[str, Any]] = {}
+        ops = {name: op for name, op, *_ in self.module.nodes}
+
+        def describe(value) -> tuple[list[int], str] | None:
+            if isinstance(value, torch.Tensor):
+                return list(value.shape), str(value.dtype).removeprefix("torch.")
+            return None
+
+        def record(name: str, input_names: list[str], args: list, outputs: list) -> None:
+            op = ops[name]
+            ins = [(n, describe(a)) for n, a in zip(input_names, args)]
+            acts = [d for n, d in ins if d is not None and n not in weight_shapes]
+            weights = [weight_shapes[n] for n, d in ins[:2 if op in ("Conv", "Gemm") else None]
+                       if n in weight_shapes and d is not None]
+            outs = [d for d in (describe(o) for o in outputs) if d is not None]
+            out_shape = outs[0][0] if outs else None
+            macs = None
+            if op in _CONV_OPS and weights:
+                macs = conv_macs(out_shape, weights[0])
+            elif op in _MATMUL_OPS and acts:
+                macs = matmul_macs(out_shape, acts[0][0][-1] if acts[0][0] else None)
+            nodes[name] = {"op": op, "memory": {
+                "input_shapes": [s for s, _ in acts], "input_dtypes": [d for _, d in acts],
+                "output_shapes": [s for s, _ in outs], "output_dtypes": [d for _, d in outs],
+                "input_bytes": total_bytes(tensor_bytes(s, d) for s, d in acts),
+                "weight_bytes": total_bytes(tensor_bytes(w, dtype_name) for w in weights),
+                "output_bytes": total_bytes(tensor_bytes(s, d) for s, d in outs),
+                "macs": macs,
+            }}
+
+        self.module.record = record
+        try:
+            self.module(*self.device_inputs)
+        finally:
+            self.module.record = None
+        return nodes
+
+    # --- devices ------------------------------------------------------------------------------
+
+    def device_row(self) -> dict[str, Any]:
+        if self.dev.type != "cuda":
+            return super().device_row()
+        from farm.provenance import cuda_device_row
+
+        return cuda_device_row(self.dev.index or 0)
+
+    def close(self) -> None:
+        self.module = self.run = self.graph_outputs = None
+        self.device_inputs = []
+        if getattr(self, "dev", None) is not None and self.dev.type == "cuda":
+            import torch
+
+            torch.cuda.set_stream(torch.cuda.default_stream())
+            torch.cuda.empty_cache()
+
+
+def _device_time_us(event) -> float:
+    for attribute in ("device_time_total", "cuda_time_total"):
+        value = getattr(event, attribute, None)
+        if value is not None:
+            return float(value)
+    return 0.0
+
+
+def _kernel_records(prof, cuda: bool) -> list[LayerRecord]:
+    """One row per kernel name (CUDA) or operator (CPU) of a compiled module's profile."""
+    from torch.autograd import DeviceType
+
+    times: dict[str, list[float]] = {}
+    for event in prof.events():
+        if cuda and event.device_type == DeviceType.CUDA:
+            times.setdefault(event.name, []).append(_device_time_us(event) / 1000.0)
+        elif not cuda and event.name.startswith(("aten::", "triton", "inductor", "cpp_fused")):
+            times.setdefault(event.name, []).append(event.self_cpu_time_total / 1000.0)
+    return [LayerRecord(index=i, name=name, type="kernel", times_ms=t, tactic="torch compile")
+            for i, (name, t) in enumerate(times.items())]

@@ -1,0 +1,220 @@
+"""The Ray farm without hardware: logical GPUs, a real worker crash, the driver killed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from farm.callbacks import Callback  # noqa: E402
+from farm.cli import main  # noqa: E402
+from farm.config import load_config  # noqa: E402
+from farm.executor.ray_farm import RayExecutor, _with_local_model  # noqa: E402
+from farm.plan import plan_sweep  # noqa: E402
+from farm.warehouse import Warehouse  # noqa: E402
+from tests.conftest import tiny_cnn, write_sweep  # noqa: E402
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def ray_two_gpus():
+    """A local Ray whose two GPUs are logical resources: placement is real, the GPUs are not."""
+    ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, _node_ip_address="127.0.0.1",
+             log_to_driver=False, configure_logging=False)
+    yield
+    ray.shutdown()
+
+
+class Recorder(Callback):
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, object]] = []
+        self.results = {}
+
+    def on_cell_start(self, cell, worker=None) -> None:
+        self.events.append(("start", cell.cell_id, worker))
+
+    def on_cell_log(self, cell, message) -> None:
+        self.events.append(("log", cell.cell_id, message))
+
+    def on_cell_result(self, cell, result) -> None:
+        self.events.append(("result", cell.cell_id, result))
+        assert cell.cell_id not in self.results, "a cell reported twice"
+        self.results[cell.cell_id] = result
+
+
+def make_plan(tmp_path: Path, body: str):
+    tiny_cnn(tmp_path / "tiny.onnx")
+    return plan_sweep(load_config(write_sweep(tmp_path, body)), tmp_path / "cache")
+
+
+MIXED = """
+name = "mixed"
+[[models]]
+source = "tiny.onnx"
+[axes]
+batch_sizes = [1, 2, 3, 4]
+backends = ["torch", "onnxruntime"]
+[backends.torch]
+device = "cuda"
+"""
+
+
+def test_one_actor_per_gpu_each_sees_only_its_gpu(ray_two_gpus, tmp_path: Path) -> None:
+    plan = make_plan(tmp_path, MIXED)
+    cuda = {c.cell_id for c in plan.cells if c.device_kind == "cuda"}
+    assert len(cuda) == 4 and len(plan.cells) == 8
+    recorder = Recorder()
+    executor = RayExecutor()
+    executor.run(plan.cells, tmp_path / "cache", recorder)
+
+    assert set(recorder.results) == {c.cell_id for c in plan.cells}
+    gpu_workers = [w for w in executor.workers if w["kind"] == "cuda"]
+    assert len(gpu_workers) == 2
+    assert sorted(w["visible_devices"] for w in gpu_workers) == ["0", "1"]  # one GPU each, not both
+    assert all(len(w["gpu_ids"]) == 1 for w in gpu_workers)
+    used = {recorder.results[c].worker["pid"] for c in cuda}
+    assert used == {w["pid"] for w in gpu_workers}  # both GPU actors ran cells
+    # no GPU here: PyTorch says so, and the cell is skipped, not crashed
+    assert all(recorder.results[c].status == "skipped" for c in cuda)
+    assert all(r.status == "ok" for k, r in recorder.results.items() if k not in cuda)
+    # CPU cells start only after every GPU cell is done: no measurement shares the host
+    order = [(kind, cell_id) for kind, cell_id, _ in recorder.events if kind in ("start", "result")]
+    last_gpu_result = max(i for i, (k, c) in enumerate(order) if k == "result" and c in cuda)
+    first_cpu_start = min(i for i, (k, c) in enumerate(order) if k == "start" and c not in cuda)
+    assert last_gpu_result < first_cpu_start
+    # actor progress lines reached the driver, tagged with their cell
+    logs = [(c, m) for kind, c, m in recorder.events if kind == "log"]
+    assert any(m == "building" for c, m in logs if c not in cuda)
+
+
+def test_gpu_limit(ray_two_gpus, tmp_path: Path) -> None:
+    plan = make_plan(tmp_path, MIXED)
+    executor = RayExecutor(gpus=1)
+    executor.run([c for c in plan.cells if c.device_kind == "cuda"], tmp_path / "cache", Recorder())
+    assert [w["kind"] for w in executor.workers] == ["cuda"]
+
+
+SLOW = """
+name = "slow"
+[[models]]
+source = "tiny.onnx"
+[measurement]
+warmup_ms = 10
+min_iterations = 5
+min_duration_ms = 4000
+repeats = 1
+layer_iterations = 0
+"""
+
+
+class Killer(Recorder):
+    """SIGKILLs the worker process shortly after it starts a cell, `times` times."""
+
+    def __init__(self, times: int) -> None:
+        super().__init__()
+        self.times = times
+
+    def on_cell_start(self, cell, worker=None) -> None:
+        super().on_cell_start(cell, worker)
+        if self.times > 0:
+            self.times -= 1
+            threading.Timer(1.5, os.kill, (worker["pid"], signal.SIGKILL)).start()
+
+
+def test_worker_killed_mid_cell_is_retried(ray_two_gpus, tmp_path: Path) -> None:
+    plan = make_plan(tmp_path, SLOW)
+    killer = Killer(times=1)
+    RayExecutor(max_retries=2).run(plan.cells, tmp_path / "cache", killer)
+    (result,) = killer.results.values()
+    assert result.status == "ok"
+    starts = [w for kind, _, w in killer.events if kind == "start"]
+    assert len(starts) == 2 and starts[0]["pid"] != starts[1]["pid"]  # the actor restarted in a new process
+    assert result.worker["pid"] == starts[1]["pid"]
+    assert any("worker died during the cell (attempt 1); retrying" == m for k, _, m in killer.events if k == "log")
+
+
+def test_worker_that_keeps_dying_fails_the_cell_once(ray_two_gpus, tmp_path: Path) -> None:
+    plan = make_plan(tmp_path, SLOW)
+    killer = Killer(times=2)
+    RayExecutor(max_retries=1).run(plan.cells, tmp_path / "cache", killer)
+    (result,) = killer.results.values()
+    assert result.status == "failed"
+    assert result.reason.startswith("the worker process died during this cell 2 time(s)")
+
+
+def test_sweep_through_ray_writes_the_warehouse(ray_two_gpus, tmp_path: Path) -> None:
+    tiny_cnn(tmp_path / "tiny.onnx")
+    config = write_sweep(tmp_path, '[[models]]\nsource = "tiny.onnx"\n[axes]\nbatch_sizes = [1, 2]\n')
+    assert main(["sweep", str(config), "--results", str(tmp_path / "results")]) == 0
+    con = Warehouse(tmp_path / "results").connect()
+    rows = con.execute("SELECT status, worker FROM cells").fetchall()
+    assert len(rows) == 2 and all(s == "ok" and w.startswith("cpu worker pid") for s, w in rows)
+    assert con.execute("SELECT executor FROM sweeps").fetchone() == ("ray",)
+
+
+def test_model_bytes_travel_to_nodes_without_the_file(ray_two_gpus, tmp_path: Path) -> None:
+    plan = make_plan(tmp_path, SLOW)
+    cell = plan.cells[0]
+    ref = ray.put(cell.model.path.read_bytes())
+    (tmp_path / "tiny.onnx").unlink()  # as on a node that never saw the driver's folder
+    local = _with_local_model(cell, tmp_path / "node-cache", [ref])
+    assert local.model.path == tmp_path / "node-cache" / "models" / f"{cell.model.sha256}.onnx"
+    assert local.model.path.stat().st_size == cell.model.size_bytes
+
+
+def _ray_processes() -> set[int]:
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return {int(line.split()[0]) for line in out.splitlines()[1:]
+            if any(k in line for k in ("raylet", "gcs_server", "ray::", "ray/dashboard", "default_worker"))}
+
+
+def test_driver_killed_then_rerun_resumes(tmp_path: Path) -> None:
+    tiny_cnn(tmp_path / "tiny.onnx")
+    config = write_sweep(tmp_path, """
+        name = "driver"
+        [[models]]
+        source = "tiny.onnx"
+        [axes]
+        batch_sizes = [1, 2, 3, 4, 5, 6]
+        [measurement]
+        warmup_ms = 10
+        min_iterations = 5
+        min_duration_ms = 700
+        repeats = 1
+        layer_iterations = 2
+        """)
+    results = tmp_path / "results"
+    before = _ray_processes()
+    cells_dir = results / "driver" / "cells"
+    proc = subprocess.Popen([sys.executable, "-m", "farm", "sweep", str(config), "--results", str(results)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and len(list(cells_dir.glob("*.parquet"))) < 2:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        done = len(list(cells_dir.glob("*.parquet")))
+        assert 2 <= done < 6
+        assert main(["sweep", str(config), "--results", str(results)]) == 0
+    finally:
+        for pid in _ray_processes() - before:  # what the killed driver's Ray left behind
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    con = Warehouse(results).connect()
+    assert con.execute("SELECT count(*), count(DISTINCT cell_id) FROM cells").fetchone() == (6, 6)
+    assert con.execute("SELECT count(*) FROM measurements").fetchone() == (6,)
+    runs = con.execute("SELECT cells_to_run, cells_resumed FROM sweeps ORDER BY started_at").fetchall()
+    assert runs[-1] == (6 - done, done)

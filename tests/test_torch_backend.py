@@ -1,0 +1,105 @@
+"""The PyTorch backend on the CPU (CI has no GPU): same weights and outputs as ONNX Runtime."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from farm.backends import backend_class  # noqa: E402
+from farm.backends.onnx_torch import UnsupportedOperator, build_module  # noqa: E402
+from farm.config import Measurement  # noqa: E402
+from farm.models.zoo import make_bert, make_resnet  # noqa: E402
+from farm.plan import Cell  # noqa: E402
+from farm.models import resolve_model  # noqa: E402
+from farm.config import ModelSpec  # noqa: E402
+from farm.worker import run_cell  # noqa: E402
+from tests.conftest import tiny_cnn, unsupported_op_model  # noqa: E402
+
+
+def ort_outputs(model, feeds):
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)
+
+
+@pytest.mark.parametrize("depth", [18, 50])
+def test_resnet_matches_onnxruntime(depth: int) -> None:
+    model = make_resnet(depth, image=64)
+    x = np.random.default_rng(0).uniform(-1, 1, (2, 3, 64, 64)).astype(np.float32)
+    (expected,) = ort_outputs(model, {"input": x})
+    (got,) = build_module(model).eval()(torch.from_numpy(x))
+    np.testing.assert_allclose(got.detach().numpy(), expected, rtol=1e-3, atol=1e-4)
+
+
+def test_bert_matches_onnxruntime() -> None:
+    model = make_bert(layers=2, hidden=32, heads=4, intermediate=64, vocab=100, max_positions=64, name="bert-tiny")
+    rng = np.random.default_rng(1)
+    ids = rng.integers(0, 100, (3, 11))
+    feeds = {"input_ids": ids, "token_type_ids": rng.integers(0, 2, (3, 11)), "attention_mask": np.ones_like(ids)}
+    expected = ort_outputs(model, feeds)
+    got = build_module(model).eval()(*[torch.from_numpy(feeds[n]) for n in ("input_ids", "token_type_ids",
+                                                                              "attention_mask")])
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(g.detach().numpy(), e, rtol=1e-3, atol=1e-4)
+
+
+def test_unknown_operator_is_named(tmp_path: Path) -> None:
+    import onnx
+
+    with pytest.raises(UnsupportedOperator, match="farm.test.NoSuchOperator"):
+        build_module(onnx.load(unsupported_op_model(tmp_path / "bad.onnx")))
+
+
+FAST = Measurement(warmup_ms=1, min_iterations=5, min_duration_ms=10, repeats=2, layer_iterations=3)
+
+
+def torch_cell(tmp_path: Path, precision: str, **options) -> Cell:
+    tiny_cnn(tmp_path / "tiny.onnx", channels=8, spatial=16)
+    model = resolve_model(ModelSpec(source="tiny.onnx"), 0, tmp_path, tmp_path / "cache")
+    opts = {"device": "cpu", "mode": "eager", "compile_mode": "default", "transfers": True, **options}
+    reason = backend_class("torch").unsupported_reason(precision, opts)
+    return Cell("t" * 16, "s", model, precision, 2, None, "torch", opts, FAST, {"x": (2, 3, 16, 16)}, reason,
+                None, backend_class("torch").device_kind(opts))
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_torch_cell_on_cpu(tmp_path: Path, precision: str) -> None:
+    result = run_cell(torch_cell(tmp_path, precision), tmp_path / "cache")
+    assert result.status == "ok", result.traceback
+    m = result.measurement
+    assert m["queries"] >= 10 and m["throughput_qps"] > 0 and m["h2d_mean_ms"] is None
+    assert result.device["kind"] == "cpu"
+    conv = next(layer for layer in result.layers if layer.type == "Conv")
+    element = 4 if precision == "fp32" else 2
+    assert conv.input_bytes == 2 * 3 * 16 * 16 * element
+    assert conv.weight_bytes == 8 * 3 * 3 * 3 * element  # bias excluded
+    assert conv.output_bytes == 2 * 8 * 16 * 16 * element
+    assert conv.macs == 2 * 8 * 16 * 16 * 27
+    assert len(conv.times_ms) == 3 and all(t >= 0 for t in conv.times_ms)
+    assert [layer.name for layer in result.layers] == ["conv", "relu", "pool", "flatten", "fc"]
+
+
+def test_torch_compile_on_cpu(tmp_path: Path) -> None:
+    result = run_cell(torch_cell(tmp_path, "fp32", mode="compile"), tmp_path / "cache")
+    assert result.status == "ok", result.traceback
+    assert result.build.build_s > 0 and result.layers and all(layer.type == "kernel" for layer in result.layers)
+
+
+def test_cpu_cannot_run_tf32_or_cuda_graphs(tmp_path: Path) -> None:
+    assert "tf32" in torch_cell(tmp_path, "tf32").unsupported_reason
+    assert "CUDA graphs" in torch_cell(tmp_path, "fp32", mode="cudagraphs").unsupported_reason
+    result = run_cell(torch_cell(tmp_path, "int8"), tmp_path / "cache")
+    assert result.status == "unsupported" and "int8" in result.reason
+
+
+def test_cuda_cell_without_a_gpu_is_skipped_with_how_to_fix(tmp_path: Path) -> None:
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    cell = torch_cell(tmp_path, "fp32", device="cuda")
+    assert cell.device_kind == "cuda"
+    result = run_cell(cell, tmp_path / "cache")
+    assert result.status == "skipped" and 'device = "cpu"' in result.reason
