@@ -180,7 +180,14 @@ def _gather(m, a, data, indices):
     axis = a.get("axis", 0)
     if not isinstance(data, torch.Tensor):
         return np.take(np.asarray(data), np.asarray(indices), axis=axis)
-    index = _tensor(indices, data).long()
+    if not isinstance(indices, torch.Tensor):
+        # Constant indices: slice on the device, so no host-to-device copy happens in the forward
+        # pass (a copy is not allowed while a CUDA graph is being captured).
+        flat = np.asarray(indices).reshape(-1)
+        axis = axis % data.dim()
+        picked = torch.cat([data.narrow(axis, int(i) % data.shape[axis], 1) for i in flat], dim=axis)
+        return picked.reshape(*data.shape[:axis], *np.asarray(indices).shape, *data.shape[axis + 1:])
+    index = indices.long()
     if axis == 0 and data.dim() == 2 and index.dim() >= 1:
         return torch.nn.functional.embedding(index, data)
     axis = axis % data.dim()

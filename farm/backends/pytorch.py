@@ -102,6 +102,9 @@ class TorchBackend(Backend):
         if self.options.mode == "eager":
             self.run = module
         elif self.options.mode == "compile":
+            # Every cell compiles the same forward code object; without a reset, dynamo's per-code
+            # cache limit would quietly send later cells of this worker back to eager.
+            torch._dynamo.reset()
             self.run = torch.compile(module, mode=self.options.compile_mode, dynamic=False)
             self._call_once()  # compilation happens on the first call: part of the build
         else:
@@ -308,6 +311,7 @@ class TorchBackend(Backend):
 
     def close(self) -> None:
         self.module = self.run = self.graph_outputs = None
+        self.graph = None
         self.device_inputs = []
         if getattr(self, "dev", None) is not None and self.dev.type == "cuda":
             import torch
