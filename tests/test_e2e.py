@@ -185,6 +185,11 @@ def test_query_ls_show(models_dir: Path, capsys) -> None:
     assert main(["query", "SELECT count(*) AS layers FROM layers", "--results", results]) == 0
     assert "layers" in capsys.readouterr().out
 
+    for fmt in ("table", "csv", "json"):  # every column type prints, timestamps with time zone included
+        for table in TABLES:
+            assert main(["query", f"SELECT * FROM {table}", "--results", results, "--format", fmt]) == 0
+    capsys.readouterr()
+
     assert main(["query", "SELECT nope FROM cells", "--results", results]) == 2
     assert "query failed" in capsys.readouterr().err
 

@@ -146,7 +146,7 @@ class TorchBackend(Backend):
             self.graph_outputs = self.module(*self.device_inputs)
         self.graph = graph
 
-        def replay():
+        def replay(*_inputs):  # inputs are the captured static buffers; the query copies into them
             graph.replay()
             return self.graph_outputs
 
