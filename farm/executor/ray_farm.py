@@ -2,7 +2,7 @@
 
 - A GPU actor asks Ray for `num_gpus=1`, so Ray sets its CUDA_VISIBLE_DEVICES to that GPU alone.
 - CPU cells run after the GPU cells of the sweep, on one actor per node, so a CPU measurement
-  never shares its host with another measurement; the GPU actors of a node split its cores.
+  never shares its host with another measurement.
 - Cells are built and measured inside the same actor, so an artifact built on one GPU model is
   measured on that model.
 - If an actor dies inside a cell (segfault, OOM kill, os._exit), Ray restarts it and the cell is
@@ -31,10 +31,10 @@ POLL_S = 0.2
 class CellWorker:
     """The actor: runs cells one at a time on the device Ray gave it."""
 
-    def __init__(self, kind: str, log_queue, slot: int = 0, slots: int = 1) -> None:
+    def __init__(self, kind: str, log_queue) -> None:
         self.kind = kind
         self.log_queue = log_queue
-        self.cores = _take_cores(slot, slots)
+        self.cores = _size_thread_pools()
 
     def describe(self) -> dict[str, Any]:
         import socket
@@ -46,7 +46,7 @@ class CellWorker:
             "node_id": ray.get_runtime_context().get_node_id(),
             "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
             "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-            "cpu_cores": len(self.cores),
+            "cpu_cores": self.cores,
         }
 
     def run(self, cell: Cell, cache_dir: str, model_ref: list) -> CellResult:
@@ -65,23 +65,20 @@ class CellWorker:
         return result
 
 
-def _take_cores(slot: int, slots: int) -> list[int]:
-    """Give this actor its share of the host's cores, before any engine is imported.
+def _size_thread_pools() -> int:
+    """Size CPU thread pools to the host's cores before any engine is imported.
 
-    GPU actors of one node split the cores between them, so one actor's compilation or Python
-    launch work does not slow another's measurement. Thread pools are sized to the share (Ray
-    otherwise sets OMP_NUM_THREADS=1 in actors that reserve no CPUs).
+    Ray sets OMP_NUM_THREADS=1 in actors that reserve no CPUs, which would make CPU-side
+    PyTorch single-threaded. (Splitting the cores between the GPU actors of a node was tried
+    and measured slower for compile-heavy sweeps: compilation wants every core.)
     """
     try:
-        cores = sorted(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux: no pinning, only the thread counts
-        cores = list(range(os.cpu_count() or 1))
-    share = cores[slot * len(cores) // slots:(slot + 1) * len(cores) // slots] or cores
-    if hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, share)
-    for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TORCHINDUCTOR_COMPILE_THREADS"):
-        os.environ[variable] = str(len(share))
-    return share
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[variable] = str(cores)
+    return cores
 
 
 def _with_local_model(cell: Cell, cache_dir: Path, model_ref: list) -> Cell:
@@ -164,8 +161,7 @@ class RayExecutor:
             count = int(node.get("Resources", {}).get("GPU", 0))
             if self.gpus is not None:
                 count = min(count, self.gpus - len(actors))
-            actors += [remote.options(num_gpus=1, **options).remote(kind, log_queue, slot, count)
-                       for slot in range(count)]
+            actors += [remote.options(num_gpus=1, **options).remote(kind, log_queue) for _ in range(count)]
         described = ray.get([a.describe.remote() for a in actors])
         self.workers += described
         return list(zip(actors, described))
