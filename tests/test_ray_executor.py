@@ -83,7 +83,7 @@ def test_one_actor_per_gpu_each_sees_only_its_gpu(ray_two_gpus, tmp_path: Path) 
     assert sorted(w["visible_devices"] for w in gpu_workers) == ["0", "1"]  # one GPU each, not both
     assert all(len(w["gpu_ids"]) == 1 for w in gpu_workers)
     # thread pools sized to the host, not Ray's OMP_NUM_THREADS=1 for actors that reserve no CPUs
-    assert all(w["cpu_cores"] == len(os.sched_getaffinity(0)) for w in executor.workers)
+    assert all(w["omp_threads"] == str(len(os.sched_getaffinity(0))) for w in executor.workers)
     used = {recorder.results[c].worker["pid"] for c in cuda}
     assert used == {w["pid"] for w in gpu_workers}  # both GPU actors ran cells
     # no GPU here: PyTorch says so, and the cell is skipped, not crashed

@@ -47,6 +47,7 @@ class CellWorker:
             "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
             "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
             "cpu_cores": self.cores,
+            "omp_threads": os.environ.get("OMP_NUM_THREADS"),
         }
 
     def run(self, cell: Cell, cache_dir: str, model_ref: list) -> CellResult:
