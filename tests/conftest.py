@@ -8,6 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from farm.executor.ray_farm import use_loopback_only
+
+use_loopback_only()  # before any test imports Ray: every Ray the tests start listens on 127.0.0.1
+
 FAST_MEASUREMENT = """
 [measurement]
 warmup_ms = 5

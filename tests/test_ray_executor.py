@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="module")
 def ray_two_gpus():
     """A local Ray whose two GPUs are logical resources: placement is real, the GPUs are not."""
-    ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, _node_ip_address="127.0.0.1",
-             log_to_driver=False, configure_logging=False)
+    ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    assert ray.get_runtime_context().gcs_address.startswith("127.0.0.1:")
     yield
     ray.shutdown()
 

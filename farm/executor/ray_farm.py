@@ -28,6 +28,12 @@ from farm.worker import CellResult, now
 POLL_S = 0.2
 
 
+def use_loopback_only() -> None:
+    """Make a local Ray listen on 127.0.0.1 only (it otherwise binds the host's address on every
+    interface). Ray reads this switch, meant for single-machine use, when it is first imported."""
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
+
 class CellWorker:
     """The actor: runs cells one at a time on the device Ray gave it."""
 
@@ -108,16 +114,18 @@ class RayExecutor:
         self.workers: list[dict[str, Any]] = []  # describe() of every actor started
 
     def run(self, cells: list[Cell], cache_dir: Path, callbacks: Callback) -> None:
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        if not self.address:
+            use_loopback_only()
         import ray
 
         started_here = not ray.is_initialized()
         if started_here:
-            os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
             if self.address:
                 ray.init(address=self.address, logging_level=logging.WARNING, log_to_driver=False)
             else:
-                ray.init(include_dashboard=False, _node_ip_address="127.0.0.1", logging_level=logging.WARNING,
-                         log_to_driver=False, configure_logging=False)
+                ray.init(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False,
+                         configure_logging=False)
         actors = []
         try:
             from ray.util.queue import Queue
