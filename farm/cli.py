@@ -49,6 +49,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("sql", help='e.g. "SELECT model, batch, throughput_qps FROM cells JOIN measurements USING (cell_id)"')
     p.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output format")
 
+    p = add("ingest", "Import existing TensorRT output (trtexec --exportProfile/--exportTimes/--exportLayerInfo "
+                      "JSON, trtexec and verbose build logs) as cells of a sweep; files are recognised by content.")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="files of one engine (or of several, with --separate)")
+    p.add_argument("--sweep", default="ingested", help="sweep to add the engines to (default: ingested)")
+    p.add_argument("--engine", default=None, help="engine name (default: the first file's name up to its first '.')")
+    p.add_argument("--separate", action="store_true", help="each file is a different engine")
+
     add("ls", "List the sweeps in the warehouse with their cell counts.")
 
     p = add("show", "Show the cells of one sweep with their figures.")
@@ -105,6 +112,44 @@ def cmd_query(args: argparse.Namespace) -> int:
     columns = [d[0] for d in result.description]
     _print_rows(columns, result.fetchall(), args.format)
     return 0
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    import re
+
+    from farm.config import SweepConfig
+    from farm.ingest import ingest_engine
+    from farm.warehouse import Warehouse
+
+    try:
+        SweepConfig.model_validate({"name": args.sweep, "models": [{"source": "x"}]})
+    except Exception:
+        raise UserError(f"--sweep {args.sweep!r}: use letters, digits, '_', '-' and '.'") from None
+    paths = [Path(p) for p in args.paths]
+    for path in paths:
+        if not path.is_file():
+            raise UserError(f"no such file: {path}")
+    groups = [[p] for p in paths] if args.separate else [paths]
+    warehouse = Warehouse(Path(args.results).resolve())
+    console = _console()
+    unreadable = 0
+    for group in groups:
+        name = args.engine if args.engine and not args.separate else re.sub(r"\..*$", "", group[0].name)
+        engine = ingest_engine(name, group, args.sweep)
+        warehouse.write_cell(engine.cell, engine.result, "ingest", "")
+        console.print(f"[bold]{name}[/bold] -> sweep {args.sweep}, cell {engine.cell.cell_id[:8]} "
+                      f"({engine.result.status})", highlight=False)
+        for report in engine.files:
+            mark = "[green]read[/green]" if report.kind else "[red]not read[/red]"
+            console.print(f"  {mark} {report.path}: {report.found}", highlight=False)
+            unreadable += report.kind is None
+        if engine.unmatched_profile_rows:
+            console.print(f"  [yellow]{len(engine.unmatched_profile_rows)} profile row(s) matched no layer[/yellow]: "
+                          + "; ".join(engine.unmatched_profile_rows[:5]), highlight=False)
+        if engine.unmatched_layers:
+            console.print(f"  [yellow]{len(engine.unmatched_layers)} layer(s) have no profile row[/yellow]: "
+                          + "; ".join(engine.unmatched_layers[:5]), highlight=False)
+    return 1 if unreadable else 0
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
@@ -187,4 +232,4 @@ def _print_rows(columns: list[str], rows: list[tuple[Any, ...]], fmt: str) -> No
         _console().print(render_table(columns, rows))
 
 
-COMMANDS = {"sweep": cmd_sweep, "query": cmd_query, "ls": cmd_ls, "show": cmd_show}
+COMMANDS = {"sweep": cmd_sweep, "query": cmd_query, "ingest": cmd_ingest, "ls": cmd_ls, "show": cmd_show}

@@ -51,7 +51,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("model", pa.string()), ("model_source", pa.string()), ("model_sha256", pa.string()),
         ("model_bytes", pa.int64()), ("precision", pa.string()), ("batch", pa.int32()),
         ("profile", pa.string()), ("profile_ranges", pa.string()), ("backend", pa.string()),
-        ("options", pa.string()), ("input_shapes", pa.string()), ("status", pa.string()),
+        ("options", pa.string()), ("shapes", pa.string()), ("status", pa.string()),
         ("reason", pa.string()), ("traceback", pa.string()), ("notes", pa.string()),
         ("device_id", pa.string()), ("worker", pa.string()), ("host", pa.string()), ("cpu_model", pa.string()),
         ("cpu_cores", pa.int32()),
@@ -62,6 +62,9 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("cell_id", pa.string()), ("build_s", pa.float64()),
         ("artifact_bytes", pa.int64()), ("cache_hits", pa.int64()), ("builder_peak_memory_bytes", pa.int64()),
         ("layers_before_fusion", pa.int32()), ("layers_after_fusion", pa.int32()),
+        ("layers_with_reformats", pa.int32()), ("builder_peak_host_memory_bytes", pa.int64()),
+        ("engine_host_persistent_bytes", pa.int64()), ("engine_device_persistent_bytes", pa.int64()),
+        ("engine_scratch_bytes", pa.int64()),
     ),
     "measurements": _schema(
         ("cell_id", pa.string()), ("queries", pa.int64()),
@@ -88,6 +91,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("input_bytes", pa.int64()), ("weight_bytes", pa.int64()), ("output_bytes", pa.int64()),
         ("total_bytes", pa.int64()), ("macs", pa.int64()), ("calls", pa.int32()),
         ("time_avg_ms", pa.float64()), ("time_median_ms", pa.float64()), ("time_share_percent", pa.float64()),
+        ("host_persistent_bytes", pa.int64()), ("device_persistent_bytes", pa.int64()), ("scratch_bytes", pa.int64()),
     ),
     "devices": _schema(
         ("device_id", pa.string()), ("kind", pa.string()), ("name", pa.string()), ("host", pa.string()),
@@ -99,6 +103,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     ),
 }
 PER_CELL_TABLES = ("builds", "measurements", "samples", "layers")  # written before `cells`
+_ENGINE_MEMORY = ("host_persistent_bytes", "device_persistent_bytes", "scratch_bytes")  # builds: engine_*
 TABLES = tuple(SCHEMAS)
 
 
@@ -157,9 +162,11 @@ class Warehouse:
         for table in ("cells", *PER_CELL_TABLES):
             self.table_dir(sweep, table).joinpath(f"{cell.cell_id}.parquet").unlink(missing_ok=True)
         if result.build is not None and result.status == "ok":
-            self._write("builds", sweep, cell.cell_id, [{"cell_id": cell.cell_id, **vars(result.build)}])
+            build = {("engine_" + k if k in _ENGINE_MEMORY else k): v for k, v in vars(result.build).items()}
+            self._write("builds", sweep, cell.cell_id, [{"cell_id": cell.cell_id, **build}])
         if result.measurement is not None and result.status == "ok":
             self._write("measurements", sweep, cell.cell_id, [{"cell_id": cell.cell_id, **result.measurement}])
+        if result.samples is not None and result.status == "ok":
             self._write_table("samples", sweep, cell.cell_id, _samples_table(cell, result))
         if result.layers and result.status == "ok":
             self._write("layers", sweep, cell.cell_id, _layer_rows(cell, result))
@@ -231,7 +238,7 @@ def _cell_row(cell: Cell, result: CellResult, run_id: str, config_hash: str) -> 
         "profile": cell.profile.name if cell.profile else None,
         "profile_ranges": cell.profile.describe() if cell.profile else None,
         "backend": cell.backend, "options": json.dumps(cell.options, sort_keys=True),
-        "input_shapes": json.dumps({k: list(v) for k, v in cell.input_shapes.items()}),
+        "shapes": json.dumps({k: list(v) for k, v in cell.input_shapes.items()}),
         "status": result.status, "reason": result.reason, "traceback": result.traceback, "notes": cell.notes,
         "device_id": result.device["device_id"] if result.device else None,
         "worker": _describe_worker(result.worker),
@@ -282,10 +289,15 @@ def _shapes(shapes: Iterable[list[int] | None]) -> str:
 def _layer_rows(cell: Cell, result: CellResult) -> list[dict[str, Any]]:
     from farm.layers.memory import total_bytes
 
-    averages = [float(np.mean(layer.times_ms)) if layer.times_ms else None for layer in result.layers]
+    averages = [layer.time_avg_ms if layer.time_avg_ms is not None else
+                float(np.mean(layer.times_ms)) if layer.times_ms else None for layer in result.layers]
     total_time = sum(a for a in averages if a is not None)
     rows = []
     for layer, avg in zip(result.layers, averages):
+        median = layer.time_median_ms if layer.time_median_ms is not None else \
+            float(np.median(layer.times_ms)) if layer.times_ms else None
+        share = layer.time_share_percent if layer.time_share_percent is not None else \
+            100.0 * avg / total_time if avg is not None and total_time > 0 else None
         rows.append({
             "cell_id": cell.cell_id, "layer_index": layer.index, "name": layer.name, "type": layer.type,
             "fused_ops": layer.fused_ops, "tactic": layer.tactic,
@@ -293,8 +305,9 @@ def _layer_rows(cell: Cell, result: CellResult) -> list[dict[str, Any]]:
             "output_shapes": _shapes(layer.output_shapes), "output_dtypes": ", ".join(layer.output_dtypes),
             "input_bytes": layer.input_bytes, "weight_bytes": layer.weight_bytes, "output_bytes": layer.output_bytes,
             "total_bytes": total_bytes([layer.input_bytes, layer.weight_bytes, layer.output_bytes]),
-            "macs": layer.macs, "calls": len(layer.times_ms), "time_avg_ms": avg,
-            "time_median_ms": float(np.median(layer.times_ms)) if layer.times_ms else None,
-            "time_share_percent": 100.0 * avg / total_time if avg is not None and total_time > 0 else None,
+            "macs": layer.macs, "calls": layer.calls if layer.calls is not None else len(layer.times_ms),
+            "time_avg_ms": avg, "time_median_ms": median, "time_share_percent": share,
+            "host_persistent_bytes": layer.host_persistent_bytes,
+            "device_persistent_bytes": layer.device_persistent_bytes, "scratch_bytes": layer.scratch_bytes,
         })
     return rows

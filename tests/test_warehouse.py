@@ -47,3 +47,13 @@ def test_devices_view_deduplicates_across_sweeps(tmp_path: Path) -> None:
     for sweep in ("a", "b"):
         warehouse._write("devices", sweep, "cpu-1", [row])
     assert warehouse.connect().execute("SELECT count(*) FROM devices").fetchone() == (1,)
+
+
+def test_cell_keyed_tables_share_only_the_cell_id() -> None:
+    """So that `JOIN ... USING (cell_id)` never makes a column name ambiguous."""
+    seen: dict[str, str] = {}
+    for table in ("cells", "builds", "measurements", "samples", "layers"):
+        for column in SCHEMAS[table].names:
+            if column != "cell_id":
+                assert column not in seen, f"{column} is in both {seen.get(column)} and {table}"
+                seen[column] = table

@@ -32,6 +32,11 @@ class BuildStats:
     builder_peak_memory_bytes: int | None = None
     layers_before_fusion: int | None = None
     layers_after_fusion: int | None = None
+    layers_with_reformats: int | None = None
+    builder_peak_host_memory_bytes: int | None = None
+    host_persistent_bytes: int | None = None
+    device_persistent_bytes: int | None = None
+    scratch_bytes: int | None = None
 
 
 @dataclasses.dataclass
@@ -62,6 +67,14 @@ class LayerRecord:
     weight_bytes: int | None = None
     output_bytes: int | None = None
     macs: int | None = None
+    # Set where a tool reports aggregates instead of per-call times (TensorRT profiles):
+    time_avg_ms: float | None = None
+    time_median_ms: float | None = None
+    time_share_percent: float | None = None
+    calls: int | None = None
+    host_persistent_bytes: int | None = None
+    device_persistent_bytes: int | None = None
+    scratch_bytes: int | None = None
 
 
 QueryFn = Callable[[], "PhaseTimes | None"]
