@@ -56,6 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--engine", default=None, help="engine name (default: the first file's name up to its first '.')")
     p.add_argument("--separate", action="store_true", help="each file is a different engine")
 
+    p = add("graph", "Draw a cell's engine graph (layers with type, precision, time share and memory).")
+    p.add_argument("cell", help="cell id, or a unique prefix of one (see `farm show`)")
+    p.add_argument("-o", "--output", default="engine.svg", help="output file; .svg, .png, .pdf or .dot (default engine.svg)")
+
     add("ls", "List the sweeps in the warehouse with their cell counts.")
 
     p = add("show", "Show the cells of one sweep with their figures.")
@@ -152,6 +156,32 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return 1 if unreadable else 0
 
 
+def cmd_graph(args: argparse.Namespace) -> int:
+    import shutil
+
+    from farm.layers.graph import FORMATS, layer_rows, render
+
+    fmt = Path(args.output).suffix.lstrip(".").lower()
+    if fmt not in FORMATS:
+        raise UserError(f"--output {args.output}: the file name must end in one of .{', .'.join(FORMATS)}")
+    if fmt != "dot" and shutil.which("dot") is None:
+        raise UserError("graphviz's `dot` program is not installed (apt-get install graphviz, brew install graphviz); "
+                        "or write graphviz source with -o engine.dot")
+    con = _connect(args.results)
+    matches = con.execute("SELECT cell_id, model, precision, batch, backend FROM cells WHERE cell_id LIKE ? || '%'",
+                          [args.cell]).fetchall()
+    if len(matches) != 1:
+        raise UserError(f"{len(matches)} cells match {args.cell!r}: give a longer prefix of the cell id (farm show)")
+    cell_id, model, precision, batch, backend = matches[0]
+    rows = layer_rows(con, cell_id)
+    if not rows:
+        raise UserError(f"cell {cell_id[:8]} has no per-layer rows to draw")
+    title = f"{model} · {precision} · batch {batch if batch is not None else '?'} · {backend} · cell {cell_id[:8]}"
+    Path(args.output).write_bytes(render(rows, title, fmt))
+    print(f"wrote {args.output} ({len(rows)} layers)")
+    return 0
+
+
 def cmd_ls(args: argparse.Namespace) -> int:
     con = _connect(args.results)
     rows = con.execute(
@@ -232,4 +262,5 @@ def _print_rows(columns: list[str], rows: list[tuple[Any, ...]], fmt: str) -> No
         _console().print(render_table(columns, rows))
 
 
-COMMANDS = {"sweep": cmd_sweep, "query": cmd_query, "ingest": cmd_ingest, "ls": cmd_ls, "show": cmd_show}
+COMMANDS = {"sweep": cmd_sweep, "query": cmd_query, "ingest": cmd_ingest, "graph": cmd_graph, "ls": cmd_ls,
+            "show": cmd_show}

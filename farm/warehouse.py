@@ -86,8 +86,8 @@ SCHEMAS: dict[str, pa.Schema] = {
     "layers": _schema(
         ("cell_id", pa.string()), ("layer_index", pa.int32()), ("name", pa.string()),
         ("type", pa.string()), ("fused_ops", pa.string()), ("tactic", pa.string()),
-        ("input_shapes", pa.string()), ("input_dtypes", pa.string()),
-        ("output_shapes", pa.string()), ("output_dtypes", pa.string()),
+        ("input_tensors", pa.string()), ("input_shapes", pa.string()), ("input_dtypes", pa.string()),
+        ("output_tensors", pa.string()), ("output_shapes", pa.string()), ("output_dtypes", pa.string()),
         ("input_bytes", pa.int64()), ("weight_bytes", pa.int64()), ("output_bytes", pa.int64()),
         ("total_bytes", pa.int64()), ("macs", pa.int64()), ("calls", pa.int32()),
         ("time_avg_ms", pa.float64()), ("time_median_ms", pa.float64()), ("time_share_percent", pa.float64()),
@@ -301,6 +301,7 @@ def _layer_rows(cell: Cell, result: CellResult) -> list[dict[str, Any]]:
         rows.append({
             "cell_id": cell.cell_id, "layer_index": layer.index, "name": layer.name, "type": layer.type,
             "fused_ops": layer.fused_ops, "tactic": layer.tactic,
+            "input_tensors": json.dumps(layer.input_tensors), "output_tensors": json.dumps(layer.output_tensors),
             "input_shapes": _shapes(layer.input_shapes), "input_dtypes": ", ".join(layer.input_dtypes),
             "output_shapes": _shapes(layer.output_shapes), "output_dtypes": ", ".join(layer.output_dtypes),
             "input_bytes": layer.input_bytes, "weight_bytes": layer.weight_bytes, "output_bytes": layer.output_bytes,

@@ -67,6 +67,8 @@ class LayerRecord:
     weight_bytes: int | None = None
     output_bytes: int | None = None
     macs: int | None = None
+    input_tensors: list[str] = dataclasses.field(default_factory=list)  # names: the graph's edges
+    output_tensors: list[str] = dataclasses.field(default_factory=list)
     # Set where a tool reports aggregates instead of per-call times (TensorRT profiles):
     time_avg_ms: float | None = None
     time_median_ms: float | None = None

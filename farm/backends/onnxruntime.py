@@ -169,6 +169,8 @@ def layers_from_profile(events: list[dict[str, Any]], optimized_model, skip_runs
             activation = next((a.s.decode() for a in node.attribute if a.name == "activation"), None)
             record.fused_ops = f"{op.removeprefix('Fused')}+{activation}" if activation else None
             names = [n for n in node.input if n]
+            record.input_tensors = [n for n in names if n not in initializers]
+            record.output_tensors = [n for n in node.output if n]
             weight_sizes, weight_shapes, activation_types = [], [], []
             aligned = len(names) == len(in_types)
             for position, input_name in enumerate(names):

@@ -265,6 +265,7 @@ class TorchBackend(Backend):
         dtype_name = str(self.dtype).removeprefix("torch.")
         nodes: dict[str, dict[str, Any]] = {}
         ops = {name: op for name, op, *_ in self.module.nodes}
+        output_names = {name: outs for name, _, _, outs, _ in self.module.nodes}
 
         def describe(value) -> tuple[list[int], str] | None:
             if isinstance(value, torch.Tensor):
@@ -285,6 +286,8 @@ class TorchBackend(Backend):
             elif op in _MATMUL_OPS and acts:
                 macs = matmul_macs(out_shape, acts[0][0][-1] if acts[0][0] else None)
             nodes[name] = {"op": op, "memory": {
+                "input_tensors": [n for n, d in ins if d is not None and n not in weight_shapes],
+                "output_tensors": list(output_names[name]),
                 "input_shapes": [s for s, _ in acts], "input_dtypes": [d for _, d in acts],
                 "output_shapes": [s for s, _ in outs], "output_dtypes": [d for _, d in outs],
                 "input_bytes": total_bytes(tensor_bytes(s, d) for s, d in acts),

@@ -166,6 +166,7 @@ def _layer_records(layers: list[EngineLayer], profile: Profile | None,
         mem = facts.layer_memory.get(layer.name) or memory.get(join_key(layer.name)) or {}
         records.append(LayerRecord(
             index=index, name=layer.name, type=layer.type or "?", times_ms=[], tactic=layer.tactic,
+            input_tensors=[t.name for t in layer.inputs], output_tensors=[t.name for t in layer.outputs],
             input_shapes=[_display_dims(t) for t in layer.inputs], input_dtypes=[t.dtype or "?" for t in layer.inputs],
             output_shapes=[_display_dims(t) for t in layer.outputs],
             output_dtypes=[t.dtype or "?" for t in layer.outputs],
