@@ -105,6 +105,34 @@ def cuda_device_row(index: int = 0) -> dict[str, Any]:
         "os": host_info()["os"],
         "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
     }
+    _add_nvml_facts(row, uuid, index)
+    return row
+
+
+def cuda_device_row_from_runtime(cuda, index: int = 0) -> dict[str, Any]:
+    """The `devices` row of a CUDA GPU from cuda-python's device properties (and NVML)."""
+    props = cuda.properties(index)
+    name = props.name.decode(errors="replace").rstrip("\x00") if isinstance(props.name, bytes) else str(props.name)
+    raw_uuid = bytes(getattr(getattr(props, "uuid", None), "bytes", b"") or b"")
+    uuid = ""
+    if len(raw_uuid) == 16:
+        h = raw_uuid.hex()
+        uuid = f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    row: dict[str, Any] = {
+        "device_id": f"gpu-{uuid.removeprefix('GPU-')}" if uuid else f"gpu-{host_info()['host']}-{index}",
+        "kind": "cuda", "name": name, "host": host_info()["host"], "uuid": uuid or None,
+        "compute_capability": f"{props.major}.{props.minor}", "sm_count": int(props.multiProcessorCount),
+        "memory_bytes": int(props.totalGlobalMem), "cpu_cores": host_info()["cpu_cores"], "os": host_info()["os"],
+        "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+    }
+    bus = getattr(props, "memoryBusWidth", None)
+    if bus:
+        row["memory_bus_width_bits"] = int(bus)
+    _add_nvml_facts(row, uuid, index)
+    return row
+
+
+def _add_nvml_facts(row: dict[str, Any], uuid: str, index: int) -> None:
     try:
         import pynvml
 
@@ -115,6 +143,5 @@ def cuda_device_row(index: int = 0) -> dict[str, Any]:
         row["clock_memory_mhz"] = int(pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_MEM))
         driver = pynvml.nvmlSystemGetDriverVersion()
         row["driver_version"] = driver.decode() if isinstance(driver, bytes) else driver
-    except Exception:  # NVML is optional: the torch figures above stand without it
+    except Exception:  # NVML is optional: the figures above stand without it
         pass
-    return row

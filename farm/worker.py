@@ -76,13 +76,17 @@ def _build_and_measure(backend: Backend, cell: Cell, cache_dir: Path, result: Ce
     work_dir.mkdir(parents=True)
     try:
         feeds = make_feeds(cell.model.inputs, cell.input_shapes, cell.measurement.seed)
+        backend.prepare(cell, cache_dir)
         log("building")
         result.build = backend.build(cell.model.path, feeds, cell.precision, work_dir)
         result.device = backend.device_row()
         log(f"built in {result.build.build_s:.2f} s; measuring")
-        samples = run_timed(backend.query_fn(feeds), cell.measurement)
-        result.samples = samples
-        result.measurement = summarize(samples, cell.batch, cell.measurement) | backend.runtime_stats()
+        if backend.self_timed:
+            result.samples, measurement = backend.measure_self(feeds, cell.measurement, cell.batch)
+        else:
+            result.samples = run_timed(backend.query_fn(feeds), cell.measurement)
+            measurement = summarize(result.samples, cell.batch, cell.measurement)
+        result.measurement = measurement | backend.runtime_stats()
         if cell.measurement.layer_iterations:
             log("profiling layers")
             result.layers = backend.profile_layers(feeds, cell.measurement.layer_iterations)

@@ -18,6 +18,8 @@ from farm.config import expand_option_axes
 BACKENDS: dict[str, str] = {
     "onnxruntime": "farm.backends.onnxruntime:OnnxRuntimeBackend",
     "torch": "farm.backends.pytorch:TorchBackend",
+    "tensorrt": "farm.backends.tensorrt:TensorRTBackend",
+    "trtexec": "farm.backends.trtexec:TrtexecBackend",
 }
 
 

@@ -89,6 +89,7 @@ class Backend(ABC):
     Options: ClassVar[type[BackendOptions]]
     precisions: ClassVar[frozenset[str]]
     supports_profiles: ClassVar[bool] = False
+    self_timed: ClassVar[bool] = False  # a tool that times itself (trtexec): `measure_self` replaces query_fn
 
     def __init__(self, options: dict[str, Any]) -> None:
         self.options = self.Options.model_validate(options)
@@ -113,6 +114,9 @@ class Backend(ABC):
             return None
         return f"profile axis collapsed: {cls.name} has no optimization profiles"
 
+    def prepare(self, cell: Any, cache_dir: Path) -> None:
+        """Called before `build` with the cell (profiles, inputs) and the warehouse's cache folder."""
+
     def unavailable_reason(self) -> str | None:
         """Why this backend cannot run here (with how to fix it), or None when it can."""
         return None
@@ -131,6 +135,10 @@ class Backend(ABC):
     @abstractmethod
     def profile_layers(self, feeds: dict[str, np.ndarray], iterations: int) -> list[LayerRecord]:
         """Per-layer times from the engine's own profiler, in a run separate from the timed one."""
+
+    def measure_self(self, feeds: dict[str, np.ndarray], settings: Any, batch: int) -> tuple[Any, dict[str, Any]]:
+        """For self-timed backends: (Samples, measurements row) from the tool's own timing."""
+        raise NotImplementedError
 
     def runtime_stats(self) -> dict[str, Any]:
         """Extra `measurements` columns gathered while timing (e.g. peak device memory)."""

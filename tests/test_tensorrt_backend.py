@@ -1,0 +1,179 @@
+"""The TensorRT backend's build and run path on a recording double that knows only the documented
+API; real TensorRT runs are behind `pytest -m tensorrt` and skip cleanly where it is absent."""
+
+from __future__ import annotations
+
+import re
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from farm.config import load_config
+from farm.plan import plan_sweep
+from farm.worker import run_cell
+from tests.conftest import tiny_cnn, unsupported_op_model, write_sweep
+from tests.doubles.tensorrt_double import EXTRA_NAMES, Recorder, make_cudart, make_tensorrt
+
+ROOT = Path(__file__).resolve().parent.parent
+REFERENCE = ROOT.parent / "shared" / "design" / "tensorrt-reference.md"
+
+
+@pytest.fixture
+def double(monkeypatch):
+    """Install the double as `tensorrt` and `cuda.bindings.runtime`; returns a factory per version."""
+
+    def install(version: str = "10.13.0"):
+        recorder = Recorder()
+        trt = make_tensorrt(version, recorder)
+        runtime = make_cudart(recorder)
+        cuda = types.ModuleType("cuda")
+        bindings = types.ModuleType("cuda.bindings")
+        bindings.runtime, cuda.bindings = runtime, bindings
+        for name, module in {"tensorrt": trt, "cuda": cuda, "cuda.bindings": bindings,
+                             "cuda.bindings.runtime": runtime}.items():
+            monkeypatch.setitem(sys.modules, name, module)
+        return recorder
+
+    return install
+
+
+SWEEP = """
+name = "trt"
+[[models]]
+source = "MODEL"
+[axes]
+precisions = ["fp32", "fp16"]
+batch_sizes = [2]
+backends = ["tensorrt"]
+[profiles.small]
+batch = "1-2-4"
+[backends.tensorrt]
+OPTIONS
+"""
+
+
+def cells(tmp_path: Path, model: str = "tiny.onnx", options: str = "") -> list:
+    if model == "tiny.onnx":
+        tiny_cnn(tmp_path / model)
+    body = SWEEP.replace("MODEL", model).replace("OPTIONS", options)
+    return plan_sweep(load_config(write_sweep(tmp_path, body)), tmp_path / "cache").cells
+
+
+def test_build_and_run_on_tensorrt_10(double, tmp_path: Path) -> None:
+    calls = double("10.13.0")
+    fp32, fp16 = cells(tmp_path)
+    assert fp32.profile.name == "small" and fp32.device_kind == "cuda"
+    assert "strongly typed" in fp16.unsupported_reason
+    result = run_cell(fp32, tmp_path / "cache")
+    assert result.status == "ok", result.traceback
+    assert calls.find("create_network") == [(1 << 0,)]  # STRONGLY_TYPED on 10.x
+    assert calls.find("set_shape") == [("x", (1, 3, 8, 8), (2, 3, 8, 8), (4, 3, 8, 8))]  # the sweep's profile
+    assert [f.name for (f,) in calls.find("clear_flag")] == ["TF32"]  # true FP32
+    assert calls.find("build_serialized_network") == [([],)]  # built with no flag left on
+    assert calls.find("set_input_shape") == [("x", (2, 3, 8, 8))]
+    assert calls.names().count("cudaMemcpyAsync") >= 2 * result.measurement["queries"]  # H2D + D2H every query
+    m = result.measurement
+    assert m["h2d_mean_ms"] == m["compute_mean_ms"] == m["d2h_mean_ms"] == 0.25  # the double's event times
+    assert result.build.layers_before_fusion == 5 and result.build.layers_after_fusion == 5
+    assert result.build.builder_peak_memory_bytes == 42 * 2**20  # read from the builder's log line
+    assert [layer.name for layer in result.layers] == ["conv", "relu", "pool", "flatten", "fc"]
+    assert all(len(layer.times_ms) == fp32.measurement.layer_iterations for layer in result.layers)
+    assert result.device["name"] == "Double GPU" and result.device["uuid"].startswith("GPU-00010203")
+    timing = list((tmp_path / "cache" / "tensorrt").glob("timing-*.cache"))
+    engines = list((tmp_path / "cache" / "tensorrt" / "engines").glob("*.plan"))
+    assert len(timing) == 1 and len(engines) == 1
+
+    # a second run of the same cell reuses the engine: no build, a cache hit
+    before = calls.names().count("build_serialized_network")
+    again = run_cell(fp32, tmp_path / "cache")
+    assert again.status == "ok" and again.build.cache_hits == 1
+    assert calls.names().count("build_serialized_network") == before
+
+
+def test_timing_cache_is_merged_back(double, tmp_path: Path) -> None:
+    calls = double()
+    fp32 = cells(tmp_path, options="engine_cache = false")[0]
+    run_cell(fp32, tmp_path / "cache")
+    run_cell(fp32, tmp_path / "cache")
+    loaded = [blob for (blob,) in calls.find("create_timing_cache")]
+    assert loaded[0] == b"" and any(blob for blob in loaded[1:])  # the second build starts from the first's cache
+    assert calls.find("combine")
+
+
+def test_builder_options_reach_the_config(double, tmp_path: Path) -> None:
+    calls = double()
+    options = ('builder_optimization_level = 5\nworkspace_mib = 512\nhardware_compatibility = "ampere_plus"\n'
+               'version_compatible = true\nsparsity = true\ntactic_sources = "CUBLAS_LT,JIT_CONVOLUTIONS"')
+    result = run_cell(cells(tmp_path, options=options)[0], tmp_path / "cache")
+    assert result.status == "ok", result.traceback
+    assert calls.find("set_memory_pool_limit")[0][1] == 512 * 2**20
+    assert {f.name for (f,) in calls.find("set_flag")} == {"VERSION_COMPATIBLE", "SPARSE_WEIGHTS"}
+    assert calls.find("set_tactic_sources") == [((1 << 1) | (1 << 4),)]
+
+
+def test_tensorrt_11(double, tmp_path: Path) -> None:
+    calls = double("11.1.0")
+    fp32 = cells(tmp_path)[0]
+    assert run_cell(fp32, tmp_path / "cache").status == "ok"
+    assert calls.find("create_network") == [(0,)]  # always strongly typed; no flag to pass
+    # 11.x has no CUBLAS tactic source and no precision flags: clear failures, not crashes
+    cublas = run_cell(cells(tmp_path, options='tactic_sources = "CUBLAS"\nengine_cache = false')[0],
+                      tmp_path / "cache")
+    assert cublas.status == "failed" and "tactic source CUBLAS does not exist in TensorRT 11.1.0" in cublas.reason
+    fp16 = cells(tmp_path, options="precision_flags = true\nengine_cache = false")[1]
+    assert fp16.unsupported_reason is None
+    result = run_cell(fp16, tmp_path / "cache")
+    assert result.status == "failed" and "TensorRT 11 has no precision flags" in result.reason
+
+
+def test_precision_flags_on_10(double, tmp_path: Path) -> None:
+    calls = double("10.13.0")
+    fp16 = cells(tmp_path, options="precision_flags = true")[1]
+    assert run_cell(fp16, tmp_path / "cache").status == "ok"
+    assert calls.find("create_network") == [(0,)]  # weakly typed, so the flag is allowed
+    assert [f.name for (f,) in calls.find("set_flag")] == ["FP16"]
+
+
+def test_parser_errors_are_surfaced_per_node(double, tmp_path: Path) -> None:
+    double()
+    unsupported_op_model(tmp_path / "bad.onnx")
+    body = SWEEP.replace("MODEL", "bad.onnx").replace("OPTIONS", "").replace('[profiles.small]\nbatch = "1-2-4"', "")
+    cell = plan_sweep(load_config(write_sweep(tmp_path, body)), tmp_path / "cache").cells[0]
+    result = run_cell(cell, tmp_path / "cache")
+    assert result.status == "failed"
+    assert "ONNX parser rejected the model: In node 0 (mystery): UNSUPPORTED_NODE" in result.reason
+
+
+def test_without_tensorrt_cells_are_skipped_with_how_to_install(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "tensorrt", None)  # as where TensorRT is not installed
+    result = run_cell(cells(tmp_path)[0], tmp_path / "cache")
+    assert result.status == "skipped" and "TensorRT is not installed here" in result.reason
+    assert "pip install tensorrt-cu12" in result.reason
+
+
+def test_every_tensorrt_name_the_backend_uses_is_documented() -> None:
+    reference = REFERENCE.read_text()
+    source = (ROOT / "farm" / "backends" / "tensorrt.py").read_text()
+    used = set()
+    for chain in re.findall(r"\btrt\.([A-Za-z_][\w.]*)", source):
+        used.update(part for part in chain.split(".") if part not in ("__version__",))
+    objects = r"(?:config|builder|network|parser|context|engine|inspector|runtime|profile|cache)"
+    used.update(re.findall(rf"(?<![.\w]){objects}\.([A-Za-z_]\w*)", source))
+    undocumented = sorted(n for n in used if n not in reference and n not in EXTRA_NAMES)
+    assert not undocumented, f"TensorRT names used but not in tensorrt-reference.md: {undocumented}"
+
+
+@pytest.mark.tensorrt
+def test_real_tensorrt_on_a_gpu(tmp_path: Path) -> None:
+    """Runs only where TensorRT and a GPU exist: `pytest -m tensorrt`."""
+    pytest.importorskip("tensorrt")
+    from farm.backends.tensorrt import TensorRTBackend
+
+    reason = TensorRTBackend({}).unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    result = run_cell(cells(tmp_path)[0], tmp_path / "cache")
+    assert result.status == "ok", result.traceback
+    assert result.measurement["compute_median_ms"] > 0 and result.layers
