@@ -173,11 +173,14 @@ def median_confidence_interval(values: np.ndarray, repeat: np.ndarray) -> tuple[
     return float(ordered[lower_rank - 1]), float(ordered[upper_rank - 1]), "order_statistic"
 
 
-def summarize(samples: Samples, batch: int, settings: Measurement) -> dict[str, Any]:
-    """One `measurements` row (without the cell id) from a cell's samples."""
+def summarize(samples: Samples, batch: int, settings: Measurement, inferences_per_query: int = 1) -> dict[str, Any]:
+    """One `measurements` row (without the cell id) from a cell's samples.
+
+    Throughput counts inferences: `inferences_per_query` > 1 when each timed query runs several
+    concurrent inferences (several streams), as trtexec's --infStreams counts them."""
     n = len(samples)
     walltime_s = samples.walltime_ms / 1e3
-    qps = n / walltime_s if walltime_s > 0 else None
+    qps = n * inferences_per_query / walltime_s if walltime_s > 0 else None
     row: dict[str, Any] = {
         "queries": n,
         "throughput_qps": qps,

@@ -51,6 +51,7 @@ class Cell:
     unsupported_reason: str | None = None
     notes: str | None = None
     device_kind: str = "cpu"  # 'cpu' or 'cuda': the kind of worker that must run it
+    all_profiles: tuple[Profile, ...] = ()  # every swept profile, for engines that hold several
 
     @property
     def label(self) -> str:
@@ -93,13 +94,14 @@ def plan_sweep(loaded: LoadedConfig, cache_dir: Path) -> Plan:
                             cells.append(_make_cell(config.name, model, precision, batch, profile, backend,
                                                     options, config.measurement,
                                                     cls.unsupported_reason(precision, options), note,
-                                                    cls.device_kind(options)))
+                                                    cls.device_kind(options),
+                                                    tuple(profiles) if cls.supports_profiles else ()))
     return Plan(config.name, cells, models)
 
 
 def _make_cell(sweep: str, model: ModelArtifact, precision: str, batch: int, profile: Profile | None,
                backend: str, options: dict[str, Any], measurement: Measurement, unsupported: str | None,
-               note: str | None, device_kind: str) -> Cell:
+               note: str | None, device_kind: str, all_profiles: tuple[Profile, ...] = ()) -> Cell:
     shapes = {} if model.error else {i.name: i.concrete_shape(batch, model.dims) for i in model.inputs}
     identity = {
         "sweep": sweep,  # ids are unique across the warehouse, so joins on cell_id alone are safe
@@ -114,9 +116,11 @@ def _make_cell(sweep: str, model: ModelArtifact, precision: str, batch: int, pro
         "measurement": measurement.model_dump(mode="json"),
         "farm_version": __version__,
     }
+    if all_profiles:  # engines may hold every profile: they are part of what is built
+        identity["all_profiles"] = [dataclasses.asdict(p) for p in all_profiles]
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
     return Cell(digest, sweep, model, precision, batch, profile, backend, options, measurement, shapes,
-                unsupported, note, device_kind)
+                unsupported, note, device_kind, all_profiles)
 
 
 def _check_model_shapes(loaded: LoadedConfig, index: int, model: ModelArtifact, profiles: list[Profile]) -> None:

@@ -85,7 +85,7 @@ def _build_and_measure(backend: Backend, cell: Cell, cache_dir: Path, result: Ce
             result.samples, measurement = backend.measure_self(feeds, cell.measurement, cell.batch)
         else:
             result.samples = run_timed(backend.query_fn(feeds), cell.measurement)
-            measurement = summarize(result.samples, cell.batch, cell.measurement)
+            measurement = summarize(result.samples, cell.batch, cell.measurement, backend.inferences_per_query)
         result.measurement = measurement | backend.runtime_stats()
         if cell.measurement.layer_iterations:
             log("profiling layers")

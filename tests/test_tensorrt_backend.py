@@ -136,6 +136,37 @@ def test_precision_flags_on_10(double, tmp_path: Path) -> None:
     assert [f.name for (f,) in calls.find("set_flag")] == ["FP16"]
 
 
+def test_several_profiles_in_one_engine(double, tmp_path: Path) -> None:
+    calls = double()
+    tiny_cnn(tmp_path / "tiny.onnx")
+    body = ('[[models]]\nsource = "tiny.onnx"\n[axes]\nbatch_sizes = [2]\nbackends = ["tensorrt"]\n'
+            '[profiles.small]\nbatch = "1-2-4"\n[profiles.large]\nbatch = "2-16-32"\n'
+            '[backends.tensorrt]\nprofiles_in_engine = "all"\n')
+    small, large = plan_sweep(load_config(write_sweep(tmp_path, body)), tmp_path / "cache").cells
+    assert (small.profile.name, large.profile.name) == ("small", "large")
+    for cell in (small, large):
+        assert run_cell(cell, tmp_path / "cache").status == "ok"
+    profiles = calls.find("add_optimization_profile")
+    assert [p[0]["x"][2] for p in profiles] == [(4, 3, 8, 8), (32, 3, 8, 8)]  # both in the engine, in order
+    assert len(calls.find("build_serialized_network")) == 1  # the second cell reused the same engine
+    assert [i for i, _ in calls.find("set_optimization_profile_async")] == [0, 1]  # each cell its own
+
+
+def test_several_streams(double, tmp_path: Path) -> None:
+    calls = double()
+    cell = cells(tmp_path, options="streams = 3")[0]
+    result = run_cell(cell, tmp_path / "cache")
+    assert result.status == "ok", result.traceback
+    queries = result.measurement["queries"]
+    contexts = calls.names().count("create_execution_context")
+    assert contexts == 3
+    # every timed query enqueued on each of the 3 streams (the profiling run adds its own)
+    assert calls.names().count("execute_async_v3") == 3 * (queries + result.samples.warmup_queries) + \
+        cell.measurement.layer_iterations
+    walltime_s = result.measurement["host_walltime_ms"] / 1e3
+    assert result.measurement["throughput_qps"] == pytest.approx(3 * queries / walltime_s)
+
+
 def test_parser_errors_are_surfaced_per_node(double, tmp_path: Path) -> None:
     double()
     unsupported_op_model(tmp_path / "bad.onnx")

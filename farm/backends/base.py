@@ -140,6 +140,11 @@ class Backend(ABC):
         """For self-timed backends: (Samples, measurements row) from the tool's own timing."""
         raise NotImplementedError
 
+    @property
+    def inferences_per_query(self) -> int:
+        """Inferences one timed query runs (several streams run one each): throughput counts them all."""
+        return 1
+
     def runtime_stats(self) -> dict[str, Any]:
         """Extra `measurements` columns gathered while timing (e.g. peak device memory)."""
         return {}

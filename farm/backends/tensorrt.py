@@ -49,6 +49,8 @@ class TensorRTOptions(BackendOptions):
     max_aux_streams: Annotated[int, Field(ge=0)] | None = None
     avg_timing_iterations: Annotated[int, Field(ge=1)] | None = None
     precision_flags: bool = False
+    profiles_in_engine: Literal["one", "all"] = "one"
+    streams: Annotated[int, Field(ge=1)] = 1
     cuda_graph: bool = False
     transfers: bool = True
     timing_cache: bool = True
@@ -78,6 +80,7 @@ class TensorRTBackend(Backend):
         self.cell: Cell | None = None
         self.cache_dir: Path | None = None
         self.buffers: dict[str, dict[str, Any]] = {}
+        self.bindings: list[dict[str, Any]] = []
         self.context = self.engine = self.graph_exec = None
         self.log_lines: list[str] = []
 
@@ -197,24 +200,37 @@ class TensorRTBackend(Backend):
                 raise RuntimeError("TensorRT 11 has no precision flags: the precision must come from the ONNX file")
             config.set_flag(trt.BuilderFlag.FP16 if precision == "fp16" else trt.BuilderFlag.BF16)
 
-    def _add_profiles(self, builder, config, network) -> None:
-        """One optimization profile from the cell's profile (or the cell's own shapes)."""
+    def _engine_profiles(self) -> list:
+        """The profiles the engine holds: the cell's, or every swept one (`profiles_in_engine`)."""
         cell = self.cell
-        profile = builder.create_optimization_profile()
-        dynamic = False
-        for spec in cell.model.inputs:
-            low, opt, high = [], [], []
-            for axis, dim in enumerate(spec.shape):
-                key = "batch" if axis == 0 else dim
-                size = cell.input_shapes[spec.name][axis]
-                rng = cell.profile.ranges.get(key) if cell.profile is not None and isinstance(key, str) else None
-                if isinstance(dim, str) or axis == 0:
-                    dynamic = True
-                lo, op, hi = rng if rng else (size, size, size)
-                low.append(lo), opt.append(op), high.append(hi)
-            profile.set_shape(spec.name, low, opt, high)
-        if dynamic:
-            config.add_optimization_profile(profile)
+        if self.options.profiles_in_engine == "all" and cell.all_profiles:
+            return list(cell.all_profiles)
+        return [cell.profile]
+
+    def profile_index(self) -> int:
+        """Which of the engine's profiles this cell runs."""
+        profiles = self._engine_profiles()
+        return profiles.index(self.cell.profile) if self.cell.profile in profiles else 0
+
+    def _add_profiles(self, builder, config, network) -> None:
+        """An optimization profile per engine profile (the cell's own shapes when it has none)."""
+        cell = self.cell
+        for swept in self._engine_profiles():
+            profile = builder.create_optimization_profile()
+            dynamic = False
+            for spec in cell.model.inputs:
+                low, opt, high = [], [], []
+                for axis, dim in enumerate(spec.shape):
+                    key = "batch" if axis == 0 else dim
+                    size = cell.input_shapes[spec.name][axis]
+                    rng = swept.ranges.get(key) if swept is not None and isinstance(key, str) else None
+                    if isinstance(dim, str) or axis == 0:
+                        dynamic = True
+                    lo, op, hi = rng if rng else (size, size, size)
+                    low.append(lo), opt.append(op), high.append(hi)
+                profile.set_shape(spec.name, low, opt, high)
+            if dynamic:
+                config.add_optimization_profile(profile)
 
     def _load_timing_cache(self, config):
         if not self.options.timing_cache or self.cache_dir is None:
@@ -243,7 +259,7 @@ class TensorRTBackend(Backend):
             return None
         cell = self.cell
         key = json.dumps({"model": cell.model.sha256, "precision": precision, "shapes": cell.input_shapes,
-                          "profile": cell.profile.ranges if cell.profile else None,
+                          "profiles": [p.ranges if p else None for p in self._engine_profiles()],
                           "options": {k: v for k, v in self.options.model_dump().items()
                                       if k not in ("cuda_graph", "transfers", "engine_cache")},
                           "device": self._device_name(), "tensorrt": self.trt.__version__}, sort_keys=True, default=str)
@@ -260,60 +276,89 @@ class TensorRTBackend(Backend):
 
     # --- run -------------------------------------------------------------------------------------
 
-    def query_fn(self, feeds: dict[str, np.ndarray]) -> QueryFn:
+    def _bind(self, feeds: dict[str, np.ndarray]) -> dict[str, Any]:
+        """A context on its own stream with its own pinned and device buffers, shapes set."""
         trt, cuda, engine = self.trt, self.cuda, self.engine
-        self.stream = stream = cuda.stream()
-        self.context = context = engine.create_execution_context()
+        stream = cuda.stream()
+        context = engine.create_execution_context()
         if self.cell is not None and self.cell.profile is not None or _has_dynamic(engine, trt):
-            context.set_optimization_profile_async(0, stream)
+            if not context.set_optimization_profile_async(self.profile_index(), stream):
+                raise RuntimeError("TensorRT refused the optimization profile")
         names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
         inputs = [n for n in names if engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT]
-        outputs = [n for n in names if n not in inputs]
         for name in inputs:
             if not context.set_input_shape(name, tuple(feeds[name].shape)):
                 raise RuntimeError(f"input {name} shape {feeds[name].shape} is outside the engine's profile")
+        buffers = {}
         for name in names:
             shape = tuple(context.get_tensor_shape(name))
             dtype = _numpy_dtype(engine.get_tensor_dtype(name))
             nbytes = int(np.prod(shape)) * dtype.itemsize
-            host = cuda.malloc_host(nbytes)
-            device = cuda.malloc(nbytes)
+            host, device = cuda.malloc_host(nbytes), cuda.malloc(nbytes)
             view = cuda.host_array(host, shape, dtype)
             if name in inputs:
                 view[...] = feeds[name].astype(dtype)
-            self.buffers[name] = {"host": host, "device": device, "nbytes": nbytes, "view": view}
+            buffers[name] = {"host": host, "device": device, "nbytes": nbytes, "view": view}
             if not context.set_tensor_address(name, device):
                 raise RuntimeError(f"TensorRT refused the address of tensor {name}")
         missing = context.infer_shapes()
         if missing:
             raise RuntimeError(f"tensors without a shape: {', '.join(missing)}")
-        events = [cuda.event() for _ in range(4)]
-        h2d_start, h2d_end, compute_end, d2h_end = events
-        copies_in = [(self.buffers[n]["device"], self.buffers[n]["host"], self.buffers[n]["nbytes"]) for n in inputs]
-        copies_out = [(self.buffers[n]["host"], self.buffers[n]["device"], self.buffers[n]["nbytes"]) for n in outputs]
-        launch = self._graph_launcher(context, stream) if self.options.cuda_graph else None
+        self.buffers.update({f"{len(self.bindings)}:{n}": b for n, b in buffers.items()})
+        return {"stream": stream, "context": context, "done": cuda.event(),
+                "in": [(buffers[n]["device"], buffers[n]["host"], buffers[n]["nbytes"]) for n in inputs],
+                "out": [(buffers[n]["host"], buffers[n]["device"], buffers[n]["nbytes"]) for n in names
+                        if n not in inputs]}
+
+    @property
+    def inferences_per_query(self) -> int:
+        return self.options.streams
+
+    def query_fn(self, feeds: dict[str, np.ndarray]) -> QueryFn:
+        """One query: H2D, enqueue and D2H on every stream (trtexec's --infStreams); the phases are
+        timed with events on the first stream, and the query ends when every stream is done."""
+        cuda = self.cuda
+        self.bindings: list[dict[str, Any]] = []
+        for _ in range(self.options.streams):
+            self.bindings.append(self._bind(feeds))
+        first, others = self.bindings[0], self.bindings[1:]
+        self.stream, self.context = first["stream"], first["context"]
+        h2d_start, h2d_end, compute_end, d2h_end = (cuda.event() for _ in range(4))
+        launches = [self._graph_launcher(b["context"], b["stream"]) if self.options.cuda_graph else None
+                    for b in self.bindings]
         clock = time.perf_counter
         transfers = self.options.transfers
 
-        def query() -> PhaseTimes:
-            cuda.record(h2d_start, stream)
-            if transfers:
-                for device, host, nbytes in copies_in:
-                    cuda.copy_h2d(device, host, nbytes, stream)
-            cuda.record(h2d_end, stream)
-            start = clock()
+        def enqueue(binding: dict[str, Any], launch) -> None:
             if launch is not None:
                 launch()
-            elif not context.execute_async_v3(stream):
+            elif not binding["context"].execute_async_v3(binding["stream"]):
                 raise RuntimeError("execute_async_v3 returned False")
-            enqueue = clock() - start
+
+        def query() -> PhaseTimes:
+            stream = first["stream"]
+            cuda.record(h2d_start, stream)
+            for binding in self.bindings:
+                if transfers:
+                    for device, host, nbytes in binding["in"]:
+                        cuda.copy_h2d(device, host, nbytes, binding["stream"])
+            cuda.record(h2d_end, stream)
+            start = clock()
+            for binding, launch in zip(self.bindings, launches):
+                enqueue(binding, launch)
+            enqueue_s = clock() - start
             cuda.record(compute_end, stream)
-            if transfers:
-                for host, device, nbytes in copies_out:
-                    cuda.copy_d2h(host, device, nbytes, stream)
+            for binding in self.bindings:
+                if transfers:
+                    for host, device, nbytes in binding["out"]:
+                        cuda.copy_d2h(host, device, nbytes, binding["stream"])
             cuda.record(d2h_end, stream)
+            for binding in others:
+                cuda.record(binding["done"], binding["stream"])
             cuda.wait(d2h_end)
-            return PhaseTimes(enqueue_ms=enqueue * 1e3,
+            for binding in others:
+                cuda.wait(binding["done"])
+            return PhaseTimes(enqueue_ms=enqueue_s * 1e3,
                               h2d_ms=cuda.elapsed_ms(h2d_start, h2d_end) if transfers else None,
                               compute_ms=cuda.elapsed_ms(h2d_end, compute_end),
                               d2h_ms=cuda.elapsed_ms(compute_end, d2h_end) if transfers else None)

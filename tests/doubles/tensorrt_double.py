@@ -229,20 +229,22 @@ def make_tensorrt(version: str = "10.13.0", recorder: Recorder | None = None) ->
             return Inspector(self)
 
     class Context:
-        __slots__ = ("engine", "shapes", "addresses", "profiler", "enqueue_emits_profile", "runs")
+        __slots__ = ("engine", "shapes", "addresses", "profiler", "enqueue_emits_profile", "runs", "profile")
 
         def __init__(self, engine: Engine) -> None:
             self.engine, self.shapes, self.addresses, self.runs = engine, {}, {}, 0
-            self.profiler, self.enqueue_emits_profile = None, True
+            self.profiler, self.enqueue_emits_profile, self.profile = None, True, 0
 
         def set_optimization_profile_async(self, index: int, stream: int) -> bool:
             rec("set_optimization_profile_async", index, stream)
-            return True
+            self.profile = index
+            return index < max(len(self.engine.plan["profiles"]), 1)
 
         def set_input_shape(self, name: str, shape) -> bool:
             rec("set_input_shape", name, tuple(shape))
-            for profile in self.engine.plan["profiles"]:
-                low, _, high = profile[name]
+            profiles = self.engine.plan["profiles"]
+            if profiles:
+                low, _, high = profiles[self.profile][name]
                 if any(not lo <= s <= hi for s, lo, hi in zip(shape, low, high)):
                     return False
             self.shapes[name] = tuple(shape)
