@@ -89,6 +89,24 @@ class InputOverride(Strict):
         return value
 
 
+class CalibrationSpec(Strict):
+    """int8 calibration data: an .npz / folder of .npy files, a folder of images, or (neither) seeded
+    synthetic inputs."""
+
+    data: str | None = None
+    images: str | None = None
+    size: tuple[Annotated[int, Field(ge=1)], Annotated[int, Field(ge=1)]] | None = None
+    mean: tuple[float, float, float] = (0.485, 0.456, 0.406)
+    std: tuple[float, float, float] = (0.229, 0.224, 0.225)
+    samples: Annotated[int, Field(ge=1)] = 16
+
+    @model_validator(mode="after")
+    def _one_source(self) -> CalibrationSpec:
+        if self.data and self.images:
+            raise ValueError("give either data or images, not both")
+        return self
+
+
 class ModelSpec(Strict):
     """One model of the sweep: `zoo:NAME` or a path to an .onnx file (relative to the sweep file)."""
 
@@ -96,6 +114,7 @@ class ModelSpec(Strict):
     name: str | None = None
     dims: dict[str, Annotated[int, Field(ge=1)]] = {}
     inputs: dict[str, InputOverride] = {}
+    calibration: CalibrationSpec = CalibrationSpec()
 
     @field_validator("source")
     @classmethod
@@ -134,6 +153,40 @@ class Measurement(Strict):
     layer_iterations: Annotated[int, Field(ge=0)] = 20
 
 
+class PrecisionSettings(Strict):
+    """How the ONNX precision transforms convert models."""
+
+    keep_io_types: bool = True
+
+
+class Tolerance(Strict):
+    """What a cell's outputs must meet against the FP32 reference to pass."""
+
+    min_cosine: Annotated[float, Field(ge=-1, le=1)] = 0.99
+    min_top1: Annotated[float, Field(ge=0, le=1)] | None = None
+    max_abs: Annotated[float, Field(ge=0)] | None = None
+
+
+DEFAULT_TOLERANCES = {
+    "fp32": Tolerance(min_cosine=0.99999, min_top1=1.0),
+    "tf32": Tolerance(min_cosine=0.9999, min_top1=0.99),
+    "fp16": Tolerance(min_cosine=0.999, min_top1=0.99),
+    "bf16": Tolerance(min_cosine=0.99, min_top1=0.95),
+    "int8": Tolerance(min_cosine=0.98, min_top1=0.9),
+    "fp8": Tolerance(min_cosine=0.98, min_top1=0.9),
+}
+
+
+class AccuracySettings(Strict):
+    """Accuracy against the FP32 reference (ONNX Runtime CPU) for every measured cell."""
+
+    enabled: bool = True
+    tolerances: dict[Precision, Tolerance] = {}
+
+    def tolerance(self, precision: str) -> Tolerance:
+        return self.tolerances.get(precision, DEFAULT_TOLERANCES[precision])
+
+
 class SweepConfig(Strict):
     """The whole sweep file."""
 
@@ -143,6 +196,8 @@ class SweepConfig(Strict):
     axes: Axes = Axes()
     profiles: dict[str, dict[str, ProfileRange]] = {}
     measurement: Measurement = Measurement()
+    precision: PrecisionSettings = PrecisionSettings()
+    accuracy: AccuracySettings = AccuracySettings()
     backends: dict[str, dict[str, Any]] = {}
 
     @field_validator("name")

@@ -21,6 +21,7 @@ from farm.backends import backend_class
 from farm.config import LoadedConfig, Measurement
 from farm.errors import ConfigError
 from farm.models import ModelArtifact, resolve_model
+from farm.precision import Calibration
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +53,9 @@ class Cell:
     notes: str | None = None
     device_kind: str = "cpu"  # 'cpu' or 'cuda': the kind of worker that must run it
     all_profiles: tuple[Profile, ...] = ()  # every swept profile, for engines that hold several
+    calibration: Any = None  # farm.precision.Calibration, for int8 transforms
+    keep_io_types: bool = True
+    tolerance: Any = None  # farm.config.Tolerance of this precision; None: no accuracy check
 
     @property
     def label(self) -> str:
@@ -79,10 +83,20 @@ def plan_sweep(loaded: LoadedConfig, cache_dir: Path) -> Plan:
     ]
     for index, model in enumerate(models):
         _check_model_shapes(loaded, index, model, profiles)
+        spec = config.models[index].calibration
+        for key in ("data", "images"):
+            value = getattr(spec, key)
+            if value and not (loaded.base_dir / value).exists():
+                raise ConfigError(f"{loaded.path}: models[{index}].calibration.{key}: no such file or folder "
+                                  f"{value!r} (paths are relative to the sweep file)")
     _check_profile_dims(loaded, models, profiles)
 
     cells: list[Cell] = []
-    for model in models:
+    accuracy = config.accuracy
+    for index, model in enumerate(models):
+        spec = config.models[index].calibration
+        calibration = Calibration(spec.data, spec.images, spec.size, spec.mean, spec.std, spec.samples,
+                                  str(loaded.base_dir))
         for backend in config.axes.backends:
             cls = backend_class(backend)
             cell_profiles: list[Profile | None] = profiles if (cls.supports_profiles and profiles) else [None]
@@ -95,13 +109,16 @@ def plan_sweep(loaded: LoadedConfig, cache_dir: Path) -> Plan:
                                                     options, config.measurement,
                                                     cls.unsupported_reason(precision, options), note,
                                                     cls.device_kind(options),
-                                                    tuple(profiles) if cls.supports_profiles else ()))
+                                                    tuple(profiles) if cls.supports_profiles else (),
+                                                    calibration, config.precision.keep_io_types,
+                                                    accuracy.tolerance(precision) if accuracy.enabled else None))
     return Plan(config.name, cells, models)
 
 
 def _make_cell(sweep: str, model: ModelArtifact, precision: str, batch: int, profile: Profile | None,
                backend: str, options: dict[str, Any], measurement: Measurement, unsupported: str | None,
-               note: str | None, device_kind: str, all_profiles: tuple[Profile, ...] = ()) -> Cell:
+               note: str | None, device_kind: str, all_profiles: tuple[Profile, ...] = (),
+               calibration: Any = None, keep_io_types: bool = True, tolerance: Any = None) -> Cell:
     shapes = {} if model.error else {i.name: i.concrete_shape(batch, model.dims) for i in model.inputs}
     identity = {
         "sweep": sweep,  # ids are unique across the warehouse, so joins on cell_id alone are safe
@@ -116,11 +133,16 @@ def _make_cell(sweep: str, model: ModelArtifact, precision: str, batch: int, pro
         "measurement": measurement.model_dump(mode="json"),
         "farm_version": __version__,
     }
+    if precision in ("fp16", "int8"):  # what the precision transform depends on
+        identity["transform"] = {"keep_io_types": keep_io_types,
+                                 "calibration": dataclasses.asdict(calibration) if precision == "int8" else None}
+    if tolerance is not None:  # the verdict is part of the result
+        identity["tolerance"] = tolerance.model_dump()
     if all_profiles:  # engines may hold every profile: they are part of what is built
         identity["all_profiles"] = [dataclasses.asdict(p) for p in all_profiles]
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
     return Cell(digest, sweep, model, precision, batch, profile, backend, options, measurement, shapes,
-                unsupported, note, device_kind, all_profiles)
+                unsupported, note, device_kind, all_profiles, calibration, keep_io_types, tolerance)
 
 
 def _check_model_shapes(loaded: LoadedConfig, index: int, model: ModelArtifact, profiles: list[Profile]) -> None:

@@ -22,7 +22,7 @@ from farm.warehouse import KEPT_STATUSES, SCHEMA_VERSION, Warehouse
 from farm.worker import CellResult
 
 SUMMARY_COLUMNS = ("cell", "model", "precision", "batch", "profile", "backend", "status", "qps",
-                   "samples/s", "p50 ms", "p99 ms", "stable", "note")
+                   "samples/s", "p50 ms", "p99 ms", "stable", "speedup", "accuracy", "note")
 
 
 class WarehouseWriter(Callback):
@@ -112,13 +112,19 @@ def summary_table(warehouse: Warehouse, outcome: SweepOutcome) -> tuple[Table, l
     ids = [c.cell_id for c in outcome.cells]
     rows = con.execute(
         """
+        WITH measured AS (SELECT * FROM cells JOIN measurements USING (cell_id) WHERE sweep_id = $sweep),
+        verdicts AS (SELECT cell_id, CASE WHEN bool_and(verdict = 'pass') THEN 'pass'
+                                          ELSE 'fail: ' || min(worst_metric) FILTER (verdict = 'fail') END AS verdict
+                     FROM accuracy GROUP BY cell_id)
         SELECT c.cell_id, c.model, c.precision, c.batch, c.profile, c.backend, c.status,
                m.throughput_qps, m.throughput_samples_per_s, m.latency_median_ms, m.latency_p99_ms,
-               m.stable, coalesce(c.reason, c.notes), c.run_id
-        FROM cells c LEFT JOIN measurements m USING (cell_id)
-        WHERE c.sweep_id = ? AND list_contains(?, c.cell_id)
+               m.stable, m.throughput_qps / base.throughput_qps, v.verdict, coalesce(c.reason, c.notes), c.run_id
+        FROM cells c LEFT JOIN measurements m USING (cell_id) LEFT JOIN verdicts v USING (cell_id)
+        LEFT JOIN measured base ON base.precision = 'fp32' AND base.model = c.model AND base.batch = c.batch
+             AND base.profile IS NOT DISTINCT FROM c.profile AND base.backend = c.backend AND base.options = c.options
+        WHERE c.sweep_id = $sweep AND list_contains($ids, c.cell_id)
         """,
-        [outcome.sweep, ids],
+        {"sweep": outcome.sweep, "ids": ids},
     ).fetchall()
     order = {cell_id: i for i, cell_id in enumerate(ids)}
     rows.sort(key=lambda r: order[r[0]])

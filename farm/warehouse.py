@@ -64,7 +64,8 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("layers_before_fusion", pa.int32()), ("layers_after_fusion", pa.int32()),
         ("layers_with_reformats", pa.int32()), ("builder_peak_host_memory_bytes", pa.int64()),
         ("engine_host_persistent_bytes", pa.int64()), ("engine_device_persistent_bytes", pa.int64()),
-        ("engine_scratch_bytes", pa.int64()),
+        ("engine_scratch_bytes", pa.int64()), ("precision_transform_s", pa.float64()),
+        ("precision_transform_cached", pa.bool_()), ("calibration", pa.string()),
     ),
     "measurements": _schema(
         ("cell_id", pa.string()), ("queries", pa.int64()),
@@ -93,6 +94,13 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("time_avg_ms", pa.float64()), ("time_median_ms", pa.float64()), ("time_share_percent", pa.float64()),
         ("host_persistent_bytes", pa.int64()), ("device_persistent_bytes", pa.int64()), ("scratch_bytes", pa.int64()),
     ),
+    "accuracy": _schema(
+        ("cell_id", pa.string()), ("output_name", pa.string()), ("reference", pa.string()), ("elements", pa.int64()),
+        ("max_abs_error", pa.float64()), ("max_rel_error", pa.float64()), ("mean_abs_error", pa.float64()),
+        ("cosine_similarity", pa.float64()), ("top1_agreement", pa.float64()), ("top5_agreement", pa.float64()),
+        ("tolerance", pa.string()), ("verdict", pa.string()), ("worst_metric", pa.string()),
+        ("worst_value", pa.float64()),
+    ),
     "devices": _schema(
         ("device_id", pa.string()), ("kind", pa.string()), ("name", pa.string()), ("host", pa.string()),
         ("uuid", pa.string()), ("compute_capability", pa.string()), ("sm_count", pa.int32()),
@@ -102,7 +110,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("os", pa.string()), ("visible_devices", pa.string()),
     ),
 }
-PER_CELL_TABLES = ("builds", "measurements", "samples", "layers")  # written before `cells`
+PER_CELL_TABLES = ("builds", "measurements", "samples", "layers", "accuracy")  # written before `cells`
 _ENGINE_MEMORY = ("host_persistent_bytes", "device_persistent_bytes", "scratch_bytes")  # builds: engine_*
 TABLES = tuple(SCHEMAS)
 
@@ -168,6 +176,8 @@ class Warehouse:
             self._write("measurements", sweep, cell.cell_id, [{"cell_id": cell.cell_id, **result.measurement}])
         if result.samples is not None and result.status == "ok":
             self._write_table("samples", sweep, cell.cell_id, _samples_table(cell, result))
+        if result.accuracy and result.status == "ok":
+            self._write("accuracy", sweep, cell.cell_id, [{"cell_id": cell.cell_id, **row} for row in result.accuracy])
         if result.layers and result.status == "ok":
             self._write("layers", sweep, cell.cell_id, _layer_rows(cell, result))
         if result.device is not None:

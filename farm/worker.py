@@ -16,7 +16,9 @@ from typing import Any, Callable
 
 from farm.backends import backend_class
 from farm.backends.base import Backend, BuildStats, LayerRecord
+from farm.accuracy import compare, reference_outputs
 from farm.measure import Samples, run_timed, summarize
+from farm.precision import TRANSFORMS, transform
 from farm.models import make_feeds
 from farm.plan import Cell
 from farm.provenance import farm_commit, host_info, library_versions
@@ -43,6 +45,7 @@ class CellResult:
     versions: dict[str, str] = dataclasses.field(default_factory=dict)
     farm_commit: str | None = None
     worker: dict[str, Any] | None = None  # which executor worker ran it (pid, host, visible GPUs)
+    accuracy: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # rows of the accuracy table
 
 
 def now() -> dt.datetime:
@@ -77,8 +80,19 @@ def _build_and_measure(backend: Backend, cell: Cell, cache_dir: Path, result: Ce
     try:
         feeds = make_feeds(cell.model.inputs, cell.input_shapes, cell.measurement.seed)
         backend.prepare(cell, cache_dir)
+        model_path, transformed = cell.model.path, None
+        if backend.reads_precision_from_onnx and cell.precision in TRANSFORMS:
+            log(f"converting to {cell.precision}")
+            transformed = transform(cell.model.path, cell.model.sha256, cell.precision, cell.model.inputs,
+                                    cell.input_shapes, cell.calibration, cell.keep_io_types, cache_dir,
+                                    cell.measurement.seed)
+            model_path = transformed.path
         log("building")
-        result.build = backend.build(cell.model.path, feeds, cell.precision, work_dir)
+        result.build = backend.build(model_path, feeds, cell.precision, work_dir)
+        if transformed is not None:
+            result.build.precision_transform_s = transformed.seconds
+            result.build.precision_transform_cached = transformed.cached
+            result.build.calibration = transformed.calibration
         result.device = backend.device_row()
         log(f"built in {result.build.build_s:.2f} s; measuring")
         if backend.self_timed:
@@ -87,6 +101,10 @@ def _build_and_measure(backend: Backend, cell: Cell, cache_dir: Path, result: Ce
             result.samples = run_timed(backend.query_fn(feeds), cell.measurement)
             measurement = summarize(result.samples, cell.batch, cell.measurement, backend.inferences_per_query)
         result.measurement = measurement | backend.runtime_stats()
+        if cell.tolerance is not None and backend.returns_outputs:
+            log("checking accuracy against the fp32 reference")
+            reference = reference_outputs(cell.model.path, cell.model.sha256, feeds, cache_dir)
+            result.accuracy = compare(backend.outputs(feeds), reference, cell.tolerance)
         if cell.measurement.layer_iterations:
             log("profiling layers")
             result.layers = backend.profile_layers(feeds, cell.measurement.layer_iterations)

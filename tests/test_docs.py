@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from farm.backends import BACKENDS, backend_class
-from farm.config import Axes, InputOverride, Measurement, ModelSpec, SweepConfig
+from farm.config import (Axes, CalibrationSpec, InputOverride, Measurement, ModelSpec, PrecisionSettings,
+                         SweepConfig, Tolerance)
 from farm.warehouse import SCHEMAS, Warehouse
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -17,9 +18,12 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 def config_keys() -> set[str]:
     # A new top-level table must be added here and to docs/config.md.
     assert set(SweepConfig.model_fields) == {"name", "description", "models", "axes", "profiles", "measurement",
-                                             "backends"}
-    keys = {"name", "description", "profiles.NAME.DIM"}
-    keys |= {f"models.{f}" for f in ModelSpec.model_fields if f != "inputs"}
+                                             "precision", "accuracy", "backends"}
+    keys = {"name", "description", "profiles.NAME.DIM", "accuracy.enabled"}
+    keys |= {f"models.{f}" for f in ModelSpec.model_fields if f not in ("inputs", "calibration")}
+    keys |= {f"models.calibration.{f}" for f in CalibrationSpec.model_fields}
+    keys |= {f"precision.{f}" for f in PrecisionSettings.model_fields}
+    keys |= {f"accuracy.tolerances.PRECISION.{f}" for f in Tolerance.model_fields}
     keys |= {f"models.inputs.NAME.{f}" for f in InputOverride.model_fields}
     keys |= {f"axes.{f}" for f in Axes.model_fields}
     keys |= {f"measurement.{f}" for f in Measurement.model_fields}

@@ -25,7 +25,7 @@ name = "tiny"
 [[models]]
 source = "models/tiny.onnx"
 [axes]
-precisions = ["fp32", "fp16"]
+precisions = ["fp32", "fp16", "bf16"]
 batch_sizes = [1, 2]
 [profiles.small]
 batch = "1-1-2"
@@ -50,16 +50,22 @@ def test_tiny_sweep_end_to_end(models_dir: Path, capsys) -> None:
     assert "sweep tiny" in out and "unsupported" in out and "profile axis collapsed" in out
 
     con = Warehouse(results).connect()
-    # 2 precisions x 2 batch sizes; the two profiles collapse for ONNX Runtime; fp16 is unsupported
+    # 3 precisions x 2 batch sizes; the two profiles collapse for ONNX Runtime; bf16 is unsupported
     assert count(con, "SELECT count(*) FROM sweeps") == 1
-    assert count(con, "SELECT count(*) FROM cells") == 4
-    assert count(con, "SELECT count(*) FROM cells WHERE status = 'ok'") == 2
+    assert count(con, "SELECT count(*) FROM cells") == 6
+    assert count(con, "SELECT count(*) FROM cells WHERE status = 'ok'") == 4
     assert count(con, "SELECT count(*) FROM cells WHERE status = 'unsupported'") == 2
-    assert count(con, "SELECT count(*) FROM builds") == 2
-    assert count(con, "SELECT count(*) FROM measurements") == 2
+    assert count(con, "SELECT count(*) FROM builds") == 4
+    assert count(con, "SELECT count(*) FROM measurements") == 4
     assert count(con, "SELECT count(*) FROM devices") == 1
+    # one output each: fp32 against its own reference is exact, fp16 close; both pass
+    assert con.execute("""SELECT precision, count(*), bool_and(verdict = 'pass'), min(cosine_similarity)
+                          FROM accuracy JOIN cells USING (cell_id) GROUP BY 1 ORDER BY 1""").fetchall()[1][:3] == (
+        "fp32", 2, True)
+    assert count(con, "SELECT count(*) FROM accuracy WHERE verdict = 'pass'") == 4
+    assert count(con, "SELECT count(*) FROM builds WHERE precision_transform_s IS NOT NULL") == 2  # the fp16 ones
     queries = count(con, "SELECT sum(queries) FROM measurements")
-    assert queries >= 2 * 2 * 5  # 2 cells x 2 repeats x min_iterations
+    assert queries >= 4 * 2 * 5  # 4 cells x 2 repeats x min_iterations
     assert count(con, "SELECT count(*) FROM samples") == queries
     # every node of the optimized graph has a per-layer row, in each measured cell
     assert count(con, "SELECT count(*) FROM layers") == count(con, "SELECT sum(layers_after_fusion) FROM builds")
@@ -86,7 +92,7 @@ def test_tiny_sweep_end_to_end(models_dir: Path, capsys) -> None:
     # --force reruns every cell; still one row per cell.
     assert main(["sweep", str(config), "--results", str(results), "--executor", "local", "--force"]) == 0
     con = Warehouse(results).connect()
-    assert count(con, "SELECT count(*) FROM cells") == 4
+    assert count(con, "SELECT count(*) FROM cells") == 6
     assert count(con, "SELECT count(DISTINCT run_id) FROM cells") == 1
     assert count(con, "SELECT count(*) FROM sweeps") == 2
 
@@ -178,7 +184,7 @@ def test_query_ls_show(models_dir: Path, capsys) -> None:
 
     assert main(["query", "SELECT precision, count(*) AS n FROM cells GROUP BY 1 ORDER BY 1", "--results", results,
                  "--format", "csv"]) == 0
-    assert capsys.readouterr().out == "precision,n\nfp16,2\nfp32,2\n"
+    assert capsys.readouterr().out == "precision,n\nbf16,2\nfp16,2\nfp32,2\n"
     assert main(["query", "SELECT batch, status FROM cells WHERE precision = 'fp32' ORDER BY batch",
                  "--results", results, "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out) == [{"batch": 1, "status": "ok"}, {"batch": 2, "status": "ok"}]
@@ -197,7 +203,7 @@ def test_query_ls_show(models_dir: Path, capsys) -> None:
     assert "tiny" in capsys.readouterr().out
     assert main(["show", "tiny", "--results", results, "--format", "csv"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == 5 and lines[0].startswith("cell,model,precision,batch")
+    assert len(lines) == 7 and lines[0].startswith("cell,model,precision,batch")
     assert main(["show", "other", "--results", results]) == 2
     assert "no sweep 'other'" in capsys.readouterr().err
     assert main(["ls", "--results", str(models_dir.parent / "absent")]) == 2

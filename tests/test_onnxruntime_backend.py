@@ -11,6 +11,7 @@ from farm.config import Measurement
 from farm.models import make_feeds, resolve_model
 from farm.config import ModelSpec
 from farm.plan import Cell
+from farm.precision import Calibration
 from farm.worker import run_cell
 from tests.conftest import tiny_cnn, unsupported_op_model
 
@@ -21,7 +22,8 @@ def make_cell(model_dir: Path, file: str, batch: int = 2, precision: str = "fp32
     model = resolve_model(ModelSpec(source=file), 0, model_dir, model_dir / "cache")
     shapes = {} if model.error else {i.name: i.concrete_shape(batch, model.dims) for i in model.inputs}
     reason = backend_class("onnxruntime").unsupported_reason(precision, {})
-    return Cell("c" * 16, "s", model, precision, batch, None, "onnxruntime", {}, FAST, shapes, reason)
+    return Cell("c" * 16, "s", model, precision, batch, None, "onnxruntime", {}, FAST, shapes, reason,
+                calibration=Calibration())
 
 
 def test_build_query_and_layers(tmp_path: Path) -> None:
@@ -86,8 +88,8 @@ def test_corrupt_model_is_a_failed_cell(tmp_path: Path) -> None:
 
 def test_unsupported_precision_is_not_built(tmp_path: Path) -> None:
     tiny_cnn(tmp_path / "tiny.onnx")
-    result = run_cell(make_cell(tmp_path, "tiny.onnx", precision="int8"), tmp_path / "cache")
-    assert result.status == "unsupported" and "int8" in result.reason and result.build is None
+    result = run_cell(make_cell(tmp_path, "tiny.onnx", precision="bf16"), tmp_path / "cache")
+    assert result.status == "unsupported" and "bf16" in result.reason and result.build is None
 
 
 def test_feeds_match_model_dtypes(tmp_path: Path) -> None:

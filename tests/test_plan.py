@@ -13,7 +13,7 @@ name = "p"
 [[models]]
 source = "models/tiny.onnx"
 [axes]
-precisions = ["fp32", "fp16"]
+precisions = ["fp32", "bf16"]
 batch_sizes = [1, 2]
 [profiles.a]
 batch = "1-2-4"
@@ -30,11 +30,11 @@ def test_expansion_collapses_profiles_and_marks_unsupported(models_dir: Path) ->
     cells = plan(models_dir.parent, BASE).cells
     # 1 model x 2 precisions x 2 batches x (2 profiles collapsed to 1) x 1 backend
     assert len(cells) == 4
-    assert {(c.precision, c.batch) for c in cells} == {("fp32", 1), ("fp32", 2), ("fp16", 1), ("fp16", 2)}
+    assert {(c.precision, c.batch) for c in cells} == {("fp32", 1), ("fp32", 2), ("bf16", 1), ("bf16", 2)}
     assert all(c.profile is None for c in cells)
     assert all(c.notes == "profile axis collapsed: onnxruntime has no optimization profiles" for c in cells)
-    fp16 = [c for c in cells if c.precision == "fp16"]
-    assert all(c.unsupported_reason and "fp16" in c.unsupported_reason for c in fp16)
+    bf16 = [c for c in cells if c.precision == "bf16"]
+    assert all(c.unsupported_reason and "bf16" in c.unsupported_reason for c in bf16)
     assert all(c.unsupported_reason is None for c in cells if c.precision == "fp32")
     assert cells[0].input_shapes == {"x": (1, 3, 8, 8)} and cells[1].input_shapes == {"x": (2, 3, 8, 8)}
 

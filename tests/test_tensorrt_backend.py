@@ -44,7 +44,7 @@ name = "trt"
 [[models]]
 source = "MODEL"
 [axes]
-precisions = ["fp32", "fp16"]
+precisions = ["fp32", "bf16", "int8"]
 batch_sizes = [2]
 backends = ["tensorrt"]
 [profiles.small]
@@ -63,9 +63,9 @@ def cells(tmp_path: Path, model: str = "tiny.onnx", options: str = "") -> list:
 
 def test_build_and_run_on_tensorrt_10(double, tmp_path: Path) -> None:
     calls = double("10.13.0")
-    fp32, fp16 = cells(tmp_path)
+    fp32, bf16, _ = cells(tmp_path)
     assert fp32.profile.name == "small" and fp32.device_kind == "cuda"
-    assert "strongly typed" in fp16.unsupported_reason
+    assert "strongly typed" in bf16.unsupported_reason
     result = run_cell(fp32, tmp_path / "cache")
     assert result.status == "ok", result.traceback
     assert calls.find("create_network") == [(1 << 0,)]  # STRONGLY_TYPED on 10.x
@@ -122,18 +122,33 @@ def test_tensorrt_11(double, tmp_path: Path) -> None:
     cublas = run_cell(cells(tmp_path, options='tactic_sources = "CUBLAS"\nengine_cache = false')[0],
                       tmp_path / "cache")
     assert cublas.status == "failed" and "tactic source CUBLAS does not exist in TensorRT 11.1.0" in cublas.reason
-    fp16 = cells(tmp_path, options="precision_flags = true\nengine_cache = false")[1]
-    assert fp16.unsupported_reason is None
-    result = run_cell(fp16, tmp_path / "cache")
+    bf16 = cells(tmp_path, options="precision_flags = true\nengine_cache = false")[1]
+    assert bf16.unsupported_reason is None
+    result = run_cell(bf16, tmp_path / "cache")
     assert result.status == "failed" and "TensorRT 11 has no precision flags" in result.reason
 
 
 def test_precision_flags_on_10(double, tmp_path: Path) -> None:
     calls = double("10.13.0")
-    fp16 = cells(tmp_path, options="precision_flags = true")[1]
-    assert run_cell(fp16, tmp_path / "cache").status == "ok"
+    bf16 = cells(tmp_path, options="precision_flags = true")[1]
+    assert run_cell(bf16, tmp_path / "cache").status == "ok"
     assert calls.find("create_network") == [(0,)]  # weakly typed, so the flag is allowed
-    assert [f.name for (f,) in calls.find("set_flag")] == ["FP16"]
+    assert [f.name for (f,) in calls.find("set_flag")] == ["BF16"]
+
+
+def test_int8_comes_from_the_qdq_onnx(double, tmp_path: Path) -> None:
+    import onnx
+
+    calls = double()
+    int8 = cells(tmp_path)[2]
+    assert int8.unsupported_reason is None
+    result = run_cell(int8, tmp_path / "cache")
+    assert result.status == "ok", result.traceback
+    (path,) = calls.find("parse_from_file")[0]
+    assert path.endswith(".int8.onnx")  # the transformed model, not the fp32 file
+    ops = {n.op_type for n in onnx.load(path).graph.node}
+    assert {"QuantizeLinear", "DequantizeLinear"} <= ops
+    assert "seeded synthetic data" in result.build.calibration
 
 
 def test_several_profiles_in_one_engine(double, tmp_path: Path) -> None:
@@ -161,7 +176,7 @@ def test_several_streams(double, tmp_path: Path) -> None:
     contexts = calls.names().count("create_execution_context")
     assert contexts == 3
     # every timed query enqueued on each of the 3 streams (the profiling run adds its own)
-    assert calls.names().count("execute_async_v3") == 3 * (queries + result.samples.warmup_queries) + \
+    assert calls.names().count("execute_async_v3") == 3 * (queries + result.samples.warmup_queries) + 1 + \
         cell.measurement.layer_iterations
     walltime_s = result.measurement["host_walltime_ms"] / 1e3
     assert result.measurement["throughput_qps"] == pytest.approx(3 * queries / walltime_s)

@@ -37,6 +37,9 @@ class BuildStats:
     host_persistent_bytes: int | None = None
     device_persistent_bytes: int | None = None
     scratch_bytes: int | None = None
+    precision_transform_s: float | None = None
+    precision_transform_cached: bool | None = None
+    calibration: str | None = None
 
 
 @dataclasses.dataclass
@@ -90,6 +93,8 @@ class Backend(ABC):
     precisions: ClassVar[frozenset[str]]
     supports_profiles: ClassVar[bool] = False
     self_timed: ClassVar[bool] = False  # a tool that times itself (trtexec): `measure_self` replaces query_fn
+    reads_precision_from_onnx: ClassVar[bool] = True  # fp16/int8 cells get the transformed ONNX file
+    returns_outputs: ClassVar[bool] = True  # `outputs` gives the tensors the accuracy check compares
 
     def __init__(self, options: dict[str, Any]) -> None:
         self.options = self.Options.model_validate(options)
@@ -144,6 +149,10 @@ class Backend(ABC):
     def inferences_per_query(self) -> int:
         """Inferences one timed query runs (several streams run one each): throughput counts them all."""
         return 1
+
+    def outputs(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The model's outputs for `feeds`, as float32/int numpy arrays, by output name."""
+        raise NotImplementedError
 
     def runtime_stats(self) -> dict[str, Any]:
         """Extra `measurements` columns gathered while timing (e.g. peak device memory)."""

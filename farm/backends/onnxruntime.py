@@ -42,7 +42,7 @@ class OnnxRuntimeOptions(BackendOptions):
 class OnnxRuntimeBackend(Backend):
     name = "onnxruntime"
     Options = OnnxRuntimeOptions
-    precisions = frozenset({"fp32"})
+    precisions = frozenset({"fp32", "fp16", "int8"})
     supports_profiles = False
 
     def __init__(self, options: dict[str, Any]) -> None:
@@ -63,8 +63,7 @@ class OnnxRuntimeBackend(Backend):
     def unsupported_reason(cls, precision: str, options: dict[str, Any]) -> str | None:
         if precision in cls.precisions:
             return None
-        return (f"onnxruntime runs fp32 only in this farm version: {precision} needs the ONNX precision "
-                "transforms (not implemented yet)")
+        return f"onnxruntime (CPU) runs fp32, fp16 and int8; {precision} is not supported"
 
     def _session_options(self):
         import onnxruntime as ort
@@ -106,6 +105,10 @@ class OnnxRuntimeBackend(Backend):
             run(None, feeds)
 
         return query
+
+    def outputs(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        names = [o.name for o in self.session.get_outputs()]
+        return dict(zip(names, self.session.run(names, feeds)))
 
     def profile_layers(self, feeds: dict[str, np.ndarray], iterations: int) -> list[LayerRecord]:
         import onnxruntime as ort

@@ -37,6 +37,7 @@ class TorchBackend(Backend):
     Options = TorchOptions
     precisions = frozenset({"fp32", "tf32", "fp16", "bf16"})
     supports_profiles = False
+    reads_precision_from_onnx = False  # converts the module (weights and activations) itself
 
     def __init__(self, options: dict[str, Any]) -> None:
         super().__init__(options)
@@ -208,6 +209,13 @@ class TorchBackend(Backend):
                               compute_ms=h2d_end.elapsed_time(compute_end), d2h_ms=compute_end.elapsed_time(d2h_end))
 
         return query
+
+    def outputs(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        outs = self.run(*self.device_inputs)
+        if self.dev.type == "cuda":
+            self.stream.synchronize()
+        return {name: (o.float() if o.is_floating_point() else o).cpu().numpy()
+                for name, o in zip(self.module.output_names, outs)}
 
     def runtime_stats(self) -> dict[str, Any]:
         if self.dev.type != "cuda":

@@ -90,13 +90,12 @@ class TensorRTBackend(Backend):
 
     @classmethod
     def unsupported_reason(cls, precision: str, options: dict[str, Any]) -> str | None:
-        if precision in ("fp32", "tf32"):
-            return None
-        if options.get("precision_flags") and precision in ("fp16", "bf16"):
-            return None  # TensorRT 10 builder flags; a build error on 11, which says so
-        return (f"TensorRT networks are strongly typed: {precision} must come from the ONNX file, and farm's "
-                f"precision transforms are not implemented yet (on TensorRT 10, precision_flags = true builds "
-                f"fp16/bf16 with builder flags)")
+        if precision in ("fp32", "tf32", "fp16", "int8"):
+            return None  # fp16 and int8 come from farm's ONNX transforms
+        if options.get("precision_flags") and precision == "bf16":
+            return None  # TensorRT 10 builder flag; a build error on 11, which says so
+        return (f"TensorRT networks are strongly typed: {precision} must come from the ONNX file, and farm has "
+                f"no {precision} transform (docs/precision.md); on TensorRT 10, precision_flags = true builds bf16")
 
     def unavailable_reason(self) -> str | None:
         try:
@@ -308,7 +307,8 @@ class TensorRTBackend(Backend):
         return {"stream": stream, "context": context, "done": cuda.event(),
                 "in": [(buffers[n]["device"], buffers[n]["host"], buffers[n]["nbytes"]) for n in inputs],
                 "out": [(buffers[n]["host"], buffers[n]["device"], buffers[n]["nbytes"]) for n in names
-                        if n not in inputs]}
+                        if n not in inputs],
+                "out_names": [n for n in names if n not in inputs]}
 
     @property
     def inferences_per_query(self) -> int:
@@ -384,6 +384,17 @@ class TensorRTBackend(Backend):
             return None
         graph_exec = self.graph_exec
         return lambda: cuda.launch(graph_exec, stream)
+
+    def outputs(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The first context's output buffers after one more enqueue and copy back."""
+        cuda, binding = self.cuda, self.bindings[0]
+        if not binding["context"].execute_async_v3(binding["stream"]):
+            raise RuntimeError("execute_async_v3 returned False")
+        for host, device, nbytes in binding["out"]:
+            cuda.copy_d2h(host, device, nbytes, binding["stream"])
+        cuda.record(binding["done"], binding["stream"])
+        cuda.wait(binding["done"])
+        return {name: np.array(self.buffers[f"0:{name}"]["view"]) for name in binding["out_names"]}
 
     def runtime_stats(self) -> dict[str, Any]:
         size = getattr(self.engine, "device_memory_size_v2", None)

@@ -45,6 +45,7 @@ class TrtexecBackend(Backend):
     precisions = frozenset({"fp32", "tf32", "fp16", "bf16", "int8", "fp8"})
     supports_profiles = True
     self_timed = True
+    returns_outputs = False  # trtexec's outputs are not read back: no accuracy rows for its cells
 
     def __init__(self, options: dict[str, Any]) -> None:
         super().__init__(options)
