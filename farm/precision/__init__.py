@@ -25,7 +25,7 @@ import numpy as np
 
 from farm.errors import ConfigError
 
-TRANSFORM_VERSION = 1
+TRANSFORM_VERSION = 2
 TRANSFORMS = ("fp16", "int8")
 # Kept in fp32 by the fp16 conversion (besides onnxconverter-common's own list): reductions and
 # normalisations whose range or accumulated error fp16 does not hold.
@@ -82,7 +82,7 @@ def transform(model_path: Path, model_sha256: str, precision: str, inputs, shape
         model = onnx.load(str(model_path))
         converted = float16.convert_float_to_float16(
             model, keep_io_types=keep_io_types, op_block_list=list(float16.DEFAULT_OP_BLOCK_LIST) + SENSITIVE_OPS)
-        onnx.save(converted, str(tmp))
+        onnx.save(_consistent_casts(converted), str(tmp))
     elif precision == "int8":
         from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
@@ -195,3 +195,18 @@ def _calibration_hash(calibration: Calibration, inputs, shapes, seed: int) -> st
     digest.update(json.dumps({k: list(v) for k, v in shapes.items()}, sort_keys=True).encode())
     return digest.hexdigest()
 
+
+
+def _consistent_casts(model):
+    """onnxconverter-common retypes a `Cast(to=FLOAT)` node's output as fp16 but leaves its `to`
+    attribute (BERT's attention-mask cast): make the attribute agree, or ONNX Runtime rejects it."""
+    from onnx import TensorProto
+
+    declared = {v.name: v.type.tensor_type.elem_type for v in [*model.graph.value_info, *model.graph.output]}
+    for node in model.graph.node:
+        if node.op_type != "Cast" or declared.get(node.output[0]) != TensorProto.FLOAT16:
+            continue
+        for attribute in node.attribute:
+            if attribute.name == "to" and attribute.i == TensorProto.FLOAT:
+                attribute.i = TensorProto.FLOAT16
+    return model

@@ -1,0 +1,116 @@
+"""Precision transforms, calibration data mistakes, the transform cache, and accuracy verdicts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from farm.accuracy import compare
+from farm.config import DEFAULT_TOLERANCES, Tolerance
+from farm.errors import ConfigError
+from farm.models import InputSpec
+from farm.precision import Calibration, calibration_batches, transform
+from tests.conftest import tiny_cnn
+
+SPEC = (InputSpec("x", "float32", ("batch", 3, 8, 8), -1.0, 1.0),)
+SHAPES = {"x": (2, 3, 8, 8)}
+
+
+def test_fp16_and_int8_models(tmp_path: Path) -> None:
+    import onnx
+
+    model = tiny_cnn(tmp_path / "tiny.onnx")
+    fp16 = transform(model, "sha", "fp16", SPEC, SHAPES, Calibration(), True, tmp_path / "cache", 1)
+    graph = onnx.load(fp16.path).graph
+    assert graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT  # I/O kept in fp32
+    assert any(t.data_type == onnx.TensorProto.FLOAT16 for t in graph.initializer)
+    int8 = transform(model, "sha", "int8", SPEC, SHAPES, Calibration(samples=4), True, tmp_path / "cache", 1)
+    nodes = onnx.load(int8.path).graph.node
+    assert any(n.op_type == "QuantizeLinear" for n in nodes)
+    zero_points = [t for t in onnx.load(int8.path).graph.initializer if "zero_point" in t.name]
+    assert zero_points and all(not np.any(onnx.numpy_helper.to_array(z)) for z in zero_points)  # symmetric
+    assert int8.calibration.startswith("calibrated on seeded synthetic data")
+
+
+def test_cache_hit_and_key_follows_the_calibration_data(tmp_path: Path) -> None:
+    model = tiny_cnn(tmp_path / "tiny.onnx")
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "calib.npz", x=rng.uniform(-1, 1, (8, 3, 8, 8)).astype(np.float32))
+    calibration = Calibration(data="calib.npz", base_dir=str(tmp_path))
+    first = transform(model, "sha", "int8", SPEC, SHAPES, calibration, True, tmp_path / "cache", 1)
+    again = transform(model, "sha", "int8", SPEC, SHAPES, calibration, True, tmp_path / "cache", 1)
+    assert not first.cached and first.seconds > 0 and again.cached and again.seconds == 0
+    assert again.path == first.path
+    np.savez(tmp_path / "calib.npz", x=rng.uniform(-2, 2, (8, 3, 8, 8)).astype(np.float32))
+    changed = transform(model, "sha", "int8", SPEC, SHAPES, calibration, True, tmp_path / "cache", 1)
+    assert changed.path != first.path and not changed.cached
+    assert changed.calibration == "calibrated on calib.npz"
+
+
+def test_calibration_mistakes_name_the_file(tmp_path: Path) -> None:
+    np.savez(tmp_path / "shape.npz", x=np.zeros((4, 3, 9, 9), np.float32))
+    np.savez(tmp_path / "dtype.npz", x=np.zeros((4, 3, 8, 8), np.int64))
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "images").mkdir()
+    (tmp_path / "images" / "broken.png").write_bytes(b"not a png at all")
+    cases = [
+        (Calibration(data="shape.npz", base_dir=str(tmp_path)), "shape.npz: calibration data for 'x' has shape (4, 3, 9, 9)"),
+        (Calibration(data="dtype.npz", base_dir=str(tmp_path)), "dtype.npz: calibration data for 'x' is int64"),
+        (Calibration(data="empty", base_dir=str(tmp_path)), "empty: no .npy files in the calibration folder"),
+        (Calibration(images="empty", base_dir=str(tmp_path)), "empty: no images"),
+        (Calibration(images="images", base_dir=str(tmp_path)), "broken.png: cannot read the image"),
+    ]
+    for calibration, message in cases:
+        with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            calibration_batches(calibration, SPEC, SHAPES, 1)
+
+
+def test_images_are_preprocessed(tmp_path: Path) -> None:
+    from PIL import Image
+
+    (tmp_path / "images").mkdir()
+    for i in range(3):
+        Image.new("RGB", (20, 10), (255, 0, 128)).save(tmp_path / "images" / f"{i}.png")
+    batches = calibration_batches(Calibration(images="images", base_dir=str(tmp_path)), SPEC, SHAPES, 1)
+    assert batches[0]["x"].shape == (2, 3, 8, 8)
+    red = (1.0 - 0.485) / 0.229
+    assert batches[0]["x"][0, 0, 0, 0] == pytest.approx(red, rel=1e-5)
+
+
+def test_tolerance_breach_is_a_failing_verdict() -> None:
+    rng = np.random.default_rng(1)
+    reference = {"logits": rng.normal(size=(8, 10))}
+    close = {"logits": reference["logits"] + 1e-4}
+    far = {"logits": rng.normal(size=(8, 10))}
+    (ok,) = compare(close, reference, DEFAULT_TOLERANCES["fp16"])
+    assert ok["verdict"] == "pass" and ok["top1_agreement"] == 1.0 and ok["top5_agreement"] == 1.0
+    assert ok["max_abs_error"] == pytest.approx(1e-4)
+    (bad,) = compare(far, reference, DEFAULT_TOLERANCES["int8"])
+    assert bad["verdict"] == "fail" and bad["worst_metric"] == "cosine_similarity" and bad["worst_value"] < 0.98
+    (strict,) = compare(close, reference, Tolerance(min_cosine=0.9, max_abs=1e-6))
+    assert strict["verdict"] == "fail" and strict["worst_metric"] == "max_abs_error"
+    (nan,) = compare({"logits": np.full((8, 10), np.nan)}, reference, DEFAULT_TOLERANCES["fp32"])
+    assert nan["verdict"] == "fail" and nan["worst_metric"] == "non-finite outputs"
+    (shape,) = compare({"logits": np.zeros((8, 5))}, reference, DEFAULT_TOLERANCES["fp32"])
+    assert shape["verdict"] == "fail" and shape["worst_metric"] == "shape"
+
+
+def test_fp16_bert_runs_on_onnxruntime(tmp_path: Path) -> None:
+    """The attention-mask Cast must agree with the fp16 type the converter gives its output."""
+    import onnx
+    import onnxruntime as ort
+
+    from farm.models.zoo import make_bert
+
+    model = make_bert(layers=1, hidden=32, heads=4, intermediate=64, vocab=100, max_positions=64, name="b")
+    onnx.save(model, tmp_path / "bert.onnx")
+    specs = tuple(InputSpec(n, "int64", ("batch", "sequence"), 0, 2) for n in
+                  ("input_ids", "token_type_ids", "attention_mask"))
+    shapes = {s.name: (1, 8) for s in specs}
+    fp16 = transform(tmp_path / "bert.onnx", "sha", "fp16", specs, shapes, Calibration(), True, tmp_path / "c", 1)
+    feeds = {s.name: np.ones((1, 8), np.int64) for s in specs}
+    reference = ort.InferenceSession(str(tmp_path / "bert.onnx"), providers=["CPUExecutionProvider"]).run(None, feeds)
+    outputs = ort.InferenceSession(str(fp16.path), providers=["CPUExecutionProvider"]).run(None, feeds)
+    assert all(np.abs(a - b).max() < 0.01 for a, b in zip(outputs, reference))
