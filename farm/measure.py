@@ -173,6 +173,18 @@ def median_confidence_interval(values: np.ndarray, repeat: np.ndarray) -> tuple[
     return float(ordered[lower_rank - 1]), float(ordered[upper_rank - 1]), "order_statistic"
 
 
+def phase_stats(samples: Samples) -> dict[str, float | None]:
+    """Mean and median of each phase (enqueue, H2D, compute, D2H) and the p99 of compute."""
+    row: dict[str, float | None] = {}
+    for phase in ("enqueue", "h2d", "compute", "d2h"):
+        values = getattr(samples, f"{phase}_ms")
+        row[f"{phase}_mean_ms"] = float(np.nanmean(values)) if values is not None else None
+        row[f"{phase}_median_ms"] = float(np.nanmedian(values)) if values is not None else None
+    row["compute_p99_ms"] = (latency_stats(samples.compute_ms, "compute")["compute_p99_ms"]
+                             if samples.compute_ms is not None else None)
+    return row
+
+
 def summarize(samples: Samples, batch: int, settings: Measurement, inferences_per_query: int = 1) -> dict[str, Any]:
     """One `measurements` row (without the cell id) from a cell's samples.
 
@@ -190,15 +202,7 @@ def summarize(samples: Samples, batch: int, settings: Measurement, inferences_pe
         "warmup_queries": samples.warmup_queries,
         "warmup_ms": samples.warmup_ms,
     }
-    row |= latency_stats(samples.latency_ms)
-    for phase in ("enqueue", "h2d", "compute", "d2h"):
-        values = getattr(samples, f"{phase}_ms")
-        row[f"{phase}_mean_ms"] = float(np.nanmean(values)) if values is not None else None
-        row[f"{phase}_median_ms"] = float(np.nanmedian(values)) if values is not None else None
-    if samples.compute_ms is not None:
-        row["compute_p99_ms"] = latency_stats(samples.compute_ms, "compute")["compute_p99_ms"]
-    else:
-        row["compute_p99_ms"] = None
+    row |= latency_stats(samples.latency_ms) | phase_stats(samples)
     low, high, method = median_confidence_interval(samples.latency_ms, samples.repeat)
     medians = [float(np.median(samples.latency_ms[samples.repeat == r])) for r in np.unique(samples.repeat)]
     row["median_ci_low_ms"] = low

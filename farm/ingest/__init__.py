@@ -26,7 +26,7 @@ from farm.errors import UserError
 from farm.ingest.trt_files import LogFacts, Profile, detect_kind, read_layer_info_json, read_log, read_profile_json, \
     read_times_json
 from farm.layers.engine import EngineLayer, fill_weights, join_key, join_layers
-from farm.measure import Samples, latency_stats
+from farm.measure import Samples, latency_stats, phase_stats
 from farm.models import ModelArtifact
 from farm.plan import Cell
 from farm.provenance import farm_commit, host_info, library_versions
@@ -269,11 +269,5 @@ def _from_times(times: list[dict[str, float]], batch: int | None) -> tuple[Sampl
     row: dict[str, Any] = {"queries": len(times), "throughput_qps": qps,
                            "throughput_samples_per_s": qps * batch if qps and batch else None,
                            "host_walltime_ms": walltime, "repeats": 1}
-    row |= latency_stats(latency)
-    for phase in ("enqueue", "h2d", "compute", "d2h"):
-        values = getattr(samples, f"{phase}_ms")
-        row[f"{phase}_mean_ms"] = float(np.mean(values)) if values is not None else None
-        row[f"{phase}_median_ms"] = float(np.median(values)) if values is not None else None
-    if samples.compute_ms is not None:
-        row["compute_p99_ms"] = latency_stats(samples.compute_ms, "compute")["compute_p99_ms"]
+    row |= latency_stats(latency) | phase_stats(samples)
     return samples, row
