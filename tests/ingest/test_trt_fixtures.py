@@ -12,6 +12,9 @@ from farm.layers.engine import fill_weights, join_layers, parse_layer_lines
 SEEDS = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "seeds"
 if not SEEDS.is_dir():  # a checkout with shared/ inside it
     SEEDS = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "seeds"
+if not SEEDS.is_dir():
+    raise RuntimeError("the recorded TensorRT output is missing: the tests need the project's shared/ folder "
+                       "beside the checkout (../shared), as CI has it")
 
 
 def text(name: str) -> str:
