@@ -94,7 +94,8 @@ def _build_and_measure(backend: Backend, cell: Cell, cache_dir: Path, result: Ce
             result.build.precision_transform_cached = transformed.cached
             result.build.calibration = transformed.calibration
         result.device = backend.device_row()
-        log(f"built in {result.build.build_s:.2f} s; measuring")
+        seconds = result.build.build_s
+        log(f"built in {seconds:.2f} s; measuring" if seconds is not None else "built; measuring")
         if backend.self_timed:
             result.samples, measurement = backend.measure_self(feeds, cell.measurement, cell.batch)
         else:
