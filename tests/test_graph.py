@@ -10,7 +10,7 @@ import pytest
 
 from farm.cli import main
 from farm.warehouse import Warehouse
-from tests.conftest import tiny_cnn, write_sweep
+from tests.conftest import write_sweep
 from tests.ingest.test_trt_fixtures import SEEDS
 
 needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz's dot is not installed")

@@ -19,7 +19,6 @@ import os
 import time
 import zlib
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 

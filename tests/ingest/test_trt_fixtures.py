@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 
 from farm.ingest.trt_files import detect_kind, read_log, read_profile_json
 from farm.layers.engine import fill_weights, join_layers, parse_layer_lines
