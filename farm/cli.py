@@ -65,6 +65,20 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("show", "Show the cells of one sweep with their figures.")
     p.add_argument("sweep", help="sweep name (see `farm ls`)")
     p.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output format")
+
+    p = add("dashboard", "Serve the comparison dashboard (Streamlit) on localhost: overview, compare, cell, diff "
+                         "and a read-only SQL console over the warehouse.")
+    p.add_argument("--port", type=int, default=8501, help="port on 127.0.0.1 (default: 8501)")
+    p.add_argument("--address", default="127.0.0.1",
+                   help="address to listen on (default: 127.0.0.1; 0.0.0.0 shares it with your network)")
+
+    p = add("report", "Write a static, self-contained HTML report of one sweep (tables, charts, Pareto "
+                      "frontier, speedups, top layers), for pull requests and mail.")
+    p.add_argument("sweep", help="sweep name (see `farm ls`)")
+    p.add_argument("-o", "--output", default="report.html", help="output file (default: report.html)")
+    p.add_argument("--baseline", default=None, metavar="SERIES",
+                   help="series to compute speedups against, e.g. 'fp32 · onnxruntime' "
+                        "(default: the first fp32 series)")
     return parser
 
 
@@ -228,6 +242,42 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    import os
+    import subprocess
+
+    from farm.dashboard import RESULTS_ENV
+
+    results = Path(args.results).resolve()
+    if not results.is_dir():
+        print(f"farm: note: no warehouse at {args.results}/ yet; the dashboard will say what to run", file=sys.stderr)
+    app = Path(__file__).parent / "dashboard" / "app.py"
+    command = [sys.executable, "-m", "streamlit", "run", str(app),
+               "--server.address", args.address, "--server.port", str(args.port), "--server.headless", "true",
+               "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
+               "--global.developmentMode", "false", "--theme.base", "light",
+               "--client.toolbarMode", "viewer"]
+    print(f"farm dashboard: http://{args.address}:{args.port}/  (warehouse {results}; Ctrl-C stops it)",
+          file=sys.stderr)
+    try:
+        return subprocess.call(command, env={**os.environ, RESULTS_ENV: str(results)})
+    except KeyboardInterrupt:  # Streamlit got the same Ctrl-C and stops by itself
+        return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from farm.dashboard.report import write_report
+    from farm.warehouse import Warehouse
+
+    sweeps = Warehouse(args.results).sweeps()
+    if args.sweep not in sweeps:
+        known = ", ".join(sweeps) or "none yet"
+        raise UserError(f"no sweep {args.sweep!r} in {args.results}/; sweeps: {known}")
+    summary = write_report(args.results, args.sweep, Path(args.output), baseline=args.baseline)
+    print(f"wrote {args.output} ({summary})")
+    return 0
+
+
 def _console():
     """stdout; wide when it is a file or a pipe, so tables are not folded at 80 columns."""
     from rich.console import Console
@@ -263,4 +313,4 @@ def _print_rows(columns: list[str], rows: list[tuple[Any, ...]], fmt: str) -> No
 
 
 COMMANDS = {"sweep": cmd_sweep, "query": cmd_query, "ingest": cmd_ingest, "graph": cmd_graph, "ls": cmd_ls,
-            "show": cmd_show}
+            "show": cmd_show, "dashboard": cmd_dashboard, "report": cmd_report}

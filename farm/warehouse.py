@@ -208,10 +208,23 @@ class Warehouse:
         import duckdb
 
         con = duckdb.connect(":memory:")
+        self.create_views(con)
+        return con
+
+    def table_globs(self, table: str) -> list[str]:
+        """One glob per sweep that has files of `table`: views list them so that DuckDB never has
+        to list the warehouse's root (the SQL console allows reading those folders only)."""
+        root = self.root.resolve()
+        return [str(root / sweep / table / "*.parquet") for sweep in self.sweeps()
+                if any(self.table_dir(sweep, table).glob("*.parquet"))]
+
+    def create_views(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Create one view per table in `con`; an empty typed view where the table has no file."""
         for table, schema in SCHEMAS.items():
-            pattern = str(self.root / "*" / table / "*.parquet")
-            if any(self.root.glob(f"*/{table}/*.parquet")):
-                source = f"read_parquet('{_sql_string(pattern)}', union_by_name = true)"
+            globs = self.table_globs(table)
+            if globs:
+                files = ", ".join(f"'{_sql_string(g)}'" for g in globs)
+                source = f"read_parquet([{files}], union_by_name = true)"
                 if table == "devices":  # one file per sweep that used the device
                     con.execute(f"CREATE VIEW devices AS SELECT DISTINCT ON (device_id) * FROM {source}")
                     continue
@@ -219,7 +232,6 @@ class Warehouse:
             else:
                 con.register(f"_empty_{table}", schema.empty_table())
                 con.execute(f"CREATE VIEW {table} AS SELECT * FROM _empty_{table}")
-        return con
 
 
 def write_atomic(table: pa.Table, path: Path) -> None:

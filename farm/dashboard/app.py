@@ -1,0 +1,18 @@
+"""The farm dashboard: `farm dashboard` runs this script with Streamlit (FARM_RESULTS names
+the warehouse). Each page is a script under pages/; data.py computes what they show."""
+
+from pathlib import Path
+
+import streamlit as st
+
+PAGES = Path(__file__).parent / "pages"
+
+st.set_page_config(page_title="farm", page_icon=":material/speed:", layout="wide")
+navigation = st.navigation([
+    st.Page(PAGES / "overview.py", title="Overview", icon=":material/dashboard:", default=True),
+    st.Page(PAGES / "compare.py", title="Compare", icon=":material/compare_arrows:"),
+    st.Page(PAGES / "cell.py", title="Cell", icon=":material/grid_view:"),
+    st.Page(PAGES / "diff.py", title="Diff", icon=":material/difference:"),
+    st.Page(PAGES / "sql.py", title="SQL", icon=":material/terminal:"),
+])
+navigation.run()

@@ -1,0 +1,105 @@
+"""Pieces every dashboard page uses: the warehouse snapshot, the empty-warehouse message,
+downloads and number formats."""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+import streamlit as st
+
+from farm.dashboard import RESULTS_ENV
+from farm.dashboard.data import Snapshot, fingerprint
+
+
+def results_root() -> Path:
+    return Path(os.environ.get(RESULTS_ENV, "results")).resolve()
+
+
+@st.cache_resource(max_entries=4, show_spinner="Loading the warehouse…")
+def _load(root: str, stamp: tuple) -> Snapshot:  # noqa: ARG001 - stamp is part of the cache key
+    return Snapshot(root)
+
+
+def snapshot() -> Snapshot:
+    """The warehouse as it is now; reloaded only when a cell was written since the last load."""
+    root = results_root()
+    return _load(str(root), fingerprint(root))
+
+
+def snapshot_or_stop() -> Snapshot:
+    """The snapshot, or a message saying what to run when there is nothing to show yet."""
+    root = results_root()
+    snap = snapshot()
+    if snap.empty:
+        where = "is empty" if root.is_dir() else "does not exist"
+        st.info(
+            f"**No results yet.** The warehouse `{root}` {where}.\n\n"
+            "Run a sweep, then reload this page:\n\n"
+            "```\nbin/farm sweep configs/resnet.toml\n```\n\n"
+            "or point the dashboard at another warehouse: `farm dashboard --results DIR` "
+            "(the GPU example shipped with farm: `farm dashboard --results results/examples`)."
+        )
+        st.stop()
+    return snap
+
+
+def downloads(frame: pd.DataFrame | Callable[[], pd.DataFrame], name: str, key: str) -> None:
+    """CSV and Parquet buttons for a table (or for a function that makes one); the files are made
+    only when a button is clicked."""
+    get = frame if callable(frame) else (lambda: frame)
+    left, right, _ = st.columns([1, 1, 6])
+    left.download_button("CSV", data=lambda: get().to_csv(index=False), file_name=f"{name}.csv", mime="text/csv",
+                         key=f"{key}-csv", icon=":material/download:", on_click="ignore")
+    right.download_button("Parquet", data=lambda: _parquet(get()), file_name=f"{name}.parquet",
+                          mime="application/vnd.apache.parquet", key=f"{key}-parquet",
+                          icon=":material/download:", on_click="ignore")
+
+
+def _parquet(frame: pd.DataFrame) -> bytes:
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, index=False)
+    return buffer.getvalue()
+
+
+def human_bytes(value: Any) -> str:
+    if value is None or pd.isna(value):
+        return "–"
+    value = float(value)
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(value) >= size:
+            return f"{value / size:.2f} {unit}"
+    return f"{value:.0f} B"
+
+
+def number(value: Any, digits: int = 4) -> str:
+    if value is None or (isinstance(value, float) and pd.isna(value)):
+        return "–"
+    return f"{value:.{digits}g}"
+
+
+def cell_picker(snap: Snapshot, label: str, key: str, default: str | None = None,
+                only_ok: bool = False) -> str | None:
+    """Pick a cell by sweep then label; the query parameter `key` preselects (and records) it,
+    so a page of one cell can be linked to."""
+    frame = snap.cell_frame if not only_ok else snap.cell_frame[snap.cell_frame.status == "ok"]
+    if frame.empty:
+        return None
+    wanted = st.query_params.get(key) or default
+    if wanted:
+        match = frame[frame.cell_id.str.startswith(wanted)]
+        wanted = match.cell_id.iloc[0] if len(match) else None
+    sweeps = sorted(frame.sweep_id.unique())
+    sweep_default = frame.loc[frame.cell_id == wanted, "sweep_id"].iloc[0] if wanted else sweeps[0]
+    sweep = st.selectbox(f"{label}: sweep", sweeps, index=sweeps.index(sweep_default), key=f"{key}-sweep")
+    rows = frame[frame.sweep_id == sweep]
+    ids = rows.cell_id.tolist()
+    labels = dict(zip(rows.cell_id, rows.label + rows.status.map(lambda s: "" if s == "ok" else f" ({s})")))
+    index = ids.index(wanted) if wanted in ids else 0
+    cell_id = st.selectbox(label, ids, index=index, format_func=labels.get, key=f"{key}-cell")
+    if st.query_params.get(key) != cell_id:
+        st.query_params[key] = cell_id
+    return cell_id

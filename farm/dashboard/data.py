@@ -1,0 +1,255 @@
+"""What the dashboard and the static report show, computed without Streamlit.
+
+`Snapshot` loads the warehouse's small tables (one row per cell or fewer) into an in-memory
+DuckDB once, so every page queries memory rather than ten thousand Parquet files; the big
+tables (`samples`, `layers`) are read per cell straight from that cell's file. The functions
+below turn those rows into the comparisons: series labels, speedup over a baseline with a noise
+test, the Pareto frontier, per-layer diffs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from farm.warehouse import SCHEMAS, Warehouse
+
+SMALL_TABLES = ("sweeps", "cells", "builds", "measurements", "accuracy", "devices")
+
+# One row per cell with what every comparison needs; verdict is 'pass', 'fail' or null (no
+# accuracy rows: not measured, or a backend that returns no outputs).
+CELL_FRAME_SQL = """
+WITH verdicts AS (
+    SELECT cell_id,
+           CASE WHEN bool_and(verdict = 'pass') THEN 'pass' ELSE 'fail' END AS verdict,
+           min(worst_metric) FILTER (verdict = 'fail') AS failed_metric,
+           min(cosine_similarity) AS cosine_similarity, max(max_abs_error) AS max_abs_error,
+           min(top1_agreement) AS top1_agreement
+    FROM accuracy GROUP BY cell_id)
+SELECT c.cell_id, c.sweep_id, c.model, c.precision, c.batch, c.profile, c.backend, c.options, c.status,
+       c.reason, c.notes, c.device_id, d.name AS device, c.host, c.finished_at,
+       m.throughput_qps, m.throughput_samples_per_s, m.latency_median_ms, m.latency_p90_ms, m.latency_p95_ms,
+       m.latency_p99_ms, m.latency_mean_ms, m.latency_cv_percent, m.median_ci_low_ms, m.median_ci_high_ms,
+       m.repeat_spread_percent, m.stable, m.queries, m.h2d_mean_ms, m.compute_mean_ms, m.d2h_mean_ms,
+       m.peak_memory_bytes, b.build_s, v.verdict, v.failed_metric, v.cosine_similarity, v.max_abs_error,
+       v.top1_agreement
+FROM cells c
+LEFT JOIN measurements m USING (cell_id)
+LEFT JOIN builds b USING (cell_id)
+LEFT JOIN verdicts v USING (cell_id)
+LEFT JOIN devices d USING (device_id)
+"""
+
+
+class Snapshot:
+    """The warehouse as of one moment: small tables in memory, big ones read per cell."""
+
+    def __init__(self, root: str | Path) -> None:
+        import duckdb
+
+        self.root = Path(root).resolve()
+        self.warehouse = Warehouse(self.root)
+        self.sweep_names = self.warehouse.sweeps()
+        self.con = duckdb.connect(":memory:")
+        self.warehouse.create_views(self.con)
+        for table in SMALL_TABLES:  # views over files become tables in memory, with every column of
+            # the current schema (files of an older farm lack the newer ones: they read as nulls)
+            self.con.register("_schema", SCHEMAS[table].empty_table())
+            self.con.execute("CREATE TABLE _loaded AS SELECT * FROM _schema")
+            self.con.unregister("_schema")
+            present = {d[0] for d in self.con.execute(f"SELECT * FROM {table} LIMIT 0").description}
+            shared = ", ".join(f'"{name}"' for name in SCHEMAS[table].names if name in present)
+            self.con.execute(f"INSERT INTO _loaded BY NAME SELECT {shared} FROM {table}")
+            self.con.execute(f"DROP VIEW {table}")
+            self.con.execute(f"ALTER TABLE _loaded RENAME TO {table}")
+        self.cell_frame = self.query(CELL_FRAME_SQL + " ORDER BY c.sweep_id, c.model, c.backend, c.precision, c.batch")
+        self.cell_frame["series"] = series_labels(self.cell_frame)
+        self.cell_frame["label"] = cell_labels(self.cell_frame)
+
+    @property
+    def empty(self) -> bool:
+        return self.cell_frame.empty
+
+    def query(self, sql: str, params: Any = None) -> pd.DataFrame:
+        """Run SQL over the in-memory tables; safe from several Streamlit sessions at once."""
+        with self.con.cursor() as cursor:
+            return cursor.execute(sql, params).df()
+
+    def cell(self, cell_id: str) -> pd.Series | None:
+        rows = self.cell_frame[self.cell_frame.cell_id == cell_id]
+        return None if rows.empty else rows.iloc[0]
+
+    def cell_file(self, cell_id: str, table: str) -> pd.DataFrame:
+        """All rows of `table` for one cell, read from that cell's own file (empty if none)."""
+        cell = self.cell(cell_id)
+        path = self.root / str(cell.sweep_id) / table / f"{cell_id}.parquet" if cell is not None else None
+        if path is None or not path.is_file():
+            return SCHEMAS[table].empty_table().to_pandas()
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        found = pq.read_table(path)
+        schema = SCHEMAS[table]
+        # Files written by an older farm lack newer columns: they read as nulls, as in the SQL views.
+        columns = [found.column(f.name) if f.name in found.column_names else pa.nulls(found.num_rows, f.type)
+                   for f in schema]
+        return pa.table(columns, schema=schema).to_pandas()
+
+
+def fingerprint(root: str | Path) -> tuple:
+    """Changes whenever a cell is written (a rename into a `cells` folder changes its mtime):
+    the dashboard reloads its snapshot when this changes and never otherwise."""
+    root = Path(root)
+    if not root.is_dir():
+        return ("missing",)
+    parts: list[Any] = [root.stat().st_mtime_ns]
+    for entry in sorted(os.scandir(root), key=lambda e: e.name):
+        if entry.is_dir() and not entry.name.startswith("."):
+            for table in ("cells", "sweeps", "devices"):
+                try:
+                    parts.append((entry.name, table, os.stat(os.path.join(entry.path, table)).st_mtime_ns))
+                except FileNotFoundError:
+                    pass
+    return tuple(parts)
+
+
+# --- labels --------------------------------------------------------------------------------------
+
+def _options(text: Any) -> dict[str, Any]:
+    try:
+        return json.loads(text) if isinstance(text, str) else {}
+    except ValueError:
+        return {}
+
+
+def variant_labels(frame: pd.DataFrame) -> pd.Series:
+    """Backend plus the options that vary between its cells: 'torch mode=compile'."""
+    options = frame["options"].map(_options)
+    labels = pd.Series(index=frame.index, dtype=object)
+    for backend, rows in frame.groupby("backend", dropna=False, sort=False):
+        parsed = options[rows.index]
+        keys = sorted({k for o in parsed for k in o})
+        varying = [k for k in keys if len({json.dumps(o.get(k), sort_keys=True) for o in parsed}) > 1]
+        for index, opts in parsed.items():
+            extra = " ".join(f"{k}={_short(opts.get(k))}" for k in varying)
+            labels[index] = f"{backend} {extra}".strip()
+    return labels
+
+
+def series_labels(frame: pd.DataFrame) -> pd.Series:
+    """What one line of a chart stands for: precision · backend variant · profile, plus the
+    device and the sweep where the warehouse holds more than one."""
+    if frame.empty:
+        return pd.Series(dtype=object)
+    parts = [frame["precision"].astype(str), variant_labels(frame)]
+    if frame["profile"].notna().any():
+        parts.append(frame["profile"].fillna("no profile").astype(str))
+    if frame["device"].nunique(dropna=False) > 1:
+        parts.append(frame["device"].fillna("?").astype(str))
+    if frame["sweep_id"].nunique() > 1:
+        parts.append(frame["sweep_id"].astype(str))
+    label = parts[0]
+    for part in parts[1:]:
+        label = label + " · " + part
+    return label
+
+
+def cell_labels(frame: pd.DataFrame) -> pd.Series:
+    """A cell as people name it: 'resnet50 · fp16 · b8 · onnxruntime · 3a2a8a8c'."""
+    if frame.empty:
+        return pd.Series(dtype=object)
+    variant = variant_labels(frame)
+    profile = frame["profile"].map(lambda p: f" · {p}" if isinstance(p, str) else "")
+    batch = frame["batch"].map(lambda b: f"b{int(b)}" if pd.notna(b) else "b?")
+    return (frame["model"].astype(str) + " · " + frame["precision"].astype(str) + " · " + batch + profile
+            + " · " + variant + " · " + frame["cell_id"].str[:8])
+
+
+def _short(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+# --- comparisons ---------------------------------------------------------------------------------
+
+def with_speedup(frame: pd.DataFrame, baseline_series: str | None) -> pd.DataFrame:
+    """Add `speedup` (throughput over the baseline series' cell of the same model and batch) and
+    `vs_baseline`: 'baseline', 'faster', 'slower', or 'within noise' when the 95 % confidence
+    intervals of the two median latencies overlap (the difference is not shown to be real)."""
+    out = frame.copy()
+    out["speedup"] = float("nan")
+    out["vs_baseline"] = None
+    if baseline_series is None or out.empty:
+        return out
+    base = out[(out.series == baseline_series) & (out.status == "ok")].drop_duplicates(["model", "batch"])
+    base = base[["model", "batch", "cell_id", "throughput_qps", "latency_median_ms", "median_ci_low_ms",
+                 "median_ci_high_ms"]].add_prefix("base_")
+    merged = out[["model", "batch"]].merge(base, left_on=["model", "batch"], right_on=["base_model", "base_batch"],
+                                           how="left")
+    merged.index = out.index
+    comparable = (out.status == "ok") & merged.base_cell_id.notna() & (merged.base_throughput_qps > 0)
+    out.loc[comparable, "speedup"] = out.throughput_qps[comparable] / merged.base_throughput_qps[comparable]
+    overlap = ((out.median_ci_low_ms <= merged.base_median_ci_high_ms)
+               & (merged.base_median_ci_low_ms <= out.median_ci_high_ms)).fillna(False).astype(bool)
+    faster = (out.latency_median_ms < merged.base_latency_median_ms).fillna(False).astype(bool)
+    verdict = pd.Series("slower", index=out.index, dtype=object)
+    verdict[faster] = "faster"
+    verdict[overlap] = "within noise"
+    verdict[out.cell_id == merged.base_cell_id] = "baseline"
+    out["vs_baseline"] = verdict.where(comparable, None)
+    return out
+
+
+def pareto_front(frame: pd.DataFrame, x: str = "latency_p99_ms", y: str = "throughput_samples_per_s") -> pd.Series:
+    """True for the points no other point beats: none has lower-or-equal `x` and higher-or-equal
+    `y`, one of them strictly. Computed per model (different models are not alternatives)."""
+    front = pd.Series(False, index=frame.index)
+    measured = frame.dropna(subset=[x, y])
+    for _, rows in measured.groupby("model"):
+        ordered = rows.sort_values([x, y], ascending=[True, False])[y]
+        # Lower latency comes first: a point is kept only if it delivers more than all before it.
+        best_before = ordered.cummax().shift(fill_value=float("-inf"))
+        front[ordered.index[ordered > best_before]] = True
+    return front
+
+
+def layer_diff(left: pd.DataFrame, right: pd.DataFrame) -> pd.DataFrame:
+    """Per-layer rows of two cells matched by name with TensorRT's renamings undone (PWN(...),
+    profile suffixes); repeated names match in execution order. Unmatched layers appear once with
+    the other side empty, so the totals of both sides stay complete."""
+    from farm.layers.engine import join_key
+
+    def keyed(frame: pd.DataFrame) -> pd.DataFrame:
+        frame = frame.sort_values("layer_index").copy()
+        frame["key"] = frame["name"].map(join_key)
+        frame["occurrence"] = frame.groupby("key").cumcount()
+        return frame[["key", "occurrence", "name", "type", "time_avg_ms", "total_bytes", "layer_index"]]
+
+    merged = keyed(left).merge(keyed(right), on=["key", "occurrence"], how="outer", suffixes=("_a", "_b"))
+    merged["match"] = "both"
+    merged.loc[merged.name_b.isna(), "match"] = "only A"
+    merged.loc[merged.name_a.isna(), "match"] = "only B"
+    merged["time_delta_ms"] = merged.time_avg_ms_b.fillna(0) - merged.time_avg_ms_a.fillna(0)
+    merged["time_delta_percent"] = 100 * merged.time_delta_ms / merged.time_avg_ms_a.where(merged.time_avg_ms_a > 0)
+    merged["bytes_delta"] = merged.total_bytes_b.astype("Float64") - merged.total_bytes_a.astype("Float64")
+    order = merged.time_delta_ms.abs().sort_values(ascending=False).index
+    columns = ["match", "name_a", "name_b", "type_a", "type_b", "time_avg_ms_a", "time_avg_ms_b", "time_delta_ms",
+               "time_delta_percent", "total_bytes_a", "total_bytes_b", "bytes_delta"]
+    return merged.loc[order, columns].reset_index(drop=True)
+
+
+def top_layers(layers: pd.DataFrame, by: str, n: int = 15) -> pd.DataFrame:
+    columns = ["layer_index", "name", "type", "time_avg_ms", "time_share_percent", "input_bytes", "weight_bytes",
+               "output_bytes", "total_bytes", "tactic"]
+    return layers.dropna(subset=[by]).sort_values(by, ascending=False).head(n)[columns].reset_index(drop=True)
+
+
+def graph_rows(layers: pd.DataFrame) -> list[dict[str, Any]]:
+    """Layer rows in the shape farm.layers.graph draws (what `farm graph` reads from SQL)."""
+    columns = ["layer_index", "name", "type", "output_dtypes", "time_share_percent", "time_avg_ms", "total_bytes",
+               "input_tensors", "output_tensors"]
+    ordered = layers.sort_values("layer_index")[columns].astype(object)
+    return ordered.where(ordered.notna(), None).to_dict("records")

@@ -1,0 +1,134 @@
+"""Compare: throughput and latency against batch size, the Pareto frontier of throughput
+against p99 latency, and a table with confidence intervals and speedup over a baseline."""
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from farm.dashboard.common import downloads, snapshot_or_stop
+from farm.dashboard.data import pareto_front, with_speedup
+
+LATENCIES = {"p50 (median)": "latency_median_ms", "p90": "latency_p90_ms", "p95": "latency_p95_ms",
+             "p99": "latency_p99_ms", "mean": "latency_mean_ms"}
+THROUGHPUTS = {"samples/s": "throughput_samples_per_s", "queries/s": "throughput_qps"}
+SERIES_COLOR = alt.Color("series:N", scale=alt.Scale(scheme="tableau20"),
+                         legend=alt.Legend(orient="right", labelLimit=360, symbolLimit=0))
+VERDICT_SHAPES = alt.Scale(domain=["pass", "fail", "not checked"], range=["circle", "cross", "square"])
+
+snap = snapshot_or_stop()
+st.title("Compare")
+cells = snap.cell_frame
+
+sweeps = sorted(cells.sweep_id.unique())
+latest = cells.sort_values("finished_at").sweep_id.iloc[-1]
+chosen = st.multiselect("Sweeps", sweeps, default=[latest], key="cmp-sweeps")
+frame = cells[cells.sweep_id.isin(chosen)]
+with st.expander("Filters", expanded=False):
+    left, middle, right = st.columns(3)
+    models = left.multiselect("Models", sorted(frame.model.unique()), key="cmp-models")
+    precisions = middle.multiselect("Precisions", sorted(frame.precision.unique()), key="cmp-precisions")
+    backends = right.multiselect("Backends", sorted(frame.backend.unique()), key="cmp-backends")
+    devices = left.multiselect("Devices", sorted(frame.device.dropna().unique()), key="cmp-devices")
+    series_filter = middle.multiselect("Series", sorted(frame.series.unique()), key="cmp-series")
+    stable_only = right.checkbox("Stable cells only", key="cmp-stable")
+for column, values in (("model", models), ("precision", precisions), ("backend", backends), ("device", devices),
+                       ("series", series_filter)):
+    if values:
+        frame = frame[frame[column].isin(values)]
+if stable_only:
+    frame = frame[frame.stable.fillna(False).astype(bool)]
+measured = frame[frame.status == "ok"].copy()
+if measured.empty:
+    st.warning("No measured (ok) cell matches: widen the filters or pick another sweep.")
+    st.stop()
+measured["accuracy"] = measured.verdict.fillna("not checked")
+
+left, right = st.columns(2)
+throughput_label = left.selectbox("Throughput", list(THROUGHPUTS), key="cmp-throughput")
+latency_label = right.selectbox("Latency", list(LATENCIES), index=3, key="cmp-latency")
+throughput, latency = THROUGHPUTS[throughput_label], LATENCIES[latency_label]
+
+series_names = sorted(measured.series.unique())
+default_base = next((s for s in series_names if s.startswith("fp32")), series_names[0])
+baseline = st.selectbox("Baseline for speedup", series_names, index=series_names.index(default_base),
+                        key="cmp-baseline", help="Each cell is compared with this series' cell of the same model "
+                                                 "and batch size.")
+compared = with_speedup(measured, baseline)
+compared["pareto"] = pareto_front(compared, x="latency_p99_ms", y=throughput)
+
+tooltip = ["label", "series", "batch", alt.Tooltip(throughput, format=",.4g"), alt.Tooltip(latency, format=".4g"),
+           alt.Tooltip("median_ci_low_ms", format=".4g"), alt.Tooltip("median_ci_high_ms", format=".4g"),
+           alt.Tooltip("speedup", format=".3f"), "vs_baseline", "accuracy", "stable"]
+batch_axis = alt.X("batch:Q", scale=alt.Scale(type="log", base=2), axis=alt.Axis(title="batch size"))
+
+
+def against_batch(data: pd.DataFrame, field: str, title: str) -> alt.Chart:
+    base = alt.Chart(data).encode(batch_axis, color=SERIES_COLOR)
+    lines = base.mark_line(point=True).encode(alt.Y(f"{field}:Q", title=title), tooltip=tooltip)
+    if field == "latency_median_ms":  # the median has a confidence interval: draw it
+        lines += base.mark_errorbar().encode(alt.Y("median_ci_low_ms:Q", title=title), alt.Y2("median_ci_high_ms"))
+    return lines.properties(height=max(320, 21 * data.series.nunique()))  # room for every legend entry
+
+
+chart_data = compared.drop(columns=["finished_at"])
+for model in sorted(compared.model.unique()):
+    rows = chart_data[chart_data.model == model]
+    st.subheader(model)
+    # Full width, one above the other: the legend needs the room beside the plot.
+    st.altair_chart(against_batch(rows, throughput, f"throughput ({throughput_label})"), width="stretch")
+    st.altair_chart(against_batch(rows, latency, f"latency {latency_label} (ms)"), width="stretch")
+
+    front = rows[rows.pareto].sort_values("latency_p99_ms")
+    points = alt.Chart(rows).mark_point(filled=True, size=70).encode(
+        alt.X("latency_p99_ms:Q", scale=alt.Scale(type="log"), title="p99 latency (ms), lower is better"),
+        alt.Y(f"{throughput}:Q", title=f"throughput ({throughput_label}), higher is better"),
+        color=SERIES_COLOR, shape=alt.Shape("accuracy:N", scale=VERDICT_SHAPES,
+                                                                  title="accuracy"),
+        tooltip=tooltip)
+    line = alt.Chart(front).mark_line(color="#555", strokeDash=[4, 3]).encode(
+        alt.X("latency_p99_ms:Q"), alt.Y(f"{throughput}:Q"))
+    st.markdown(f"**Pareto frontier** ({len(front)} of {len(rows)} cells on it, dashed): throughput against p99 "
+                "latency; shape is the accuracy verdict against the fp32 reference.")
+    st.altair_chart((line + points).properties(height=max(360, 21 * rows.series.nunique() + 60)), width="stretch")
+    failing = front[front.accuracy == "fail"]
+    if not failing.empty:
+        st.warning(f"{len(failing)} cell(s) on the frontier fail the accuracy check: "
+                   + "; ".join(failing.label.head(5)))
+
+st.subheader("Table")
+noise = compared[compared.vs_baseline == "within noise"]
+st.caption(f"Speedup = throughput / the baseline's ({baseline}) at the same model and batch. "
+           "**within noise** marks a difference the 95 % confidence intervals of the two median latencies "
+           f"cannot tell apart ({len(noise)} such cell(s) here); stable = latency CV under the sweep's threshold.")
+table = compared.assign(ci=compared.apply(
+    lambda r: f"{r.median_ci_low_ms:.4g} – {r.median_ci_high_ms:.4g}" if pd.notna(r.median_ci_low_ms) else "",
+    axis=1), link="cell?cell=" + compared.cell_id)
+table = table[["link", "model", "series", "batch", "throughput_qps", "throughput_samples_per_s",
+               "latency_median_ms", "ci", "latency_p99_ms", "latency_cv_percent", "stable", "speedup",
+               "vs_baseline", "accuracy", "failed_metric", "pareto", "cell_id"]]
+
+
+def _mark_noise(row: pd.Series) -> list[str]:
+    style = "color: #888; font-style: italic" if row.vs_baseline == "within noise" else ""
+    return [style if column in ("speedup", "vs_baseline") else "" for column in row.index]
+
+
+styled = table.style.apply(_mark_noise, axis=1) if len(table) <= 2000 else table
+st.dataframe(styled, hide_index=True, column_config={
+    "link": st.column_config.LinkColumn("cell", display_text=r"cell=(\w{8})"),
+    "throughput_qps": st.column_config.NumberColumn("qps", format="%.4g"),
+    "throughput_samples_per_s": st.column_config.NumberColumn("samples/s", format="%.4g"),
+    "latency_median_ms": st.column_config.NumberColumn("p50 ms", format="%.4g"),
+    "ci": st.column_config.TextColumn("p50 95% CI ms"),
+    "latency_p99_ms": st.column_config.NumberColumn("p99 ms", format="%.4g"),
+    "latency_cv_percent": st.column_config.NumberColumn("CV %", format="%.2f"),
+    "speedup": st.column_config.NumberColumn("speedup", format="%.3f×"),
+    "vs_baseline": st.column_config.TextColumn("vs baseline"),
+    "failed_metric": st.column_config.TextColumn("failed metric"),
+    "pareto": st.column_config.CheckboxColumn("on frontier"),
+})
+downloads(table.drop(columns="link"), "compare", "compare-table")
+not_ok = frame[frame.status != "ok"]
+if not not_ok.empty:
+    st.caption(f"{len(not_ok)} cell(s) of this selection have no measurement: "
+               + ", ".join(f"{n} {s}" for s, n in not_ok.status.value_counts().items()) + " (see Overview).")

@@ -1,0 +1,102 @@
+"""Diff: two cells side by side (fp32 against fp16, one TensorRT version against another), with
+their layers matched and the time and memory deltas."""
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from farm.dashboard.common import cell_picker, downloads, human_bytes, number, snapshot_or_stop
+from farm.dashboard.data import layer_diff
+
+snap = snapshot_or_stop()
+st.title("Diff")
+ok = snap.cell_frame[snap.cell_frame.status == "ok"]
+if len(ok) < 2:
+    st.info("A diff needs two measured cells; this warehouse has fewer.")
+    st.stop()
+
+
+def partner(cell_id: str) -> str:
+    """A sensible B for A: the same cell at another precision (same model, batch, backend, options
+    and profile), else the same model and batch on anything, else any other cell."""
+    a = snap.cell(cell_id)
+    others = ok[ok.cell_id != cell_id]
+    same_shape = others[(others.model == a.model) & (others.batch == a.batch)]
+    same_setup = same_shape[(same_shape.backend == a.backend) & (same_shape.options == a.options)
+                            & (same_shape.profile.fillna("") == (a.profile or ""))]
+    for pick in (same_setup[same_setup.precision != a.precision], same_setup, same_shape, others):
+        if len(pick):
+            return pick.cell_id.iloc[0]
+    return cell_id
+
+
+left, right = st.columns(2)
+with left:
+    fp32 = ok[ok.precision == "fp32"]
+    a_id = cell_picker(snap, "A", "a", default=fp32.cell_id.iloc[0] if len(fp32) else None, only_ok=True)
+with right:
+    b_id = cell_picker(snap, "B", "b", default=partner(a_id), only_ok=True)
+a, b = snap.cell(a_id), snap.cell(b_id)
+if a_id == b_id:
+    st.warning("A and B are the same cell: pick another B.")
+
+st.subheader("Figures")
+rows = [("throughput (qps)", "throughput_qps", True), ("samples/s", "throughput_samples_per_s", True),
+        ("p50 latency (ms)", "latency_median_ms", False), ("p99 latency (ms)", "latency_p99_ms", False),
+        ("compute mean (ms)", "compute_mean_ms", False), ("build (s)", "build_s", False)]
+for label, field, higher_is_better in rows:
+    x, y = a[field], b[field]
+    columns = st.columns([2, 2, 2, 3])
+    columns[0].markdown(f"**{label}**")
+    columns[1].markdown(f"A: {number(x)}")
+    columns[2].markdown(f"B: {number(y)}")
+    if pd.notna(x) and pd.notna(y) and x:
+        change = (y - x) / x
+        better = (change > 0) == higher_is_better
+        columns[3].markdown(f":{'green' if better else 'red'}[{change:+.1%}] B against A")
+noisy = pd.notna(a.median_ci_low_ms) and pd.notna(b.median_ci_low_ms) and \
+    a.median_ci_low_ms <= b.median_ci_high_ms and b.median_ci_low_ms <= a.median_ci_high_ms
+if noisy:
+    st.caption("The two median latencies' 95 % confidence intervals overlap: the latency difference is **within "
+               "noise**.")
+st.caption(f"Accuracy: A {a.verdict or 'not checked'}, B {b.verdict or 'not checked'}.")
+
+st.subheader("Layers")
+layers_a, layers_b = snap.cell_file(a_id, "layers"), snap.cell_file(b_id, "layers")
+if layers_a.empty or layers_b.empty:
+    st.info("Both cells need per-layer rows for a layer diff.")
+    st.stop()
+diff = layer_diff(layers_a, layers_b)
+matched = diff[diff.match == "both"]
+columns = st.columns(4)
+columns[0].metric("Matched layers", len(matched))
+columns[1].metric("Only in A", int((diff.match == "only A").sum()))
+columns[2].metric("Only in B", int((diff.match == "only B").sum()))
+total_a, total_b = layers_a.time_avg_ms.sum(), layers_b.time_avg_ms.sum()
+columns[3].metric("Σ layer time B − A (ms)", f"{total_b - total_a:+.4g}",
+                  delta=f"{(total_b - total_a) / total_a:+.1%}" if total_a else None, delta_color="inverse")
+st.caption(f"Σ layer time A {total_a:.4g} ms, B {total_b:.4g} ms; memory A "
+           f"{human_bytes(layers_a.total_bytes.sum(min_count=1))}, B {human_bytes(layers_b.total_bytes.sum(min_count=1))}. Layers match by name, with TensorRT's renamings undone; "
+           "sorted by the size of the time change.")
+changed = matched.head(15).assign(layer=lambda f: f.name_a)
+if not changed.empty:
+    st.altair_chart(alt.Chart(changed).mark_bar().encode(
+        alt.X("time_delta_ms:Q", title="B − A (ms per query)"),
+        alt.Y("layer:N", sort=alt.EncodingSortField("time_delta_ms", op="min"), title=None,
+              axis=alt.Axis(labelOverlap=False, labelLimit=320)),
+        color=alt.condition("datum.time_delta_ms > 0", alt.value("#d62728"), alt.value("#2ca02c")),
+        tooltip=["name_a", "name_b", "time_avg_ms_a", "time_avg_ms_b", "time_delta_percent"],
+    ).properties(height=22 * len(changed) + 40, title="Largest per-layer time changes (red: B slower)"),
+        width="stretch")
+show = st.radio("Show", ["all", "matched", "only A", "only B"], horizontal=True, key="diff-show")
+shown = diff if show == "all" else diff[diff.match == ({"matched": "both"}.get(show, show))]
+st.dataframe(shown, hide_index=True, column_config={
+    "time_avg_ms_a": st.column_config.NumberColumn("A ms", format="%.4g"),
+    "time_avg_ms_b": st.column_config.NumberColumn("B ms", format="%.4g"),
+    "time_delta_ms": st.column_config.NumberColumn("Δ ms", format="%+.4g"),
+    "time_delta_percent": st.column_config.NumberColumn("Δ %", format="%+.1f"),
+    "total_bytes_a": st.column_config.NumberColumn("A bytes", format="%d"),
+    "total_bytes_b": st.column_config.NumberColumn("B bytes", format="%d"),
+    "bytes_delta": st.column_config.NumberColumn("Δ bytes", format="%+d"),
+})
+downloads(diff, f"diff-{a_id[:8]}-{b_id[:8]}", "diff-table")

@@ -1,0 +1,79 @@
+"""Overview: sweeps, devices, cells by status, and every failure with its reason."""
+
+import streamlit as st
+
+from farm.dashboard.common import downloads, human_bytes, results_root, snapshot_or_stop
+from farm.warehouse import TABLES
+
+snap = snapshot_or_stop()
+cells = snap.cell_frame
+st.title("Overview")
+st.caption(f"Warehouse `{results_root()}`")
+
+counts = cells.status.value_counts()
+columns = st.columns(6)
+columns[0].metric("Sweeps", cells.sweep_id.nunique())
+columns[1].metric("Cells", len(cells))
+for column, status in zip(columns[2:], ("ok", "failed", "skipped", "unsupported")):
+    column.metric(status.capitalize(), int(counts.get(status, 0)))
+
+st.subheader("Sweeps")
+sweeps = snap.query("""
+    WITH runs AS (SELECT sweep_id, count(*) AS runs, max(started_at) AS last_run,
+                         arg_max(description, started_at) AS description FROM sweeps GROUP BY sweep_id)
+    SELECT c.sweep_id AS sweep, any_value(r.description) AS description, count(*) AS cells,
+           count(*) FILTER (status = 'ok') AS ok, count(*) FILTER (status = 'failed') AS failed,
+           count(*) FILTER (status = 'skipped') AS skipped, count(*) FILTER (status = 'unsupported') AS unsupported,
+           string_agg(DISTINCT c.model, ', ' ORDER BY c.model) AS models,
+           string_agg(DISTINCT c.backend, ', ' ORDER BY c.backend) AS backends,
+           any_value(r.runs) AS runs, any_value(r.last_run) AS last_run
+    FROM cells c LEFT JOIN runs r USING (sweep_id) GROUP BY c.sweep_id ORDER BY c.sweep_id""")
+st.dataframe(sweeps, hide_index=True, column_config={
+    "last_run": st.column_config.DatetimeColumn("last run (UTC)", format="YYYY-MM-DD HH:mm")})
+downloads(sweeps, "sweeps", "overview-sweeps")
+
+st.subheader("Devices")
+devices = snap.query("""
+    SELECT d.name, d.kind, d.host, d.compute_capability, d.sm_count, d.memory_bytes, d.driver_version,
+           d.cuda_version, d.visible_devices, count(c.cell_id) AS cells, d.device_id
+    FROM devices d LEFT JOIN cells c USING (device_id) GROUP BY ALL ORDER BY cells DESC""")
+shown = devices.assign(memory=devices.memory_bytes.map(human_bytes)).drop(columns="memory_bytes")
+st.dataframe(shown, hide_index=True)
+downloads(devices, "devices", "overview-devices")
+
+st.subheader("Failures")
+failures = cells[cells.status == "failed"][["sweep_id", "model", "precision", "batch", "backend", "reason",
+                                            "cell_id"]]
+if failures.empty:
+    st.success("No failed cells.")
+else:
+    st.dataframe(failures, hide_index=True, column_config={"reason": st.column_config.TextColumn(width="large")})
+    downloads(failures, "failures", "overview-failures")
+not_run = cells[cells.status.isin(["skipped", "unsupported"])]
+if not not_run.empty:
+    with st.expander(f"{len(not_run)} cell(s) skipped or unsupported, with the reason"):
+        st.dataframe(not_run[["sweep_id", "model", "precision", "batch", "backend", "status", "reason"]],
+                     hide_index=True)
+
+st.subheader("Download a warehouse table")
+left, right = st.columns(2)
+table = left.selectbox("Table", TABLES, index=TABLES.index("measurements"))
+sweep_choice = right.multiselect("Sweeps", snap.sweep_names, default=snap.sweep_names)
+if sweep_choice:
+    def whole_table():
+        from farm.dashboard.sql import sandboxed_connection
+
+        con = sandboxed_connection(snap.root)
+        try:
+            if table in ("sweeps", "cells"):
+                return con.execute(f"SELECT * FROM {table} WHERE list_contains(?, sweep_id)", [sweep_choice]).df()
+            if table == "devices":
+                return con.execute("SELECT * FROM devices").df()
+            return con.execute(f"SELECT t.* FROM {table} t JOIN cells c USING (cell_id) "
+                               "WHERE list_contains(?, c.sweep_id)", [sweep_choice]).df()
+        finally:
+            con.close()
+
+    st.caption(f"All rows of `{table}` for the sweeps chosen, as the warehouse holds them (docs/warehouse.md "
+               "describes every column).")
+    downloads(whole_table, table, "table")

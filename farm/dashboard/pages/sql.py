@@ -1,0 +1,34 @@
+"""SQL: a read-only DuckDB console over the warehouse, with a row limit and a time limit."""
+
+import streamlit as st
+
+from farm.dashboard.common import downloads, snapshot_or_stop
+from farm.dashboard.sql import DEFAULT_TIME_LIMIT_S, QueryRefused, run_query
+from farm.warehouse import TABLES
+
+EXAMPLE = """SELECT model, precision, batch, backend, throughput_qps, latency_p99_ms
+FROM cells JOIN measurements USING (cell_id)
+WHERE status = 'ok'
+ORDER BY model, batch, throughput_qps DESC"""
+
+snap = snapshot_or_stop()
+st.title("SQL")
+st.caption(f"DuckDB over the warehouse; tables: {', '.join(f'`{t}`' for t in TABLES)} (columns and units in "
+           "docs/warehouse.md). Read-only: one SELECT, PIVOT or EXPLAIN at a time, reading the warehouse's own "
+           f"files only; a query stops after {DEFAULT_TIME_LIMIT_S:g} s.")
+sql = st.text_area("Query", EXAMPLE, height=160, key="sql-text")
+left, right = st.columns([1, 3])
+limit = left.selectbox("Row limit", [1_000, 10_000, 100_000], index=1, key="sql-limit")
+if right.button("Run", type="primary", key="sql-run"):
+    try:
+        st.session_state["sql-result"] = run_query(snap.root, sql, row_limit=limit)
+    except QueryRefused as exc:
+        st.session_state["sql-result"] = exc
+result = st.session_state.get("sql-result")  # kept while other widgets rerun the page
+if isinstance(result, QueryRefused):
+    st.error(f"Refused: {result}")
+elif result is not None:
+    more = f"; only the first {limit:,} are shown (raise the row limit or add a LIMIT)" if result.truncated else ""
+    st.caption(f"{len(result.frame):,} row(s) in {result.seconds:.2f} s{more}")
+    st.dataframe(result.frame, hide_index=True)
+    downloads(result.frame, "query", "sql-result")
