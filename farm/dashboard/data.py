@@ -77,7 +77,7 @@ class Snapshot:
     def query(self, sql: str, params: Any = None) -> pd.DataFrame:
         """Run SQL over the in-memory tables; safe from several Streamlit sessions at once."""
         with self.con.cursor() as cursor:
-            return cursor.execute(sql, params).df()
+            return cursor.execute(sql, params).fetchdf()
 
     def cell(self, cell_id: str) -> pd.Series | None:
         rows = self.cell_frame[self.cell_frame.cell_id == cell_id]
@@ -148,7 +148,7 @@ def series_labels(frame: pd.DataFrame) -> pd.Series:
     parts = [frame["precision"].astype(str), variant_labels(frame)]
     if frame["profile"].notna().any():
         parts.append(frame["profile"].fillna("no profile").astype(str))
-    if frame["device"].nunique(dropna=False) > 1:
+    if frame["device"].nunique() > 1:  # cells that never reached a device do not count
         parts.append(frame["device"].fillna("?").astype(str))
     if frame["sweep_id"].nunique() > 1:
         parts.append(frame["sweep_id"].astype(str))

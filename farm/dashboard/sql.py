@@ -44,8 +44,8 @@ def sandboxed_connection(root: str | Path):
 
     warehouse = Warehouse(Path(root).resolve())
     con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False,
-                                             "autoload_known_extensions": False,
-                                             "enable_progress_bar": False})
+                                             "autoload_known_extensions": False})
+    con.execute("SET enable_progress_bar = false")
     warehouse.create_views(con)
     folders = sorted({str(Path(glob).parent) + "/" for table in TABLES for glob in warehouse.table_globs(table)})
     con.execute("SET allowed_directories = ?", [folders])

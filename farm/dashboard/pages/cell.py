@@ -33,10 +33,12 @@ columns[2].metric("p50 latency (ms)", number(cell.latency_median_ms))
 columns[3].metric("p99 latency (ms)", number(cell.latency_p99_ms))
 columns[4].metric("CV", f"{cell.latency_cv_percent:.2f} %" if pd.notna(cell.latency_cv_percent) else "–",
                   help="coefficient of variation of the latencies")
-columns[5].metric("Stable", "yes" if cell.stable else "no")
+columns[5].metric("Stable", "–" if pd.isna(cell.stable) else "yes" if cell.stable else "no")
 if pd.notna(cell.median_ci_low_ms):
     st.caption(f"Median latency 95 % confidence interval: {cell.median_ci_low_ms:.4g} – {cell.median_ci_high_ms:.4g} ms "
                f"over {int(cell.queries)} counted queries.")
+if pd.isna(cell.throughput_qps):
+    st.caption("No timing for this cell: an ingested TensorRT result with a per-layer profile only.")
 accuracy = snap.query("SELECT * FROM accuracy WHERE cell_id = ?", [cell_id])
 if not accuracy.empty:
     verdict = "pass" if (accuracy.verdict == "pass").all() else "fail"

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from farm.dashboard.common import downloads, snapshot_or_stop
-from farm.dashboard.data import pareto_front, with_speedup
+from farm.dashboard.data import pareto_front, series_labels, with_speedup
 
 LATENCIES = {"p50 (median)": "latency_median_ms", "p90": "latency_p90_ms", "p95": "latency_p95_ms",
              "p99": "latency_p99_ms", "mean": "latency_mean_ms"}
@@ -22,7 +22,8 @@ cells = snap.cell_frame
 sweeps = sorted(cells.sweep_id.unique())
 latest = cells.sort_values("finished_at").sweep_id.iloc[-1]
 chosen = st.multiselect("Sweeps", sweeps, default=[latest], key="cmp-sweeps")
-frame = cells[cells.sweep_id.isin(chosen)]
+frame = cells[cells.sweep_id.isin(chosen)].copy()
+frame["series"] = series_labels(frame)  # name only what varies within the sweeps chosen
 with st.expander("Filters", expanded=False):
     left, middle, right = st.columns(3)
     models = left.multiselect("Models", sorted(frame.model.unique()), key="cmp-models")
@@ -37,7 +38,7 @@ for column, values in (("model", models), ("precision", precisions), ("backend",
         frame = frame[frame[column].isin(values)]
 if stable_only:
     frame = frame[frame.stable.fillna(False).astype(bool)]
-measured = frame[frame.status == "ok"].copy()
+measured = frame[(frame.status == "ok") & frame.throughput_qps.notna()].copy()
 if measured.empty:
     st.warning("No measured (ok) cell matches: widen the filters or pick another sweep.")
     st.stop()
@@ -128,7 +129,8 @@ st.dataframe(styled, hide_index=True, column_config={
     "pareto": st.column_config.CheckboxColumn("on frontier"),
 })
 downloads(table.drop(columns="link"), "compare", "compare-table")
-not_ok = frame[frame.status != "ok"]
+not_ok = frame[(frame.status != "ok") | frame.throughput_qps.isna()]
 if not not_ok.empty:
     st.caption(f"{len(not_ok)} cell(s) of this selection have no measurement: "
-               + ", ".join(f"{n} {s}" for s, n in not_ok.status.value_counts().items()) + " (see Overview).")
+               + ", ".join(f"{n} {s}" for s, n in not_ok.status.value_counts().items())
+               + " (ok here: an ingested profile without timing; see Overview).")

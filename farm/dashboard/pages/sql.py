@@ -17,7 +17,7 @@ st.caption(f"DuckDB over the warehouse; tables: {', '.join(f'`{t}`' for t in TAB
            "docs/warehouse.md). Read-only: one SELECT, PIVOT or EXPLAIN at a time, reading the warehouse's own "
            f"files only; a query stops after {DEFAULT_TIME_LIMIT_S:g} s.")
 sql = st.text_area("Query", EXAMPLE, height=160, key="sql-text")
-left, right = st.columns([1, 3])
+left, right = st.columns([1, 3], vertical_alignment="bottom")
 limit = left.selectbox("Row limit", [1_000, 10_000, 100_000], index=1, key="sql-limit")
 if right.button("Run", type="primary", key="sql-run"):
     try:

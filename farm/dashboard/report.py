@@ -1,0 +1,214 @@
+"""`farm report SWEEP -o report.html`: the dashboard's comparisons as one static HTML file.
+
+Self-contained: styles inline, charts as inline SVG drawn by matplotlib (text as paths), no
+script and no link to anything outside the file, so it survives mail, pull requests and
+air-gapped machines. Figures come from the same functions as the dashboard (data.py).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import io
+from pathlib import Path
+from typing import Any, Iterable
+
+import pandas as pd
+
+from farm.dashboard.data import Snapshot, pareto_front, series_labels, top_layers, with_speedup
+
+STYLE = """
+body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 2em auto; max-width: 1200px;
+       color: #222; padding: 0 1em; }
+h1 { margin-bottom: 0.2em; } h2 { border-bottom: 1px solid #ddd; padding-bottom: 0.2em; margin-top: 2em; }
+table { border-collapse: collapse; font-size: 13px; margin: 0.5em 0 1em; }
+th, td { border: 1px solid #ddd; padding: 3px 7px; text-align: right; }
+th { background: #f4f4f4; } td.text, th.text { text-align: left; }
+.noise { color: #888; font-style: italic; } .fail { color: #c62828; font-weight: 600; } .pass { color: #2e7d32; }
+.meta { color: #555; font-size: 14px; } pre { background: #f6f6f6; padding: 0.8em; overflow-x: auto; font-size: 12px; }
+.charts { display: flex; flex-wrap: wrap; gap: 1em; } .charts svg { max-width: 100%; height: auto; }
+"""
+
+
+def write_report(results: str | Path, sweep: str, output: Path, baseline: str | None = None) -> str:
+    """Write the report of one sweep; returns a one-line summary of what it holds."""
+    snap = Snapshot(results)
+    frame = snap.cell_frame[snap.cell_frame.sweep_id == sweep].copy()
+    frame["series"] = series_labels(frame)  # labels within this sweep only
+    measured = frame[frame.status == "ok"].copy()
+    names = sorted(measured.series.unique())
+    if baseline is not None and baseline not in names:
+        from farm.errors import UserError
+
+        raise UserError(f"--baseline {baseline!r} is not a series of sweep {sweep}; series: {', '.join(names)}")
+    baseline = baseline or next((s for s in names if s.startswith("fp32")), names[0] if names else None)
+    compared = with_speedup(measured, baseline)
+    compared["accuracy"] = compared.verdict.fillna("not checked")
+    compared["pareto"] = pareto_front(compared)
+    parts = [_header(snap, sweep, frame)]
+    if compared.empty:
+        parts.append("<p>No measured cell in this sweep.</p>")
+    for model in sorted(compared.model.unique()):
+        rows = compared[compared.model == model]
+        parts.append(f"<h2>{_e(model)}</h2>")
+        parts.append('<div class="charts">' + _chart_against_batch(rows, "throughput_samples_per_s",
+                                                                   "throughput (samples/s)")
+                     + _chart_against_batch(rows, "latency_p99_ms", "p99 latency (ms)") + "</div>")
+        parts.append(f"<h3>Pareto frontier: throughput against p99 latency</h3><p class=meta>{int(rows.pareto.sum())} "
+                     f"of {len(rows)} cells are on it (joined by the dashed line); marker: o pass, x fail, "
+                     "s accuracy not checked.</p>" + _chart_pareto(rows))
+        parts.append(f"<h3>Cells</h3><p class=meta>Speedup = throughput over the baseline <b>{_e(baseline)}</b> at "
+                     "the same batch size; <span class=noise>within noise</span>: the 95 % confidence intervals of "
+                     "the two median latencies overlap.</p>" + _cell_table(rows))
+        parts.append(_top_layers(snap, rows))
+    parts.append(_not_measured(frame))
+    config = snap.query("SELECT arg_max(config_text, started_at) AS text FROM sweeps WHERE sweep_id = ?", [sweep])
+    if len(config) and config.text.iloc[0]:
+        parts.append(f"<h2>Sweep file</h2><pre>{_e(config.text.iloc[0])}</pre>")
+    document = (f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>farm report: {_e(sweep)}</title>"
+                f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>")
+    tmp = output.with_name(f".{output.name}.tmp")
+    tmp.write_text(document, encoding="utf-8")
+    tmp.replace(output)
+    return f"{len(frame)} cells, {len(measured)} measured, {frame.model.nunique()} model(s)"
+
+
+def _e(value: Any) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+def _header(snap: Snapshot, sweep: str, frame: pd.DataFrame) -> str:
+    runs = snap.query("SELECT description, farm_version, farm_commit, config_hash, started_at FROM sweeps "
+                      "WHERE sweep_id = ? ORDER BY started_at DESC", [sweep])
+    devices = snap.query("SELECT DISTINCT d.name, d.kind, d.driver_version, d.cuda_version FROM devices d "
+                         "JOIN cells c USING (device_id) WHERE c.sweep_id = ?", [sweep])
+    counts = ", ".join(f"{n} {s}" for s, n in frame.status.value_counts().items())
+    lines = [f"<h1>farm report: {_e(sweep)}</h1>"]
+    if len(runs):
+        run = runs.iloc[0]
+        lines.append(f"<p>{_e(run.description)}</p>")
+        lines.append(f"<p class=meta>farm {_e(run.farm_version)} ({_e(run.farm_commit or 'not a checkout')}), "
+                     f"sweep file hash {_e(run.config_hash)}, {len(runs)} run(s), last started {_e(run.started_at)}")
+    else:
+        lines.append("<p class=meta>")
+    device_text = "; ".join(
+        f"{d.name} ({d.kind}{', driver ' + d.driver_version if isinstance(d.driver_version, str) else ''})"
+        for d in devices.itertuples())
+    generated = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines.append(f"<br>Cells: {_e(counts)}. Devices: {_e(device_text or 'none recorded')}. "
+                 f"Report generated {generated}.</p>")
+    return "".join(lines)
+
+
+def _svg(figure) -> str:
+    buffer = io.StringIO()
+    figure.savefig(buffer, format="svg", bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(figure)
+    text = buffer.getvalue()
+    return text[text.index("<svg"):]  # drop the XML prolog and DOCTYPE: the SVG sits inside HTML
+
+
+def _figure(width: float = 6.2, height: float = 3.6):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"svg.fonttype": "path", "font.size": 9})
+    return plt.subplots(figsize=(width, height))
+
+
+def _chart_against_batch(rows: pd.DataFrame, field: str, title: str) -> str:
+    figure, axes = _figure()
+    for series, points in rows.sort_values("batch").groupby("series"):
+        axes.plot(points.batch, points[field], marker="o", markersize=3, label=series)
+    axes.set_xscale("log", base=2)
+    batches = sorted(rows.batch.unique())
+    axes.set_xticks(batches, [str(b) for b in batches])
+    axes.minorticks_off()
+    axes.set_xlabel("batch size")
+    axes.set_ylabel(title)
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    return _svg(figure)
+
+
+def _chart_pareto(rows: pd.DataFrame) -> str:
+    figure, axes = _figure(9, 4.2)
+    markers = {"pass": "o", "fail": "x", "not checked": "s"}
+    colours = {s: f"C{i % 10}" for i, s in enumerate(sorted(rows.series.unique()))}
+    for (series, verdict), points in rows.groupby(["series", "accuracy"]):
+        axes.scatter(points.latency_p99_ms, points.throughput_samples_per_s, marker=markers[verdict],
+                     color=colours[series], s=28, label=f"{series} ({verdict})")
+    front = rows[rows.pareto].sort_values("latency_p99_ms")
+    axes.plot(front.latency_p99_ms, front.throughput_samples_per_s, linestyle="--", color="#555", linewidth=1)
+    axes.set_xscale("log")
+    from matplotlib.ticker import FuncFormatter
+
+    plain = FuncFormatter(lambda value, _: f"{value:g}")
+    axes.xaxis.set_major_formatter(plain)
+    axes.xaxis.set_minor_formatter(plain)
+    axes.set_xlabel("p99 latency (ms), lower is better")
+    axes.set_ylabel("throughput (samples/s), higher is better")
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    return _svg(figure)
+
+
+def _table(headers: Iterable[str], rows: Iterable[Iterable[str]], text_columns: set[int]) -> str:
+    head = "".join(f"<th class=text>{_e(h)}</th>" if i in text_columns else f"<th>{_e(h)}</th>"
+                   for i, h in enumerate(headers))
+    body = "".join("<tr>" + "".join(f"<td class=text>{c}</td>" if i in text_columns else f"<td>{c}</td>"
+                                    for i, c in enumerate(row)) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _n(value: Any, digits: int = 4) -> str:
+    return "–" if value is None or pd.isna(value) else f"{value:.{digits}g}"
+
+
+def _cell_table(rows: pd.DataFrame) -> str:
+    out = []
+    for r in rows.sort_values(["batch", "series"]).itertuples():
+        noise = r.vs_baseline == "within noise"
+        speedup = "–" if pd.isna(r.speedup) else f"{r.speedup:.3f}×"
+        verdict = r.accuracy if r.accuracy != "fail" else f"fail: {r.failed_metric}"
+        ci = f"{_n(r.median_ci_low_ms)} – {_n(r.median_ci_high_ms)}" if pd.notna(r.median_ci_low_ms) else "–"
+        out.append([
+            _e(r.series), str(r.batch), _n(r.throughput_qps), _n(r.throughput_samples_per_s), _n(r.latency_median_ms),
+            ci, _n(r.latency_p99_ms), _n(r.latency_cv_percent, 3), "yes" if r.stable else "no",
+            f"<span class=noise>{speedup}</span>" if noise else speedup,
+            f"<span class=noise>{_e(r.vs_baseline)}</span>" if noise else _e(r.vs_baseline or "–"),
+            f"<span class={'fail' if r.accuracy == 'fail' else 'pass'}>{_e(verdict)}</span>",
+            "●" if r.pareto else "", f"<code>{_e(r.cell_id[:8])}</code>",
+        ])
+    return _table(["series", "batch", "qps", "samples/s", "p50 ms", "p50 95% CI ms", "p99 ms", "CV %", "stable",
+                   "speedup", "vs baseline", "accuracy", "frontier", "cell"], out, {0, 10, 11, 13})
+
+
+def _top_layers(snap: Snapshot, rows: pd.DataFrame) -> str:
+    """Top layers of the model's highest-throughput cell that passes (or was not checked)."""
+    candidates = rows[rows.accuracy != "fail"].sort_values("throughput_samples_per_s", ascending=False)
+    for cell in candidates.itertuples():
+        layers = snap.cell_file(cell.cell_id, "layers")
+        if layers.empty:
+            continue
+        top = top_layers(layers, "time_avg_ms", 10)
+        body = [[str(t.layer_index), _e(t.name), _e(t.type), _n(t.time_avg_ms), _n(t.time_share_percent, 3),
+                 _n(t.total_bytes, 6)] for t in top.itertuples()]
+        return (f"<h3>Top layers by time: {_e(cell.label)}</h3><p class=meta>The highest-throughput cell that does "
+                f"not fail accuracy; {len(layers)} layers, {layers.time_avg_ms.sum():.4g} ms summed.</p>"
+                + _table(["#", "layer", "type", "mean ms", "share %", "bytes"], body, {1, 2}))
+    return ""
+
+
+def _not_measured(frame: pd.DataFrame) -> str:
+    rows = frame[frame.status != "ok"]
+    if rows.empty:
+        return ""
+    body = [[_e(r.model), _e(r.precision), str(r.batch), _e(r.backend), _e(r.status), _e(r.reason or r.notes)]
+            for r in rows.itertuples()]
+    return ("<h2>Cells without a measurement</h2>"
+            + _table(["model", "precision", "batch", "backend", "status", "reason"], body, {0, 1, 3, 4, 5}))

@@ -1,0 +1,159 @@
+"""Every dashboard page through Streamlit's AppTest, on the real test warehouse and on none."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from farm.dashboard import RESULTS_ENV
+from farm.dashboard.data import Snapshot
+
+APP = str(Path(__file__).resolve().parents[2] / "farm" / "dashboard" / "app.py")
+PAGES = ("overview", "compare", "cell", "diff", "sql")
+
+
+def open_page(monkeypatch, results: Path, page: str, **params: str) -> AppTest:
+    monkeypatch.setenv(RESULTS_ENV, str(results))
+    at = AppTest.from_file(APP, default_timeout=60)
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.run()
+    if page != "overview":
+        at.switch_page(f"pages/{page}.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def texts(at: AppTest) -> str:
+    parts = [m.value for m in at.markdown] + [c.value for c in at.caption] + [e.value for e in at.error] + \
+        [w.value for w in at.warning] + [i.value for i in at.info] + [s.value for s in at.success]
+    return "\n".join(str(p) for p in parts)
+
+
+def metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+@pytest.fixture(scope="module")
+def snap(warehouse: Path) -> Snapshot:
+    return Snapshot(warehouse)
+
+
+def test_overview(monkeypatch, warehouse: Path) -> None:
+    at = open_page(monkeypatch, warehouse, "overview")
+    assert at.title[0].value == "Overview"
+    assert metrics(at) == {"Sweeps": "2", "Cells": "20", "Ok": "8", "Failed": "6", "Skipped": "0",
+                           "Unsupported": "6"}
+    sweeps, devices, failures = (df.value for df in at.dataframe[:3])
+    assert sweeps.set_index("sweep").loc["dash", ["cells", "ok", "failed", "unsupported"]].tolist() == [18, 6, 6, 6]
+    assert "dashboard test sweep" in sweeps.description.tolist()
+    assert devices.cells.sum() == 6  # the measured dash cells; ingested engines name no device
+    assert len(failures) == 6 and failures.reason.str.contains("NoSuchOperator").all()
+    assert {b.label for b in at.get("download_button")} == {"CSV", "Parquet"}
+
+
+def test_compare(monkeypatch, warehouse: Path, snap: Snapshot) -> None:
+    at = open_page(monkeypatch, warehouse, "compare")
+    at.multiselect(key="cmp-sweeps").set_value(["dash"]).run()
+    assert not at.exception
+    assert at.selectbox(key="cmp-baseline").value == "fp32 · onnxruntime"
+    table = at.dataframe[0].value
+    assert len(table) == 6 and set(table.series) == {"fp32 · onnxruntime", "fp16 · onnxruntime"}
+    fp32 = table[table.series == "fp32 · onnxruntime"]
+    assert (fp32.speedup == 1.0).all() and (fp32.vs_baseline == "baseline").all()
+    fp16 = table[table.series == "fp16 · onnxruntime"].set_index("batch")
+    cells = snap.cell_frame.set_index("cell_id")
+    for batch, row in fp16.iterrows():
+        base = table[(table.series == "fp32 · onnxruntime") & (table.batch == batch)].iloc[0]
+        assert row.speedup == pytest.approx(cells.loc[row.cell_id, "throughput_qps"]
+                                            / cells.loc[base.cell_id, "throughput_qps"])
+        assert row.vs_baseline in {"faster", "slower", "within noise"}
+    assert table.accuracy.eq("pass").all() and table.pareto.any()
+    assert len(at.get("vega_lite_chart")) == 3  # throughput, latency, Pareto for the one model
+    assert "Pareto frontier" in texts(at)
+
+    at.selectbox(key="cmp-baseline").set_value("fp16 · onnxruntime").run()
+    table = at.dataframe[0].value
+    assert (table[table.series == "fp16 · onnxruntime"].speedup == 1.0).all()
+
+    at.selectbox(key="cmp-latency").set_value("p50 (median)").run()  # the chart with confidence intervals
+    assert not at.exception
+    at.multiselect(key="cmp-sweeps").set_value(["trt"]).run()  # one ingested engine has timing, one has not
+    assert not at.exception and len(at.dataframe[0].value) == 1
+    assert "ingested profile without timing" in texts(at)
+
+
+def test_cell(monkeypatch, warehouse: Path, snap: Snapshot) -> None:
+    ok = snap.cell_frame[(snap.cell_frame.status == "ok") & (snap.cell_frame.sweep_id == "dash")].iloc[0]
+    at = open_page(monkeypatch, warehouse, "cell", cell=ok.cell_id)
+    assert at.selectbox(key="cell-cell").value == ok.cell_id
+    shown = metrics(at)
+    assert shown["Throughput (qps)"] == f"{ok.throughput_qps:.4g}"
+    assert shown["p99 latency (ms)"] == f"{ok.latency_p99_ms:.4g}"
+    page = texts(at)
+    assert f"of {ok.queries:,} raw samples" in page
+    assert "whole query is compute" in page  # a CPU cell: no copies to split
+    assert "Accuracy against the fp32 reference: **pass**" in page
+    layers = snap.cell_file(ok.cell_id, "layers")
+    assert f"{len(layers)} layers" in page
+    top_by_time = at.dataframe[0].value
+    assert top_by_time.time_avg_ms.is_monotonic_decreasing
+    assert top_by_time.name.iloc[0] == layers.sort_values("time_avg_ms").name.iloc[-1]
+    provenance = at.table[0].value
+    assert ok.sweep_id in provenance.iloc[:, 0].tolist()
+
+    failed = snap.cell_frame[snap.cell_frame.status == "failed"].iloc[0]
+    at = open_page(monkeypatch, warehouse, "cell", cell=failed.cell_id[:8])  # a prefix will do
+    assert "NoSuchOperator" in at.error[0].value and "failed" in at.error[0].value
+
+    fpn = snap.cell_frame[snap.cell_frame.model == "fpn_int8"].iloc[0]
+    at = open_page(monkeypatch, warehouse, "cell", cell=fpn.cell_id)
+    page = texts(at)
+    assert "No timing for this cell" in page and "kept no raw samples" in page and "113 layers" in page
+
+
+def test_diff(monkeypatch, warehouse: Path, snap: Snapshot) -> None:
+    dash = snap.cell_frame[(snap.cell_frame.sweep_id == "dash") & (snap.cell_frame.status == "ok")]
+    a = dash[(dash.precision == "fp32") & (dash.batch == 2)].iloc[0]
+    at = open_page(monkeypatch, warehouse, "diff", a=a.cell_id)
+    b_id = at.selectbox(key="b-cell").value
+    b = snap.cell(b_id)
+    assert (b.model, b.batch, b.precision) == ("tiny", 2, "fp16")  # the same cell at another precision
+    shown = metrics(at)
+    layers_a, layers_b = snap.cell_file(a.cell_id, "layers"), snap.cell_file(b_id, "layers")
+    matched = int(shown["Matched layers"])
+    assert matched >= 3 and matched + int(shown["Only in A"]) == len(layers_a)
+    assert matched + int(shown["Only in B"]) == len(layers_b)
+    assert float(shown["Σ layer time B − A (ms)"]) == pytest.approx(
+        layers_b.time_avg_ms.sum() - layers_a.time_avg_ms.sum(), rel=1e-3, abs=1e-4)
+    diff = at.dataframe[0].value
+    assert len(diff) == matched + int(shown["Only in A"]) + int(shown["Only in B"])
+    at.radio(key="diff-show").set_value("matched").run()
+    assert len(at.dataframe[0].value) == matched
+
+
+def test_sql(monkeypatch, warehouse: Path) -> None:
+    at = open_page(monkeypatch, warehouse, "sql")
+    at.text_area(key="sql-text").set_value("SELECT precision, count(*) AS n FROM cells WHERE sweep_id = 'dash' "
+                                           "GROUP BY 1 ORDER BY 1").run()
+    at.button(key="sql-run").click().run()
+    assert at.dataframe[0].value.to_dict("records") == [{"precision": "bf16", "n": 6}, {"precision": "fp16", "n": 6},
+                                                        {"precision": "fp32", "n": 6}]
+    at.text_area(key="sql-text").set_value("SELECT * FROM read_text('/etc/passwd')").run()
+    at.button(key="sql-run").click().run()
+    assert at.error[0].value.startswith("Refused:") and not at.dataframe
+    at.text_area(key="sql-text").set_value(f"COPY cells TO '{warehouse}/dash/cells/x.csv'").run()
+    at.button(key="sql-run").click().run()
+    assert "read-only" in at.error[0].value and not (warehouse / "dash" / "cells" / "x.csv").exists()
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_empty_and_missing_warehouse_say_what_to_run(monkeypatch, tmp_path: Path, page: str) -> None:
+    (tmp_path / "empty").mkdir()
+    for results, state in ((tmp_path / "empty", "is empty"), (tmp_path / "missing", "does not exist")):
+        at = open_page(monkeypatch, results, page)
+        message = at.info[0].value
+        assert "No results yet" in message and state in message and "farm sweep configs/resnet.toml" in message
+        assert not at.dataframe

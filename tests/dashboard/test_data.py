@@ -1,0 +1,145 @@
+"""The comparisons the dashboard and the report show, on hand-made frames and the real warehouse."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+from farm.dashboard.data import Snapshot, fingerprint, layer_diff, pareto_front, series_labels, with_speedup
+
+
+def frame(rows: list[dict]) -> pd.DataFrame:
+    defaults = {"model": "m", "status": "ok", "backend": "onnxruntime", "options": "{}", "profile": None,
+                "device": "cpu", "sweep_id": "s", "precision": "fp32", "batch": 1}
+    return pd.DataFrame([{**defaults, **r} for r in rows])
+
+
+def test_pareto_front_keeps_only_undominated_points_per_model() -> None:
+    f = frame([
+        {"cell_id": "a", "latency_p99_ms": 1.0, "throughput_samples_per_s": 100.0},
+        {"cell_id": "b", "latency_p99_ms": 2.0, "throughput_samples_per_s": 300.0},
+        {"cell_id": "c", "latency_p99_ms": 3.0, "throughput_samples_per_s": 200.0},  # b is faster and quicker
+        {"cell_id": "d", "latency_p99_ms": 2.0, "throughput_samples_per_s": 250.0},  # same latency as b, less
+        {"cell_id": "e", "latency_p99_ms": 5.0, "throughput_samples_per_s": 900.0},
+        {"cell_id": "f", "latency_p99_ms": 9.0, "throughput_samples_per_s": None},  # not measured
+        {"cell_id": "g", "model": "other", "latency_p99_ms": 50.0, "throughput_samples_per_s": 1.0},  # alone
+    ])
+    front = pareto_front(f)
+    assert f.cell_id[front].tolist() == ["a", "b", "e", "g"]
+
+
+def test_speedup_and_noise_against_a_baseline_series() -> None:
+    f = frame([
+        {"cell_id": "base1", "precision": "fp32", "batch": 1, "throughput_qps": 100.0, "latency_median_ms": 10.0,
+         "median_ci_low_ms": 9.5, "median_ci_high_ms": 10.5},
+        {"cell_id": "fast1", "precision": "fp16", "batch": 1, "throughput_qps": 200.0, "latency_median_ms": 5.0,
+         "median_ci_low_ms": 4.9, "median_ci_high_ms": 5.1},
+        {"cell_id": "same1", "precision": "int8", "batch": 1, "throughput_qps": 101.0, "latency_median_ms": 9.9,
+         "median_ci_low_ms": 9.0, "median_ci_high_ms": 10.8},  # intervals overlap: within noise
+        {"cell_id": "slow1", "precision": "bf16", "batch": 1, "throughput_qps": 50.0, "latency_median_ms": 20.0,
+         "median_ci_low_ms": 19.0, "median_ci_high_ms": 21.0},
+        {"cell_id": "nobase", "precision": "fp16", "batch": 8, "throughput_qps": 80.0, "latency_median_ms": 100.0,
+         "median_ci_low_ms": 99.0, "median_ci_high_ms": 101.0},  # no fp32 cell at batch 8
+        {"cell_id": "failed", "precision": "fp16", "batch": 1, "status": "failed", "throughput_qps": None,
+         "latency_median_ms": None, "median_ci_low_ms": None, "median_ci_high_ms": None},
+    ])
+    f["series"] = series_labels(f)
+    out = with_speedup(f, "fp32 · onnxruntime").set_index("cell_id")
+    assert out.loc["base1", "speedup"] == 1.0 and out.loc["base1", "vs_baseline"] == "baseline"
+    assert out.loc["fast1", "speedup"] == 2.0 and out.loc["fast1", "vs_baseline"] == "faster"
+    assert round(out.loc["same1", "speedup"], 2) == 1.01 and out.loc["same1", "vs_baseline"] == "within noise"
+    assert out.loc["slow1", "speedup"] == 0.5 and out.loc["slow1", "vs_baseline"] == "slower"
+    assert pd.isna(out.loc["nobase", "speedup"]) and out.loc["nobase", "vs_baseline"] is None
+    assert pd.isna(out.loc["failed", "speedup"]) and out.loc["failed", "vs_baseline"] is None
+
+
+def test_series_labels_name_only_what_varies() -> None:
+    f = frame([
+        {"cell_id": "1", "backend": "torch", "options": json.dumps({"mode": "eager", "device": "cuda"})},
+        {"cell_id": "2", "backend": "torch", "options": json.dumps({"mode": "compile", "device": "cuda"})},
+        {"cell_id": "3", "backend": "onnxruntime", "options": json.dumps({"threads": 0})},
+    ])
+    assert series_labels(f).tolist() == ["fp32 · torch mode=eager", "fp32 · torch mode=compile", "fp32 · onnxruntime"]
+    two_sweeps = frame([{"cell_id": "1", "sweep_id": "a"}, {"cell_id": "2", "sweep_id": "b", "device": "H200"}])
+    assert series_labels(two_sweeps).tolist() == ["fp32 · onnxruntime · cpu · a", "fp32 · onnxruntime · H200 · b"]
+
+
+def test_layer_diff_matches_tensorrt_renamings_and_repeats() -> None:
+    a = pd.DataFrame({"layer_index": [0, 1, 2, 3], "name": ["Conv_0 + PWN(Clip_3)", "Add_5", "Add_5", "Old_9"],
+                      "type": ["Conv", "Add", "Add", "X"], "time_avg_ms": [1.0, 0.5, 0.25, 0.1],
+                      "total_bytes": [100, 10, 10, 5]})
+    b = pd.DataFrame({"layer_index": [0, 1, 2, 3], "name": ["Conv_0 + Clip_3", "Add_5", "Add_5 [profile 1]", "New_1"],
+                      "type": ["Conv", "Add", "Add", "Y"], "time_avg_ms": [0.4, 0.5, 0.35, 0.2],
+                      "total_bytes": [50, 10, 12, 7]})
+    diff = layer_diff(a, b)
+    both = diff[diff.match == "both"].set_index("name_a")
+    assert len(both) == 3
+    assert both.loc["Conv_0 + PWN(Clip_3)", "name_b"] == "Conv_0 + Clip_3"
+    assert round(both.loc["Conv_0 + PWN(Clip_3)", "time_delta_ms"], 6) == -0.6
+    assert both.loc["Conv_0 + PWN(Clip_3)", "time_delta_percent"] == -60.0
+    assert both.loc["Conv_0 + PWN(Clip_3)", "bytes_delta"] == -50
+    repeated = diff[(diff.match == "both") & (diff.name_a == "Add_5")]
+    assert sorted(repeated.name_b) == ["Add_5", "Add_5 [profile 1]"]  # first with first, second with second
+    assert diff[diff.match == "only A"].name_a.tolist() == ["Old_9"]
+    assert diff[diff.match == "only B"].name_b.tolist() == ["New_1"]
+    assert diff.time_delta_ms.abs().is_monotonic_decreasing  # largest change first
+
+
+def test_snapshot_of_the_real_warehouse(warehouse: Path) -> None:
+    snap = Snapshot(warehouse)
+    cells = snap.cell_frame
+    assert snap.sweep_names == ["dash", "trt"]
+    assert len(cells) == 18 + 2
+    dash = cells[cells.sweep_id == "dash"]
+    assert dash.status.value_counts().to_dict() == {"failed": 6, "unsupported": 6, "ok": 6}
+    ok = dash[dash.status == "ok"]
+    assert ok.throughput_qps.gt(0).all() and ok.verdict.eq("pass").all()
+    assert ok.latency_median_ms.between(ok.median_ci_low_ms, ok.median_ci_high_ms).all()
+    cell_id = ok.cell_id.iloc[0]
+    samples = snap.cell_file(cell_id, "samples")
+    measured = snap.query("SELECT queries FROM measurements WHERE cell_id = ?", [cell_id]).queries.iloc[0]
+    assert len(samples) == measured > 0
+    fused = snap.query("SELECT layers_after_fusion AS n FROM builds WHERE cell_id = ?", [cell_id]).n.iloc[0]
+    assert len(snap.cell_file(cell_id, "layers")) == fused >= 4
+    fpn = cells[cells.model == "fpn_int8"].iloc[0]
+    assert snap.cell_file(fpn.cell_id, "samples").empty  # a profile has no raw samples
+    assert len(snap.cell_file(fpn.cell_id, "layers")) == 113  # the profile's rows (README of the fixtures)
+    assert snap.cell_file("no-such-cell", "layers").empty
+
+
+def test_snapshot_reads_files_of_an_older_schema(warehouse: Path, tmp_path: Path) -> None:
+    """An older farm wrote fewer columns (and one by another name): they read as nulls, nothing breaks."""
+    copy = tmp_path / "old"
+    shutil.copytree(warehouse / "dash", copy / "dash")
+    for path in (copy / "dash" / "layers").glob("*.parquet"):
+        table = pq.read_table(path)
+        pq.write_table(table.drop_columns(["input_tensors", "output_tensors", "scratch_bytes"]), path)
+    for path in (copy / "dash" / "cells").glob("*.parquet"):
+        table = pq.read_table(path)
+        names = ["input_shapes" if n == "shapes" else n for n in table.column_names]
+        pq.write_table(table.rename_columns(names), path)
+    snap = Snapshot(copy)
+    assert len(snap.cell_frame) == 18
+    assert snap.query("SELECT count(*) AS n FROM cells WHERE shapes IS NULL").n.iloc[0] == 18
+    cell_id = snap.cell_frame[snap.cell_frame.status == "ok"].cell_id.iloc[0]
+    layers = snap.cell_file(cell_id, "layers")
+    assert len(layers) >= 4 and layers.input_tensors.isna().all() and layers.name.notna().all()
+
+
+def test_fingerprint_changes_when_a_cell_is_written(warehouse: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "w"
+    shutil.copytree(warehouse, copy)
+    before = fingerprint(copy)
+    assert fingerprint(copy) == before
+    cells = copy / "dash" / "cells"
+    victim = next(cells.glob("*.parquet"))
+    table = pq.read_table(victim)
+    victim.unlink()
+    pq.write_table(table, cells / ".new.tmp")
+    (cells / ".new.tmp").rename(victim)
+    assert fingerprint(copy) != before
+    assert fingerprint(tmp_path / "missing") == ("missing",)

@@ -1,0 +1,67 @@
+"""`farm report`: one self-contained HTML file with the sweep's comparisons."""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+from farm.cli import main
+from farm.dashboard.data import Snapshot
+
+
+class Collector(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict]] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def test_report_is_self_contained_and_holds_the_figures(warehouse: Path, tmp_path: Path, capsys) -> None:
+    output = tmp_path / "report.html"
+    assert main(["report", "dash", "-o", str(output), "--results", str(warehouse)]) == 0
+    assert "wrote" in capsys.readouterr().out
+    document = output.read_text()
+    parsed = Collector()
+    parsed.feed(document)
+    tags = [t for t, _ in parsed.tags]
+    # nothing is fetched: no script, stylesheet link, image, frame or object; SVG inline
+    assert not {"script", "link", "img", "iframe", "object", "embed"} & set(tags)
+    assert tags.count("svg") == 3  # throughput, p99 latency, Pareto for the one measured model
+    for tag, attrs in parsed.tags:
+        for name, value in attrs.items():
+            if name in ("src", "href", "xlink:href") and value:
+                assert value.startswith("#"), (tag, name, value)  # only references inside the file
+    assert not re.search(r"url\((?!#)", document)
+    text = " ".join(parsed.text)
+    snap = Snapshot(warehouse)
+    ok = snap.cell_frame[(snap.cell_frame.sweep_id == "dash") & (snap.cell_frame.status == "ok")]
+    for cell in ok.itertuples():
+        assert cell.cell_id[:8] in text and f"{cell.throughput_qps:.4g}" in text
+    assert text.count("NoSuchOperator") == 6 and "dashboard test sweep" in text
+    assert "fp32 · onnxruntime" in text and "1.000×" in text
+    assert "Top layers by time" in text and "[[models]]" in text  # the sweep file is included
+
+
+def test_report_refuses_unknown_sweep_and_baseline(warehouse: Path, tmp_path: Path, capsys) -> None:
+    assert main(["report", "nope", "-o", str(tmp_path / "r.html"), "--results", str(warehouse)]) == 2
+    assert "no sweep 'nope'" in capsys.readouterr().err
+    assert main(["report", "dash", "--baseline", "fp64 · abacus", "-o", str(tmp_path / "r.html"),
+                 "--results", str(warehouse)]) == 2
+    err = capsys.readouterr().err
+    assert "fp64 · abacus" in err and "fp32 · onnxruntime" in err
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_report_with_another_baseline(warehouse: Path, tmp_path: Path) -> None:
+    output = tmp_path / "r.html"
+    assert main(["report", "dash", "--baseline", "fp16 · onnxruntime", "-o", str(output),
+                 "--results", str(warehouse)]) == 0
+    document = output.read_text()
+    assert "<b>fp16 · onnxruntime</b>" in document and document.count("baseline</td>") == 3  # fp16 b1, b2, b4
