@@ -151,7 +151,8 @@ if len(build):
                                         + (" (cached)" if b.precision_transform_cached else ""))
     if b.calibration:
         facts["calibration"] = b.calibration
-st.table(pd.DataFrame({"": [str(v) if v is not None else "–" for v in facts.values()]}, index=list(facts)))
+st.table(pd.DataFrame({"value": [str(v) if v is not None else "–" for v in facts.values()]},
+                      index=pd.Index(list(facts), name="fact")))
 with st.expander("Library versions"):
     st.json(json.loads(row.versions or "{}"))
 if len(device):

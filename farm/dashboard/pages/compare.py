@@ -20,8 +20,9 @@ st.title("Compare")
 cells = snap.cell_frame
 
 sweeps = sorted(cells.sweep_id.unique())
+linked = [s for s in st.query_params.get_all("sweep") if s in sweeps]  # /compare?sweep=a&sweep=b
 latest = cells.sort_values("finished_at").sweep_id.iloc[-1]
-chosen = st.multiselect("Sweeps", sweeps, default=[latest], key="cmp-sweeps")
+chosen = st.multiselect("Sweeps", sweeps, default=linked or [latest], key="cmp-sweeps")
 frame = cells[cells.sweep_id.isin(chosen)].copy()
 frame["series"] = series_labels(frame)  # name only what varies within the sweeps chosen
 with st.expander("Filters", expanded=False):
@@ -60,7 +61,8 @@ compared["pareto"] = pareto_front(compared, x="latency_p99_ms", y=throughput)
 tooltip = ["label", "series", "batch", alt.Tooltip(throughput, format=",.4g"), alt.Tooltip(latency, format=".4g"),
            alt.Tooltip("median_ci_low_ms", format=".4g"), alt.Tooltip("median_ci_high_ms", format=".4g"),
            alt.Tooltip("speedup", format=".3f"), "vs_baseline", "accuracy", "stable"]
-batch_axis = alt.X("batch:Q", scale=alt.Scale(type="log", base=2), axis=alt.Axis(title="batch size"))
+batch_axis = alt.X("batch:Q", scale=alt.Scale(type="log", base=2),
+                   axis=alt.Axis(title="batch size", values=sorted(int(b) for b in measured.batch.dropna().unique())))
 
 
 def against_batch(data: pd.DataFrame, field: str, title: str) -> alt.Chart:
@@ -131,6 +133,6 @@ st.dataframe(styled, hide_index=True, column_config={
 downloads(table.drop(columns="link"), "compare", "compare-table")
 not_ok = frame[(frame.status != "ok") | frame.throughput_qps.isna()]
 if not not_ok.empty:
+    kinds = not_ok.status.where(not_ok.status != "ok", "ingested without timing")
     st.caption(f"{len(not_ok)} cell(s) of this selection have no measurement: "
-               + ", ".join(f"{n} {s}" for s, n in not_ok.status.value_counts().items())
-               + " (ok here: an ingested profile without timing; see Overview).")
+               + ", ".join(f"{n} {s}" for s, n in kinds.value_counts().items()) + " (see Overview).")
