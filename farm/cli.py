@@ -167,6 +167,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         if engine.unmatched_layers:
             console.print(f"  [yellow]{len(engine.unmatched_layers)} layer(s) have no profile row[/yellow]: "
                           + "; ".join(engine.unmatched_layers[:5]), highlight=False)
+    from farm.dashboard.loader import refresh
+
+    refresh(warehouse.root, args.sweep)
     return 1 if unreadable else 0
 
 

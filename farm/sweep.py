@@ -87,6 +87,9 @@ def run_sweep(config_path: str | Path, results: str | Path, *, force: bool = Fal
     finally:
         callbacks.on_sweep_end()
     warehouse.write_sweep_run({**sweep_row, "finished_at": dt.datetime.now(dt.timezone.utc)})
+    from farm.dashboard.loader import refresh
+
+    refresh(warehouse.root, plan.sweep)  # the dashboard's consolidated copy, so its first load is quick
 
     return SweepOutcome(plan.sweep, run_id, plan.cells, len(todo), resumed, _failures(warehouse, plan.cells))
 

@@ -45,13 +45,17 @@ def test_every_module_imports_without_engines(tmp_path: Path) -> None:
 
 
 def test_help_without_engines(tmp_path: Path) -> None:
-    for args in ([], ["sweep"], ["query"], ["ls"], ["show"]):
+    for args in ([], ["sweep"], ["query"], ["ls"], ["show"], ["dashboard"], ["report"]):
         result = run_bare(f"""
             from farm.cli import main
-            main({[*args, "--help"]!r})
+            try:
+                main({[*args, "--help"]!r})
+            finally:
+                print("heavy", sorted(m for m in sys.modules if m.split(".")[0] in {{"streamlit", "pandas",
+                                                                                    "matplotlib", "duckdb"}}))
         """, tmp_path)
         assert result.returncode == 0, result.stderr
-        assert "usage: farm" in result.stdout
+        assert "usage: farm" in result.stdout and "heavy []" in result.stdout
         assert args == [] or "--results" in result.stdout
 
 

@@ -7,12 +7,18 @@ import streamlit as st
 
 PAGES = Path(__file__).parent / "pages"
 
-st.set_page_config(page_title="farm", page_icon=":material/speed:", layout="wide")
-navigation = st.navigation([
-    st.Page(PAGES / "overview.py", title="Overview", icon=":material/dashboard:", default=True),
-    st.Page(PAGES / "compare.py", title="Compare", icon=":material/compare_arrows:"),
-    st.Page(PAGES / "cell.py", title="Cell", icon=":material/grid_view:"),
-    st.Page(PAGES / "diff.py", title="Diff", icon=":material/difference:"),
-    st.Page(PAGES / "sql.py", title="SQL", icon=":material/terminal:"),
-])
-navigation.run()
+
+def main() -> None:
+    st.set_page_config(page_title="farm", page_icon=":material/speed:", layout="wide")
+    navigation = st.navigation([
+        st.Page(PAGES / "overview.py", title="Overview", icon=":material/dashboard:", default=True),
+        st.Page(PAGES / "compare.py", title="Compare", icon=":material/compare_arrows:"),
+        st.Page(PAGES / "cell.py", title="Cell", icon=":material/grid_view:"),
+        st.Page(PAGES / "diff.py", title="Diff", icon=":material/difference:"),
+        st.Page(PAGES / "sql.py", title="SQL", icon=":material/terminal:"),
+    ])
+    navigation.run()
+
+
+if __name__ == "__main__":  # Streamlit runs this file as __main__; importing it does nothing
+    main()

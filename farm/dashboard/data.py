@@ -1,7 +1,8 @@
 """What the dashboard and the static report show, computed without Streamlit.
 
 `Snapshot` loads the warehouse's small tables (one row per cell or fewer) into an in-memory
-DuckDB once, so every page queries memory rather than ten thousand Parquet files; the big
+DuckDB once (through loader.py's consolidated copy), so every page queries memory rather than
+ten thousand Parquet files; the big
 tables (`samples`, `layers`) are read per cell straight from that cell's file. The functions
 below turn those rows into the comparisons: series labels, speedup over a baseline with a noise
 test, the Pareto frontier, per-layer diffs.
@@ -16,9 +17,9 @@ from typing import Any
 
 import pandas as pd
 
+from farm.dashboard.loader import SMALL_TABLES, load_sweep_table
 from farm.warehouse import SCHEMAS, Warehouse
 
-SMALL_TABLES = ("sweeps", "cells", "builds", "measurements", "accuracy", "devices")
 
 # One row per cell with what every comparison needs; verdict is 'pass', 'fail' or null (no
 # accuracy rows: not measured, or a backend that returns no outputs).
@@ -55,17 +56,15 @@ class Snapshot:
         self.warehouse = Warehouse(self.root)
         self.sweep_names = self.warehouse.sweeps()
         self.con = duckdb.connect(":memory:")
-        self.warehouse.create_views(self.con)
-        for table in SMALL_TABLES:  # views over files become tables in memory, with every column of
-            # the current schema (files of an older farm lack the newer ones: they read as nulls)
+        self.files_read = 0  # cell files read (not found in the consolidated cache): for benchmarks
+        for table in SMALL_TABLES:
             self.con.register("_schema", SCHEMAS[table].empty_table())
-            self.con.execute("CREATE TABLE _loaded AS SELECT * FROM _schema")
+            self.con.execute(f"CREATE TABLE {table} AS SELECT * FROM _schema")
             self.con.unregister("_schema")
-            present = {d[0] for d in self.con.execute(f"SELECT * FROM {table} LIMIT 0").description}
-            shared = ", ".join(f'"{name}"' for name in SCHEMAS[table].names if name in present)
-            self.con.execute(f"INSERT INTO _loaded BY NAME SELECT {shared} FROM {table}")
-            self.con.execute(f"DROP VIEW {table}")
-            self.con.execute(f"ALTER TABLE _loaded RENAME TO {table}")
+            for sweep in self.sweep_names:
+                self.files_read += load_sweep_table(self.con, self.root, sweep, table, table)
+        # one devices file per sweep that used the device
+        self.con.execute("CREATE OR REPLACE TABLE devices AS SELECT DISTINCT ON (device_id) * FROM devices")
         self.cell_frame = self.query(CELL_FRAME_SQL + " ORDER BY c.sweep_id, c.model, c.backend, c.precision, c.batch")
         self.cell_frame["series"] = series_labels(self.cell_frame)
         self.cell_frame["label"] = cell_labels(self.cell_frame)

@@ -11,6 +11,7 @@ from farm.dashboard.data import pareto_front, series_labels, with_speedup
 LATENCIES = {"p50 (median)": "latency_median_ms", "p90": "latency_p90_ms", "p95": "latency_p95_ms",
              "p99": "latency_p99_ms", "mean": "latency_mean_ms"}
 THROUGHPUTS = {"samples/s": "throughput_samples_per_s", "queries/s": "throughput_qps"}
+MAX_CHARTED_MODELS = 4
 SERIES_COLOR = alt.Color("series:N", scale=alt.Scale(scheme="tableau20"),
                          legend=alt.Legend(orient="right", labelLimit=360, symbolLimit=0))
 VERDICT_SHAPES = alt.Scale(domain=["pass", "fail", "not checked"], range=["circle", "cross", "square"])
@@ -74,7 +75,11 @@ def against_batch(data: pd.DataFrame, field: str, title: str) -> alt.Chart:
 
 
 chart_data = compared.drop(columns=["finished_at"])
-for model in sorted(compared.model.unique()):
+models = sorted(compared.model.unique())
+if len(models) > MAX_CHARTED_MODELS:  # each model is three charts: keep the page quick to draw
+    st.caption(f"Charts for the first {MAX_CHARTED_MODELS} of {len(models)} models; pick models under Filters to "
+               "chart others. The table below has every cell.")
+for model in models[:MAX_CHARTED_MODELS]:
     rows = chart_data[chart_data.model == model]
     st.subheader(model)
     # Full width, one above the other: the legend needs the room beside the plot.

@@ -1,0 +1,126 @@
+"""Load a warehouse table of one sweep into DuckDB fast, however many cell files it has.
+
+The warehouse keeps one file per cell (atomic writes, resume); reading 10,000 small files costs
+about a millisecond each, so the dashboard keeps a consolidated copy per sweep and table under
+`<results>/.cache/dashboard/`, with each row's source file, its mtime and size. A load reads the
+copy, drops the rows of files that changed or disappeared, and reads only new or changed files.
+The copy is a cache: deleting it costs one slow load; a read-only warehouse simply gets none.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from farm.warehouse import CACHE_DIR_NAME, SCHEMAS
+
+SMALL_TABLES = ("sweeps", "cells", "builds", "measurements", "accuracy", "devices")  # one row per cell or fewer
+
+
+def cache_path(root: Path, sweep: str, table: str) -> Path:
+    return root / CACHE_DIR_NAME / "dashboard" / sweep / f"{table}.parquet"
+
+
+def load_sweep_table(con, root: Path, sweep: str, table: str, target: str) -> int:
+    """Insert the rows of `table` for `sweep` into the DuckDB table `target` (which has the current
+    schema's columns); returns how many files had to be read."""
+    import duckdb
+
+    for attempt in range(3):  # a running sweep may replace a file between listing and reading
+        try:
+            return _load(con, root, sweep, table, target)
+        except duckdb.IOException:
+            if attempt == 2:
+                raise
+    return 0
+
+
+def _listing(directory: Path) -> dict[str, tuple[int, int]]:
+    try:
+        entries = os.scandir(directory)
+    except FileNotFoundError:
+        return {}
+    with entries:
+        return {e.name: (e.stat().st_mtime_ns, e.stat().st_size) for e in entries
+                if e.name.endswith(".parquet") and not e.name.startswith(".")}
+
+
+def _load(con, root: Path, sweep: str, table: str, target: str) -> int:
+    directory = root / sweep / table
+    files = _listing(directory)
+    cached = cache_path(root, sweep, table)
+    schema_columns = ", ".join(f'"{n}"' for n in SCHEMAS[table].names)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _rows AS SELECT {schema_columns}, ''::VARCHAR AS _file, "
+                "0::BIGINT AS _mtime_ns, 0::BIGINT AS _size FROM {target} LIMIT 0".format(target=target))
+    kept: set[str] = set()
+    stale = not cached.is_file()
+    if cached.is_file() and files:
+        try:
+            known = con.execute(f"SELECT DISTINCT _file, _mtime_ns, _size FROM read_parquet('{_q(cached)}')").fetchall()
+            kept = {name for name, mtime, size in known if files.get(name) == (mtime, size)}
+            stale = len(kept) != len(known)  # files changed or removed since the copy was made
+            if kept:
+                con.register("_kept", pd.DataFrame({"_file": sorted(kept)}))
+                con.execute(f"INSERT INTO _rows BY NAME SELECT * FROM read_parquet('{_q(cached)}') "
+                            "WHERE _file IN (SELECT _file FROM _kept)")
+                con.unregister("_kept")
+        except Exception:  # noqa: BLE001 - a damaged or foreign cache is only a cache: read everything
+            kept, stale = set(), True
+            con.execute("DELETE FROM _rows")
+    fresh = sorted(set(files) - kept)
+    if fresh:
+        paths = ", ".join(f"'{_q(directory / name)}'" for name in fresh)
+        source = f"read_parquet([{paths}], union_by_name = true, filename = true)"
+        present = {d[0] for d in con.execute(f"SELECT * FROM {source} LIMIT 0").description}
+        # Files of an older farm lack newer columns: those stay null.
+        shared = ", ".join(f'"{n}"' for n in SCHEMAS[table].names if n in present)
+        con.register("_stats", pd.DataFrame({"_file": fresh, "_mtime_ns": [files[n][0] for n in fresh],
+                                             "_size": [files[n][1] for n in fresh]}))
+        con.execute(f"""INSERT INTO _rows BY NAME
+                        SELECT {shared}, s._file, s._mtime_ns, s._size
+                        FROM {source} f JOIN _stats s ON s._file = parse_filename(f.filename)""")
+        con.unregister("_stats")
+    if fresh or stale:
+        _save(con, cached)
+    con.execute(f"INSERT INTO {target} SELECT {schema_columns} FROM _rows")
+    con.execute("DROP TABLE _rows")
+    return len(fresh)
+
+
+def _save(con, cached: Path) -> None:
+    """Write the consolidated copy atomically; skipped where the warehouse is not writable."""
+    tmp = cached.with_name(f".{cached.name}.{os.getpid()}.tmp")
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        con.execute(f"COPY _rows TO '{_q(tmp)}' (FORMAT parquet)")
+        os.replace(tmp, cached)
+    except Exception:  # noqa: BLE001 - read-only folder, full disk: the dashboard works without it
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+
+
+def _q(path: Path | str) -> str:
+    return str(path).replace("'", "''")
+
+
+def refresh(root: str | Path, sweep: str) -> None:
+    """Bring the consolidated copy of one sweep up to date (what `farm sweep` and `farm ingest` do
+    when they finish), so the dashboard's first load of a large warehouse is quick too."""
+    import duckdb
+
+    root = Path(root).resolve()
+    con = duckdb.connect(":memory:")
+    try:
+        for table in SMALL_TABLES:
+            con.register("_schema", SCHEMAS[table].empty_table())
+            con.execute("CREATE OR REPLACE TABLE _scratch AS SELECT * FROM _schema")
+            con.unregister("_schema")
+            load_sweep_table(con, root, sweep, table, "_scratch")
+    except Exception:  # noqa: BLE001 - only a cache: the dashboard reads the cell files without it
+        pass
+    finally:
+        con.close()
