@@ -215,8 +215,10 @@ class Warehouse:
         """One glob per sweep that has files of `table`: views list them so that DuckDB never has
         to list the warehouse's root (the SQL console allows reading those folders only)."""
         root = self.root.resolve()
-        return [str(root / sweep / table / "*.parquet") for sweep in self.sweeps()
-                if any(self.table_dir(sweep, table).glob("*.parquet"))]
+        if not root.is_dir():
+            return []
+        folders = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+        return [str(folder / table / "*.parquet") for folder in folders if any((folder / table).glob("*.parquet"))]
 
     def create_views(self, con: duckdb.DuckDBPyConnection) -> None:
         """Create one view per table in `con`; an empty typed view where the table has no file."""

@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from farm.dashboard import RESULTS_ENV
-from farm.dashboard.data import Snapshot, fingerprint
+from farm.dashboard.data import Snapshot, fingerprint, number  # noqa: F401 - number: for the pages
 
 
 def results_root() -> Path:
@@ -73,12 +73,6 @@ def human_bytes(value: Any) -> str:
         if abs(value) >= size:
             return f"{value / size:.2f} {unit}"
     return f"{value:.0f} B"
-
-
-def number(value: Any, digits: int = 4) -> str:
-    if value is None or (isinstance(value, float) and pd.isna(value)):
-        return "–"
-    return f"{value:.{digits}g}"
 
 
 def cell_picker(snap: Snapshot, label: str, key: str, default: str | None = None,

@@ -116,6 +116,15 @@ def fingerprint(root: str | Path) -> tuple:
     return tuple(parts)
 
 
+def number(value: Any, digits: int = 4) -> str:
+    """4 significant digits; thousands separated rather than in exponent form (22,873 not 2.287e+04)."""
+    if value is None or pd.isna(value):
+        return "–"
+    if abs(value) >= 10 ** digits:
+        return f"{value:,.0f}"
+    return f"{value:.{digits}g}"
+
+
 # --- labels --------------------------------------------------------------------------------------
 
 def _options(text: Any) -> dict[str, Any]:

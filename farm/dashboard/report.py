@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from farm.dashboard.data import Snapshot, pareto_front, series_labels, top_layers, with_speedup
+from farm.dashboard.data import Snapshot, number, pareto_front, series_labels, top_layers, with_speedup
 
 STYLE = """
 body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 2em auto; max-width: 1200px;
@@ -165,8 +165,7 @@ def _table(headers: Iterable[str], rows: Iterable[Iterable[str]], text_columns: 
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _n(value: Any, digits: int = 4) -> str:
-    return "–" if value is None or pd.isna(value) else f"{value:.{digits}g}"
+_n = number
 
 
 def _cell_table(rows: pd.DataFrame) -> str:

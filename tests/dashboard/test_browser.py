@@ -33,6 +33,11 @@ if not Path(CHROMIUM).exists():
     pytest.skip("no chromium here (apt-get install chromium); CI installs it", allow_module_level=True)
 
 
+def printed(value: float) -> str:
+    """How pages print a figure: 4 significant digits, whole numbers with separators from 10,000."""
+    return f"{value:,.0f}" if abs(value) >= 10_000 else f"{value:.4g}"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -157,7 +162,7 @@ def walk_pages(page, url: str, warehouse: Path, snap: Snapshot) -> None:
     page.get_by_text("raw samples").first.wait_for()
     wait_idle(page)
     body = page.locator("body").inner_text()
-    assert f"of {cell.queries:,} raw samples" in body and f"{cell.throughput_qps:.4g}" in body
+    assert f"of {cell.queries:,} raw samples" in body and printed(cell.throughput_qps) in body
     assert "Top layers by time" in body and "Provenance" in body and "dash" in body
     page.get_by_text("Engine graph").first.scroll_into_view_if_needed()
     graph = page.locator('[data-testid="stImage"] img')

@@ -23,6 +23,11 @@ class Collector(HTMLParser):
         self.text.append(data)
 
 
+def printed(value: float) -> str:
+    """How pages print a figure: 4 significant digits, whole numbers with separators from 10,000."""
+    return f"{value:,.0f}" if abs(value) >= 10_000 else f"{value:.4g}"
+
+
 def test_report_is_self_contained_and_holds_the_figures(warehouse: Path, tmp_path: Path, capsys) -> None:
     output = tmp_path / "report.html"
     assert main(["report", "dash", "-o", str(output), "--results", str(warehouse)]) == 0
@@ -43,7 +48,7 @@ def test_report_is_self_contained_and_holds_the_figures(warehouse: Path, tmp_pat
     snap = Snapshot(warehouse)
     ok = snap.cell_frame[(snap.cell_frame.sweep_id == "dash") & (snap.cell_frame.status == "ok")]
     for cell in ok.itertuples():
-        assert cell.cell_id[:8] in text and f"{cell.throughput_qps:.4g}" in text
+        assert cell.cell_id[:8] in text and printed(cell.throughput_qps) in text
     assert text.count("NoSuchOperator") == 6 and "dashboard test sweep" in text
     assert "fp32 · onnxruntime" in text and "1.000×" in text
     assert "Top layers by time" in text and "[[models]]" in text  # the sweep file is included

@@ -78,16 +78,21 @@ columns[3].metric("Σ layer time B − A (ms)", f"{total_b - total_a:+.4g}",
 st.caption(f"Σ layer time A {total_a:.4g} ms, B {total_b:.4g} ms; memory A "
            f"{human_bytes(layers_a.total_bytes.sum(min_count=1))}, B {human_bytes(layers_b.total_bytes.sum(min_count=1))}. Layers match by name, with TensorRT's renamings undone; "
            "sorted by the size of the time change.")
-changed = matched.head(15).assign(layer=lambda f: f.name_a)
+changed = pd.DataFrame({  # plain floats and strings: what the chart needs, nothing nullable
+    "layer": matched.name_a.astype(str), "name_b": matched.name_b.astype(str),
+    "time_delta_ms": matched.time_delta_ms.astype(float), "time_avg_ms_a": matched.time_avg_ms_a.astype(float),
+    "time_avg_ms_b": matched.time_avg_ms_b.astype(float),
+    "time_delta_percent": matched.time_delta_percent.astype(float)}).head(15)
+changed["direction"] = changed.time_delta_ms.map(lambda d: "B slower" if d > 0 else "B faster")
 if not changed.empty:
+    st.markdown("**Largest per-layer time changes** (red: B slower, green: B faster)")
     st.altair_chart(alt.Chart(changed).mark_bar().encode(
         alt.X("time_delta_ms:Q", title="B − A (ms per query)"),
-        alt.Y("layer:N", sort=alt.EncodingSortField("time_delta_ms", op="min"), title=None,
-              axis=alt.Axis(labelOverlap=False, labelLimit=320)),
-        color=alt.condition("datum.time_delta_ms > 0", alt.value("#d62728"), alt.value("#2ca02c")),
-        tooltip=["name_a", "name_b", "time_avg_ms_a", "time_avg_ms_b", "time_delta_percent"],
-    ).properties(height=22 * len(changed) + 40, title="Largest per-layer time changes (red: B slower)"),
-        width="stretch")
+        alt.Y("layer:N", sort="x", title=None, axis=alt.Axis(labelOverlap=False, labelLimit=320)),
+        color=alt.Color("direction:N", scale=alt.Scale(domain=["B slower", "B faster"], range=["#d62728", "#2ca02c"]),
+                        legend=None),
+        tooltip=["layer", "name_b", "time_avg_ms_a", "time_avg_ms_b", "time_delta_percent"],
+    ).properties(height=22 * len(changed) + 40), width="stretch")
 show = st.radio("Show", ["all", "matched", "only A", "only B"], horizontal=True, key="diff-show")
 shown = diff if show == "all" else diff[diff.match == ({"matched": "both"}.get(show, show))]
 st.dataframe(shown, hide_index=True, column_config={
