@@ -1,7 +1,7 @@
 """The comparison dashboard (Streamlit, `farm dashboard`) and the static report (`farm report`).
 
 data.py computes every comparison from the warehouse with no Streamlit import, so the report
-and the tests use it directly; sql.py is the read-only console; app.py and pages/ are the
+and the tests use it directly; sql.py is the read-only console; app.py and views/ are the
 Streamlit scripts.
 """
 

@@ -1,11 +1,11 @@
 """The farm dashboard: `farm dashboard` runs this script with Streamlit (FARM_RESULTS names
-the warehouse). Each page is a script under pages/; data.py computes what they show."""
+the warehouse). Each page is a script under views/; data.py computes what they show."""
 
 from pathlib import Path
 
 import streamlit as st
 
-PAGES = Path(__file__).parent / "pages"
+PAGES = Path(__file__).parent / "views"  # not "pages/": Streamlit would list that folder by itself
 
 
 def main() -> None:

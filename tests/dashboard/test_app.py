@@ -26,7 +26,7 @@ def open_page(monkeypatch, results: Path, page: str, **params: str) -> AppTest:
         at.query_params[key] = value
     at.run()
     if page != "overview":
-        at.switch_page(f"pages/{page}.py").run()
+        at.switch_page(f"views/{page}.py").run()
     assert not at.exception, [e.message for e in at.exception]
     return at
 
@@ -162,3 +162,21 @@ def test_empty_and_missing_warehouse_say_what_to_run(monkeypatch, tmp_path: Path
         message = at.info[0].value
         assert "No results yet" in message and state in message and "farm sweep configs/resnet.toml" in message
         assert not at.dataframe
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "results" / "examples"
+
+
+@pytest.mark.skipif(not (EXAMPLES / "gpu-resnet50").is_dir(), reason="no example warehouse in this checkout")
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_on_the_example_gpu_warehouse(monkeypatch, page: str) -> None:
+    """The H200 PyTorch warehouse committed under results/examples (written by an older farm)."""
+    at = open_page(monkeypatch, EXAMPLES, page)
+    assert at.title[0].value.lower() == page and not at.error
+    if page == "overview":
+        assert metrics(at)["Cells"] == "48" and "NVIDIA H200" in at.dataframe[1].value.name.tolist()
+    if page == "compare":
+        table = at.dataframe[0].value
+        assert len(table) == 48 and table.series.str.contains("torch mode=cudagraphs").any()
+    if page == "cell":
+        assert "H2D" in texts(at)  # a GPU cell: the copies are split out

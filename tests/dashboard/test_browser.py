@@ -217,6 +217,22 @@ def run_sql(page, sql: str) -> None:
     wait_idle(page)
 
 
+def test_a_link_opens_its_page_on_a_fresh_server(warehouse: Path, page) -> None:
+    """A shared URL (/cell?cell=...) is the first request the server sees: it must still be farm's
+    page, in farm's navigation."""
+    snap = Snapshot(warehouse)
+    cell = snap.cell_frame[snap.cell_frame.status == "ok"].iloc[0]
+    dashboard = Dashboard(warehouse)
+    try:
+        page.goto(f"{dashboard.url}/cell?cell={cell.cell_id}")
+        page.get_by_text("Provenance", exact=True).wait_for()
+        nav = [t.split("\n")[-1] for t in page.locator('[data-testid="stSidebarNav"] a').all_inner_texts()]
+        assert nav == ["Overview", "Compare", "Cell", "Diff", "SQL"]
+        assert cell.cell_id in page.locator("body").inner_text()
+    finally:
+        dashboard.stop()
+
+
 def test_empty_warehouse_in_a_real_browser(tmp_path: Path, page) -> None:
     empty = tmp_path / "results"
     dashboard = Dashboard(empty)
