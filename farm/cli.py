@@ -222,12 +222,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from farm.warehouse import Warehouse
-
-    sweeps = Warehouse(args.results).sweeps()
-    if args.sweep not in sweeps:
-        known = ", ".join(sweeps) or "none yet"
-        raise UserError(f"no sweep {args.sweep!r} in {args.results}/; sweeps: {known}")
+    _require_sweep(args.results, args.sweep)
     con = _connect(args.results)
     result = con.execute(
         """
@@ -270,15 +265,20 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from farm.dashboard.report import write_report
-    from farm.warehouse import Warehouse
 
-    sweeps = Warehouse(args.results).sweeps()
-    if args.sweep not in sweeps:
-        known = ", ".join(sweeps) or "none yet"
-        raise UserError(f"no sweep {args.sweep!r} in {args.results}/; sweeps: {known}")
+    _require_sweep(args.results, args.sweep)
     summary = write_report(args.results, args.sweep, Path(args.output), baseline=args.baseline)
     print(f"wrote {args.output} ({summary})")
     return 0
+
+
+def _require_sweep(results: str, sweep: str) -> None:
+    from farm.warehouse import Warehouse
+
+    sweeps = Warehouse(results).sweeps()
+    if sweep not in sweeps:
+        known = ", ".join(sweeps) or "none yet"
+        raise UserError(f"no sweep {sweep!r} in {results}/; sweeps: {known}")
 
 
 def _console():

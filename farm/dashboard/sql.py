@@ -22,7 +22,7 @@ import pandas as pd
 from farm.warehouse import TABLES, Warehouse
 
 DEFAULT_ROW_LIMIT = 10_000
-DEFAULT_TIME_LIMIT_S = 10.0
+DEFAULT_TIME_LIMIT_S = 30.0  # a GROUP BY over 1,000,000 layer rows in 10,000 files takes ~8 s on 2 cores
 MEMORY_LIMIT = "2GB"
 
 
