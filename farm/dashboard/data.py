@@ -135,8 +135,11 @@ def _options(text: Any) -> dict[str, Any]:
 
 
 def variant_labels(frame: pd.DataFrame) -> pd.Series:
-    """Backend plus the options that vary between its cells: 'torch mode=compile'."""
-    options = frame["options"].map(_options)
+    """Backend plus the options that vary between its cells: 'torch mode=compile'. Only short
+    scalar options name a series; lists and tables (an ingested engine's file names, trtexec's
+    settings) stay on the Cell page."""
+    options = frame["options"].map(_options).map(
+        lambda o: {k: v for k, v in o.items() if isinstance(v, (str, int, float, bool)) and len(str(v)) <= 24})
     labels = pd.Series(index=frame.index, dtype=object)
     for backend, rows in frame.groupby("backend", dropna=False, sort=False):
         parsed = options[rows.index]

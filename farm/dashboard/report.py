@@ -35,7 +35,7 @@ def write_report(results: str | Path, sweep: str, output: Path, baseline: str | 
     snap = Snapshot(results)
     frame = snap.cell_frame[snap.cell_frame.sweep_id == sweep].copy()
     frame["series"] = series_labels(frame)  # labels within this sweep only
-    measured = frame[frame.status == "ok"].copy()
+    measured = frame[(frame.status == "ok") & frame.throughput_qps.notna()].copy()  # ingested profiles: no timing
     names = sorted(measured.series.unique())
     if baseline is not None and baseline not in names:
         from farm.errors import UserError
@@ -54,9 +54,11 @@ def write_report(results: str | Path, sweep: str, output: Path, baseline: str | 
         parts.append('<div class="charts">' + _chart_against_batch(rows, "throughput_samples_per_s",
                                                                    "throughput (samples/s)")
                      + _chart_against_batch(rows, "latency_p99_ms", "p99 latency (ms)") + "</div>")
-        parts.append(f"<h3>Pareto frontier: throughput against p99 latency</h3><p class=meta>{int(rows.pareto.sum())} "
-                     f"of {len(rows)} cells are on it (joined by the dashed line); marker: o pass, x fail, "
-                     "s accuracy not checked.</p>" + _chart_pareto(rows))
+        plotted = rows.dropna(subset=["latency_p99_ms", "throughput_samples_per_s"])
+        if len(plotted):
+            parts.append(f"<h3>Pareto frontier: throughput against p99 latency</h3><p class=meta>"
+                         f"{int(plotted.pareto.sum())} of {len(plotted)} cells are on it (joined by the dashed line); "
+                         "marker: o pass, x fail, s accuracy not checked.</p>" + _chart_pareto(plotted))
         parts.append(f"<h3>Cells</h3><p class=meta>Speedup = throughput over the baseline <b>{_e(baseline)}</b> at "
                      "the same batch size; <span class=noise>within noise</span>: the 95 % confidence intervals of "
                      "the two median latencies overlap.</p>" + _cell_table(rows))
@@ -121,6 +123,9 @@ def _figure(width: float = 6.2, height: float = 3.6):
 
 
 def _chart_against_batch(rows: pd.DataFrame, field: str, title: str) -> str:
+    rows = rows[rows.batch.notna()]  # an ingested engine may not say its batch size
+    if rows.empty:
+        return ""
     figure, axes = _figure()
     for series, points in rows.sort_values("batch").groupby("series"):
         axes.plot(points.batch, points[field], marker="o", markersize=3, label=series)
@@ -176,8 +181,8 @@ def _cell_table(rows: pd.DataFrame) -> str:
         verdict = r.accuracy if r.accuracy != "fail" else f"fail: {r.failed_metric}"
         ci = f"{_n(r.median_ci_low_ms)} – {_n(r.median_ci_high_ms)}" if pd.notna(r.median_ci_low_ms) else "–"
         out.append([
-            _e(r.series), str(r.batch), _n(r.throughput_qps), _n(r.throughput_samples_per_s), _n(r.latency_median_ms),
-            ci, _n(r.latency_p99_ms), _n(r.latency_cv_percent, 3), "yes" if r.stable else "no",
+            _e(r.series), "–" if pd.isna(r.batch) else str(r.batch), _n(r.throughput_qps), _n(r.throughput_samples_per_s), _n(r.latency_median_ms),
+            ci, _n(r.latency_p99_ms), _n(r.latency_cv_percent, 3), "–" if pd.isna(r.stable) else "yes" if r.stable else "no",
             f"<span class=noise>{speedup}</span>" if noise else speedup,
             f"<span class=noise>{_e(r.vs_baseline)}</span>" if noise else _e(r.vs_baseline or "–"),
             f"<span class={'fail' if r.accuracy == 'fail' else 'pass'}>{_e(verdict)}</span>",
@@ -204,10 +209,11 @@ def _top_layers(snap: Snapshot, rows: pd.DataFrame) -> str:
 
 
 def _not_measured(frame: pd.DataFrame) -> str:
-    rows = frame[frame.status != "ok"]
+    rows = frame[(frame.status != "ok") | frame.throughput_qps.isna()]
     if rows.empty:
         return ""
-    body = [[_e(r.model), _e(r.precision), str(r.batch), _e(r.backend), _e(r.status), _e(r.reason or r.notes)]
+    body = [[_e(r.model), _e(r.precision), "–" if pd.isna(r.batch) else str(r.batch), _e(r.backend),
+             _e(r.status if r.status != "ok" else "ok, no timing"), _e(r.reason or r.notes)]
             for r in rows.itertuples()]
     return ("<h2>Cells without a measurement</h2>"
             + _table(["model", "precision", "batch", "backend", "status", "reason"], body, {0, 1, 3, 4, 5}))

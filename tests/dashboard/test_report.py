@@ -70,3 +70,13 @@ def test_report_with_another_baseline(warehouse: Path, tmp_path: Path) -> None:
                  "--results", str(warehouse)]) == 0
     document = output.read_text()
     assert "<b>fp16 · onnxruntime</b>" in document and document.count("baseline</td>") == 3  # fp16 b1, b2, b4
+
+
+def test_report_of_ingested_tensorrt_results(warehouse: Path, tmp_path: Path) -> None:
+    """Recorded TensorRT output: no batch size, no raw samples, one engine with a profile only."""
+    output = tmp_path / "trt.html"
+    assert main(["report", "trt", "-o", str(output), "--results", str(warehouse)]) == 0
+    text = output.read_text()
+    assert "mnist_trt80" in text and "6431" in text  # trtexec's 6430.89 qps (shared/fixtures/seeds/README.md)
+    assert "fpn_int8" in text and "ok, no timing" in text
+    assert "ingested_files" not in text.split("<h2>")[1]  # series are named by short options only
