@@ -14,6 +14,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from farm.dashboard.data import Snapshot
@@ -137,6 +138,13 @@ def walk_pages(page, url: str, warehouse: Path, snap: Snapshot) -> None:
     assert nav == ["Overview", "Compare", "Cell", "Diff", "SQL"]
     name, csv = download(page, 4)  # Sweeps CSV, Parquet, Devices CSV, Parquet, Failures CSV
     assert name == "failures.csv" and csv.count("NoSuchOperator") == 6
+    name, csv = download(page, 6)  # a whole warehouse table: measurements of both sweeps
+    assert name == "measurements.csv" and len(csv.strip().splitlines()) == 1 + 6 + 1  # dash ok + mnist
+    with page.expect_download() as info:
+        page.locator('[data-testid="stDownloadButton"] button').nth(7).click()
+    parquet = pq.read_table(info.value.path())
+    assert info.value.suggested_filename == "measurements.parquet" and parquet.num_rows == 7
+    assert "throughput_qps" in parquet.column_names
     shoot(page, "1-overview")
 
     # Compare, reached through the sidebar: three charts for the one model, a table as CSV.
@@ -144,9 +152,10 @@ def walk_pages(page, url: str, warehouse: Path, snap: Snapshot) -> None:
     page.get_by_role("heading", name="Compare").wait_for()
     page.goto(f"{url}/compare?sweep=dash")
     page.get_by_text("Pareto frontier").first.wait_for()
+    page.locator(".vega-embed").nth(2).wait_for()  # charts mount after the text around them
     wait_idle(page)
     assert page.locator(".vega-embed").count() == 3
-    assert page.locator(".vega-embed canvas, .vega-embed svg").count() >= 3  # drawn, not only declared
+    page.locator(".vega-embed canvas, .vega-embed svg").nth(2).wait_for()  # drawn, not only declared
     name, csv = download(page, 0)
     assert name == "compare.csv"
     lines = csv.strip().splitlines()
@@ -159,7 +168,7 @@ def walk_pages(page, url: str, warehouse: Path, snap: Snapshot) -> None:
     cell = ok[ok.precision == "fp16"].iloc[0]
     page.goto(f"{url}/cell?cell={cell.cell_id}")
     page.get_by_role("heading", name="Cell").wait_for()
-    page.get_by_text("raw samples").first.wait_for()
+    page.get_by_text("Provenance", exact=True).wait_for()  # the page's last section
     wait_idle(page)
     body = page.locator("body").inner_text()
     assert f"of {cell.queries:,} raw samples" in body and printed(cell.throughput_qps) in body
@@ -186,25 +195,28 @@ def walk_pages(page, url: str, warehouse: Path, snap: Snapshot) -> None:
     # SQL: a query works; reading /etc/passwd and writing a file are refused.
     page.get_by_role("link", name="SQL").click()
     page.get_by_role("heading", name="SQL").wait_for()
-    run_sql(page, "SELECT precision, count(*) AS cells FROM cells WHERE sweep_id = 'dash' GROUP BY 1 ORDER BY 1")
+    count_by_precision = "SELECT precision, count(*) AS cells FROM cells WHERE sweep_id = 'dash' GROUP BY 1 ORDER BY 1"
+    run_sql(page, count_by_precision)
     page.get_by_text("row(s) in").wait_for()
     name, csv = download(page, 0)
     assert csv.splitlines() == ["precision,cells", "bf16,6", "fp16,6", "fp32,6"]
     shoot(page, "5-sql-query")
 
     run_sql(page, "SELECT * FROM read_text('/etc/passwd')")
-    page.get_by_text("Refused").wait_for()
-    assert any("Permission Error" in a and "/etc/passwd" in a for a in alerts(page))
+    page.get_by_text('Cannot access file "/etc/passwd"').wait_for()
+    assert any(a.startswith("Refused: Permission Error") for a in alerts(page))
     assert "root:x:0:0" not in page.content()
     shoot(page, "6-sql-passwd-refused")
 
     target = warehouse / "dash" / "cells" / "written-by-browser.csv"
-    run_sql(page, f"COPY (SELECT * FROM cells) TO '{target}'")
-    page.get_by_text("read-only").first.wait_for()
-    assert any("COPY statements are not allowed" in a for a in alerts(page))
-    run_sql(page, "COPY (SELECT 1) TO '/tmp/written-by-browser.csv'")
-    page.get_by_text("read-only").first.wait_for()
-    assert not target.exists() and not Path("/tmp/written-by-browser.csv").exists()
+    for destination in (target, Path("/tmp/written-by-browser.csv")):  # inside the warehouse, and outside
+        run_sql(page, count_by_precision)  # clears the previous refusal, so the next one is seen anew
+        page.get_by_text("row(s) in").wait_for()
+        run_sql(page, f"COPY (SELECT * FROM cells) TO '{destination}'")
+        page.get_by_text("COPY statements are not allowed").wait_for()
+        assert not destination.exists()
+    assert sorted(p.name for p in (warehouse / "dash" / "cells").iterdir()) == sorted(
+        f"{c}.parquet" for c in snap.cell_frame[snap.cell_frame.sweep_id == "dash"].cell_id)
     shoot(page, "7-sql-write-refused")
 
 
