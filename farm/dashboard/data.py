@@ -2,8 +2,8 @@
 
 `Snapshot` loads the warehouse's small tables (one row per cell or fewer) into an in-memory
 DuckDB once (through loader.py's consolidated copy), so every page queries memory rather than
-ten thousand Parquet files; the big
-tables (`samples`, `layers`) are read per cell straight from that cell's file. The functions
+ten thousand Parquet files; the big tables (`samples`, `layers`) are read per cell straight
+from that cell's file. The functions
 below turn those rows into the comparisons: series labels, speedup over a baseline with a noise
 test, the Pareto frontier, per-layer diffs.
 """
@@ -94,8 +94,8 @@ class Snapshot:
         found = pq.read_table(path)
         schema = SCHEMAS[table]
         # Files written by an older farm lack newer columns: they read as nulls, as in the SQL views.
-        columns = [found.column(f.name) if f.name in found.column_names else pa.nulls(found.num_rows, f.type)
-                   for f in schema]
+        columns = [found.column(f.name).cast(f.type) if f.name in found.column_names
+                   else pa.nulls(found.num_rows, f.type) for f in schema]
         return pa.table(columns, schema=schema).to_pandas()
 
 
