@@ -146,6 +146,10 @@ def test_sql(monkeypatch, warehouse: Path) -> None:
     at.button(key="sql-run").click().run()
     assert at.dataframe[0].value.to_dict("records") == [{"precision": "bf16", "n": 6}, {"precision": "fp16", "n": 6},
                                                         {"precision": "fp32", "n": 6}]
+    at.selectbox(key="sql-limit").set_value(1_000).run()
+    at.text_area(key="sql-text").set_value("SELECT * FROM range(5000)").run()
+    at.button(key="sql-run").click().run()
+    assert len(at.dataframe[0].value) == 1_000 and "only the first 1,000 are shown" in texts(at)
     at.text_area(key="sql-text").set_value("SELECT * FROM read_text('/etc/passwd')").run()
     at.button(key="sql-run").click().run()
     assert at.error[0].value.startswith("Refused:") and not at.dataframe

@@ -28,7 +28,8 @@ result = st.session_state.get("sql-result")  # kept while other widgets rerun th
 if isinstance(result, QueryRefused):
     st.error(f"Refused: {result}")
 elif result is not None:
-    more = f"; only the first {limit:,} are shown (raise the row limit or add a LIMIT)" if result.truncated else ""
+    more = f"; only the first {len(result.frame):,} are shown (raise the row limit or add a LIMIT)" \
+        if result.truncated else ""
     st.caption(f"{len(result.frame):,} row(s) in {result.seconds:.2f} s{more}")
     st.dataframe(result.frame, hide_index=True)
     downloads(result.frame, "query", "sql-result")
