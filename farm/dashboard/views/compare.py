@@ -22,7 +22,7 @@ cells = snap.cell_frame
 
 sweeps = sorted(cells.sweep_id.unique())
 linked = [s for s in st.query_params.get_all("sweep") if s in sweeps]  # /compare?sweep=a&sweep=b
-latest = cells.sort_values("finished_at").sweep_id.iloc[-1]
+latest = cells.sort_values("finished_at", na_position="first").sweep_id.iloc[-1]  # the newest measured
 chosen = st.multiselect("Sweeps", sweeps, default=linked or [latest], key="cmp-sweeps")
 frame = cells[cells.sweep_id.isin(chosen)].copy()
 frame["series"] = series_labels(frame)  # name only what varies within the sweeps chosen
