@@ -225,7 +225,7 @@ class Warehouse:
         for table, schema in SCHEMAS.items():
             globs = self.table_globs(table)
             if globs:
-                files = ", ".join(f"'{_sql_string(g)}'" for g in globs)
+                files = ", ".join(f"'{sql_string(g)}'" for g in globs)
                 source = f"read_parquet([{files}], union_by_name = true)"
                 if table == "devices":  # one file per sweep that used the device
                     con.execute(f"CREATE VIEW devices AS SELECT DISTINCT ON (device_id) * FROM {source}")
@@ -248,7 +248,8 @@ def write_atomic(table: pa.Table, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def _sql_string(text: str) -> str:
+def sql_string(text: str) -> str:
+    """`text` escaped for use inside a single-quoted SQL literal."""
     return text.replace("'", "''")
 
 

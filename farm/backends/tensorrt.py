@@ -338,8 +338,8 @@ class TensorRTBackend(Backend):
         def query() -> PhaseTimes:
             stream = first["stream"]
             cuda.record(h2d_start, stream)
-            for binding in self.bindings:
-                if transfers:
+            if transfers:
+                for binding in self.bindings:
                     for device, host, nbytes in binding["in"]:
                         cuda.copy_h2d(device, host, nbytes, binding["stream"])
             cuda.record(h2d_end, stream)
@@ -348,8 +348,8 @@ class TensorRTBackend(Backend):
                 enqueue(binding, launch)
             enqueue_s = clock() - start
             cuda.record(compute_end, stream)
-            for binding in self.bindings:
-                if transfers:
+            if transfers:
+                for binding in self.bindings:
                     for host, device, nbytes in binding["out"]:
                         cuda.copy_d2h(host, device, nbytes, binding["stream"])
             cuda.record(d2h_end, stream)

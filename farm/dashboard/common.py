@@ -12,7 +12,8 @@ import pandas as pd
 import streamlit as st
 
 from farm.dashboard import RESULTS_ENV
-from farm.dashboard.data import Snapshot, fingerprint, number  # noqa: F401 - number: for the pages
+from farm.dashboard.data import Snapshot, fingerprint
+from farm.layers.memory import format_bytes
 
 
 def results_root() -> Path:
@@ -66,13 +67,7 @@ def _parquet(frame: pd.DataFrame) -> bytes:
 
 
 def human_bytes(value: Any) -> str:
-    if value is None or pd.isna(value):
-        return "–"
-    value = float(value)
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(value) >= size:
-            return f"{value / size:.2f} {unit}"
-    return f"{value:.0f} B"
+    return "–" if value is None or pd.isna(value) else format_bytes(float(value))
 
 
 def cell_picker(snap: Snapshot, label: str, key: str, default: str | None = None,

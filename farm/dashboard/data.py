@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from farm.dashboard.loader import SMALL_TABLES, load_sweep_table
+from farm.dashboard.loader import SMALL_TABLES, create_table, load_sweep_table
 from farm.warehouse import SCHEMAS, Warehouse
 
 
@@ -58,15 +58,12 @@ class Snapshot:
         self.con = duckdb.connect(":memory:")
         self.files_read = 0  # cell files read (not found in the consolidated cache): for benchmarks
         for table in SMALL_TABLES:
-            self.con.register("_schema", SCHEMAS[table].empty_table())
-            self.con.execute(f"CREATE TABLE {table} AS SELECT * FROM _schema")
-            self.con.unregister("_schema")
+            create_table(self.con, table, table)
             for sweep in self.sweep_names:
                 self.files_read += load_sweep_table(self.con, self.root, sweep, table, table)
         # one devices file per sweep that used the device
         self.con.execute("CREATE OR REPLACE TABLE devices AS SELECT DISTINCT ON (device_id) * FROM devices")
         self.cell_frame = self.query(CELL_FRAME_SQL + " ORDER BY c.sweep_id, c.model, c.backend, c.precision, c.batch")
-        self.cell_frame["series"] = series_labels(self.cell_frame)
         self.cell_frame["label"] = cell_labels(self.cell_frame)
 
     @property
@@ -203,8 +200,8 @@ def with_speedup(frame: pd.DataFrame, baseline_series: str | None) -> pd.DataFra
     merged.index = out.index
     comparable = (out.status == "ok") & merged.base_cell_id.notna() & (merged.base_throughput_qps > 0)
     out.loc[comparable, "speedup"] = out.throughput_qps[comparable] / merged.base_throughput_qps[comparable]
-    overlap = ((out.median_ci_low_ms <= merged.base_median_ci_high_ms)
-               & (merged.base_median_ci_low_ms <= out.median_ci_high_ms)).fillna(False).astype(bool)
+    overlap = pd.Series(intervals_overlap(out.median_ci_low_ms, out.median_ci_high_ms, merged.base_median_ci_low_ms,
+                                          merged.base_median_ci_high_ms)).fillna(False).astype(bool)
     faster = (out.latency_median_ms < merged.base_latency_median_ms).fillna(False).astype(bool)
     verdict = pd.Series("slower", index=out.index, dtype=object)
     verdict[faster] = "faster"
@@ -212,6 +209,12 @@ def with_speedup(frame: pd.DataFrame, baseline_series: str | None) -> pd.DataFra
     verdict[out.cell_id == merged.base_cell_id] = "baseline"
     out["vs_baseline"] = verdict.where(comparable, None)
     return out
+
+
+def intervals_overlap(low: Any, high: Any, other_low: Any, other_high: Any) -> Any:
+    """Whether [low, high] and [other_low, other_high] overlap: the noise test. Works on numbers and,
+    element by element, on Series; a missing bound never overlaps (a comparison with NaN is False)."""
+    return (low <= other_high) & (other_low <= high)
 
 
 def pareto_front(frame: pd.DataFrame, x: str = "latency_p99_ms", y: str = "throughput_samples_per_s") -> pd.Series:

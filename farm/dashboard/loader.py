@@ -14,9 +14,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from farm.warehouse import CACHE_DIR_NAME, SCHEMAS
+from farm.warehouse import CACHE_DIR_NAME, SCHEMAS, sql_string
 
 SMALL_TABLES = ("sweeps", "cells", "builds", "measurements", "accuracy", "devices")  # one row per cell or fewer
+
+
+def create_table(con, table: str, name: str) -> None:
+    """An empty DuckDB table `name` with the current schema of warehouse table `table`."""
+    con.register("_schema", SCHEMAS[table].empty_table())
+    con.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM _schema")
+    con.unregister("_schema")
 
 
 def cache_path(root: Path, sweep: str, table: str) -> Path:
@@ -43,8 +50,8 @@ def _listing(directory: Path) -> dict[str, tuple[int, int]]:
     except FileNotFoundError:
         return {}
     with entries:
-        return {e.name: (e.stat().st_mtime_ns, e.stat().st_size) for e in entries
-                if e.name.endswith(".parquet") and not e.name.startswith(".")}
+        stats = {e.name: e.stat() for e in entries if e.name.endswith(".parquet") and not e.name.startswith(".")}
+    return {name: (st.st_mtime_ns, st.st_size) for name, st in stats.items()}
 
 
 def _load(con, root: Path, sweep: str, table: str, target: str) -> int:
@@ -53,29 +60,29 @@ def _load(con, root: Path, sweep: str, table: str, target: str) -> int:
     cached = cache_path(root, sweep, table)
     schema_columns = ", ".join(f'"{n}"' for n in SCHEMAS[table].names)
     con.execute(f"CREATE OR REPLACE TEMP TABLE _rows AS SELECT {schema_columns}, ''::VARCHAR AS _file, "
-                "0::BIGINT AS _mtime_ns, 0::BIGINT AS _size FROM {target} LIMIT 0".format(target=target))
+                f"0::BIGINT AS _mtime_ns, 0::BIGINT AS _size FROM {target} LIMIT 0")
     kept: set[str] = set()
     stale = not cached.is_file()
-    if cached.is_file() and files:
+    if not stale:
+        copy = f"read_parquet('{sql_string(str(cached))}')"
         try:
-            known = con.execute(f"SELECT DISTINCT _file, _mtime_ns, _size FROM read_parquet('{_q(cached)}')").fetchall()
+            known = con.execute(f"SELECT DISTINCT _file, _mtime_ns, _size FROM {copy}").fetchall()
             kept = {name for name, mtime, size in known if files.get(name) == (mtime, size)}
             stale = len(kept) != len(known)  # files changed or removed since the copy was made
             if kept:
                 con.register("_kept", pd.DataFrame({"_file": sorted(kept)}))
-                con.execute(f"INSERT INTO _rows BY NAME SELECT * FROM read_parquet('{_q(cached)}') "
-                            "WHERE _file IN (SELECT _file FROM _kept)")
+                con.execute(f"INSERT INTO _rows BY NAME SELECT * FROM {copy} WHERE _file IN (SELECT _file FROM _kept)")
                 con.unregister("_kept")
         except Exception:  # noqa: BLE001 - a damaged or foreign cache is only a cache: read everything
             kept, stale = set(), True
             con.execute("DELETE FROM _rows")
     fresh = sorted(set(files) - kept)
     if fresh:
-        paths = ", ".join(f"'{_q(directory / name)}'" for name in fresh)
+        paths = ", ".join(f"'{sql_string(str(directory / name))}'" for name in fresh)
         source = f"read_parquet([{paths}], union_by_name = true, filename = true)"
-        present = {d[0] for d in con.execute(f"SELECT * FROM {source} LIMIT 0").description}
-        # Files of an older farm lack newer columns: those stay null.
-        shared = ", ".join(f'"{n}"' for n in SCHEMAS[table].names if n in present)
+        # The schema's columns that the files have (an older farm's lack newer ones: those stay
+        # null), chosen in the same query so the files' footers are read once.
+        shared = "COLUMNS('^(" + "|".join(SCHEMAS[table].names) + ")$')"
         con.register("_stats", pd.DataFrame({"_file": fresh, "_mtime_ns": [files[n][0] for n in fresh],
                                              "_size": [files[n][1] for n in fresh]}))
         con.execute(f"""INSERT INTO _rows BY NAME
@@ -94,17 +101,13 @@ def _save(con, cached: Path) -> None:
     tmp = cached.with_name(f".{cached.name}.{os.getpid()}.tmp")
     try:
         cached.parent.mkdir(parents=True, exist_ok=True)
-        con.execute(f"COPY _rows TO '{_q(tmp)}' (FORMAT parquet)")
+        con.execute(f"COPY _rows TO '{sql_string(str(tmp))}' (FORMAT parquet)")
         os.replace(tmp, cached)
     except Exception:  # noqa: BLE001 - read-only folder, full disk: the dashboard works without it
         try:
             tmp.unlink(missing_ok=True)
         except OSError:
             pass
-
-
-def _q(path: Path | str) -> str:
-    return str(path).replace("'", "''")
 
 
 def refresh(root: str | Path, sweep: str) -> None:
@@ -116,9 +119,7 @@ def refresh(root: str | Path, sweep: str) -> None:
     con = duckdb.connect(":memory:")
     try:
         for table in SMALL_TABLES:
-            con.register("_schema", SCHEMAS[table].empty_table())
-            con.execute("CREATE OR REPLACE TABLE _scratch AS SELECT * FROM _schema")
-            con.unregister("_schema")
+            create_table(con, table, "_scratch")
             load_sweep_table(con, root, sweep, table, "_scratch")
     except Exception:  # noqa: BLE001 - only a cache: the dashboard reads the cell files without it
         pass

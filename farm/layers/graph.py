@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from farm.layers.memory import format_bytes
+
 FORMATS = ("svg", "png", "pdf", "dot")
 
 
@@ -74,15 +76,8 @@ def _label(row: dict[str, Any]) -> str:
     if row.get("time_share_percent") is not None:
         parts.append(f"{row['time_share_percent']:.2f} % · {row['time_avg_ms']:.4f} ms")
     if row.get("total_bytes") is not None:
-        parts.append(f"{_bytes(row['total_bytes'])}")
+        parts.append(format_bytes(row["total_bytes"]))
     return "\n".join(parts)
-
-
-def _bytes(value: int) -> str:
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if value >= size:
-            return f"{value / size:.2f} {unit}"
-    return f"{value} B"
 
 
 def _heat(share: float | None) -> str:

@@ -69,3 +69,11 @@ def matmul_macs(output_shape: Sequence[int] | None, reduced_dim: int | None) -> 
     if not output_shape or reduced_dim is None or reduced_dim < 0 or any(d < 0 for d in output_shape):
         return None
     return math.prod(output_shape) * reduced_dim
+
+
+def format_bytes(value: float) -> str:
+    """1.84 MiB, 792.00 KiB, 64 B: binary units, as the engine graph and the dashboard print sizes."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(value) >= size:
+            return f"{value / size:.2f} {unit}"
+    return f"{value:.0f} B"

@@ -8,8 +8,8 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from farm.dashboard.common import cell_picker, downloads, human_bytes, number, snapshot_or_stop
-from farm.dashboard.data import graph_rows, top_layers
+from farm.dashboard.common import cell_picker, downloads, human_bytes, snapshot_or_stop
+from farm.dashboard.data import graph_rows, number, top_layers
 
 GRAPH_LAYER_LIMIT = 400  # larger graphs take graphviz seconds to minutes: drawn on request
 

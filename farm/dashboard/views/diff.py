@@ -5,8 +5,8 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from farm.dashboard.common import cell_picker, downloads, human_bytes, number, snapshot_or_stop
-from farm.dashboard.data import layer_diff
+from farm.dashboard.common import cell_picker, downloads, human_bytes, snapshot_or_stop
+from farm.dashboard.data import intervals_overlap, layer_diff, number
 
 snap = snapshot_or_stop()
 st.title("Diff")
@@ -54,9 +54,7 @@ for label, field, higher_is_better in rows:
         change = (y - x) / x
         better = (change > 0) == higher_is_better
         columns[3].markdown(f":{'green' if better else 'red'}[{change:+.1%}] B against A")
-noisy = pd.notna(a.median_ci_low_ms) and pd.notna(b.median_ci_low_ms) and \
-    a.median_ci_low_ms <= b.median_ci_high_ms and b.median_ci_low_ms <= a.median_ci_high_ms
-if noisy:
+if intervals_overlap(a.median_ci_low_ms, a.median_ci_high_ms, b.median_ci_low_ms, b.median_ci_high_ms):
     st.caption("The two median latencies' 95 % confidence intervals overlap: the latency difference is **within "
                "noise**.")
 st.caption(f"Accuracy: A {a.verdict or 'not checked'}, B {b.verdict or 'not checked'}.")
