@@ -1,5 +1,8 @@
 """The sweep file: a typed TOML schema that rejects typos with one line that says how to fix it.
 
+Types are strict: a number is never read from a string or a boolean (`"8"` and `true` are not
+8), an integer field takes no float, and every number must be finite and within bounds.
+
 Every key is documented in docs/config.md (a test fails when one is missing there).
 Validation here is pure: it reads the TOML and checks it, and never writes anything. Checks
 that need the model itself (its inputs and dynamic dimensions) happen in `farm.plan`.
@@ -9,6 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import json
+import math
 import re
 import tomllib
 import types
@@ -16,7 +21,8 @@ import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, PositiveFloat, ValidationError, field_validator,
+                      model_validator)
 
 from farm.errors import ConfigError
 
@@ -24,31 +30,47 @@ PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "int8", "fp8")
 Precision = Literal["fp32", "tf32", "fp16", "bf16", "int8", "fp8"]
 INPUT_DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "int8", "uint8", "bool")
 DEFAULT_CONFIG_NAME = "sweep"
+NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
+NAME_HINT = "the sweep's name: letters, digits, '_', '-', '.'"
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # TOML integers are 64-bit
+INT32_MAX = 2**31 - 1  # the warehouse stores batch sizes and dimension sizes as int32
+MAX_DURATION_MS = 3_600_000.0  # one hour per warm-up or repeat: more is a typo, not a benchmark
+MAX_ITERATIONS = 10_000_000  # counted queries per repeat: each is a row of `samples`
+
+# A size: of a batch, a dimension, a profile bound.
+Size = Annotated[int, Field(ge=1, le=INT32_MAX)]
+DurationMs = Annotated[float, Field(ge=0, le=MAX_DURATION_MS)]
 
 
 class Strict(BaseModel):
-    """Base for every table of the sweep file: unknown keys are errors."""
+    """Base for every table of the sweep file: unknown keys are errors; no coercion (`"8"` and
+    `true` are not 8; an int field takes no float, a float field takes an int); finite numbers only.
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    Tuples are written as TOML arrays, so tuple fields say `Field(strict=False)` (their items stay strict).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 class ProfileRange(Strict):
     """A min/opt/max range for one dimension, written `"1-16-64"` or `{min=1, opt=16, max=64}`."""
 
-    min: Annotated[int, Field(ge=1)]
-    opt: Annotated[int, Field(ge=1)]
-    max: Annotated[int, Field(ge=1)]
+    min: Annotated[Size, Field(description="the smallest size, e.g. min = 1")]
+    opt: Annotated[Size, Field(description="the size to tune for, e.g. opt = 16")]
+    max: Annotated[Size, Field(description="the largest size, e.g. max = 64")]
 
     @model_validator(mode="before")
     @classmethod
     def _parse_short_form(cls, value: Any) -> Any:
         if isinstance(value, str):
             parts = value.split("-")
-            if len(parts) != 3 or not all(p.strip().isdigit() for p in parts):
+            if len(parts) != 3 or not all(p.strip().isascii() and p.strip().isdigit() for p in parts):
                 raise ValueError(f"expected 'min-opt-max' such as '1-16-64', got {value!r}")
             return dict(zip(("min", "opt", "max"), (int(p) for p in parts)))
         if isinstance(value, int) and not isinstance(value, bool):
             return {"min": value, "opt": value, "max": value}
+        if not isinstance(value, (dict, ProfileRange)):
+            raise ValueError(f"expected 'min-opt-max' such as '1-16-64', {{min, opt, max}} or a size, got {value!r}")
         return value
 
     @model_validator(mode="after")
@@ -69,16 +91,20 @@ class ProfileRange(Strict):
 class InputOverride(Strict):
     """Overrides what the model says about one of its inputs."""
 
-    shape: list[int | str] | None = None
+    shape: Annotated[list[int | str], Field(min_length=1)] | None = None
     dtype: Literal[INPUT_DTYPES] | None = None  # type: ignore[valid-type]
-    range: tuple[float, float] | None = None
+    range: Annotated[tuple[float, float], Field(strict=False)] | None = None
 
-    @field_validator("shape")
+    @field_validator("shape", mode="before")
     @classmethod
-    def _shape_sizes(cls, shape: list[int | str] | None) -> list[int | str] | None:
-        for dim in shape or ():
-            if isinstance(dim, int) and dim < 1:
-                raise ValueError(f"dimension sizes must be >= 1 or a dimension name, got {dim}")
+    def _shape_entries(cls, shape: Any) -> Any:
+        for dim in shape if isinstance(shape, list) else ():
+            if isinstance(dim, bool) or not isinstance(dim, (int, str)):
+                raise ValueError(f"each dimension is a size (an integer >= 1) or a dimension name, got {dim!r}")
+            if isinstance(dim, int) and not 1 <= dim <= INT32_MAX:
+                raise ValueError(f"dimension sizes must be 1 to {INT32_MAX} or a dimension name, got {dim}")
+            if isinstance(dim, str) and not dim.strip():
+                raise ValueError("a dimension name must not be empty")
         return shape
 
     @field_validator("range")
@@ -93,12 +119,12 @@ class CalibrationSpec(Strict):
     """int8 calibration data: an .npz / folder of .npy files, a folder of images, or (neither) seeded
     synthetic inputs."""
 
-    data: str | None = None
-    images: str | None = None
-    size: tuple[Annotated[int, Field(ge=1)], Annotated[int, Field(ge=1)]] | None = None
-    mean: tuple[float, float, float] = (0.485, 0.456, 0.406)
-    std: tuple[float, float, float] = (0.229, 0.224, 0.225)
-    samples: Annotated[int, Field(ge=1)] = 16
+    data: Annotated[str, Field(min_length=1)] | None = None
+    images: Annotated[str, Field(min_length=1)] | None = None
+    size: Annotated[tuple[Size, Size], Field(strict=False)] | None = None
+    mean: Annotated[tuple[float, float, float], Field(strict=False)] = (0.485, 0.456, 0.406)
+    std: Annotated[tuple[PositiveFloat, PositiveFloat, PositiveFloat], Field(strict=False)] = (0.229, 0.224, 0.225)
+    samples: Annotated[int, Field(ge=1, le=100_000)] = 16
 
     @model_validator(mode="after")
     def _one_source(self) -> CalibrationSpec:
@@ -110,9 +136,9 @@ class CalibrationSpec(Strict):
 class ModelSpec(Strict):
     """One model of the sweep: `zoo:NAME` or a path to an .onnx file (relative to the sweep file)."""
 
-    source: str
-    name: str | None = None
-    dims: dict[str, Annotated[int, Field(ge=1)]] = {}
+    source: Annotated[str, Field(description="'zoo:NAME' or a path to an .onnx file, relative to the sweep file")]
+    name: Annotated[str, Field(min_length=1)] | None = None
+    dims: dict[str, Size] = {}
     inputs: dict[str, InputOverride] = {}
     calibration: CalibrationSpec = CalibrationSpec()
 
@@ -128,7 +154,7 @@ class Axes(Strict):
     """The sweep's axes; cells are their cross product."""
 
     precisions: Annotated[list[Precision], Field(min_length=1)] = ["fp32"]
-    batch_sizes: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1)] = [1]
+    batch_sizes: Annotated[list[Size], Field(min_length=1)] = [1]
     profiles: Annotated[list[str], Field(min_length=1)] | None = None
     backends: Annotated[list[str], Field(min_length=1)] = ["onnxruntime"]
 
@@ -144,13 +170,13 @@ class Axes(Strict):
 class Measurement(Strict):
     """How each cell is timed (trtexec's definitions: warm-up, then both a count and a duration)."""
 
-    warmup_ms: Annotated[float, Field(ge=0)] = 200.0
-    min_iterations: Annotated[int, Field(ge=1)] = 10
-    min_duration_ms: Annotated[float, Field(ge=0)] = 3000.0
-    repeats: Annotated[int, Field(ge=1)] = 3
-    seed: int = 1
+    warmup_ms: DurationMs = 200.0
+    min_iterations: Annotated[int, Field(ge=1, le=MAX_ITERATIONS)] = 10
+    min_duration_ms: DurationMs = 3000.0
+    repeats: Annotated[int, Field(ge=1, le=1000)] = 3
+    seed: Annotated[int, Field(ge=0)] = 1  # numpy seeds are non-negative
     max_cv_percent: Annotated[float, Field(gt=0)] = 2.5
-    layer_iterations: Annotated[int, Field(ge=0)] = 20
+    layer_iterations: Annotated[int, Field(ge=0, le=100_000)] = 20
 
 
 class PrecisionSettings(Strict):
@@ -192,7 +218,8 @@ class SweepConfig(Strict):
 
     name: str = DEFAULT_CONFIG_NAME
     description: str = ""
-    models: Annotated[list[ModelSpec], Field(min_length=1)]
+    models: Annotated[list[ModelSpec], Field(
+        min_length=1, description="one [[models]] table per model, with source = 'zoo:NAME' or a path to an .onnx file")]
     axes: Axes = Axes()
     profiles: dict[str, dict[str, ProfileRange]] = {}
     measurement: Measurement = Measurement()
@@ -203,7 +230,7 @@ class SweepConfig(Strict):
     @field_validator("name")
     @classmethod
     def _name_is_a_folder_name(cls, name: str) -> str:
-        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", name):
+        if not re.fullmatch(NAME_PATTERN, name):
             raise ValueError(
                 f"{name!r} is not usable as a folder name: use letters, digits, '_', '-' and '.', "
                 "starting with a letter or digit"
@@ -256,8 +283,13 @@ def parse_config(text: str, path: Path) -> LoadedConfig:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    if "name" not in raw:
-        raw["name"] = re.sub(r"[^A-Za-z0-9_.-]", "-", path.stem) or DEFAULT_CONFIG_NAME
+    _check_numbers(raw, (), path)
+    if "name" not in raw:  # the file's stem stands in for it, where it can
+        stem_name = re.sub(r"[^A-Za-z0-9_.-]", "-", path.stem)
+        if not re.fullmatch(NAME_PATTERN, stem_name):
+            raise ConfigError(f"{path}: missing key 'name' ({NAME_HINT}); the file name {path.name!r} "
+                              "cannot stand in for it")
+        raw["name"] = stem_name
     try:
         config = SweepConfig.model_validate(raw)
     except ValidationError as exc:
@@ -267,9 +299,25 @@ def parse_config(text: str, path: Path) -> LoadedConfig:
     return LoadedConfig(path, text, config, config_hash, backend_options)
 
 
+def _check_numbers(value: Any, loc: tuple[Any, ...], path: Path) -> None:
+    """Every number in the file, wherever it is (backend options included), is finite and fits
+    TOML's 64-bit integers: `inf` would make a loop that never ends."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_numbers(item, (*loc, key), path)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_numbers(item, (*loc, index), path)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{path}: {_dotted(loc)}: {value} is not allowed: numbers must be finite")
+    elif isinstance(value, int) and not isinstance(value, bool) and not INT64_MIN <= value <= INT64_MAX:
+        raise ConfigError(f"{path}: {_dotted(loc)}: {value} is out of range: TOML integers are 64-bit "
+                          f"({INT64_MIN} to {INT64_MAX})")
+
+
 def _check_semantics(config: SweepConfig, path: Path) -> dict[str, list[dict[str, Any]]]:
     """Checks across tables: names that refer to each other, profile ranges vs batch sizes."""
-    from farm.backends import BACKENDS, option_grid
+    from farm.backends import BACKENDS
 
     for backend in config.axes.backends:
         if backend not in BACKENDS:
@@ -281,12 +329,11 @@ def _check_semantics(config: SweepConfig, path: Path) -> dict[str, list[dict[str
             raise ConfigError(
                 f"{path}: backends.{backend}: unknown backend {backend!r}; known backends: {', '.join(BACKENDS)}"
             )
-    grids = {}
-    for backend in config.axes.backends:
-        try:
-            grids[backend] = option_grid(backend, config.backends.get(backend, {}))
-        except ValueError as exc:
-            raise ConfigError(f"{path}: backends.{backend}.{exc}") from None
+    # Every backend named in the file is checked, swept or not: a typo in a table that is not
+    # swept today would surface on the day it is.
+    grids = {backend: _backend_grid(backend, config.backends.get(backend, {}), path)
+             for backend in dict.fromkeys([*config.axes.backends, *config.backends])}
+    grids = {backend: grids[backend] for backend in config.axes.backends}
 
     wanted = config.axes.profiles if config.axes.profiles is not None else list(config.profiles)
     for name in wanted:
@@ -329,6 +376,40 @@ def _check_semantics(config: SweepConfig, path: Path) -> dict[str, list[dict[str
     return grids
 
 
+def _backend_grid(backend: str, raw: dict[str, Any], path: Path) -> list[dict[str, Any]]:
+    """A backend's option combinations, checked as strictly as the rest of the file."""
+    from farm.backends import backend_class, option_grid
+
+    where = f"{path}: backends.{backend}"
+    try:
+        grid = option_grid(backend, raw)  # unknown options, bad values, empty lists
+    except ValueError as exc:
+        raise ConfigError(f"{where}.{exc}") from None
+    options_model = backend_class(backend).Options
+    for combo in expand_option_axes(raw):  # no coercion: `true` is not 1, "2" is not 2
+        try:
+            options_model.model_validate(combo, strict=True)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            loc: tuple[Any, ...] = tuple(error["loc"][:1])
+            if loc and isinstance(raw.get(loc[0]), list):  # which item: by type too, as `true == 1`
+                bad = combo[loc[0]]
+                loc += (next(i for i, v in enumerate(raw[loc[0]]) if type(v) is type(bad) and v == bad),)
+            raise ConfigError(f"{where}{'.' if loc else ': '}{_describe({**error, 'loc': loc})}") from None
+    base = expand_option_axes(raw)[0]
+    for key, value in raw.items():
+        if isinstance(value, list):  # repeated values would plan the same cells twice
+            normalized = [options_model.model_validate({**base, key: v}).model_dump(mode="json")[key] for v in value]
+            dupes = []
+            for i, v in enumerate(value):
+                first = normalized.index(normalized[i])
+                if first != i:
+                    dupes.append(repr(v) if value[first] == v else f"{v!r} (the same as {value[first]!r})")
+            if dupes:
+                raise ConfigError(f"{where}.{key}: repeated value(s) {', '.join(dupes)}: list each once")
+    return grid
+
+
 def model_display_name(spec: ModelSpec) -> str:
     if spec.name:
         return spec.name
@@ -354,20 +435,46 @@ def _describe(error: dict[str, Any]) -> str:
     loc = tuple(error["loc"])
     where = _dotted(loc)
     kind = error["type"]
+    got = error.get("input")
     if kind == "extra_forbidden":
         allowed = _allowed_keys(loc[:-1])
         hint = f"; allowed keys: {', '.join(allowed)}" if allowed else ""
         return f"{_dotted(loc[:-1])}: unknown key {loc[-1]!r}{hint}"
+    if kind == "missing" and loc and isinstance(loc[-1], int):  # a too short tuple
+        count = f"got {len(got)}" if isinstance(got, (list, tuple)) else "got fewer"
+        return f"{_dotted(loc[:-1])}: expected {_tuple_length(loc[:-1])} values, {count}"
     if kind == "missing":
-        return f"{where}: required key is missing"
+        description = _field_description(loc)
+        hint = f" ({description})" if description else ""
+        parent = f"{_dotted(loc[:-1])}: " if loc[:-1] else ""
+        return f"{parent}missing key {loc[-1]!r}{hint}"
     if kind == "literal_error":
-        return f"{where}: {error['input']!r} is not allowed; {error['msg'].removeprefix('Input should be ')}"
+        return f"{where}: {got!r} is not allowed; {error['msg'].removeprefix('Input should be ')}"
     if kind == "too_short":
-        return f"{where}: must not be empty"
+        least = (error.get("ctx") or {}).get("min_length", 1)
+        return f"{where}: must not be empty" if least == 1 else f"{where}: needs at least {least} values (got {got!r})"
+    if kind == "too_long" and isinstance(got, (list, tuple)):
+        return f"{where}: expected {_tuple_length(loc) or 'fewer'} values, got {len(got)}"
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        return f"{where}: expected a table (got {got!r})"
+    if kind in ("list_type", "tuple_type"):
+        return f"{where}: expected a list (got {got!r})"
     message = error["msg"].removeprefix("Value error, ")
-    if kind.endswith("_type") or kind.endswith("_parsing"):
-        message = f"{message} (got {error['input']!r})"
+    if kind.endswith("_type") or kind.endswith("_parsing") or kind in (
+            "greater_than", "greater_than_equal", "less_than", "less_than_equal", "finite_number",
+            "string_too_short"):
+        message = f"{message} (got {got!r})"
+        if isinstance(got, list):
+            message += "; one value here: a list sweeps values only in [axes] and [backends.NAME]"
     return f"{where}: {message}"
+
+
+def _tuple_length(loc: tuple[Any, ...]) -> int | None:
+    field = _field_at(loc)
+    kind = _unwrap(field.annotation) if field is not None else None
+    if typing.get_origin(kind) is tuple and Ellipsis not in typing.get_args(kind):
+        return len(typing.get_args(kind))
+    return None
 
 
 def _dotted(loc: tuple[Any, ...]) -> str:
@@ -382,15 +489,40 @@ def _dotted(loc: tuple[Any, ...]) -> str:
     return ".".join(parts) or "(top level)"
 
 
+def _field_at(loc: tuple[Any, ...]) -> Any:
+    """The pydantic FieldInfo of the key at `loc` (None if the walk does not reach one)."""
+    if not loc or not isinstance(loc[-1], str):
+        return None
+    if not loc[:-1]:
+        return SweepConfig.model_fields.get(loc[-1])
+    kind = _kind_at(loc[:-1])
+    if isinstance(kind, type) and issubclass(kind, BaseModel):
+        return kind.model_fields.get(loc[-1])
+    return None
+
+
+def _field_description(loc: tuple[Any, ...]) -> str | None:
+    field = _field_at(loc)
+    return field.description if field is not None else None
+
+
 def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
     """The keys allowed in the table at `loc`, found by walking the schema's annotations."""
+    kind = _kind_at(loc)
+    if isinstance(kind, type) and issubclass(kind, BaseModel):
+        return list(kind.model_fields)
+    return []
+
+
+def _kind_at(loc: tuple[Any, ...]) -> Any:
+    """The type of the value at `loc` (a model, a container or None), walking the annotations."""
     kind: Any = SweepConfig
     for item in loc:
         kind = _unwrap(kind)
         if isinstance(kind, type) and issubclass(kind, BaseModel):
             field = kind.model_fields.get(str(item))
             if field is None:
-                return []
+                return None
             kind = field.annotation
         else:
             origin, args = typing.get_origin(kind), typing.get_args(kind)
@@ -399,11 +531,8 @@ def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
             elif origin is dict:
                 kind = args[1]
             else:
-                return []
-    kind = _unwrap(kind)
-    if isinstance(kind, type) and issubclass(kind, BaseModel):
-        return list(kind.model_fields)
-    return []
+                return None
+    return _unwrap(kind)
 
 
 def _unwrap(kind: Any) -> Any:

@@ -149,6 +149,15 @@ def _check_model_shapes(loaded: LoadedConfig, index: int, model: ModelArtifact, 
     if model.error:
         return  # the model's cells fail with the reason; the rest of the sweep goes on
     where = f"{loaded.path}: models[{index}]"
+    dynamic = model.dynamic_dims()
+    for dim in loaded.config.models[index].dims:
+        if dim not in dynamic:
+            is_batch = any(spec.shape and spec.shape[0] == dim for spec in model.inputs)
+            note = " (that is the batch: its sizes are axes.batch_sizes)" if is_batch else ""
+            raise ConfigError(
+                f"{where}.dims.{dim}: model {model.name!r} has no dynamic dimension {dim!r}{note}; its dynamic "
+                f"dimensions: {', '.join(sorted(dynamic)) or 'none (every dimension but the batch is fixed)'}"
+            )
     for spec in model.inputs:
         if not spec.shape:
             continue

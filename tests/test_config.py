@@ -41,7 +41,7 @@ BAD_CONFIGS = [
     ("empty batch sizes", GOOD.replace("batch_sizes = [1, 2]", "batch_sizes = []"), ["axes.batch_sizes: must not be empty"]),
     ("empty backends", GOOD.replace("[axes]", "[axes]\nbackends = []"), ["axes.backends: must not be empty"]),
     ("empty models", 'name = "x"\nmodels = []\n', ["models: must not be empty"]),
-    ("no models", 'name = "x"\n', ["models: required key is missing"]),
+    ("no models", 'name = "x"\n', ["missing key 'models' (one [[models]] table per model"]),
     ("batch size zero", GOOD.replace("batch_sizes = [1, 2]", "batch_sizes = [0, 1]"), ["axes.batch_sizes[0]", "1"]),
     ("repeated batch size", GOOD.replace("batch_sizes = [1, 2]", "batch_sizes = [1, 1]"), ["axes.batch_sizes", "repeated"]),
     ("unknown precision", GOOD.replace("[axes]", '[axes]\nprecisions = ["fp32", "fp64"]'),
@@ -66,8 +66,97 @@ BAD_CONFIGS = [
     ("bad input range", GOOD + "\n[models.inputs.x]\nrange = [1, 0]\n", ["models[0].inputs.x.range", "low < high"]),
 ]
 
+M = GOOD + "\n[measurement]\n"
+AXES = 'name = "ok"\n[[models]]\nsource = "models/tiny.onnx"\n[axes]\n'
+ORT = GOOD + "\n[backends.onnxruntime]\n"
+# Careless inputs the schema once took silently (or with an error about the wrong thing).
+STRICT_CONFIGS = [
+    # numbers are finite everywhere: `inf` was a sweep that never ends
+    ("infinite duration", M + "min_duration_ms = inf\n",
+     ["measurement.min_duration_ms: inf is not allowed: numbers must be finite"]),
+    ("nan warm-up", M + "warmup_ms = nan\n", ["measurement.warmup_ms: nan is not allowed"]),
+    ("infinite cv", M + "max_cv_percent = inf\n", ["measurement.max_cv_percent: inf is not allowed"]),
+    ("infinite tolerance", GOOD + "\n[accuracy.tolerances.fp16]\nmax_abs = inf\n",
+     ["accuracy.tolerances.fp16.max_abs: inf is not allowed"]),
+    ("infinite input range", GOOD + "\n[models.inputs.x]\nrange = [0, inf]\n",
+     ["models[0].inputs.x.range[1]: inf is not allowed"]),
+    ("infinite calibration mean", GOOD + "\n[models.calibration]\nmean = [0, -inf, 0]\n",
+     ["models[0].calibration.mean[1]: -inf is not allowed"]),
+    ("infinite backend option", ORT + "intra_op_threads = [1, inf]\n",
+     ["backends.onnxruntime.intra_op_threads[1]: inf is not allowed"]),
+    # no coercion: `true` is not 1, "8" is not 8, 8.0 is not an integer
+    ("bool batch size", AXES + "batch_sizes = [true]\n", ["axes.batch_sizes[0]", "valid integer", "got True"]),
+    ("string batch size", AXES + 'batch_sizes = [1, "8"]\n', ["axes.batch_sizes[1]", "valid integer", "got '8'"]),
+    ("float batch size", AXES + "batch_sizes = [8.0]\n", ["axes.batch_sizes[0]", "valid integer", "got 8.0"]),
+    ("bool repeats", M + "repeats = true\n", ["measurement.repeats", "valid integer", "got True"]),
+    ("float iterations", M + "min_iterations = 10.5\n", ["measurement.min_iterations", "valid integer"]),
+    ("string duration", M + 'min_duration_ms = "3000"\n', ["measurement.min_duration_ms", "valid number", "'3000'"]),
+    ("bool duration", M + "min_duration_ms = true\n", ["measurement.min_duration_ms", "valid number", "True"]),
+    ("string bool", GOOD + '\n[accuracy]\nenabled = "no"\n', ["accuracy.enabled", "valid boolean", "'no'"]),
+    ("int bool", GOOD + "\n[precision]\nkeep_io_types = 0\n", ["precision.keep_io_types", "valid boolean", "got 0"]),
+    ("bool tolerance", GOOD + "\n[accuracy.tolerances.int8]\nmin_top1 = true\n",
+     ["accuracy.tolerances.int8.min_top1", "valid number"]),
+    ("string dim size", GOOD.replace('source = "models/tiny.onnx"', 'source = "models/tiny.onnx"\ndims = { s = "128" }'),
+     ["models[0].dims.s", "valid integer", "'128'"]),
+    ("bool in a shape", GOOD + "\n[models.inputs.x]\nshape = [true, 3, 8, 8]\n",
+     ["models[0].inputs.x.shape", "a size (an integer >= 1) or a dimension name, got True"]),
+    ("bool input range", GOOD + "\n[models.inputs.x]\nrange = [false, true]\n",
+     ["models[0].inputs.x.range[0]", "valid number"]),
+    ("string profile bound", GOOD.replace('batch = "1-2-4"', 'batch = { min = "1", opt = 2, max = 4 }'),
+     ["profiles.small.batch.min", "valid integer"]),
+    ("bool profile", GOOD.replace('batch = "1-2-4"', "batch = true"),
+     ["profiles.small.batch", "expected 'min-opt-max'", "got True"]),
+    ("string calibration size", GOOD + '\n[models.calibration]\nsize = ["224", 224]\n',
+     ["models[0].calibration.size[0]", "valid integer"]),
+    # backend options: as strict, and checked for every backend named, swept or not
+    ("options of a backend not swept", GOOD + '\n[backends.torch]\nmode = "turbo"\n',
+     ["backends.torch.mode", "'eager', 'compile' or 'cudagraphs'", "'turbo'"]),
+    ("bad type for a backend not swept", GOOD + "\n[backends.tensorrt]\nsparsity = 1\n",
+     ["backends.tensorrt.sparsity", "valid boolean", "got 1"]),
+    ("unknown option of a backend not swept", GOOD + "\n[backends.trtexec]\nbinray = \"x\"\n",
+     ["backends.trtexec.binray: unknown option", "binary"]),
+    ("string backend option", ORT + 'intra_op_threads = "2"\n',
+     ["backends.onnxruntime.intra_op_threads", "valid integer", "'2'"]),
+    ("bool in a backend option list", ORT + "intra_op_threads = [1, true]\n",
+     ["backends.onnxruntime.intra_op_threads[1]", "valid integer", "True"]),
+    ("int for a bool backend option", AXES + 'backends = ["torch"]\n[backends.torch]\ntransfers = [true, 0]\n',
+     ["backends.torch.transfers[1]", "valid boolean"]),
+    ("repeated backend option", ORT + "intra_op_threads = [2, 1, 2]\n",
+     ["backends.onnxruntime.intra_op_threads: repeated value(s) 2: list each once"]),
+    ("backend option repeated once normalized", GOOD + '\n[backends.tensorrt]\ntactic_sources = ["CUDNN", "CUDNN,"]\n',
+     ["backends.tensorrt.tactic_sources: repeated value(s) 'CUDNN,' (the same as 'CUDNN')"]),
+    # missing keys are reported as missing
+    ("model without source", 'name = "x"\n[[models]]\nname = "m"\n',
+     ["models[0]: missing key 'source' ('zoo:NAME' or a path to an .onnx file"]),
+    ("profile without max", GOOD.replace('batch = "1-2-4"', "batch = { min = 1, opt = 2 }"),
+     ["profiles.small.batch: missing key 'max'"]),
+    # negative, zero, empty, out of range, the wrong shape of value
+    ("negative seed", M + "seed = -1\n", ["measurement.seed", "greater than or equal to 0", "-1"]),
+    ("integer beyond 64 bits", M + "seed = 99999999999999999999\n",
+     ["measurement.seed: 99999999999999999999 is out of range: TOML integers are 64-bit"]),
+    ("huge batch size", AXES + "batch_sizes = [4294967296]\n", ["axes.batch_sizes[0]", "less than or equal to 2147483647"]),
+    ("huge duration", M + "min_duration_ms = 1e300\n", ["measurement.min_duration_ms", "less than or equal to 3600000"]),
+    ("huge iteration count", M + "min_iterations = 1000000000000\n",
+     ["measurement.min_iterations", "less than or equal to 10000000"]),
+    ("zero repeats", M + "repeats = 0\n", ["measurement.repeats", "greater than or equal to 1", "got 0"]),
+    ("zero std", GOOD + "\n[models.calibration]\nstd = [0.2, 0, 0.2]\n", ["models[0].calibration.std[1]", "greater than 0"]),
+    ("empty shape", GOOD + "\n[models.inputs.x]\nshape = []\n", ["models[0].inputs.x.shape: must not be empty"]),
+    ("empty dimension name", GOOD + '\n[models.inputs.x]\nshape = ["batch", 3, "", 8]\n',
+     ["models[0].inputs.x.shape: a dimension name must not be empty"]),
+    ("empty model name", GOOD.replace('source = "models/tiny.onnx"', 'source = "models/tiny.onnx"\nname = ""'),
+     ["models[0].name", "at least 1 character"]),
+    ("empty calibration path", GOOD + '\n[models.calibration]\ndata = ""\n', ["models[0].calibration.data", "at least 1"]),
+    ("input range of one value", GOOD + "\n[models.inputs.x]\nrange = [1]\n",
+     ["models[0].inputs.x.range: expected 2 values, got 1"]),
+    ("list for a scalar", M + "repeats = [3, 5]\n",
+     ["measurement.repeats", "got [3, 5]", "a list sweeps values only in [axes] and [backends.NAME]"]),
+    ("scalar for a list", AXES + "batch_sizes = 8\n", ["axes.batch_sizes: expected a list (got 8)"]),
+    ("value for a table", 'name = "x"\nmodels = ["models/tiny.onnx"]\n', ["models[0]: expected a table"]),
+]
 
-@pytest.mark.parametrize("what, body, expected", BAD_CONFIGS, ids=[c[0] for c in BAD_CONFIGS])
+
+@pytest.mark.parametrize("what, body, expected", BAD_CONFIGS + STRICT_CONFIGS,
+                         ids=[c[0] for c in BAD_CONFIGS + STRICT_CONFIGS])
 def test_bad_config_is_one_clear_line(what: str, body: str, expected: list[str], models_dir: Path) -> None:
     path = write_sweep(models_dir.parent, body, fast=False)
     with pytest.raises(ConfigError) as info:
@@ -87,6 +176,21 @@ def test_good_config_loads(models_dir: Path) -> None:
         {"intra_op_threads": 0, "inter_op_threads": 0, "graph_optimization": "all", "execution_mode": "sequential"}]}
 
 
+def test_float_keys_take_integer_literals(models_dir: Path) -> None:
+    """TOML reads `3000` as an int: a float key takes it (never a bool or a string)."""
+    body = GOOD + "\n[measurement]\nmin_duration_ms = 3000\nwarmup_ms = 0\nmax_cv_percent = 5\n" \
+        '[models.inputs.x]\nrange = [0, 1]\n[accuracy.tolerances.fp32]\nmin_cosine = 1\n'
+    config = load_config(write_sweep(models_dir.parent, body)).config
+    assert config.measurement.min_duration_ms == 3000.0 and isinstance(config.measurement.min_duration_ms, float)
+    assert config.measurement.max_cv_percent == 5.0 and config.models[0].inputs["x"].range == (0.0, 1.0)
+    assert config.accuracy.tolerance("fp32").min_cosine == 1.0
+
+
+def test_options_of_backends_not_swept_are_checked_but_not_planned(models_dir: Path) -> None:
+    loaded = load_config(write_sweep(models_dir.parent, GOOD + '\n[backends.torch]\nmode = ["eager", "compile"]\n'))
+    assert list(loaded.backend_options) == ["onnxruntime"]
+
+
 def test_missing_sweep_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no such sweep file"):
         load_config(tmp_path / "nope.toml")
@@ -95,6 +199,16 @@ def test_missing_sweep_file(tmp_path: Path) -> None:
 def test_name_defaults_to_file_stem(models_dir: Path) -> None:
     loaded = load_config(write_sweep(models_dir.parent, GOOD.replace('name = "ok"', ""), name="my sweep.toml"))
     assert loaded.config.name == "my-sweep"
+
+
+@pytest.mark.parametrize("file_name", ["_draft.toml", ".sweep.toml", "x" * 70 + ".toml"])
+def test_missing_name_that_the_file_name_cannot_stand_in_for(file_name: str, models_dir: Path) -> None:
+    """Reported as the missing key it is, not as a bad value of a key the user never wrote."""
+    path = write_sweep(models_dir.parent, GOOD.replace('name = "ok"', ""), name=file_name)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value) == (f"{path}: missing key 'name' (the sweep's name: letters, digits, '_', '-', '.'); "
+                               f"the file name {file_name!r} cannot stand in for it")
 
 
 # --- rules that need the model: checked by the planner, still before anything is written ---------
@@ -125,6 +239,22 @@ def test_profile_naming_a_dimension_no_model_has(models_dir: Path) -> None:
         plan_sweep(load_config(write_sweep(models_dir.parent, body)), models_dir.parent / "cache")
 
 
+@pytest.mark.parametrize("spatial, dims, expected", [
+    ("side", "{ sidee = 8 }", "models[0].dims.sidee: model 'tiny' has no dynamic dimension 'sidee'; "
+                              "its dynamic dimensions: side"),
+    (8, "{ sequense = 128 }", "models[0].dims.sequense: model 'tiny' has no dynamic dimension 'sequense'; "
+                              "its dynamic dimensions: none (every dimension but the batch is fixed)"),
+    ("side", "{ side = 8, batch = 4 }", "models[0].dims.batch: model 'tiny' has no dynamic dimension 'batch' "
+                                        "(that is the batch: its sizes are axes.batch_sizes); its dynamic dimensions: side"),
+], ids=["typo", "no dynamic dimension", "the batch"])
+def test_unknown_dims_key(spatial, dims: str, expected: str, tmp_path: Path) -> None:
+    tiny_cnn(tmp_path / "tiny.onnx", spatial=spatial)
+    path = write_sweep(tmp_path, f'[[models]]\nsource = "tiny.onnx"\ndims = {dims}\n')
+    with pytest.raises(ConfigError) as info:
+        plan_sweep(load_config(path), tmp_path / "cache")
+    assert str(info.value) == f"{path}: {expected}"
+
+
 def test_dim_size_outside_a_profile(tmp_path: Path) -> None:
     tiny_cnn(tmp_path / "tiny.onnx", spatial=8)
     body = ('[[models]]\nsource = "tiny.onnx"\ndims = { height = 8 }\n'
@@ -141,5 +271,16 @@ def test_cli_config_error_exits_2_and_writes_nothing(what, body, expected, model
     assert main(["sweep", str(path), "--results", str(results)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("farm: error: ") and expected[0] in err
+    assert len(err.splitlines()) == 1
+    assert not results.exists() or not list(results.rglob("*.parquet"))
+
+
+def test_cli_unknown_dim_exits_2_and_writes_nothing(models_dir: Path, capsys) -> None:
+    path = write_sweep(models_dir.parent, GOOD.replace('source = "models/tiny.onnx"',
+                                                       'source = "models/tiny.onnx"\ndims = { sequense = 128 }'))
+    results = models_dir.parent / "results"
+    assert main(["sweep", str(path), "--results", str(results)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"farm: error: {path}: models[0].dims.sequense: model 'tiny' has no dynamic dimension")
     assert len(err.splitlines()) == 1
     assert not results.exists() or not list(results.rglob("*.parquet"))

@@ -85,3 +85,10 @@ def test_same_cells_in_two_sweeps_have_distinct_ids(models_dir: Path) -> None:
     one = {c.cell_id for c in plan(models_dir.parent, BASE).cells}
     other = {c.cell_id for c in plan(models_dir.parent, BASE.replace('name = "p"', 'name = "q"')).cells}
     assert one.isdisjoint(other)
+
+
+def test_dims_size_a_dynamic_dimension(tmp_path: Path) -> None:
+    """`dims` keys are the model's own dynamic dimension names (unknown ones are config errors)."""
+    tiny_cnn(tmp_path / "side.onnx", spatial="side")
+    cells = plan(tmp_path, '[[models]]\nsource = "side.onnx"\ndims = { side = 16 }\n[axes]\nbatch_sizes = [2]\n').cells
+    assert cells[0].input_shapes == {"x": (2, 3, 16, 16)} and cells[0].model.dims == {"side": 16}
