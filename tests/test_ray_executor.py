@@ -17,6 +17,7 @@ ray = pytest.importorskip("ray")
 from farm.callbacks import Callback  # noqa: E402
 from farm.cli import main  # noqa: E402
 from farm.config import load_config  # noqa: E402
+from farm.executor import MemoryLimit, parse_memory_limit  # noqa: E402
 from farm.executor.ray_farm import RayExecutor, _with_local_model  # noqa: E402
 from farm.plan import plan_sweep  # noqa: E402
 from farm.warehouse import Warehouse  # noqa: E402
@@ -120,38 +121,106 @@ layer_iterations = 0
 
 
 class Killer(Recorder):
-    """SIGKILLs the worker process shortly after it starts a cell, `times` times."""
+    """Sends `sig` to the cell's process (`target="cell_pid"`) or to its Ray actor (`"pid"`)
+    shortly after a cell starts, `times` times."""
 
-    def __init__(self, times: int) -> None:
+    def __init__(self, times: int, target: str = "cell_pid", sig: int = signal.SIGKILL) -> None:
         super().__init__()
-        self.times = times
+        self.times, self.target, self.sig = times, target, sig
 
     def on_cell_start(self, cell, worker=None) -> None:
         super().on_cell_start(cell, worker)
         if self.times > 0:
             self.times -= 1
-            threading.Timer(1.5, os.kill, (worker["pid"], signal.SIGKILL)).start()
+            threading.Timer(1.5, _kill, (worker[self.target], self.sig)).start()
 
 
-def test_worker_killed_mid_cell_is_retried(ray_two_gpus, tmp_path: Path) -> None:
+def _kill(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _retry_logs(recorder: Recorder) -> list[str]:
+    return [m for k, _, m in recorder.events if k == "log" and m.startswith("worker died during the cell")]
+
+
+@pytest.mark.parametrize("target", ["cell_pid", "pid"])
+def test_worker_killed_mid_cell_is_retried(ray_two_gpus, tmp_path: Path, target: str) -> None:
+    """SIGKILL of the cell's process, or of the Ray actor around it: the cell runs again on a fresh
+    process and is reported once."""
     plan = make_plan(tmp_path, SLOW)
-    killer = Killer(times=1)
+    killer = Killer(times=1, target=target)
     RayExecutor(max_retries=2).run(plan.cells, tmp_path / "cache", killer)
     (result,) = killer.results.values()
-    assert result.status == "ok"
+    assert result.status == "ok", result.reason
     starts = [w for kind, _, w in killer.events if kind == "start"]
-    assert len(starts) == 2 and starts[0]["pid"] != starts[1]["pid"]  # the actor restarted in a new process
-    assert result.worker["pid"] == starts[1]["pid"]
-    assert any("worker died during the cell (attempt 1); retrying" == m for k, _, m in killer.events if k == "log")
+    assert len(starts) == 2 and starts[0]["cell_pid"] != starts[1]["cell_pid"]  # a fresh process
+    if target == "pid":
+        assert starts[0]["pid"] != starts[1]["pid"]  # a fresh actor, too
+    assert result.worker["cell_pid"] == starts[1]["cell_pid"]
+    (log,) = _retry_logs(killer)
+    assert log.startswith("worker died during the cell (attempt 1: ")
+    assert ("killed by SIGKILL" in log) if target == "cell_pid" else ("the worker actor died" in log)
 
 
 def test_worker_that_keeps_dying_fails_the_cell_once(ray_two_gpus, tmp_path: Path) -> None:
     plan = make_plan(tmp_path, SLOW)
-    killer = Killer(times=2)
+    killer = Killer(times=2, sig=signal.SIGSEGV)
     RayExecutor(max_retries=1).run(plan.cells, tmp_path / "cache", killer)
     (result,) = killer.results.values()
     assert result.status == "failed"
-    assert result.reason.startswith("the worker process died during this cell 2 time(s)")
+    assert result.reason.startswith("the cell's worker died 2 time(s); last: the cell's process was killed by SIGSEGV")
+    assert len(_retry_logs(killer)) == 1
+
+
+def test_memory_blow_up_fails_its_cell_and_the_sweep_goes_on(ray_two_gpus, tmp_path: Path) -> None:
+    """A cell whose input alone needs 3.2 GB, under a 1 GiB worker limit: stopped, failed as out of
+    memory, once per attempt; the cell after it runs on a fresh process."""
+    tiny_cnn(tmp_path / "tiny.onnx", spatial=256)
+    config = write_sweep(tmp_path, """
+        name = "oom"
+        [[models]]
+        source = "tiny.onnx"
+        [axes]
+        batch_sizes = [4096, 1]
+        [measurement]
+        warmup_ms = 5
+        min_iterations = 5
+        min_duration_ms = 30
+        repeats = 1
+        layer_iterations = 0
+        """)
+    plan = plan_sweep(load_config(config), tmp_path / "cache")
+    recorder = Recorder()
+    RayExecutor(max_retries=1, memory_limit=MemoryLimit(size_bytes=2**30)).run(plan.cells, tmp_path / "cache",
+                                                                               recorder)
+    by_batch = {c.batch: recorder.results[c.cell_id] for c in plan.cells}
+    assert by_batch[4096].status == "failed"
+    assert by_batch[4096].reason.startswith("the cell's worker died 2 time(s); last: out of memory: the cell's "
+                                            "processes used ")
+    assert "over this worker's limit of 1.00 GiB (--worker-memory)" in by_batch[4096].reason
+    assert by_batch[1].status == "ok", by_batch[1].reason
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("80%", MemoryLimit(fraction=0.8)), ("12GiB", MemoryLimit(size_bytes=12 * 2**30)),
+    ("512MB", MemoryLimit(size_bytes=512_000_000)), ("none", MemoryLimit()), ("1.5g", MemoryLimit(size_bytes=1_500_000_000)),
+])
+def test_worker_memory_values(text: str, expected: MemoryLimit) -> None:
+    assert parse_memory_limit(text) == expected
+    assert MemoryLimit(fraction=0.8).for_worker(10_000, 4) == 2_000  # a node's share, split between its workers
+
+
+@pytest.mark.parametrize("text", ["", "lots", "0%", "150%", "-1GiB", "12 parsecs"])
+def test_worker_memory_mistakes_are_one_line(text: str, tmp_path: Path, capsys) -> None:
+    tiny_cnn(tmp_path / "tiny.onnx")
+    config = write_sweep(tmp_path, '[[models]]\nsource = "tiny.onnx"\n')
+    assert main(["sweep", str(config), "--results", str(tmp_path / "r"), f"--worker-memory={text}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"farm: error: --worker-memory {text!r}: give a share") and "\n" not in err
+    assert not (tmp_path / "r").exists()
 
 
 def test_sweep_through_ray_writes_the_warehouse(ray_two_gpus, tmp_path: Path) -> None:

@@ -1,18 +1,58 @@
 """Executors turn cells into results. Measurements never share a device.
 
-`ray` (the default) runs them on Ray actors, one per GPU and one per node for CPU cells;
-`local` runs them one after another in this process (debugging).
+`ray` (the default) runs them on Ray actors, one per GPU and one per node for CPU cells, each
+actor running its cells in a child process under a memory limit (cell_process.py); `local`
+runs them one after another in this process (debugging: no isolation, no memory limit).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from pathlib import Path
 from typing import Protocol
 
 from farm.callbacks import Callback
+from farm.errors import UserError
 from farm.plan import Cell
 
 EXECUTORS = ("ray", "local")
+DEFAULT_WORKER_MEMORY = "80%"
+_UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "kib": 2**10, "m": 1e6, "mb": 1e6, "mib": 2**20,
+          "g": 1e9, "gb": 1e9, "gib": 2**30, "t": 1e12, "tb": 1e12, "tib": 2**40}
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryLimit:
+    """How much memory a worker's cell may use: a share of its node's memory, or a fixed size.
+
+    A share is divided between the workers that run at once on that node (e.g. 80 % of a
+    node's memory over its 4 GPU workers: 20 % each)."""
+
+    fraction: float | None = None  # of the node's total memory, before dividing between its workers
+    size_bytes: int | None = None
+
+    def for_worker(self, node_total_bytes: int, workers_on_node: int) -> int | None:
+        if self.size_bytes is not None:
+            return self.size_bytes
+        if self.fraction is not None:
+            return int(self.fraction * node_total_bytes / max(1, workers_on_node))
+        return None
+
+
+def parse_memory_limit(text: str) -> MemoryLimit:
+    """'80%' (of the node's memory, shared by its workers), '12GiB', '512MB', or 'none'."""
+    value = text.strip().lower()
+    if value in ("none", "off", "0"):
+        return MemoryLimit()
+    percent = re.fullmatch(r"(\d+(?:\.\d+)?)\s*%", value)
+    if percent and 0 < float(percent.group(1)) <= 100:
+        return MemoryLimit(fraction=float(percent.group(1)) / 100)
+    size = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([a-z]*)", value)
+    if size and size.group(2) in _UNITS and float(size.group(1)) > 0:
+        return MemoryLimit(size_bytes=int(float(size.group(1)) * _UNITS[size.group(2)]))
+    raise UserError(f"--worker-memory {text!r}: give a share of the node's memory such as 80%, a size such as "
+                    "12GiB or 512MB, or none")
 
 
 class Executor(Protocol):
@@ -21,11 +61,12 @@ class Executor(Protocol):
 
 
 def make_executor(name: str, address: str | None = None, max_retries: int = 2,
-                  gpus: int | None = None) -> Executor:
+                  gpus: int | None = None, worker_memory: str = DEFAULT_WORKER_MEMORY) -> Executor:
     if name == "ray":
         from farm.executor.ray_farm import RayExecutor
 
-        return RayExecutor(address=address, max_retries=max_retries, gpus=gpus)
+        return RayExecutor(address=address, max_retries=max_retries, gpus=gpus,
+                           memory_limit=parse_memory_limit(worker_memory))
     if name == "local":
         from farm.executor.local import LocalExecutor
 

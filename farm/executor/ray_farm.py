@@ -3,10 +3,12 @@
 - A GPU actor asks Ray for `num_gpus=1`, so Ray sets its CUDA_VISIBLE_DEVICES to that GPU alone.
 - CPU cells run after the GPU cells of the sweep, on one actor per node, so a CPU measurement
   never shares its host with another measurement.
-- Cells are built and measured inside the same actor, so an artifact built on one GPU model is
-  measured on that model.
-- If an actor dies inside a cell (segfault, OOM kill, os._exit), Ray restarts it and the cell is
-  retried up to `max_retries` times, then recorded `failed` with the reason.
+- Cells are built and measured inside the same actor's cell process (cell_process.py), so an
+  artifact built on one GPU model is measured on that model.
+- A cell whose process dies (segfault, SIGKILL, the kernel's OOM killer, or the worker's own
+  memory limit) is retried on a fresh process up to `max_retries` times, then recorded `failed`
+  with how it died. An actor that dies itself (killed, Ray's memory monitor, its node lost) is
+  replaced by a fresh actor on the same node and the cell retried the same way. The sweep goes on.
 - Results come back to the driver, which alone writes the warehouse; model bytes travel through
   Ray's object store, so a cluster needs no shared filesystem.
 - Progress lines from actors reach the driver through a queue and are shown tagged with the cell.
@@ -16,16 +18,21 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import logging
 import os
 from pathlib import Path
 from typing import Any
 
 from farm.callbacks import Callback
+from farm.executor import MemoryLimit
+from farm.executor.cell_process import CellDeath, CellProcess
 from farm.plan import Cell
 from farm.worker import CellResult, now
 
 POLL_S = 0.2
+ACTOR_START_TIMEOUT_S = 300.0  # a GPU actor may wait for its predecessor's GPU to be released
+ACTOR_START_TRIES = 3
 
 
 def use_loopback_only() -> None:
@@ -35,12 +42,17 @@ def use_loopback_only() -> None:
 
 
 class CellWorker:
-    """The actor: runs cells one at a time on the device Ray gave it."""
+    """The actor: hands cells one at a time to its cell process, on the device Ray gave it."""
 
-    def __init__(self, kind: str, log_queue) -> None:
+    def __init__(self, kind: str, log_queue, memory_limit: MemoryLimit, workers_on_node: int) -> None:
+        import psutil
+
         self.kind = kind
         self.log_queue = log_queue
-        self.cores = _size_thread_pools()
+        self.cores = _size_thread_pools()  # before the cell process starts: it inherits the settings
+        self.memory_limit_bytes = memory_limit.for_worker(psutil.virtual_memory().total, workers_on_node)
+        self.cells = CellProcess(self.memory_limit_bytes)
+        self.cells.start()
 
     def describe(self) -> dict[str, Any]:
         import socket
@@ -48,17 +60,16 @@ class CellWorker:
         import ray
 
         return {
-            "kind": self.kind, "pid": os.getpid(), "host": socket.gethostname(),
+            "kind": self.kind, "pid": os.getpid(), "cell_pid": self.cells.pid, "host": socket.gethostname(),
             "node_id": ray.get_runtime_context().get_node_id(),
             "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
             "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
             "cpu_cores": self.cores,
             "omp_threads": os.environ.get("OMP_NUM_THREADS"),
+            "memory_limit_bytes": self.memory_limit_bytes,
         }
 
-    def run(self, cell: Cell, cache_dir: str, model_ref: list) -> CellResult:
-        from farm.worker import run_cell
-
+    def run(self, cell: Cell, cache_dir: str, model_ref: list) -> CellResult | CellDeath:
         cell = _with_local_model(cell, Path(cache_dir), model_ref)
 
         def log(message: str) -> None:
@@ -67,9 +78,23 @@ class CellWorker:
             except Exception:  # a full or gone queue must not fail the cell
                 pass
 
-        result = run_cell(cell, Path(cache_dir), log)
-        result.worker = self.describe()
-        return result
+        description = self.describe()  # before the cell: which process runs it
+        if description["cell_pid"] is None or not self.cells.alive():
+            self.cells.start()
+            description = self.describe()
+        outcome = self.cells.run(cell, Path(cache_dir), log)
+        if isinstance(outcome, CellResult):
+            outcome.worker = description
+        else:  # ready for the next cell, and the driver learns the new process's pid
+            try:
+                self.cells.start()
+            except Exception:  # tried again before the next cell
+                pass
+            outcome.worker = self.describe()
+        return outcome
+
+    def stop(self) -> None:
+        self.cells.stop()
 
 
 def _size_thread_pools() -> int:
@@ -104,13 +129,34 @@ def _with_local_model(cell: Cell, cache_dir: Path, model_ref: list) -> Cell:
     return dataclasses.replace(cell, model=dataclasses.replace(cell.model, path=local))
 
 
+@dataclasses.dataclass
+class _Slot:
+    """A place for one actor: a GPU of a node, or a node's CPU. Its actor is replaced when it dies."""
+
+    kind: str
+    node_id: str
+    workers_on_node: int
+    actor: Any = None
+    description: dict[str, Any] = dataclasses.field(default_factory=dict)
+    start_error: str | None = None
+
+
+@dataclasses.dataclass
+class _Attempt:
+    cell: Cell
+    number: int = 1
+    deaths: list[CellDeath] = dataclasses.field(default_factory=list)
+
+
 class RayExecutor:
     """Runs cells on a Ray cluster: local by default, or an existing one through `address`."""
 
-    def __init__(self, address: str | None = None, max_retries: int = 2, gpus: int | None = None) -> None:
+    def __init__(self, address: str | None = None, max_retries: int = 2, gpus: int | None = None,
+                 memory_limit: MemoryLimit | None = None) -> None:
         self.address = address
         self.max_retries = max_retries
         self.gpus = gpus  # use at most this many GPUs (None: all)
+        self.memory_limit = memory_limit or MemoryLimit()
         self.workers: list[dict[str, Any]] = []  # describe() of every actor started
 
     def run(self, cells: list[Cell], cache_dir: Path, callbacks: Callback) -> None:
@@ -126,7 +172,7 @@ class RayExecutor:
             else:
                 ray.init(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False,
                          configure_logging=False)
-        actors = []
+        slots: list[_Slot] = []
         try:
             from ray.util.queue import Queue
 
@@ -136,81 +182,145 @@ class RayExecutor:
                 if not cell.model.error and cell.model.sha256 not in model_refs:
                     model_refs[cell.model.sha256] = ray.put(cell.model.path.read_bytes())
             gpu_cells = [c for c in cells if c.device_kind == "cuda"]
-            gpu_actors = self._start_actors("cuda", log_queue) if gpu_cells else []
-            actors += [a for a, _ in gpu_actors]
+            gpu_slots = self._start_slots("cuda", log_queue) if gpu_cells else []
+            slots += gpu_slots
             # Without GPU actors, CUDA cells go to the CPU actors, which record them as skipped.
-            cpu_cells = [c for c in cells if c.device_kind != "cuda" or not gpu_actors]
-            if gpu_actors and gpu_cells:
-                self._run_phase(gpu_cells, gpu_actors, cache_dir, model_refs, log_queue, callbacks)
+            cpu_cells = [c for c in cells if c.device_kind != "cuda" or not gpu_slots]
+            if gpu_slots and gpu_cells:
+                self._run_phase(gpu_cells, gpu_slots, cache_dir, model_refs, log_queue, callbacks)
             if cpu_cells:
-                cpu_actors = self._start_actors("cpu", log_queue)
-                actors += [a for a, _ in cpu_actors]
-                self._run_phase(cpu_cells, cpu_actors, cache_dir, model_refs, log_queue, callbacks)
+                cpu_slots = self._start_slots("cpu", log_queue)
+                slots += cpu_slots
+                self._run_phase(cpu_cells, cpu_slots, cache_dir, model_refs, log_queue, callbacks)
         finally:
-            for actor in actors:
-                ray.kill(actor)
+            stopping = [s.actor.stop.remote() for s in slots if s.actor is not None]
+            if stopping:
+                ray.wait(stopping, num_returns=len(stopping), timeout=10)  # cell processes end with their group
+            for slot in slots:
+                if slot.actor is not None:
+                    ray.kill(slot.actor)
             if started_here:
                 ray.shutdown()
 
-    def _start_actors(self, kind: str, log_queue) -> list[tuple[Any, dict[str, Any]]]:
-        """Start the actors of one kind on every live node; return (actor, its description) pairs."""
-        import ray
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    # --- actors -----------------------------------------------------------------------------------
 
-        remote = ray.remote(CellWorker)
-        actors = []
+    def _start_slots(self, kind: str, log_queue) -> list[_Slot]:
+        """One slot per GPU (kind 'cuda') or per node ('cpu') of every live node, each with a started actor."""
+        import ray
+
+        slots = []
         for node in ray.nodes():
             if not node.get("Alive"):
                 continue
-            options = {"num_cpus": 0, "max_restarts": -1, "max_task_retries": 0,
-                       "scheduling_strategy": NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)}
-            if kind == "cpu":
-                actors.append(remote.options(**options).remote(kind, log_queue))
-                continue
-            count = int(node.get("Resources", {}).get("GPU", 0))
-            if self.gpus is not None:
-                count = min(count, self.gpus - len(actors))
-            actors += [remote.options(num_gpus=1, **options).remote(kind, log_queue) for _ in range(count)]
-        described = ray.get([a.describe.remote() for a in actors])
-        self.workers += described
-        return list(zip(actors, described))
+            count = 1 if kind == "cpu" else int(node.get("Resources", {}).get("GPU", 0))
+            if kind == "cuda" and self.gpus is not None:
+                count = min(count, self.gpus - len(slots))
+            slots += [_Slot(kind, node["NodeID"], count) for _ in range(count)]
+        for slot in slots:
+            self._launch(slot, log_queue)
+        self._await_started(slots, log_queue)
+        return [s for s in slots if s.actor is not None]
 
-    def _run_phase(self, cells: list[Cell], workers: list[tuple[Any, dict[str, Any]]], cache_dir: Path,
+    def _launch(self, slot: _Slot, log_queue) -> None:
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        # No restarts by Ray: a dead actor is replaced by a fresh one here (_replace), so the
+        # driver never talks to an actor that is half restarted.
+        options = {"num_cpus": 0, "max_restarts": 0, "max_task_retries": 0,
+                   "scheduling_strategy": NodeAffinitySchedulingStrategy(slot.node_id, soft=False)}
+        if slot.kind == "cuda":
+            options["num_gpus"] = 1
+        slot.actor = _remote_worker().options(**options).remote(
+            slot.kind, log_queue, self.memory_limit, slot.workers_on_node)
+
+    def _await_started(self, slots: list[_Slot], log_queue) -> None:
+        """Wait for the actors to describe themselves; relaunch those that fail, a few times."""
+        import ray
+
+        waiting = list(slots)
+        for attempt in range(ACTOR_START_TRIES):
+            refs = {s.actor.describe.remote(): s for s in waiting}
+            ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=ACTOR_START_TIMEOUT_S)
+            failed = []
+            for ref, slot in refs.items():
+                try:
+                    if ref not in ready:
+                        raise TimeoutError(f"no answer within {ACTOR_START_TIMEOUT_S:.0f} s")
+                    slot.description = ray.get(ref)
+                    slot.start_error = None
+                    self.workers.append(slot.description)
+                except Exception as exc:  # died while starting, or never scheduled
+                    slot.start_error = _first_line(exc)
+                    _kill_quietly(slot.actor)
+                    failed.append(slot)
+            if not failed:
+                return
+            waiting = failed
+            if attempt + 1 < ACTOR_START_TRIES:
+                for slot in waiting:
+                    self._launch(slot, log_queue)
+        for slot in waiting:
+            slot.actor = None  # gone for good; the phase goes on with the others
+
+    def _replace(self, slot: _Slot, log_queue) -> None:
+        """A fresh actor in place of one that died."""
+        _kill_quietly(slot.actor)
+        self._launch(slot, log_queue)
+        self._await_started([slot], log_queue)
+
+    # --- cells ------------------------------------------------------------------------------------
+
+    def _run_phase(self, cells: list[Cell], slots: list[_Slot], cache_dir: Path,
                    model_refs: dict, log_queue, callbacks: Callback) -> None:
         import ray
-        from ray.exceptions import RayActorError, RayTaskError
+        from ray.exceptions import RayActorError, RayError, RayTaskError
 
         by_id = {c.cell_id: c for c in cells}
-        queue = collections.deque((cell, 1) for cell in cells)
-        idle = list(workers)
-        pending: dict[Any, tuple[Cell, tuple[Any, dict[str, Any]], int]] = {}
+        queue = collections.deque(_Attempt(cell) for cell in cells)
+        idle = list(slots)
+        pending: dict[Any, tuple[_Attempt, _Slot]] = {}
         while queue or pending:
             while idle and queue:
-                worker = idle.pop(0)
-                cell, attempt = queue.popleft()
-                callbacks.on_cell_start(cell, worker[1])
-                ref = worker[0].run.remote(cell, str(cache_dir), [model_refs.get(cell.model.sha256)])
-                pending[ref] = (cell, worker, attempt)
+                slot = idle.pop(0)
+                attempt = queue.popleft()
+                callbacks.on_cell_start(attempt.cell, slot.description)
+                ref = slot.actor.run.remote(attempt.cell, str(cache_dir), [model_refs.get(attempt.cell.model.sha256)])
+                pending[ref] = (attempt, slot)
+            if not pending:  # cells left, no worker left to run them
+                reason = "no worker left to run this cell: " + "; ".join(
+                    sorted({s.start_error for s in slots if s.start_error}) or ["every worker failed to start"])
+                while queue:
+                    attempt = queue.popleft()
+                    callbacks.on_cell_result(attempt.cell, _crashed(attempt, reason))
+                break
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=POLL_S)
             self._drain_logs(log_queue, by_id, callbacks)
             for ref in ready:
-                cell, worker, attempt = pending.pop(ref)
+                attempt, slot = pending.pop(ref)
                 try:
-                    result = ray.get(ref)
-                    idle.append(worker)
-                except RayActorError as exc:
-                    # Ray restarts the actor behind the same handle, in a new process.
-                    worker = (worker[0], ray.get(worker[0].describe.remote()))
-                    idle.append(worker)
-                    if attempt <= self.max_retries:
-                        callbacks.on_cell_log(cell, f"worker died during the cell (attempt {attempt}); retrying")
-                        queue.appendleft((cell, attempt + 1))
+                    outcome = ray.get(ref)
+                except RayTaskError as exc:  # run_cell never raises: a bug, or a result that cannot travel
+                    callbacks.on_cell_result(attempt.cell, _crashed(attempt, f"the worker failed: {_first_line(exc)}",
+                                                                    traceback=str(exc)))
+                    idle.append(slot)
+                    continue
+                except (RayActorError, RayError) as exc:  # the actor itself died: killed, Ray OOM, node lost
+                    outcome = _actor_death(exc)
+                    self._replace(slot, log_queue)
+                if slot.actor is not None:
+                    if getattr(outcome, "worker", None):
+                        slot.description = outcome.worker
+                    idle.append(slot)
+                if isinstance(outcome, CellDeath):
+                    attempt.deaths.append(outcome)
+                    if attempt.number <= self.max_retries:
+                        callbacks.on_cell_log(attempt.cell, f"worker died during the cell (attempt {attempt.number}: "
+                                                            f"{outcome.reason}); retrying on a fresh process")
+                        queue.appendleft(_Attempt(attempt.cell, attempt.number + 1, attempt.deaths))
                         continue
-                    result = _crashed(cell, attempt, exc)
-                except RayTaskError as exc:  # run_cell never raises; this is a bug or a pickling error
-                    idle.append(worker)
-                    result = _crashed(cell, attempt, exc)
-                callbacks.on_cell_result(cell, result)
+                    outcome = _crashed(attempt, "")
+                callbacks.on_cell_result(attempt.cell, outcome)
         self._drain_logs(log_queue, by_id, callbacks)
 
     @staticmethod
@@ -227,14 +337,51 @@ class RayExecutor:
                     callbacks.on_cell_log(by_id[cell_id], message)
 
 
-def _crashed(cell: Cell, attempts: int, exc: BaseException) -> CellResult:
+@functools.cache
+def _remote_worker():
+    import ray
+
+    return ray.remote(CellWorker)
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    return (lines[0] if lines else type(exc).__name__)[:300]
+
+
+def _actor_death(exc: BaseException) -> CellDeath:
+    """Ray's account of an actor's death, as one line."""
+    text = str(exc)
+    if "memory monitor" in text or "OutOfMemoryError" in text or "low on memory" in text:
+        return CellDeath("out of memory: Ray's memory monitor killed the worker (the node ran low on memory)",
+                         out_of_memory=True)
+    return CellDeath(f"the worker actor died ({_first_line(exc)})", signal="actor died")
+
+
+def _kill_quietly(actor) -> None:
+    import ray
+
+    if actor is None:
+        return
+    try:
+        ray.kill(actor, no_restart=True)
+    except Exception:  # already gone
+        pass
+
+
+def _crashed(attempt: _Attempt, reason: str, traceback: str | None = None) -> CellResult:
     from farm.provenance import farm_commit, host_info, library_versions
 
-    first = (str(exc).strip().splitlines() or ["(no message)"])[0][:300]
+    deaths = attempt.deaths
+    if deaths:
+        kinds = collections.Counter(d.kind for d in deaths)
+        reason = f"the cell's worker died {len(deaths)} time(s)"
+        if len(kinds) > 1:
+            reason += " (" + ", ".join(f"{n}x {kind}" for kind, n in kinds.most_common()) + ")"
+        reason += f"; last: {deaths[-1].reason}"
     return CellResult(
-        cell.cell_id, "failed",
-        reason=(f"the worker process died during this cell {attempts} time(s) (crash, out-of-memory kill or "
-                f"signal): {first}"),
-        traceback=str(exc), started_at=now(), finished_at=now(), host=host_info(),
-        versions=library_versions(), farm_commit=farm_commit(),
+        attempt.cell.cell_id, "failed", reason=reason[:1000],
+        traceback=traceback or "\n".join(f"attempt {i}: {d.reason}" for i, d in enumerate(deaths, 1)) or None,
+        started_at=now(), finished_at=now(), host=host_info(), versions=library_versions(),
+        farm_commit=farm_commit(),
     )

@@ -1,0 +1,239 @@
+"""The process that runs a worker's cells, and the watch its worker keeps on it.
+
+A worker (a Ray actor, or any long-lived process) never runs a cell itself: it keeps one child
+process, `python -m farm.executor.cell_process`, hands it cells over a pipe and waits, checking
+on every tick that the child is alive and that the child's process tree stays under the
+worker's memory limit. So a cell that segfaults, is SIGKILLed or blows up its memory ends only
+its child: the worker sees how it died (the signal, its own memory limit, the kernel's OOM
+killer), says so, and starts a fresh child for the next cell. The child is reused from cell to
+cell, so in-process caches (CUDA context, compiled kernels) stay warm as before.
+
+The child runs in a session of its own (killing its process group ends its helpers too, e.g.
+torch.compile's compile workers) and ends itself when its parent disappears.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from multiprocessing.connection import Connection, Pipe
+from pathlib import Path
+from typing import Callable
+
+from farm.plan import Cell
+from farm.worker import CellResult
+
+POLL_S = 0.25  # how often the worker checks the child's memory (one /proc read: ~50 µs)
+CHILDREN_EVERY = 4  # polls between rescans of the child's process tree (a /proc scan: ~1 ms)
+PARENT_CHECK_S = 0.5  # how often the child checks that its worker is still there
+START_TIMEOUT_S = 120.0
+
+
+@dataclasses.dataclass
+class CellDeath:
+    """The cell's process died before it returned a result."""
+
+    reason: str  # one line: how it died
+
+    @property
+    def kind(self) -> str:
+        """A short name for how it died, to count deaths of one cell by kind."""
+        return "out of memory" if self.out_of_memory else self.signal or "exited"
+    signal: str | None = None  # e.g. 'SIGKILL', 'SIGSEGV'
+    out_of_memory: bool = False
+    peak_memory_bytes: int | None = None
+    worker: dict | None = None  # the worker's description after it started a fresh process
+
+
+class CellProcess:
+    """A child process that runs cells one at a time, under a memory limit (bytes, None: none)."""
+
+    def __init__(self, memory_limit_bytes: int | None = None) -> None:
+        self.memory_limit_bytes = memory_limit_bytes
+        self.proc: subprocess.Popen | None = None
+        self.conn: Connection | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self) -> None:
+        """Start a fresh child (ending the old one, if any) and wait until it answers."""
+        self.stop()
+        ours, theirs = Pipe(duplex=True)
+        fd = theirs.fileno()
+        self.proc = subprocess.Popen([sys.executable, "-m", "farm.executor.cell_process", str(fd), str(os.getpid())],
+                                     pass_fds=[fd], start_new_session=True, stdin=subprocess.DEVNULL)
+        theirs.close()
+        self.conn = ours
+        if not ours.poll(START_TIMEOUT_S):
+            self.stop()
+            raise RuntimeError(f"the cell process did not start within {START_TIMEOUT_S:.0f} s")
+        hello = ours.recv()
+        if hello != ("ready", self.proc.pid):
+            self.stop()
+            raise RuntimeError(f"the cell process answered {hello!r} instead of ready")
+
+    def stop(self) -> None:
+        """End the child and everything it started."""
+        if self.proc is not None:
+            _kill_group(self.proc)
+        if self.conn is not None:
+            self.conn.close()
+        self.proc, self.conn = None, None
+
+    def run(self, cell: Cell, cache_dir: Path, log: Callable[[str], None]) -> CellResult | CellDeath:
+        """Run one cell in the child; its result, or how the child died (a fresh one is then started)."""
+        if not self.alive():
+            self.start()
+        assert self.proc is not None and self.conn is not None
+        proc, conn = self.proc, self.conn
+        oom_kills = kernel_oom_kills()
+        tree = _ProcessTree(proc.pid)
+        peak = 0
+        conn.send((cell, str(cache_dir)))
+        tick = 0
+        while True:
+            try:
+                if conn.poll(POLL_S):
+                    kind, payload = conn.recv()
+                    if kind == "log":
+                        log(payload)
+                        continue
+                    return payload
+            except (EOFError, OSError):  # the child is gone; its exit status says how
+                pass
+            code = proc.poll()
+            if code is not None:
+                return self._died(code, oom_kills, peak)
+            tick += 1
+            rss = tree.rss(rescan=tick % CHILDREN_EVERY == 0)
+            peak = max(peak, rss)
+            if self.memory_limit_bytes and rss > self.memory_limit_bytes:
+                self.stop()
+                return CellDeath(
+                    f"out of memory: the cell's processes used {format_size(rss)}, over this worker's limit of "
+                    f"{format_size(self.memory_limit_bytes)} (--worker-memory); try a smaller batch size",
+                    signal="SIGKILL", out_of_memory=True, peak_memory_bytes=rss)
+
+    def _died(self, code: int, oom_kills_before: int | None, peak: int) -> CellDeath:
+        self.stop()
+        peak_text = f"; its processes had used {format_size(peak)}" if peak else ""
+        if code < 0:
+            name = _signal_name(-code)
+            after = kernel_oom_kills()
+            if name == "SIGKILL" and oom_kills_before is not None and after is not None and after > oom_kills_before:
+                return CellDeath(f"out of memory: the kernel's out-of-memory killer ended the cell's process "
+                                 f"(SIGKILL){peak_text}", name, True, peak or None)
+            return CellDeath(f"the cell's process was killed by {name}{peak_text}", name, False, peak or None)
+        return CellDeath(f"the cell's process exited with status {code} before returning a result{peak_text}",
+                         None, False, peak or None)
+
+
+def kernel_oom_kills() -> int | None:
+    """How many processes this host's kernel has killed for lack of memory since boot (Linux)."""
+    try:
+        with open("/proc/vmstat") as f:
+            for line in f:
+                if line.startswith("oom_kill "):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def format_size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.2f} {unit}" if unit != "B" else f"{n:.0f} B"
+        n /= 1024
+    return f"{n:.2f} TiB"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+class _ProcessTree:
+    """Resident memory of a process and its descendants, with the descendants rescanned sparingly."""
+
+    def __init__(self, pid: int) -> None:
+        import psutil
+
+        self.root = psutil.Process(pid)
+        self.children: list = []
+
+    def rss(self, rescan: bool) -> int:
+        import psutil
+
+        if rescan:
+            try:
+                self.children = self.root.children(recursive=True)
+            except psutil.Error:
+                self.children = []
+        total = 0
+        for process in (self.root, *self.children):
+            try:
+                total += process.memory_info().rss
+            except psutil.Error:  # ended between the scan and now
+                pass
+        return total
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the child's process group (it leads its own session) and reap the child."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.kill()
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+# --- the child ----------------------------------------------------------------------------------
+
+def _watch_parent(parent: int) -> None:
+    """End this process group when the worker that started it is gone (killed, crashed)."""
+    while True:
+        time.sleep(PARENT_CHECK_S)
+        if os.getppid() != parent:
+            try:
+                os.killpg(0, signal.SIGKILL)
+            finally:
+                os._exit(1)
+
+
+def child_main(fd: int, parent: int) -> None:
+    from farm.worker import run_cell
+
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True, name="watch-parent").start()
+    conn = Connection(fd)
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            cell, cache_dir = conn.recv()
+        except (EOFError, OSError):  # the worker closed the pipe: done
+            return
+        result = run_cell(cell, Path(cache_dir), lambda message: conn.send(("log", message)))
+        conn.send(("result", result))
+
+
+if __name__ == "__main__":
+    child_main(int(sys.argv[1]), int(sys.argv[2]))
