@@ -50,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output format")
 
     p = add("ingest", "Import existing TensorRT output (trtexec --exportProfile/--exportTimes/--exportLayerInfo "
-                      "JSON, trtexec and verbose build logs) as cells of a sweep; files are recognised by content.")
+                      "JSON, trtexec and verbose build logs) as cells of a sweep; files are recognised by content, "
+                      "others are skipped, and files that say they are of different engines are refused.")
     p.add_argument("paths", nargs="+", metavar="PATH", help="files of one engine (or of several, with --separate)")
     p.add_argument("--sweep", default="ingested", help="sweep to add the engines to (default: ingested)")
     p.add_argument("--engine", default=None, help="engine name (default: the first file's name up to its first '.')")
@@ -136,31 +137,56 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     import re
 
     from farm.config import SweepConfig
-    from farm.ingest import ingest_engine
-    from farm.warehouse import Warehouse
+    from farm.ingest import IngestWarehouse, NotOneEngine, combine, describe_skip, read_file
 
     try:
         SweepConfig.model_validate({"name": args.sweep, "models": [{"source": "x"}]})
     except Exception:
         raise UserError(f"--sweep {args.sweep!r}: use letters, digits, '_', '-' and '.'") from None
-    paths = [Path(p) for p in args.paths]
-    for path in paths:
-        if not path.is_file():
-            raise UserError(f"no such file: {path}")
-    groups = [[p] for p in paths] if args.separate else [paths]
-    warehouse = Warehouse(Path(args.results).resolve())
+    if args.engine and args.separate:
+        raise UserError("--engine names the one engine all the files are of; with --separate each file is its own "
+                        "engine, named after the file: give one of the two")
+    paths = list({Path(p).resolve(): Path(p) for p in args.paths}.values())  # a file given twice is read once
+    # Everything is read and checked before anything is written: an ingest that fails writes nothing.
+    reads = [read_file(path) for path in paths]
+    errors = [f"{read.path}: {read.problem}" for read in reads if read.error]
+    skipped = [read for read in reads if not read.usable and not read.error]
+    usable = [read for read in reads if read.usable]
+    if not usable and not errors:
+        if len(skipped) == 1:
+            raise UserError(describe_skip(skipped[0]))
+        for read in skipped:
+            print(f"farm: skipped {describe_skip(read)}", file=sys.stderr)
+        raise UserError(f"none of the {len(skipped)} files is TensorRT output farm can read: nothing to ingest")
+    for read in skipped:
+        print(f"farm: skipped {describe_skip(read)}", file=sys.stderr)
+    engines = []
+    for group in ([[read] for read in usable] if args.separate else [usable] if usable else []):
+        name = args.engine or re.sub(r"\..*$", "", group[0].path.name)
+        try:
+            engines.append(combine(name, group, args.sweep))
+        except NotOneEngine as exc:
+            errors.append(f"these files are not of one engine: {exc}. Give each engine's files to its own "
+                          "`farm ingest`, or add --separate to make each file its own engine")
+        except ValueError as exc:
+            errors.append(f"{', '.join(str(read.path) for read in group)}: {exc}")
+    if errors:
+        for line in errors[:-1]:
+            print(f"farm: error: {line}", file=sys.stderr)
+        raise UserError(errors[-1] + (" (nothing was written: fix or leave out the files named)"
+                                      if engines or len(errors) > 1 else ""))
+
+    warehouse = IngestWarehouse(Path(args.results).resolve())
     console = _console()
-    unreadable = 0
-    for group in groups:
-        name = args.engine if args.engine and not args.separate else re.sub(r"\..*$", "", group[0].name)
-        engine = ingest_engine(name, group, args.sweep)
-        warehouse.write_cell(engine.cell, engine.result, "ingest", "")
-        console.print(f"[bold]{name}[/bold] -> sweep {args.sweep}, cell {engine.cell.cell_id[:8]} "
+    for engine in engines:
+        try:
+            warehouse.write_engine(engine)
+        except OSError as exc:
+            raise UserError(f"cannot write to {args.results}: {exc.strerror or exc}") from None
+        console.print(f"[bold]{engine.name}[/bold] -> sweep {args.sweep}, cell {engine.cell.cell_id[:8]} "
                       f"({engine.result.status})", highlight=False)
         for report in engine.files:
-            mark = "[green]read[/green]" if report.kind else "[red]not read[/red]"
-            console.print(f"  {mark} {report.path}: {report.found}", highlight=False)
-            unreadable += report.kind is None
+            console.print(f"  [green]read[/green] {report.path}: {report.found}", highlight=False)
         if engine.unmatched_profile_rows:
             console.print(f"  [yellow]{len(engine.unmatched_profile_rows)} profile row(s) matched no layer[/yellow]: "
                           + "; ".join(engine.unmatched_profile_rows[:5]), highlight=False)
@@ -170,7 +196,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     from farm.dashboard.loader import refresh
 
     refresh(warehouse.root, args.sweep)
-    return 1 if unreadable else 0
+    return 1 if skipped else 0
 
 
 def cmd_graph(args: argparse.Namespace) -> int:

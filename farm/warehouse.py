@@ -57,6 +57,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("cpu_cores", pa.int32()),
         ("versions", pa.string()), ("farm_version", pa.string()), ("farm_commit", pa.string()),
         ("config_hash", pa.string()), ("started_at", _ts), ("finished_at", _ts), ("duration_s", pa.float64()),
+        ("ingested_on", pa.string()),
     ),
     "builds": _schema(
         ("cell_id", pa.string()), ("build_s", pa.float64()),

@@ -7,32 +7,68 @@ per-query times as the measurement, build facts as the build, the device as a `d
 Figures are TensorRT's own: nothing here computes a number TensorRT did not produce, except the
 statistics of an `--exportTimes` file (computed exactly as for the farm's own runs) and the
 per-layer byte counts (from the shapes and types TensorRT printed).
+
+Honest by construction: a file that is not TensorRT output is skipped and named; a file that is
+but cannot be read, or holds nothing farm can use, and files that say they come from different
+engines (model, device, TensorRT version, shapes, layers, profiles, measurements, builds) stop the
+ingest before anything is written. Where and with what a cell was measured comes from the files
+alone (unknown stays null); the machine that imported it is recorded apart, in `ingested_on`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import hashlib
+import itertools
 import json
+import socket
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from farm import __version__
 from farm.backends.base import BuildStats, LayerRecord
 from farm.config import Measurement
-from farm.errors import UserError
-from farm.ingest.trt_files import LogFacts, Profile, detect_kind, read_layer_info_json, read_log, read_profile_json, \
-    read_times_json
+from farm.ingest.trt_files import HEAD_BYTES, KIND_NAMES, WHAT_FARM_READS, FormatError, LogFacts, Profile, \
+    read_layer_info_json, read_log_lines, read_profile_json, read_times_json, sniff
 from farm.layers.engine import EngineLayer, fill_weights, join_key, join_layers
 from farm.measure import Samples, latency_stats, phase_stats
 from farm.models import ModelArtifact
 from farm.plan import Cell
-from farm.provenance import farm_commit, host_info, library_versions
+from farm.warehouse import PER_CELL_TABLES, Warehouse
 from farm.worker import CellResult
 
 _PRECISIONS = {"FP32": "fp32", "FP16": "fp16", "BF16": "bf16", "INT8": "int8", "FP8": "fp8", "TF32": "tf32"}
+_BUILD_FACTS = ("build_s", "layers_after_parsing", "layers_after_fusion", "layers_after_reformat",
+                "host_persistent_bytes", "device_persistent_bytes", "scratch_bytes", "builder_peak_host_bytes",
+                "builder_peak_device_bytes")
+
+
+@dataclasses.dataclass
+class FileRead:
+    """One file as farm read it: what it is, what it holds, or why farm cannot use it."""
+
+    path: Path
+    kind: str | None = None  # profile / times / layer_info / log; None: not recognised
+    problem: str | None = None  # why farm cannot use it (with `kind`, or `fatal`: an error, not a skip)
+    fatal: bool = False  # missing, a folder, unreadable: an error even though nothing was recognised
+    found: str = ""  # what was read from it
+    digest: bytes = b""
+    size: int = 0
+    profile: Profile | None = None
+    times: list[dict[str, float]] | None = None
+    layers: list[EngineLayer] = dataclasses.field(default_factory=list)
+    log: LogFacts | None = None
+
+    @property
+    def usable(self) -> bool:
+        return self.kind is not None and self.problem is None
+
+    @property
+    def error(self) -> bool:
+        """Stops the ingest (a skip does not): recognised but unusable, missing, a folder, unreadable."""
+        return self.problem is not None and (self.kind is not None or self.fatal)
 
 
 @dataclasses.dataclass
@@ -52,53 +88,120 @@ class EngineIngest:
     unmatched_layers: list[str]
 
 
-def ingest_engine(name: str, paths: list[Path], sweep: str) -> EngineIngest:
-    """Read one engine's files and turn them into a cell and its result (nothing is written)."""
-    reports: list[FileReport] = []
-    facts = LogFacts()
-    layers: list[EngineLayer] = []
-    profile: Profile | None = None
-    times: list[dict[str, float]] | None = None
+class NotOneEngine(ValueError):
+    """Files given as one engine say they are not (the message names what differs and where)."""
+
+
+class NothingToUse(ValueError):
+    """Files recognised as TensorRT output that hold no layer, measurement or build figure."""
+
+
+# --- reading --------------------------------------------------------------------------------------
+
+def read_file(path: Path) -> FileRead:
+    """Recognise one file by its first bytes and read it; never raises for what is in the file.
+
+    A file that is not TensorRT output is read no further than `HEAD_BYTES`; logs are read line by
+    line, so neither a large unrelated file nor a large log is held in memory whole."""
+    read = FileRead(Path(path))
+    try:
+        if read.path.is_dir():
+            return dataclasses.replace(read, problem="is a folder: give the files in it (e.g. FOLDER/*)", fatal=True)
+        if read.path.exists() and not read.path.is_file():
+            return dataclasses.replace(read, problem="is not a regular file", fatal=True)
+        with open(read.path, "rb") as handle:
+            head = handle.read(HEAD_BYTES)
+            complete = not handle.read(1)
+            sniffed = sniff(head, complete)
+            read.kind, read.problem = sniffed.kind, sniffed.problem
+            if read.kind is None or read.problem:
+                return read
+            handle.seek(0)
+            read.digest = hashlib.file_digest(handle, "sha256").digest()
+            read.size = handle.tell()
+            handle.seek(0)
+            _read_content(read, handle, sniffed.encoding)
+    except FileNotFoundError:
+        return dataclasses.replace(read, problem="no such file", fatal=True)
+    except OSError as exc:
+        return dataclasses.replace(read, problem=f"cannot be read: {exc.strerror or exc}", fatal=True)
+    except UnicodeDecodeError as exc:  # past the head: the first part was text
+        read.problem = (f"recognised as {KIND_NAMES[read.kind]}, but part of it is not UTF-8 text "
+                        f"({exc.reason}); TensorRT writes UTF-8: was it cut or converted?")
+    except FormatError as exc:
+        read.problem = f"recognised as {KIND_NAMES[read.kind]}, but {exc}"
+    return read
+
+
+def _read_content(read: FileRead, handle, encoding: str) -> None:
+    import io
+
+    if read.kind == "log":
+        text = io.TextIOWrapper(handle, encoding=encoding, errors="strict", newline=None)
+        try:
+            read.log = read_log_lines(text)
+        finally:
+            text.detach()  # the caller closes the file
+        read.found = _describe_log(read.log)
+        if _log_is_empty(read.log):
+            read.problem = (f"recognised as {KIND_NAMES['log']}, but it holds nothing farm could use (no performance "
+                            "summary, per-layer profile, layer information, build figures, device or TensorRT version)")
+        return
+    text = handle.read().decode(encoding)
+    if read.kind == "profile":
+        read.profile = read_profile_json(text)
+        read.found = f"per-layer profile: {len(read.profile.rows)} layers, {read.profile.count} iterations"
+        if not read.profile.rows:
+            read.problem = (f"recognised as {KIND_NAMES['profile']}, but it lists no layer: nothing farm could use "
+                            f"(the profile of an engine that never ran?)")
+    elif read.kind == "times":
+        read.times = read_times_json(text)
+        read.found = f"per-query times: {len(read.times)} queries"
+    else:
+        read.layers = read_layer_info_json(text)
+        read.found = f"engine inspector JSON: {len(read.layers)} layers"
+        if not read.layers:
+            read.problem = f"recognised as {KIND_NAMES['layer_info']}, but it lists no layer: nothing farm could use"
+
+
+def _log_is_empty(log: LogFacts) -> bool:
+    return all(getattr(log, f.name) in (None, {}, []) for f in dataclasses.fields(LogFacts)
+               if f.name not in ("options", "command", "outcome"))
+
+
+def describe_skip(read: FileRead) -> str:
+    """The one line that says why a file was left out, and what farm reads."""
+    return f"{read.path}: not TensorRT output farm can read: {read.problem or 'nothing in it says TensorRT'}; " \
+           f"{WHAT_FARM_READS}"
+
+
+# --- one engine -----------------------------------------------------------------------------------
+
+def combine(name: str, reads: list[FileRead], sweep: str) -> EngineIngest:
+    """One cell from the usable files of one engine (the rest are reported as skipped)."""
+    usable = [r for r in reads if r.usable]
+    if not usable:
+        raise NothingToUse("none of the files is TensorRT output farm can read")
+    differences = conflicts(usable)
+    if differences:
+        raise NotOneEngine("; ".join(differences))
+    facts = _merged_facts([r.log for r in usable if r.log is not None])
+    layers = _chosen_layers(usable)
+    profile = next((r.profile for r in usable if r.profile is not None), None) or \
+        next((r.log.profile for r in usable if r.log is not None and r.log.profile), None)
+    times = next((r.times for r in usable if r.times), None)
     digest = hashlib.sha256(sweep.encode() + name.encode())
-    for path in paths:
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise UserError(f"cannot read {path}: {exc.strerror or exc}") from None
-        digest.update(hashlib.sha256(text.encode()).digest())
-        kind = detect_kind(text)
-        try:
-            if kind == "profile":
-                profile = read_profile_json(text)
-                found = f"per-layer profile: {len(profile.rows)} layers, {profile.count} iterations"
-            elif kind == "times":
-                times = read_times_json(text)
-                found = f"per-query times: {len(times)} queries"
-            elif kind == "layer_info":
-                layers = read_layer_info_json(text)
-                found = f"engine inspector JSON: {len(layers)} layers"
-            elif kind == "log":
-                log = read_log(text)
-                _merge(facts, log)
-                if log.layers:
-                    layers = log.layers
-                if log.profile and profile is None:
-                    profile = log.profile
-                found = _describe_log(log)
-            else:
-                found = "not recognised as TensorRT output (profile, times or layer-info JSON, trtexec or builder log)"
-        except (ValueError, KeyError, TypeError) as exc:
-            kind, found = None, f"unreadable {kind} file: {type(exc).__name__}: {exc}"
-        reports.append(FileReport(path, kind, found))
+    for read in usable:
+        digest.update(read.digest)
 
     fill_weights(layers, facts.conv_weight_shapes)
     records, unmatched_rows, unmatched_layers = _layer_records(layers, profile, facts)
-    cell = _cell(name, paths, sweep, digest.hexdigest()[:16], layers, facts)
-    started = dt.datetime.now(dt.timezone.utc)
+    cell = _cell(name, usable, sweep, digest.hexdigest()[:16], layers, facts)
+    # Where and with what it ran: only what the files say. No host, CPU or library of this machine.
     result = CellResult(
-        cell.cell_id, "ok", started_at=started, finished_at=started, host=host_info(),
-        versions={**library_versions(), **({"tensorrt": facts.tensorrt_version} if facts.tensorrt_version else {})},
-        farm_commit=farm_commit(), layers=records,
+        cell.cell_id, "ok", started_at=None, finished_at=None, host={},
+        versions={"tensorrt": facts.tensorrt_version} if facts.tensorrt_version else {},
+        farm_commit=None, layers=records,
         build=BuildStats(
             build_s=facts.build_s, builder_peak_memory_bytes=facts.builder_peak_device_bytes,
             builder_peak_host_memory_bytes=facts.builder_peak_host_bytes,
@@ -112,22 +215,151 @@ def ingest_engine(name: str, paths: list[Path], sweep: str) -> EngineIngest:
         result.samples, result.measurement = _from_times(times, cell.batch)
     elif facts.throughput_qps is not None or facts.summary:
         result.measurement = _from_summary(facts, cell.batch)
-    if not any(r.kind for r in reports):
-        result.status, result.reason = "failed", "no file of this engine was recognised as TensorRT output"
+    if not records and result.measurement is None and result.build is None:
+        what = ", ".join(f"{r.path.name} ({r.found})" for r in usable)
+        failed = " trtexec reported FAILED." if facts.outcome == "FAILED" else ""
+        raise NothingToUse(f"recognised as TensorRT output but nothing farm could use: no per-layer profile, layer "
+                           f"information, performance summary, per-query times or build figures in {what}.{failed}")
+    reports = [FileReport(r.path, r.kind, r.found) for r in usable]
     return EngineIngest(name, cell, result, reports, unmatched_rows, unmatched_layers)
 
 
-def _merge(into: LogFacts, log: LogFacts) -> None:
-    """Several logs of one engine: later non-empty facts fill in what earlier ones lacked."""
-    for field in dataclasses.fields(LogFacts):
-        value = getattr(log, field.name)
-        if value in (None, {}, []) or field.name in ("layers", "profile"):
-            continue
-        current = getattr(into, field.name)
-        if isinstance(current, dict):
-            current.update(value)
-        elif current is None:
-            setattr(into, field.name, value)
+def _merged_facts(logs: list[LogFacts]) -> LogFacts:
+    """Several logs of one engine (`conflicts` found none disagreeing): each fact from the first
+    log that has it; per-name tables merged."""
+    into = LogFacts()
+    for log in logs:
+        for field in dataclasses.fields(LogFacts):
+            value, current = getattr(log, field.name), getattr(into, field.name)
+            if value in (None, {}, []) or field.name in ("layers", "profile"):
+                continue
+            if isinstance(current, dict):
+                setattr(into, field.name, {**value, **current})
+            elif isinstance(current, list):
+                current.extend(v for v in value if v not in current)
+            elif current is None:
+                setattr(into, field.name, value)
+    return into
+
+
+def _chosen_layers(reads: list[FileRead]) -> list[EngineLayer]:
+    """The fullest layer information (`conflicts` checked the others are part of it); an
+    inspector JSON over a log's lines at equal length."""
+    sources = [r.layers for r in reads if r.layers] + [r.log.layers for r in reads if r.log and r.log.layers]
+    return max(sources, key=len) if sources else []
+
+
+# --- are these files one engine? --------------------------------------------------------------------
+
+def conflicts(reads: list[FileRead]) -> list[str]:
+    """What the files say that cannot all be true of one engine run, one phrase per fact."""
+    if len(reads) < 2:
+        return []
+    logs = [(r, r.log) for r in reads if r.log is not None]
+    found: list[str] = []
+
+    def differ(what: str, items: list[tuple[FileRead, Any]], same: Callable[[Any, Any], bool],
+               show: Callable[[Any], str]) -> None:
+        """Files that agree go in one class; more than one class is a conflict, shown one file
+        per class (for tables: the entries that differ)."""
+        classes: list[list[tuple[FileRead, Any]]] = []
+        for item in items:
+            home = next((c for c in classes if all(same(item[1], other) for _, other in c)), None)
+            if home is None:
+                classes.append([item])
+            else:
+                home.append(item)
+        if len(classes) > 1:
+            found.append(f"{what}: " + " vs ".join(f"{show(c[0][1])} ({_names(r for r, _ in c)})" for c in classes))
+
+    def agree(a: dict, b: dict) -> bool:
+        return all(a[k] == b[k] for k in a.keys() & b.keys())
+
+    def table(items: list[tuple[FileRead, dict]], show: Callable[[str, Any], str]) -> Callable[[dict], str]:
+        """Shows the entries that differ between the files (those of the first such pair)."""
+        keys = next(([k for k in a if k in b and a[k] != b[k]] for (_, a), (_, b) in itertools.combinations(items, 2)
+                     if not agree(a, b)), [])
+        return lambda v: ", ".join(show(k, v[k]) for k in keys[:2] if k in v)
+
+    def dims(name: str, value: list[int]) -> str:
+        return f"{name} {'x'.join(map(str, value))}"
+
+    def basenames(log: LogFacts) -> frozenset[str]:
+        return frozenset(Path(m).name for m in log.model_files)
+
+    differ("different models", [(r, basenames(log)) for r, log in logs if log.model_files],
+           lambda a, b: bool(a & b), lambda v: " / ".join(sorted(v)))
+    differ("different TensorRT versions", [(r, log.tensorrt_version) for r, log in logs if log.tensorrt_version],
+           lambda a, b: a == b, lambda v: v)
+    differ("different devices", [(r, log.device) for r, log in logs if log.device],
+           lambda a, b: all(a[k] == b[k] for k in ("name", "compute_capability", "uuid") if k in a and k in b),
+           lambda v: str(v.get("name") or v.get("uuid")))
+    shapes = [(r, s) for r in reads if (s := _tensor_dims(r))]
+    differ("different tensor shapes", shapes, agree, table(shapes, dims))
+    kernels = [(r, log.conv_weight_shapes) for r, log in logs if log.conv_weight_shapes]
+    differ("different convolution kernels", kernels, agree, table(kernels, dims))
+    builds = [(r, b) for r, log in logs
+              if (b := {k: getattr(log, k) for k in _BUILD_FACTS if getattr(log, k) is not None})]
+    differ("different builds", builds, agree, table(builds, lambda k, v: f"{k.replace('_', ' ')} {v}"))
+    layer_sources = [(r, r.layers) for r in reads if r.layers] + [(r, log.layers) for r, log in logs if log.layers]
+    differ("different layers", layer_sources,
+           lambda a, b: _is_part({join_key(x.name) for x in a}, {join_key(x.name) for x in b}),
+           lambda v: f"{len(v)} layers")
+    profiles = [(r, r.profile) for r in reads if r.profile] + [(r, log.profile) for r, log in logs if log.profile]
+    differ("different per-layer profiles", profiles, _same_profile,
+           lambda v: f"{len(v.rows)} layers" + (f" over {v.count} iterations" if v.count is not None else ""))
+    summaries = [(r, (log.throughput_qps, log.summary)) for r, log in logs if log.summary or log.throughput_qps]
+    differ("different performance summaries", summaries, lambda a, b: a == b,
+           lambda v: f"{v[0]} qps" if v[0] is not None else
+           f"latency median {v[1].get('latency', {}).get('median')} ms")
+    times = [(r, r.times) for r in reads if r.times]
+    differ("different per-query times", times, lambda a, b: a == b, lambda v: f"{len(v)} queries")
+    if found:
+        return found
+    # One of each: do they fit together?
+    if times and summaries:
+        measured = float(np.median([t["latencyMs"] for t in times[0][1]]))
+        printed = summaries[0][1][1].get("latency", {}).get("median")
+        if printed and not (1 / 1.5 <= measured / printed <= 1.5):
+            found.append(f"not one run: the per-query times ({times[0][0].path.name}) have a median latency of "
+                         f"{measured:.4g} ms, the performance summary ({summaries[0][0].path.name}) {printed} ms")
+    if layer_sources and profiles:
+        layer_file, layers = max(layer_sources, key=lambda item: len(item[1]))  # what combine() uses
+        profile_file, profile = profiles[0]
+        matched, _, _ = join_layers(layers, [row.name for row in profile.rows])
+        if layer_file is not profile_file and len(matched) * 2 < min(len(layers), len(profile.rows)):
+            found.append(f"different layers: only {len(matched)} of the {len(profile.rows)} profile rows of "
+                         f"{profile_file.path.name} name one of the {len(layers)} layers of {layer_file.path.name}")
+    return found
+
+
+def _tensor_dims(read: FileRead) -> dict[str, list[int]]:
+    """Tensor name -> dimensions, where a file gives them concretely (inference shapes, layers)."""
+    dims: dict[str, list[int]] = {}
+    layers = read.layers or (read.log.layers if read.log else [])
+    for layer in layers:
+        for tensor in layer.inputs + layer.outputs:
+            if tensor.dims and tensor.name:
+                dims.setdefault(tensor.name, tensor.dims)
+    if read.log:
+        dims.update(read.log.input_shapes)
+    return dims
+
+
+def _is_part(a: set[str], b: set[str]) -> bool:
+    """One list of layers is (a cut copy of) the other."""
+    return a <= b or b <= a
+
+
+def _same_profile(a: Profile, b: Profile) -> bool:
+    """The same profile, as two files print it (a JSON's digits and a table's rounding)."""
+    if [r.name for r in a.rows] != [r.name for r in b.rows]:
+        return False
+    return all(abs(x.average_ms - y.average_ms) <= max(1e-4, 1e-3 * abs(x.average_ms)) for x, y in zip(a.rows, b.rows))
+
+
+def _names(reads: Iterable[FileRead]) -> str:
+    return ", ".join(r.path.name for r in reads)
 
 
 def _describe_log(log: LogFacts) -> str:
@@ -146,6 +378,14 @@ def _describe_log(log: LogFacts) -> str:
         parts.append(f"memory of {len(log.layer_memory)} layers")
     if log.conv_weight_shapes:
         parts.append(f"{len(log.conv_weight_shapes)} convolution kernel shapes")
+    if log.model_files:
+        parts.append("model " + ", ".join(Path(m).name for m in log.model_files))
+    if log.tensorrt_version:
+        parts.append(f"TensorRT {log.tensorrt_version}")
+    if log.device.get("name"):
+        parts[parts.index("device information")] = f"device {log.device['name']}"
+    if log.outcome == "FAILED":
+        parts.append("trtexec reported FAILED")
     return "log: " + (", ".join(parts) if parts else "nothing farm stores")
 
 
@@ -201,11 +441,13 @@ def _fused(name: str) -> list[str]:
     return members if len(members) > 1 else []
 
 
-def _cell(name: str, paths: list[Path], sweep: str, cell_id: str, layers: list[EngineLayer], facts: LogFacts) -> Cell:
+def _cell(name: str, reads: list[FileRead], sweep: str, cell_id: str, layers: list[EngineLayer],
+          facts: LogFacts) -> Cell:
     precision = _precision(facts, layers)
     first_input = next((t for layer in layers for t in layer.inputs), None)
     batch = first_input.dims[0] if first_input is not None and first_input.dims else None
-    size = sum(p.stat().st_size for p in paths)
+    paths = [r.path for r in reads]
+    size = sum(r.size for r in reads)
     model = ModelArtifact(name, "ingest:" + ",".join(p.name for p in paths), paths[0].resolve(), cell_id, size, (), {})
     options = {"ingested_files": [str(p) for p in paths], "trtexec_options": facts.options}
     notes = f"ingested from {len(paths)} file(s) of real TensorRT output"
@@ -216,7 +458,8 @@ def _cell(name: str, paths: list[Path], sweep: str, cell_id: str, layers: list[E
 
 
 def _precision(facts: LogFacts, layers: list[EngineLayer]) -> str:
-    option = facts.options.get("build.Precision", "")
+    loaded = facts.options.get("build.Load engine") or "--loadEngine=" in (facts.command or "")
+    option = "" if loaded else facts.options.get("build.Precision", "")  # a loaded engine's log prints defaults
     flags = [_PRECISIONS[p] for p in _PRECISIONS if p in option.upper()]
     if flags:
         return "+".join(flags)
@@ -259,7 +502,8 @@ def _from_times(times: list[dict[str, float]], batch: int | None) -> tuple[Sampl
 
     start = column("startH2dMs")
     end = column("endD2hMs")
-    enqueue = (column("endEnqMs") - column("startEnqMs")) if column("startEnqMs") is not None else None
+    start_enqueue, end_enqueue = column("startEnqMs"), column("endEnqMs")
+    enqueue = end_enqueue - start_enqueue if start_enqueue is not None and end_enqueue is not None else None
     walltime = float(end[-1] - start[0]) if start is not None and end is not None else None
     samples = Samples(repeat=np.zeros(len(times), dtype=np.int32),
                       start_ms=(start - start[0]) if start is not None else np.zeros(len(times)),
@@ -271,3 +515,41 @@ def _from_times(times: list[dict[str, float]], batch: int | None) -> tuple[Sampl
                            "host_walltime_ms": walltime, "repeats": 1}
     row |= latency_stats(latency) | phase_stats(samples)
     return samples, row
+
+
+# --- writing ----------------------------------------------------------------------------------------
+
+def ingested_on() -> str:
+    """The importing machine, for the `cells.ingested_on` column: host name and farm version."""
+    return f"{socket.gethostname()} (farm {__version__})"
+
+
+class IngestWarehouse(Warehouse):
+    """The warehouse, writing ingested cells: their `cells` row also says which machine imported
+    them, and a cell whose write fails is removed whole (no partial cell is left behind)."""
+
+    def __init__(self, root: str | Path, imported_by: str | None = None) -> None:
+        super().__init__(root)
+        self.imported_by = imported_by or ingested_on()
+
+    def _write(self, table: str, sweep: str, key: str, rows: list[dict[str, Any]]) -> None:
+        if table == "cells":
+            rows = [{**row, "ingested_on": self.imported_by} for row in rows]
+        super()._write(table, sweep, key, rows)
+
+    def write_engine(self, engine: EngineIngest) -> None:
+        cell, result = engine.cell, engine.result
+        device_file = self.table_dir(cell.sweep, "devices") / f"{result.device['device_id']}.parquet" \
+            if result.device else None
+        device_existed = device_file is not None and device_file.exists()
+        try:
+            self.write_cell(cell, result, "ingest", "")
+        except BaseException:
+            for table in ("cells", *PER_CELL_TABLES):
+                directory = self.table_dir(cell.sweep, table)
+                (directory / f"{cell.cell_id}.parquet").unlink(missing_ok=True)
+                for tmp in directory.glob(f".{cell.cell_id}.parquet.*.tmp"):
+                    tmp.unlink(missing_ok=True)
+            if device_file is not None and not device_existed:
+                device_file.unlink(missing_ok=True)
+            raise

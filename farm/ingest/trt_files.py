@@ -1,24 +1,42 @@
 """Readers for what TensorRT and trtexec write, recognised by content, not by file name.
 
-Each reader returns plain data and reports what it could not read instead of guessing. Formats
-(see ../shared/design/tensorrt-reference.md, sections 4 to 6):
+Each reader returns plain data and reports what it could not read instead of guessing: a file
+that is recognised but does not hold what its kind must (a `--exportTimes` record without
+`latencyMs`, a layer whose `Name` is not a string, JSON cut short) raises `FormatError` with one
+line saying where. Formats (see ../shared/design/tensorrt-reference.md, sections 4 to 6):
 - `--exportProfile` JSON: `[{"count": N}, {name, timeMs, averageMs, medianMs?, percentage}, ...]`
 - `--exportTimes` JSON: one object per query with h2dMs, computeMs, d2hMs, latencyMs and the
   start/end times of each phase
 - `--exportLayerInfo` / engine-inspector JSON: `{"Layers": [...], "Bindings" | "I/O Tensors": ...}`
 - trtexec and verbose builder logs: options, device, performance summary, layer counts through
   fusion, per-layer memory lines, builder peak memory, "Engine Layer Information" lines, the
-  `--dumpProfile` table.
+  `--dumpProfile` table, the command line and what it says about the model and input shapes.
+
+`sniff` tells a file's kind from its first bytes, so that a large file that is not TensorRT
+output is never read whole; logs are read line by line (`read_log_lines`).
 """
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import json
+import math
 import re
-from typing import Any
+from typing import Any, Iterable
 
-from farm.layers.engine import EngineLayer, layers_from_inspector, parse_layer_lines
+from farm.layers.engine import EngineLayer, layers_from_inspector, parse_layer_line
+
+HEAD_BYTES = 1 << 20  # what `sniff` reads: trtexec's options and TensorRT's first lines come well within it
+WHAT_FARM_READS = ("farm reads trtexec's --exportProfile, --exportTimes and --exportLayerInfo JSON, "
+                   "engine-inspector JSON, and trtexec or verbose TensorRT build logs")
+KIND_NAMES = {"profile": "an --exportProfile JSON", "times": "an --exportTimes JSON",
+              "layer_info": "an engine-inspector (--exportLayerInfo) JSON", "log": "a trtexec/TensorRT log"}
+
+
+class FormatError(ValueError):
+    """A file recognised as TensorRT output that does not hold what its kind must (one line)."""
+
 
 _STAMP = r"^(?:\S*\]\s*)?(?:\[\w\]\s*)?(?:\[TRT\]\s*)?"  # "[08/20/2023-11:59:45] [I] [TRT] " (first '[' may be cut)
 
@@ -62,44 +80,173 @@ class LogFacts:
     conv_weight_shapes: dict[str, list[int]] = dataclasses.field(default_factory=dict)
     layers: list[EngineLayer] = dataclasses.field(default_factory=list)
     profile: Profile | None = None
+    command: str | None = None  # trtexec's command line, from its `&&&& RUNNING/PASSED/FAILED` line
+    outcome: str | None = None  # PASSED or FAILED, as trtexec's last line says
+    model_files: list[str] = dataclasses.field(default_factory=list)  # ONNX files the log names
+    input_shapes: dict[str, list[int]] = dataclasses.field(default_factory=dict)  # --shapes / inference shapes
+
+
+_PROFILE_HEAD = re.compile(r'\A\s*\[\s*\{\s*"count"\s*:')
+_TIMES_HEAD = re.compile(r'\A\s*\[\s*\{[^{}\[\]]*"(?:startEnqMs|endEnqMs|startH2dMs|endH2dMs|startComputeMs|'
+                         r'endComputeMs|startD2hMs|endD2hMs|h2dMs|computeMs|d2hMs|latencyMs)"\s*:')
+_LOG_MARKERS = re.compile(r"^Layer\(\w*\): |=== Performance summary ===|\[TRT\]|=== Profile \(|"
+                          r"=== Device Information ===|TensorRT\.trtexec|=== (?:Model|Build|System|Inference|Reporting) Options ?===|"
+                          r"TensorRT version: \d+\.\d+\.\d+|Engine Layer Information:\s*$", re.MULTILINE)
 
 
 def detect_kind(text: str) -> str | None:
-    """'profile', 'times', 'layer_info' (inspector JSON) or 'log'; None if it is none of them."""
+    """'profile', 'times', 'layer_info' (inspector JSON) or 'log'; None if it is none of them.
+
+    Decided by how the text begins and by markers only TensorRT prints, so the first part of a
+    file (`HEAD_BYTES`) is enough; whether the rest holds what the kind must is the readers' job."""
     stripped = text.lstrip()
-    if stripped.startswith(("[", "{")):
-        try:
-            document = json.loads(stripped)
-        except ValueError:
-            document = None
-        if isinstance(document, dict) and "Layers" in document:
-            return "layer_info"
-        if isinstance(document, list) and document:
-            if isinstance(document[0], dict) and set(document[0]) == {"count"}:
-                return "profile"
-            if isinstance(document[0], dict) and {"computeMs", "latencyMs"} <= set(document[0]):
-                return "times"
-    if re.search(r"Layer\(\w*\): |=== Performance summary ===|\[TRT\]|=== Profile \(|=== Device Information ===",
-                 text):
+    if _PROFILE_HEAD.match(stripped):
+        return "profile"
+    if _TIMES_HEAD.match(stripped):
+        return "times"
+    if stripped.startswith("{") and re.search(r'"Layers"\s*:', stripped):
+        return "layer_info"
+    if _LOG_MARKERS.search(text):
         return "log"
     return None
 
 
+@dataclasses.dataclass
+class Sniff:
+    kind: str | None  # as detect_kind; None: not recognised
+    encoding: str | None = None  # codec to read the whole file with
+    problem: str | None = None  # why it cannot be read (with `kind`: recognised, but unreadable)
+
+
+def sniff(head: bytes, complete: bool) -> Sniff:
+    """A file's kind from its first bytes (`complete`: they are the whole file)."""
+    if not head.strip():
+        return Sniff(None, problem="empty" if not head else "only blank space")
+    encoding = "utf-8"
+    if head.startswith(codecs.BOM_UTF8):
+        encoding = "utf-8-sig"
+    elif head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        encoding = "utf-16"  # Windows PowerShell's `>` writes a trtexec log so
+    elif b"\0" in head:
+        return Sniff(None, problem="binary (a serialized engine? farm reads what trtexec writes about an engine, "
+                                   "not the engine)")
+    try:
+        text = codecs.getincrementaldecoder(encoding)().decode(head, final=complete)
+    except UnicodeDecodeError as exc:
+        where = f"byte 0x{head[exc.start]:02x} at offset {exc.start}"
+        kind = detect_kind(head.decode(encoding, errors="replace"))
+        if kind is None:
+            return Sniff(None, problem=f"not UTF-8 text ({where})")
+        return Sniff(kind, problem=f"looks like {KIND_NAMES[kind]} but is not UTF-8 text ({where}); TensorRT "
+                                   "writes UTF-8: convert it, e.g. `iconv -f latin1 -t utf-8`")
+    return Sniff(detect_kind(text), encoding)
+
+
+def _json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise FormatError(f"not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}): "
+                          "cut short or edited?") from None
+    except (ValueError, RecursionError) as exc:
+        raise FormatError(f"not valid JSON ({exc})") from None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def read_profile_json(text: str) -> Profile:
-    document = json.loads(text)
-    count = document[0].get("count") if document and isinstance(document[0], dict) else None
-    rows = [ProfileRow(r["name"], float(r["averageMs"]), _float(r.get("medianMs")), _float(r.get("timeMs")),
-                       _float(r.get("percentage"))) for r in document[1:] if "name" in r]
-    return Profile(count, rows)
+    document = _json(text)
+    if not isinstance(document, list) or not document or not isinstance(document[0], dict) \
+            or "count" not in document[0]:
+        raise FormatError('an --exportProfile JSON is a list that begins with {"count": N}; this one does not')
+    count = document[0]["count"]
+    if not (_is_number(count) and count == int(count) and count >= 0):
+        raise FormatError(f"its `count` is {_shown(count)}, not a number of iterations")
+    rows = []
+    for number, row in enumerate(document[1:], 1):
+        if not isinstance(row, dict):
+            raise FormatError(f"layer row {number} is {_shown(row)}, not an object")
+        if not isinstance(row.get("name"), str):
+            raise FormatError(f"layer row {number} has " + (f"`name` {_shown(row['name'])}, not a string"
+                                                           if "name" in row else "no `name`"))
+        for key in ("averageMs", "medianMs", "timeMs", "percentage"):
+            if (key in row or key == "averageMs") and not _is_number(row.get(key)):
+                raise FormatError(f"layer row {number} ({row['name'][:40]}) has " +
+                                  (f"`{key}` {_shown(row[key])}, not a number" if key in row else f"no `{key}`"))
+        rows.append(ProfileRow(row["name"], float(row["averageMs"]), _float(row.get("medianMs")),
+                               _float(row.get("timeMs")), _float(row.get("percentage"))))
+    return Profile(int(count), rows)
+
+
+TIMES_KEYS = ("startEnqMs", "endEnqMs", "startH2dMs", "endH2dMs", "startComputeMs", "endComputeMs", "startD2hMs",
+              "endD2hMs", "h2dMs", "computeMs", "d2hMs", "latencyMs")
 
 
 def read_times_json(text: str) -> list[dict[str, float]]:
-    """Per-query records of `--exportTimes`, in order."""
-    return [{k: float(v) for k, v in r.items() if isinstance(v, (int, float))} for r in json.loads(text)]
+    """Per-query records of `--exportTimes`, in order: every record has a number `latencyMs`, and
+    any other timing it has is a number too."""
+    document = _json(text)
+    if not isinstance(document, list):
+        raise FormatError("an --exportTimes JSON is a list of per-query objects; this one is not a list")
+    records = []
+    for number, record in enumerate(document, 1):
+        if not isinstance(record, dict):
+            raise FormatError(f"query {number} is {_shown(record)}, not an object")
+        if "latencyMs" not in record:
+            raise FormatError(f"query {number} has no `latencyMs`: farm needs every query's latency")
+        for key in TIMES_KEYS:
+            if key in record and not _is_number(record[key]):
+                raise FormatError(f"query {number} has `{key}` {_shown(record[key])}, not a number")
+        records.append({k: float(v) for k, v in record.items() if _is_number(v)})
+    return records
 
 
 def read_layer_info_json(text: str) -> list[EngineLayer]:
-    return layers_from_inspector(json.loads(text))
+    document = _json(text)
+    if not isinstance(document, dict) or not isinstance(document.get("Layers"), list):
+        raise FormatError('an engine-inspector JSON is an object with a "Layers" list; this one has none')
+    for number, entry in enumerate(document["Layers"], 1):
+        if isinstance(entry, str):
+            continue
+        if not isinstance(entry, dict):
+            raise FormatError(f"layer {number} is {_shown(entry)}, neither a name nor an object")
+        where = f"layer {number}"
+        if not isinstance(entry.get("Name"), str):
+            raise FormatError(f"{where} has " + (f"`Name` {_shown(entry['Name'])}, not a string"
+                                                 if "Name" in entry else "no `Name`"))
+        where = f"layer {number} ({entry['Name'][:40]})"
+        for key in ("LayerType", "TacticName"):
+            if entry.get(key) is not None and not isinstance(entry[key], str):
+                raise FormatError(f"{where} has `{key}` {_shown(entry[key])}, not a string")
+        for key in ("Inputs", "Outputs"):
+            tensors = entry.get(key)
+            if tensors is None:
+                continue
+            if not isinstance(tensors, list):
+                raise FormatError(f"{where} has `{key}` {_shown(tensors)}, not a list of tensors")
+            for tensor in tensors:
+                if not isinstance(tensor, dict):
+                    raise FormatError(f"{where} has an {key[:-1].lower()} {_shown(tensor)}, not an object")
+                for field in ("Name", "Datatype", "Format/Datatype", "Format"):
+                    if tensor.get(field) is not None and not isinstance(tensor[field], str):
+                        raise FormatError(f"{where} has a tensor `{field}` {_shown(tensor[field])}, not a string")
+                dims = tensor.get("Dimensions")
+                if dims is not None and not (isinstance(dims, list) and all(_is_number(d) or isinstance(d, str)
+                                                                            for d in dims)):
+                    raise FormatError(f"{where} has tensor `Dimensions` {_shown(dims)}, not a list of sizes")
+        weights = entry.get("Weights")
+        if weights is not None and not (isinstance(weights, dict) and _is_number(weights.get("Count", 0))
+                                        and isinstance(weights.get("Type", ""), str)):
+            raise FormatError(f"{where} has `Weights` {_shown(weights)}: not an object with a number `Count` "
+                              "and a `Type` name")
+    return layers_from_inspector(document)
 
 
 _STAT = re.compile(r"(min|max|mean|median|percentile\((\d+(?:\.\d+)?)%\))\s*=\s*([-\d.e+]+)\s*ms")
@@ -110,13 +257,29 @@ _SIZE = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
 
 def read_log(text: str) -> LogFacts:
     """Facts from a trtexec log or a verbose TensorRT builder log (complete or cut)."""
+    return read_log_lines(text.splitlines())
+
+
+def read_log_lines(lines: Iterable[str]) -> LogFacts:
+    """`read_log` over lines as they are read (a verbose build log can be hundreds of MB)."""
     facts = LogFacts()
     section = None
     counts: list[tuple[str, int]] = []
     profile_rows: list[ProfileRow] = []
     profile_count = None
-    for raw in text.splitlines():
+    for raw in lines:
+        raw = raw.rstrip("\r\n")
+        if layer := parse_layer_line(raw):
+            facts.layers.append(layer)
+            continue
         line = re.sub(_STAMP, "", raw).rstrip()
+        if line != raw.rstrip() and (layer := parse_layer_line(line)):  # a layer line with a log stamp
+            facts.layers.append(layer)
+            continue
+        if m := re.search(r"&+ (RUNNING|PASSED|FAILED) TensorRT\.trtexec \[TensorRT v\d+\] # (.*)$", line):
+            facts.command = m.group(2).strip()
+            facts.outcome = m.group(1) if m.group(1) != "RUNNING" else facts.outcome
+            _from_command(facts, facts.command)
         if m := re.match(r"=== (.+?) ?===$", line.strip()):
             section = m.group(1).strip()
             if pm := re.match(r"Profile \((\d+) iterations", section):
@@ -130,6 +293,10 @@ def read_log(text: str) -> LogFacts:
             facts.options[f"{section.removesuffix(' Options').lower()}.{m.group(1).strip()}"] = m.group(2).strip()
         if section == "Device Information" and (m := re.match(r"([^:]+): (.*)$", line.strip())):
             _device_fact(facts.device, m.group(1).strip(), m.group(2).strip())
+        if m := re.match(r"Input inference shape\s*(?:\(profile \d+\))?\s*: (.+)=([\dx]+)$", line.strip()):
+            facts.input_shapes[m.group(1).strip()] = [int(d) for d in m.group(2).split("x")]
+        if m := re.search(r"Input filename:\s+(\S.*)$", line):
+            _add_model(facts, m.group(1).strip())
         if m := re.match(r"Throughput: ([\d.e+]+) qps", line.strip()):
             facts.throughput_qps = float(m.group(1))
         for label, key in _SUMMARY_METRICS.items():
@@ -163,11 +330,30 @@ def read_log(text: str) -> LogFacts:
             facts.conv_weight_shapes[m.group(1)] = [int(d) for d in m.group(2).split(",")]
         if section and section.startswith("Profile (") and (row := _profile_table_row(line)):
             profile_rows.append(row)
-    facts.layers = parse_layer_lines(text)
+    if model := facts.options.get("model.Model"):
+        _add_model(facts, model)
     if profile_rows:
         facts.profile = Profile(profile_count, profile_rows)
     _layer_counts(facts, counts)
     return facts
+
+
+def _from_command(facts: LogFacts, command: str) -> None:
+    """The model and input shapes named on trtexec's command line."""
+    for arg in command.split():
+        name, _, value = arg.partition("=")
+        if name in ("--onnx", "--deploy", "--uff", "--model") and value:
+            _add_model(facts, value)
+        elif name == "--shapes":
+            for spec in value.split(","):
+                tensor, _, dims = spec.rpartition(":")
+                if tensor and re.fullmatch(r"\d+(?:x\d+)*", dims):
+                    facts.input_shapes.setdefault(tensor.strip("'\""), [int(d) for d in dims.split("x")])
+
+
+def _add_model(facts: LogFacts, path: str) -> None:
+    if path and path not in facts.model_files:
+        facts.model_files.append(path)
 
 
 def _layer_counts(facts: LogFacts, counts: list[tuple[str, int]]) -> None:
@@ -209,7 +395,7 @@ def _device_fact(device: dict[str, Any], key: str, value: str) -> None:
         device["clock_graphics_mhz"] = round(float(m.group(1)) * 1000)
     elif key == "Application Memory Clock Rate" and (m := re.match(r"([\d.]+) GHz", value)):
         device["clock_memory_mhz"] = round(float(m.group(1)) * 1000)
-    elif key == "UUID":
+    elif key in ("UUID", "Selected Device UUID"):
         device["uuid"] = value
 
 

@@ -136,16 +136,3 @@ def test_inspector_json(tmp_path: Path, style: str) -> None:
                        2 * 3 * 32 * 32 * 2 + 432 + 2 * 8 * 32 * 32 * 2, "sm90_xmma_fprop")
     assert rows[1][1:5] == (None, 0, None, None)  # -1: dynamic, unknown
     assert one(con, "SELECT precision FROM cells") == ("fp16",)
-
-
-def test_unrecognised_file_is_reported_not_guessed(tmp_path: Path, capsys) -> None:
-    junk = tmp_path / "notes.txt"
-    junk.write_text("some notes about an engine\n")
-    results = tmp_path / "results"
-    assert main(["ingest", str(junk), str(SEEDS / "mnist_trt80.trtexec_perf_summary.log"),
-                 "--results", str(results), "--separate"]) == 1
-    out = capsys.readouterr().out
-    assert "not read" in out and "not recognised as TensorRT output" in out
-    con = Warehouse(results).connect()
-    assert dict(con.execute("SELECT model, status FROM cells").fetchall()) == {"notes": "failed", "mnist_trt80": "ok"}
-    assert main(["ingest", str(tmp_path / "missing.json"), "--results", str(results)]) == 2
