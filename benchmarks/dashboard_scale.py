@@ -11,6 +11,12 @@ The generated figures are synthetic load-test data (the sweeps say so in their d
 they exist only under the folder given and are never mixed with real results.
 
     .venv/bin/python benchmarks/dashboard_scale.py [--cells 10000] [--layers 100] [--dir /tmp/farm-scale]
+    .venv/bin/python benchmarks/dashboard_scale.py --quick --dir /tmp/farm-scale-quick   # the test suite runs this
+
+--quick runs the same code on 40 cells of 10 layers and 20 samples: its figures only show that
+every page still loads. Each dashboard server listens on a free loopback port unless --port names
+one, and is stopped (its whole process group) before the benchmark ends, also on SIGTERM.
+--no-browser stops after the snapshot figures (for a machine without chromium).
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ import argparse
 import json
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import time
@@ -38,6 +46,8 @@ MODELS = [f"model{i:02d}" for i in range(10)]
 PRECISIONS = ["fp32", "tf32", "fp16", "bf16", "int8"]
 BATCHES = [1, 4, 16, 64, 256]
 VARIANTS = 10  # backend option values, e.g. streams=1..10
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+MIN_CELLS = 16  # the cell and diff pages open cells 5 and 15
 
 
 def write(table: str, sweep_dir: Path, key: str, columns: dict) -> None:
@@ -113,21 +123,55 @@ def generate(root: Path, cells: int, layers: int, samples: int) -> None:
                             "finished_at": [start + timedelta(seconds=made + 1)], "duration_s": [1.0]})
 
 
-def time_pages(results: Path, port: int, visits: tuple[str, ...]) -> list[tuple[str, str, float]]:
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def stop(server: subprocess.Popen) -> None:
+    """End the server's process group: `farm dashboard` and any process it started."""
+    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(server.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            server.wait(wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def wait_healthy(server: subprocess.Popen, url: str, log: Path, seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"farm dashboard exited ({server.returncode}): {log.read_text()[-2000:]}")
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                if response.read() == b"ok":
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"farm dashboard did not answer in {seconds:.0f} s: {log.read_text()[-2000:]}")
+
+
+def time_pages(results: Path, port: int | None, visits: tuple[str, ...],
+               timeout_ms: int = 300_000) -> list[tuple[str, str, float]]:
     from playwright.sync_api import sync_playwright
 
-    log = open(results.parent / "dashboard.log", "w")
-    server = subprocess.Popen([sys.executable, "-m", "farm", "dashboard", "--results", str(results),
-                               "--port", str(port)], env={**os.environ, "PYTHONPATH": str(ROOT)},
-                              stdout=log, stderr=subprocess.STDOUT)
+    port = port or free_port()
+    log_path = results.parent / f"dashboard-{port}.log"
+    with open(log_path, "w") as log:
+        # A session of its own, so that stop() ends every process of the server, children too.
+        server = subprocess.Popen([sys.executable, "-m", "farm", "dashboard", "--results", str(results),
+                                   "--address", "127.0.0.1", "--port", str(port)],
+                                  env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=log,
+                                  stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(300):
-            try:
-                urllib.request.urlopen(f"{url}/_stcore/health", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.2)
+        wait_healthy(server, url, log_path)
         pages = [("overview", "/", "Download a warehouse table"),
                  ("compare (one sweep)", "/compare?sweep=scale0", "Table"),
                  ("cell (its layers, graph)", f"/cell?cell={5:016x}", "Provenance"),
@@ -136,11 +180,11 @@ def time_pages(results: Path, port: int, visits: tuple[str, ...]) -> list[tuple[
         rows = []
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(
-                executable_path=shutil.which("chromium") or "/usr/bin/chromium",
+                executable_path=CHROMIUM,
                 args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                       "--disable-component-update", "--disable-sync", "--no-first-run"])
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.set_default_timeout(300_000)
+            page.set_default_timeout(timeout_ms)
             for visit in visits:
                 for name, path, marker in pages:
                     started = time.perf_counter()
@@ -164,22 +208,35 @@ def time_pages(results: Path, port: int, visits: tuple[str, ...]) -> list[tuple[
             browser.close()
         return rows
     finally:
-        server.terminate()
-        server.wait(10)
+        stop(server)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cells", type=int, default=10_000)
-    parser.add_argument("--layers", type=int, default=100)
-    parser.add_argument("--samples", type=int, default=50)
-    parser.add_argument("--dir", type=Path, default=Path("/tmp/farm-scale"))
-    parser.add_argument("--port", type=int, default=8599)
+    parser.add_argument("--cells", type=int, default=None, help=f"default 10,000, quick 40 (at least {MIN_CELLS})")
+    parser.add_argument("--layers", type=int, default=None, help="per cell (default 100, quick 10)")
+    parser.add_argument("--samples", type=int, default=None, help="per cell (default 50, quick 20)")
+    parser.add_argument("--dir", type=Path, default=Path("/tmp/farm-scale"),
+                        help="the warehouse goes to DIR/results (replaced), server logs to DIR")
+    parser.add_argument("--port", type=int, default=None, help="dashboard port (default: a free loopback port)")
     parser.add_argument("--keep", action="store_true", help="reuse a warehouse generated before")
-    args = parser.parse_args()
+    parser.add_argument("--quick", action="store_true", help="a few dozen cells: checks the path (the test suite)")
+    parser.add_argument("--no-browser", action="store_true", help="stop after the snapshot figures")
+    args = parser.parse_args(argv)
+    args.cells = args.cells if args.cells is not None else (40 if args.quick else 10_000)
+    args.layers = args.layers if args.layers is not None else (10 if args.quick else 100)
+    args.samples = args.samples if args.samples is not None else (20 if args.quick else 50)
+    if args.cells < MIN_CELLS or args.layers < 2 or args.samples < 1:
+        parser.error(f"--cells must be at least {MIN_CELLS}, --layers at least 2, --samples at least 1")
+    if not args.no_browser and not Path(CHROMIUM).exists():
+        print("dashboard_scale: no chromium here (apt-get install chromium), so the pages cannot be timed; "
+              "--no-browser times the snapshot alone", file=sys.stderr)
+        return 2
+    # A SIGTERM (a test's timeout, say) unwinds through the finally that stops the dashboard server.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     results = args.dir / "results"
     if not (args.keep and results.is_dir()):
-        shutil.rmtree(args.dir, ignore_errors=True)
+        shutil.rmtree(results, ignore_errors=True)
         started = time.perf_counter()
         generate(results, args.cells, args.layers, args.samples)
         files = sum(1 for _ in results.rglob("*.parquet"))
@@ -196,19 +253,23 @@ def main() -> None:
               f"({snap.files_read:,} cell files read)")
     started = time.perf_counter()
     layers = snap.cell_file(f"{5:016x}", "layers")
-    print(f"one cell's layers read: {1000 * (time.perf_counter() - started):.1f} ms ({len(layers)} rows)")
+    print(f"one cell's layers read: {1000 * (time.perf_counter() - started):.1f} ms ({len(layers)} rows)", flush=True)
+    if args.no_browser:
+        return 0
 
     # Pages in a browser: first with no consolidated copy (the first dashboard ever opened on this
     # warehouse), then a new server with the copy in place (every later start).
     shutil.rmtree(results / ".cache" / "dashboard", ignore_errors=True)
-    rows = time_pages(results, args.port, ("first", "warm"))
-    rows += time_pages(results, args.port, ("cached",))
+    timeout_ms = 120_000 if args.quick else 300_000
+    rows = time_pages(results, args.port, ("first", "warm"), timeout_ms)
+    rows += time_pages(results, args.port, ("cached",), timeout_ms)
     print(f"\n{'visit':<7} {'page':<34} {'seconds':>8}")
     for visit, name, seconds in rows:
         print(f"{visit:<7} {name:<34} {seconds:>8.2f}")
     print("first: server just started, no consolidated copy; warm: same server again; cached: a new server "
           "with the copy the first load left")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

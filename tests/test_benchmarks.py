@@ -1,0 +1,140 @@
+"""Every benchmark in benchmarks/ runs in its quick mode (same code, tiny sizes), as a child process
+from the repository root, writing only under a temporary folder. The tests check that the figures a
+benchmark prints are there and are numbers that make sense (positive, finite), never their size:
+speed targets are read off the full runs, not asserted here."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from importlib.util import find_spec
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCHMARKS = ROOT / "benchmarks"
+NUMBER = r"(-?\d+(?:\.\d+)?)"
+
+
+def run_benchmark(script: str, *args: str, timeout: float) -> str:
+    """Run benchmarks/`script` to its end and return what it printed (stdout and stderr)."""
+    process = subprocess.Popen([sys.executable, str(BENCHMARKS / script), *args], cwd=ROOT,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"})
+    try:
+        out, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGTERM)  # the benchmarks stop what they started on SIGTERM
+        try:
+            out, _ = process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            out, _ = process.communicate()
+        pytest.fail(f"{script} {' '.join(args)} ran over {timeout:.0f} s; its output:\n{out[-4000:]}")
+    assert process.returncode == 0, f"{script} exited {process.returncode}:\n{out[-4000:]}"
+    return out
+
+
+def figure(text: str) -> float:
+    value = float(text)
+    assert math.isfinite(value), text
+    return value
+
+
+def positive(text: str) -> float:
+    value = figure(text)
+    assert value > 0, text
+    return value
+
+
+def test_harness_overhead_quick(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    out = run_benchmark("harness_overhead.py", "--quick", "--cache", str(cache), timeout=300)
+    sections = re.findall(r"^(\S.*?): (\d+) rounds x (\d+) queries each side\n"
+                          rf"  farm median latency\s+{NUMBER} ms\n"
+                          rf"  bare session\.run median\s+{NUMBER} ms\n"
+                          rf"  ratio farm / bare\s+{NUMBER}\s.*\n"
+                          rf"  per-query overhead\s+{NUMBER} us", out, re.MULTILINE)
+    assert [s[0] for s in sections] == ["zoo:resnet18 batch 1", "tiny CNN (per-query cost made visible)"], out
+    for _, rounds, queries, farm, bare, ratio, overhead in sections:
+        assert int(rounds) >= 1 and int(queries) >= 1
+        assert positive(ratio) == pytest.approx(positive(farm) / positive(bare), rel=0.05, abs=1e-3)
+        figure(overhead)  # a paired difference: either sign
+    assert (cache / "zoo" / "resnet18-v1.onnx").is_file()  # the zoo model went to --cache
+
+
+def test_torch_bare_loop_quick_on_cpu(tmp_path: Path) -> None:
+    if find_spec("torch") is None:
+        pytest.skip("torch is not installed (pip install -e .[torch])")
+    out = run_benchmark("torch_bare_loop.py", "--quick", "--device", "cpu", "--cache", str(tmp_path / "cache"),
+                        timeout=300)
+    rows = re.findall(rf"^\s*(fp32)\s+(\d+)\s+(eager)\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}$", out, re.MULTILINE)
+    assert [(p, int(b), m) for p, b, m, *_ in rows] == [("fp32", 1, "eager"), ("fp32", 4, "eager")], out
+    ratios = []
+    for *_, farm, bare, ratio in rows:
+        ratios.append(positive(ratio))
+        assert ratios[-1] == pytest.approx(positive(farm) / positive(bare), rel=0.05, abs=1e-3)
+    summary = re.search(rf"^ratio farm/bare: min {NUMBER}, median {NUMBER}, max {NUMBER}$", out, re.MULTILINE)
+    assert summary, out
+    low, mid, high = (positive(v) for v in summary.groups())
+    assert low <= mid <= high
+    assert low == pytest.approx(min(ratios), abs=1e-3) and high == pytest.approx(max(ratios), abs=1e-3)
+
+
+def port_is_closed(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(2)
+        return s.connect_ex(("127.0.0.1", port)) != 0
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_dashboard_scale_quick(tmp_path: Path) -> None:
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    no_browser = None
+    if not Path(chromium).exists():
+        no_browser = "no chromium here (apt-get install chromium)"
+    elif find_spec("playwright") is None:
+        no_browser = "playwright is not installed (pip install -e .[test])"
+    work = tmp_path / "scale"
+    out = run_benchmark("dashboard_scale.py", "--quick", "--dir", str(work),
+                        *(["--no-browser"] if no_browser else []), timeout=600)
+
+    generated = re.search(r"^generated (\d+) cells, (\d+) layer rows, (\d+) samples in (\d+) files", out, re.MULTILINE)
+    assert generated and [int(g) for g in generated.groups()[:3]] == [40, 400, 800], out
+    loads = re.findall(rf"^snapshot load, (.+?): {NUMBER} s for (\d+) cells", out, re.MULTILINE)
+    assert [(state, int(cells)) for state, _, cells in loads] == [("no consolidated copy", 40),
+                                                                   ("with the copy", 40)], out
+    assert all(positive(seconds) for _, seconds, _ in loads)
+    layers = re.search(rf"^one cell's layers read: {NUMBER} ms \((\d+) rows\)", out, re.MULTILINE)
+    assert layers and positive(layers.group(1)) and int(layers.group(2)) == 10, out
+    if no_browser:
+        pytest.skip(f"{no_browser}: the snapshot figures were checked, the pages were not timed")
+
+    pages = ["overview", "compare (one sweep)", "cell (its layers, graph)", "diff (two cells' layers)", "sql (page)"]
+    expected = ([("first", p) for p in pages] + [("warm", p) for p in pages]
+                + [("query", "sql: GROUP BY over all layer rows")] + [("cached", p) for p in pages])
+    rows = re.findall(rf"^(first|warm|query|cached)\s+(.+?)\s+{NUMBER}$", out, re.MULTILINE)
+    assert [(visit, page) for visit, page, _ in rows] == expected, out
+    for _, _, seconds in rows:
+        assert figure(seconds) >= 0
+    # Two servers were started (one per log), on free ports, and both are stopped now.
+    ports = sorted(int(log.stem.removeprefix("dashboard-")) for log in work.glob("dashboard-*.log"))
+    assert len(ports) == 2 and 8599 not in ports, ports
+    assert all(port_is_closed(port) for port in ports)
+    assert (work / "results" / "scale0").is_dir()  # the warehouse went to --dir
+
+
+@pytest.mark.slow
+def test_stress_workers_quick() -> None:
+    out = run_benchmark("stress_workers.py", "--quick", timeout=600)
+    verdicts = re.findall(r"^(PASS|FAIL)\s+(.*)$", out, re.MULTILINE)
+    assert verdicts, out
+    assert [name for verdict, name in verdicts if verdict != "PASS"] == [], out
