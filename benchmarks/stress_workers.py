@@ -4,7 +4,9 @@ Runs `farm sweep` (the real command, local Ray) on a sweep of small CNN cells pl
 input alone needs gigabytes, with a worker memory limit, while a killer thread sends SIGKILL or
 SIGSEGV at random moments to a random cell process or Ray worker actor of the sweep. Then checks
 what a user would: the sweep ended by itself (exit 0 or 1, no traceback), every planned cell is
-in the warehouse exactly once, every `ok` cell has its measurement, every failed cell says why.
+in the warehouse exactly once, every `ok` cell has its measurement, every failed cell says why;
+and that a rerun without kills measures again every cell the kills failed (the blow-ups fail
+again), still once each.
 
     .venv/bin/python benchmarks/stress_workers.py              # >= 20 kills + blow-ups
     .venv/bin/python benchmarks/stress_workers.py --quick      # a few of each (the test suite runs this)
@@ -165,7 +167,7 @@ def main() -> int:
         retried = len(retry_lines)
         # each blow-up is either retried (a log line) or the last death of a failed cell
         blowups = sum("out of memory: the cell's processes used" in line for line in retry_lines) + \
-            sum("last: out of memory: the cell's processes used" in r for r in reasons)
+            sum(r.startswith("out of memory: the cell's processes used") for r in reasons)
         sent = sum(killer.sent.values())
 
         print(f"farm sweep: exit {proc.returncode} in {seconds:.0f} s; {planned} cells planned, "
@@ -177,6 +179,14 @@ def main() -> int:
         print(f"warehouse: {rows} cell rows, {distinct} distinct; by status: {dict(sorted(statuses.items()))}")
         for reason in sorted(set(reasons)):
             print(f"  failed: {reason}")
+        # The rerun, in peace: cells that failed from kills are measured again, blow-ups fail again,
+        # and still every cell is there once.
+        rerun = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
+                               env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "500"})
+        con = Warehouse(results).connect()
+        after = dict(con.execute("SELECT status, count(*) FROM cells GROUP BY status").fetchall())
+        rows_after, distinct_after = con.execute("SELECT count(*), count(DISTINCT cell_id) FROM cells").fetchone()
+        print(f"rerun without kills: exit {rerun.returncode}; by status: {dict(sorted(after.items()))}")
         checks = {
             "the sweep ended by itself (exit 0 or 1)": proc.returncode in (0, 1),
             "no traceback": "Traceback" not in text,
@@ -184,6 +194,8 @@ def main() -> int:
             "every ok cell has its measurement": unmeasured == 0,
             "every failed cell says why": reasonless == 0,
             f"at least {kills} kills and blow-ups together": sent + blowups >= kills,
+            "the rerun measured every cell but the blow-ups": after == {"ok": planned - hogs, "failed": hogs},
+            "the rerun kept every cell exactly once": rows_after == distinct_after == planned,
         }
         for name, passed in checks.items():
             print(f"{'PASS' if passed else 'FAIL'}  {name}")

@@ -48,6 +48,7 @@ class CellDeath:
     out_of_memory: bool = False
     peak_memory_bytes: int | None = None
     worker: dict | None = None  # the worker's description after it started a fresh process
+    retry: bool = True  # False where a retry would only die the same way (the worker's own memory limit)
 
 
 class CellProcess:
@@ -122,7 +123,7 @@ class CellProcess:
                 return CellDeath(
                     f"out of memory: the cell's processes used {format_size(rss)}, over this worker's limit of "
                     f"{format_size(self.memory_limit_bytes)} (--worker-memory); try a smaller batch size",
-                    signal="SIGKILL", out_of_memory=True, peak_memory_bytes=rss)
+                    signal="SIGKILL", out_of_memory=True, peak_memory_bytes=rss, retry=False)
 
     def _died(self, code: int, oom_kills_before: int | None, peak: int) -> CellDeath:
         self.stop()

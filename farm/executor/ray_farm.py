@@ -314,7 +314,7 @@ class RayExecutor:
                     idle.append(slot)
                 if isinstance(outcome, CellDeath):
                     attempt.deaths.append(outcome)
-                    if attempt.number <= self.max_retries:
+                    if attempt.number <= self.max_retries and outcome.retry:
                         callbacks.on_cell_log(attempt.cell, f"worker died during the cell (attempt {attempt.number}: "
                                                             f"{outcome.reason}); retrying on a fresh process")
                         queue.appendleft(_Attempt(attempt.cell, attempt.number + 1, attempt.deaths))
@@ -375,10 +375,13 @@ def _crashed(attempt: _Attempt, reason: str, traceback: str | None = None) -> Ce
     deaths = attempt.deaths
     if deaths:
         kinds = collections.Counter(d.kind for d in deaths)
-        reason = f"the cell's worker died {len(deaths)} time(s)"
+        reason = deaths[0].reason if len(deaths) == 1 else f"the cell's worker died {len(deaths)} time(s)"
         if len(kinds) > 1:
             reason += " (" + ", ".join(f"{n}x {kind}" for kind, n in kinds.most_common()) + ")"
-        reason += f"; last: {deaths[-1].reason}"
+        if len(deaths) > 1:
+            reason += f"; last: {deaths[-1].reason}"
+        if not deaths[-1].retry:
+            reason += " (not retried: it would grow as far again)"
     return CellResult(
         attempt.cell.cell_id, "failed", reason=reason[:1000],
         traceback=traceback or "\n".join(f"attempt {i}: {d.reason}" for i, d in enumerate(deaths, 1)) or None,
