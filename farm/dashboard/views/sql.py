@@ -1,9 +1,10 @@
-"""SQL: a read-only DuckDB console over the warehouse, with a row limit and a time limit."""
+"""SQL: a read-only DuckDB console over the warehouse, with row, byte and time limits."""
 
 import streamlit as st
 
 from farm.dashboard.common import downloads, snapshot_or_stop
-from farm.dashboard.sql import DEFAULT_TIME_LIMIT_S, QueryRefused, run_query
+from farm.dashboard.sql import DEFAULT_BYTE_LIMIT, DEFAULT_TIME_LIMIT_S, QueryRefused, run_query
+from farm.layers.memory import format_bytes
 from farm.warehouse import TABLES
 
 EXAMPLE = """SELECT model, precision, batch, backend, throughput_qps, latency_p99_ms
@@ -14,8 +15,9 @@ ORDER BY model, batch, throughput_qps DESC"""
 snap = snapshot_or_stop()
 st.title("SQL")
 st.caption(f"DuckDB over the warehouse; tables: {', '.join(f'`{t}`' for t in TABLES)} (columns and units in "
-           "docs/warehouse.md). Read-only: one SELECT, PIVOT or EXPLAIN at a time, reading the warehouse's own "
-           f"files only; a query stops after {DEFAULT_TIME_LIMIT_S:g} s.")
+           "docs/warehouse.md). Read-only: one SELECT, PIVOT (with an IN list) or EXPLAIN at a time, over these "
+           f"tables only; a query stops after {DEFAULT_TIME_LIMIT_S:g} s and returns at most "
+           f"{format_bytes(DEFAULT_BYTE_LIMIT)}.")
 sql = st.text_area("Query", EXAMPLE, height=160, key="sql-text")
 left, right = st.columns([1, 3], vertical_alignment="bottom")
 limit = left.selectbox("Row limit", [1_000, 10_000, 100_000], index=1, key="sql-limit")
@@ -28,8 +30,13 @@ result = st.session_state.get("sql-result")  # kept while other widgets rerun th
 if isinstance(result, QueryRefused):
     st.error(f"Refused: {result}")
 elif result is not None:
-    more = f"; only the first {len(result.frame):,} are shown (raise the row limit or add a LIMIT)" \
-        if result.truncated else ""
+    if result.byte_limited:
+        more = (f"; only the first {len(result.frame):,} are shown: they reach the console's "
+                f"{format_bytes(DEFAULT_BYTE_LIMIT)} (select fewer or narrower columns, or add a LIMIT)")
+    elif result.truncated:
+        more = f"; only the first {len(result.frame):,} are shown (raise the row limit or add a LIMIT)"
+    else:
+        more = ""
     st.caption(f"{len(result.frame):,} row(s) in {result.seconds:.2f} s{more}")
     st.dataframe(result.frame, hide_index=True)
     downloads(result.frame, "query", "sql-result")
