@@ -80,6 +80,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", default=None, metavar="SERIES",
                    help="series to compute speedups against, e.g. 'fp32 · onnxruntime' "
                         "(default: the first fp32 series)")
+
+    p = add("check", "Check every file of the warehouse: list damaged files (not whole Parquet, or not their "
+                     "table's schema), orphaned files (a cell's file without its cells file, files of no table) "
+                     "and temporary files interrupted runs left. Exit 1 if it found any, 0 if clean.")
+    p.add_argument("--fix", action="store_true",
+                   help="also resolve them (waits for no one: exits 2 while a sweep or ingest writes the warehouse): "
+                        "move damaged files and files of no table to <sweep>/.damaged/ (a damaged cell file takes "
+                        "its cells file along, so the next `farm sweep` measures the cell again), remove orphaned "
+                        "cell files and temporary files, and bring the dashboard's consolidated copy up to date")
     return parser
 
 
@@ -121,15 +130,21 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def cmd_query(args: argparse.Namespace) -> int:
     import duckdb
 
-    con = _connect(args.results)
     try:
-        result = con.execute(args.sql)
+        statements = duckdb.extract_statements(args.sql)
     except duckdb.Error as exc:
         raise UserError(f"query failed: {str(exc).splitlines()[0]}") from None
-    if result.description is None:
+    if not statements:
+        raise UserError('the query has no SQL statement (it is empty or only a comment): '
+                        'e.g. farm query "SELECT * FROM cells LIMIT 10"')
+    warehouse, con = _connect(args.results)
+    try:
+        columns, rows = warehouse.fetch(con, args.sql)
+    except duckdb.Error as exc:
+        raise UserError(f"query failed: {str(exc).splitlines()[0]}") from None
+    if columns is None:
         return 0
-    columns = [d[0] for d in result.description]
-    _print_rows(columns, result.fetchall(), args.format)
+    _print_rows(columns, rows, args.format)
     return 0
 
 
@@ -203,6 +218,7 @@ def cmd_graph(args: argparse.Namespace) -> int:
     import shutil
 
     from farm.layers.graph import FORMATS, layer_rows, render
+    from farm.warehouse import write_file
 
     fmt = Path(args.output).suffix.lstrip(".").lower()
     if fmt not in FORMATS:
@@ -210,24 +226,25 @@ def cmd_graph(args: argparse.Namespace) -> int:
     if fmt != "dot" and shutil.which("dot") is None:
         raise UserError("graphviz's `dot` program is not installed (apt-get install graphviz, brew install graphviz); "
                         "or write graphviz source with -o engine.dot")
-    con = _connect(args.results)
-    matches = con.execute("SELECT cell_id, model, precision, batch, backend FROM cells WHERE cell_id LIKE ? || '%'",
-                          [args.cell]).fetchall()
+    warehouse, con = _connect(args.results)
+    _, matches = warehouse.fetch(
+        con, "SELECT cell_id, model, precision, batch, backend FROM cells WHERE cell_id LIKE ? || '%'", [args.cell])
     if len(matches) != 1:
         raise UserError(f"{len(matches)} cells match {args.cell!r}: give a longer prefix of the cell id (farm show)")
     cell_id, model, precision, batch, backend = matches[0]
-    rows = layer_rows(con, cell_id)
+    rows = layer_rows(con, cell_id, warehouse)
     if not rows:
         raise UserError(f"cell {cell_id[:8]} has no per-layer rows to draw")
     title = f"{model} · {precision} · batch {batch if batch is not None else '?'} · {backend} · cell {cell_id[:8]}"
-    Path(args.output).write_bytes(render(rows, title, fmt))
+    write_file(Path(args.output), render(rows, title, fmt))
     print(f"wrote {args.output} ({len(rows)} layers)")
     return 0
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    con = _connect(args.results)
-    rows = con.execute(
+    warehouse, con = _connect(args.results)
+    columns, data = warehouse.fetch(
+        con,
         """
         WITH runs AS (SELECT sweep_id, count(*) AS runs, max(started_at) AS last_run FROM sweeps GROUP BY sweep_id)
         SELECT c.sweep_id AS sweep, count(*) AS cells,
@@ -238,8 +255,6 @@ def cmd_ls(args: argparse.Namespace) -> int:
         FROM cells c LEFT JOIN runs r USING (sweep_id) GROUP BY c.sweep_id ORDER BY c.sweep_id
         """
     )
-    columns = [d[0] for d in rows.description]
-    data = rows.fetchall()
     if not data:
         print(f"no sweeps in {args.results}/ yet: run `farm sweep configs/resnet.toml`", file=sys.stderr)
         return 0
@@ -249,8 +264,9 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     _require_sweep(args.results, args.sweep)
-    con = _connect(args.results)
-    result = con.execute(
+    warehouse, con = _connect(args.results)
+    columns, rows = warehouse.fetch(
+        con,
         """
         SELECT left(c.cell_id, 8) AS cell, c.model, c.precision, c.batch, c.profile, c.backend, c.status,
                m.throughput_qps AS qps, m.throughput_samples_per_s AS "samples/s",
@@ -262,7 +278,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         """,
         [args.sweep],
     )
-    _print_rows([d[0] for d in result.description], result.fetchall(), args.format)
+    _print_rows(columns, rows, args.format)
     return 0
 
 
@@ -298,9 +314,52 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_check(args: argparse.Namespace) -> int:
+    from farm.warehouse import Warehouse, describe_holder
+
+    _existing_folder(args.results)
+    warehouse = Warehouse(args.results)
+    if args.fix:
+        from farm.dashboard.loader import refresh
+
+        with warehouse.writer_lock():
+            inspection = warehouse.inspect()
+            done = warehouse.fix(inspection.findings)
+            for sweep in warehouse.sweeps():
+                refresh(warehouse.root, sweep)
+        lines = [f"{f.kind:8} {f.path}: {f.reason}; {action}" for f, action in done]
+    else:
+        inspection = warehouse.inspect()
+        lines = [f"{f.kind:8} {f.path}: {f.reason}" for f in inspection.findings]
+    for line in lines:
+        print(line)
+    counts = {kind: sum(f.kind == kind for f in inspection.findings) for kind in ("damaged", "orphan", "temp")}
+    found = ", ".join(f"{n} {name}" for name, n in
+                      [("damaged", counts["damaged"]), ("orphaned", counts["orphan"]), ("temporary", counts["temp"])] if n)
+    print(f"{inspection.files_checked} file(s) checked in {args.results}/: " + (found or "clean")
+          + ("" if not found or args.fix else "; `farm check --fix` resolves them"))
+    if inspection.holder is not None:
+        print(f"note: a writer holds the warehouse ({describe_holder(inspection.holder)}): "
+              f"{inspection.in_progress} file(s) of its work in progress were not counted")
+    if inspection.quarantined:
+        print(f"note: {inspection.quarantined} file(s) moved aside earlier are in <sweep>/.damaged/ folders; "
+              "delete them when you no longer need them")
+    return 1 if inspection.findings else 0
+
+
+def _existing_folder(results: str) -> None:
+    path = Path(results)
+    if path.exists() and not path.is_dir():
+        raise UserError(f"--results {results} is a file, not a warehouse folder: pass --results DIR")
+    if not path.is_dir():
+        raise UserError(f"no warehouse at {results}/: run `farm sweep configs/resnet.toml` first, "
+                        "or pass --results DIR")
+
+
 def _require_sweep(results: str, sweep: str) -> None:
     from farm.warehouse import Warehouse
 
+    _existing_folder(results)
     sweeps = Warehouse(results).sweeps()
     if sweep not in sweeps:
         known = ", ".join(sweeps) or "none yet"
@@ -316,12 +375,12 @@ def _console():
 
 
 def _connect(results: str):
+    """The warehouse and a DuckDB connection with its views (damaged files left out, with a warning)."""
     from farm.warehouse import Warehouse
 
-    if not Path(results).is_dir():
-        raise UserError(f"no warehouse at {results}/: run `farm sweep configs/resnet.toml` first, "
-                        "or pass --results DIR")
-    return Warehouse(results).connect()
+    _existing_folder(results)
+    warehouse = Warehouse(results)
+    return warehouse, warehouse.connect()
 
 
 def _print_rows(columns: list[str], rows: list[tuple[Any, ...]], fmt: str) -> None:
@@ -342,4 +401,4 @@ def _print_rows(columns: list[str], rows: list[tuple[Any, ...]], fmt: str) -> No
 
 
 COMMANDS = {"sweep": cmd_sweep, "query": cmd_query, "ingest": cmd_ingest, "graph": cmd_graph, "ls": cmd_ls,
-            "show": cmd_show, "dashboard": cmd_dashboard, "report": cmd_report}
+            "show": cmd_show, "dashboard": cmd_dashboard, "report": cmd_report, "check": cmd_check}

@@ -13,9 +13,9 @@ from rich.table import Table
 
 from farm import __version__
 from farm.callbacks import Callback, CallbackList
-from farm.config import load_config
+from farm.config import LoadedConfig, load_config
 from farm.display import ProgressDisplay, render_table
-from farm.executor import make_executor
+from farm.executor import DEFAULT_WORKER_MEMORY, make_executor
 from farm.plan import Cell, plan_sweep
 from farm.provenance import farm_commit, host_info
 from farm.warehouse import KEPT_STATUSES, SCHEMA_VERSION, Warehouse
@@ -51,17 +51,42 @@ class SweepOutcome:
 
 def run_sweep(config_path: str | Path, results: str | Path, *, force: bool = False, executor: str = "ray",
               address: str | None = None, retries: int = 2, gpus: int | None = None,
+              worker_memory: str = DEFAULT_WORKER_MEMORY,
               console: Console | None = None) -> SweepOutcome:
     """Run a sweep file into the warehouse at `results`, skipping cells it already holds."""
     console = console or Console(stderr=True)
     loaded = load_config(config_path)
     warehouse = Warehouse(Path(results).resolve())  # absolute: workers may run in other folders
-    plan = plan_sweep(loaded, warehouse.cache_dir)  # every ConfigError is raised by now: nothing written yet
+    # One writer at a time: a second sweep (or ingest) on this warehouse stops here, naming this
+    # one; and what looks like leftovers (temporary files, unfinished cells) is nobody's work in
+    # progress while we hold the lock.
+    with warehouse.writer_lock():
+        leftovers = warehouse.remove_leftovers()
+        if leftovers:
+            console.print(f"[yellow]removed {len(leftovers)} temporary file(s) left by an interrupted run[/yellow]",
+                          soft_wrap=True)
+        try:
+            return _run_locked(loaded, warehouse, console, force=force, executor=executor, address=address,
+                               retries=retries, gpus=gpus, worker_memory=worker_memory)
+        finally:
+            warehouse.remove_leftovers()  # what this run's cells left in the temp area, even when it failed
 
-    repaired = warehouse.repair(plan.sweep)
-    if repaired:
-        console.print(f"[yellow]removed {len(repaired)} file(s) left by an interrupted run[/yellow]")
-    existing = {} if force else warehouse.cell_statuses(plan.sweep)
+
+def _run_locked(loaded: LoadedConfig, warehouse: Warehouse, console: Console, *, force: bool, executor: str, address: str | None,
+                retries: int, gpus: int | None, worker_memory: str) -> SweepOutcome:
+    plan = plan_sweep(loaded, warehouse.cache_dir)  # every ConfigError is raised by now: no result written yet
+
+    prepared = warehouse.prepare_sweep(plan.sweep)
+    for path, problem, moved_to in prepared.moved:
+        table = path.parent.name
+        consequence = ("its cell is measured again" if table not in ("sweeps", "devices") else
+                       "the device's row is written again when a cell of this sweep next runs on it"
+                       if table == "devices" else "that run's record is lost")
+        console.print(f"[yellow]moved damaged file {path} to {moved_to.parent}/ ({problem}): {consequence}[/yellow]",
+                      highlight=False, soft_wrap=True)
+    if prepared.removed:
+        console.print(f"[yellow]removed {len(prepared.removed)} file(s) left by an interrupted run[/yellow]")
+    existing = {} if force else prepared.statuses
     todo = [c for c in plan.cells if existing.get(c.cell_id) not in KEPT_STATUSES]
     resumed = len(plan.cells) - len(todo)
     console.print(f"sweep [bold]{plan.sweep}[/bold]: {len(plan.cells)} cells, {len(todo)} to run"
@@ -82,7 +107,8 @@ def run_sweep(config_path: str | Path, results: str | Path, *, force: bool = Fal
     callbacks = CallbackList([WarehouseWriter(warehouse, run_id, loaded.config_hash), ProgressDisplay(console)])
     callbacks.on_sweep_start(todo)
     try:
-        make_executor(executor, address=address, max_retries=retries, gpus=gpus).run(
+        make_executor(executor, address=address, max_retries=retries, gpus=gpus,
+                      worker_memory=worker_memory).run(
             todo, warehouse.cache_dir, callbacks)
     finally:
         callbacks.on_sweep_end()
@@ -113,7 +139,8 @@ def summary_table(warehouse: Warehouse, outcome: SweepOutcome) -> tuple[Table, l
     its footnotes: each distinct reason or note is printed once below the table, not per row."""
     con = warehouse.connect()
     ids = [c.cell_id for c in outcome.cells]
-    rows = con.execute(
+    _, rows = warehouse.fetch(
+        con,
         """
         WITH measured AS (SELECT * FROM cells JOIN measurements USING (cell_id) WHERE sweep_id = $sweep),
         verdicts AS (SELECT cell_id, CASE WHEN bool_and(verdict = 'pass') THEN 'pass'
@@ -128,7 +155,7 @@ def summary_table(warehouse: Warehouse, outcome: SweepOutcome) -> tuple[Table, l
         WHERE c.sweep_id = $sweep AND list_contains($ids, c.cell_id)
         """,
         {"sweep": outcome.sweep, "ids": ids},
-    ).fetchall()
+    )
     order = {cell_id: i for i, cell_id in enumerate(ids)}
     rows.sort(key=lambda r: order[r[0]])
     notes: list[str] = []

@@ -6,15 +6,34 @@ so a crash loses at most the cell in flight and never leaves half a file. A cell
 is written last: a cell counts as done only once it exists, and `repair` removes what a killed
 run left of a cell without it. DuckDB reads the files through one view per table.
 
+One writer at a time: `farm sweep`, `farm ingest` and `farm check --fix` hold the warehouse's
+writer lock (`Warehouse.writer_lock`, an flock on `<root>/.lock` that the kernel releases when
+its process dies), and only a holder repairs, quarantines or removes leftovers.
+
+A damaged file costs only its cell: readers skip a file that is not whole Parquet with a
+one-line warning naming it (DuckDB fails on it; only then are that table's files checked, by
+their first and last bytes, ~15 µs a file), and writers move such a file to
+`<root>/<sweep>/.damaged/`, with its cell's `cells` file, so that the next sweep measures the
+cell again. `inspect` (`farm check`) also parses every footer and compares schemas.
+
 Every column is listed with its unit in docs/warehouse.md (a test checks that).
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import datetime as dt
+import errno
+import functools
 import json
 import os
+import re
+import shutil
+import socket
+import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -26,8 +45,13 @@ if TYPE_CHECKING:
     from farm.plan import Cell
     from farm.worker import CellResult
 
+from farm.errors import UserError
+
 SCHEMA_VERSION = 1
 CACHE_DIR_NAME = ".cache"
+TEMP_DIR_NAME = "tmp"  # <root>/.cache/tmp/: every temporary file of a run (zoo, transforms, quantizer)
+LOCK_NAME = ".lock"  # <root>/.lock: the writer lock; holds the holder's pid, host, command, start
+DAMAGED_DIR_NAME = ".damaged"  # <root>/<sweep>/.damaged/<table>/: files moved aside by writers
 KEPT_STATUSES = frozenset({"ok", "unsupported"})  # a rerun redoes failed and skipped cells
 
 _ts = pa.timestamp("us", tz="UTC")
@@ -116,31 +140,185 @@ _ENGINE_MEMORY = ("host_persistent_bytes", "device_persistent_bytes", "scratch_b
 TABLES = tuple(SCHEMAS)
 
 
+KEY_COLUMNS = {"sweeps": ("run_id", "sweep_id"), "devices": ("device_id",)}  # every other table: cell_id
+PARQUET_MAGIC = b"PAR1"
+Warn = Callable[[str], None]
+_held: dict[Path, int] = {}  # writer locks this process holds (writer_lock nests within a process)
+
+
+class WarehouseBusy(UserError):
+    """Another process holds the warehouse's writer lock."""
+
+
+def warn_stderr(message: str) -> None:
+    print(f"farm: warning: {message}", file=sys.stderr)
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    """Something `farm check` found: `damaged` (not whole Parquet, or not the table's schema),
+    `orphan` (a cell's file with no `cells` file, or a file or folder of no table) or `temp`
+    (a temporary file an interrupted run left)."""
+
+    kind: str
+    path: Path
+    reason: str
+    sweep: str | None = None
+
+
+@dataclasses.dataclass
+class Inspection:
+    findings: list[Finding]
+    files_checked: int
+    quarantined: int  # files already moved to .damaged folders
+    in_progress: int  # temporary and unfinished-cell files left alone: a writer holds the lock
+    holder: dict[str, Any] | None
+
+
+@dataclasses.dataclass
+class Prepared:
+    """What a writer found before running a sweep (see `Warehouse.prepare_sweep`)."""
+
+    moved: list[tuple[Path, str, Path]]  # (damaged file, why, where it went)
+    removed: list[Path]  # files of cells a killed run left unfinished, and their temporary files
+    statuses: dict[str, str]  # status of every finished cell, by cell id
+
+
 class Warehouse:
     """A results folder: writes cell results atomically and opens DuckDB over them."""
 
-    def __init__(self, root: str | Path) -> None:
+    def __init__(self, root: str | Path, warn: Warn | None = None) -> None:
         self.root = Path(root)
+        self.warn = warn or warn_stderr
+        self.skipped: dict[Path, str] = {}  # damaged files readers skipped, with why
 
     @property
     def cache_dir(self) -> Path:
         """Zoo models, work folders and (later) engine and timing caches."""
         return self.root / CACHE_DIR_NAME
 
+    @property
+    def temp_dir(self) -> Path:
+        """Where a run keeps its temporary files; emptied by the next writer (under the lock)."""
+        return self.cache_dir / TEMP_DIR_NAME
+
     def table_dir(self, sweep: str, table: str) -> Path:
         return self.root / sweep / table
+
+    # --- one writer at a time -------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def writer_lock(self) -> Iterator[None]:
+        """Hold the warehouse's writer lock for the block: `farm sweep`, `farm ingest` and
+        `farm check --fix` write only while they hold it. An flock on `<root>/.lock` (created,
+        and the warehouse folder with it, if missing), which the kernel releases when the process
+        dies, so a killed writer never leaves a stale lock; the holder's pid, host, command and
+        start time are written into the file. Nests within one process. Raises WarehouseBusy (a
+        UserError: one line, exit 2) naming the holder when another process holds it."""
+        import fcntl
+
+        lock = self.root.resolve() / LOCK_NAME
+        if lock in _held:
+            _held[lock] += 1
+            try:
+                yield
+            finally:
+                _held[lock] -= 1
+            return
+        if self.root.exists() and not self.root.is_dir():
+            raise UserError(f"--results {self.root} is a file, not a warehouse folder: pass --results DIR")
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise write_error(lock, exc) from None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise WarehouseBusy(f"{self.root} is being written by another farm command "
+                                    f"({describe_holder(_read_holder(fd))}): wait until it finishes, or pass "
+                                    "another --results folder") from None
+            except OSError as exc:
+                raise UserError(f"cannot lock {lock}: {os.strerror(exc.errno) if exc.errno else exc}") from None
+            record = {"pid": os.getpid(), "host": socket.gethostname(), "command": _command_line(),
+                      "started_at": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")}
+            try:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)
+            except OSError as exc:
+                raise write_error(lock, exc) from None
+            _held[lock] = 1
+            try:
+                yield
+            finally:
+                del _held[lock]
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, 0)
+        finally:
+            os.close(fd)  # releases the lock
+
+    def lock_holder(self) -> dict[str, Any] | None:
+        """Who holds the writer lock ({} if it does not say), or None when no other process does."""
+        import fcntl
+
+        lock = self.root.resolve() / LOCK_NAME
+        if lock in _held:
+            return None
+        try:
+            fd = os.open(lock, os.O_RDONLY)
+        except OSError:
+            return None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return _read_holder(fd)
+            except OSError:
+                return None
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return None
+        finally:
+            os.close(fd)
+
+    def leftovers(self) -> list[Path]:
+        """Temporary files and folders that runs left (killed, or failed before cleaning up): the
+        cache's temp area and work folders, `.*.tmp*` files anywhere in the cache, and temporary
+        files in the sweeps' table folders. Leftovers only while no writer holds the lock."""
+        found: list[Path] = []
+        cache = self.cache_dir
+        areas = [cache / TEMP_DIR_NAME, cache / "work"]
+        for area in areas:
+            if area.is_dir():
+                found += sorted(area.iterdir())
+        if cache.is_dir():
+            found += sorted(p for p in cache.rglob(".*.tmp*")
+                            if not any(a in p.parents for a in areas) and not p.is_dir())
+        for sweep_dir in self._sweep_dirs():
+            for table in TABLES:
+                found += sorted((sweep_dir / table).glob(".*.tmp"))
+        return found
+
+    def remove_leftovers(self) -> list[Path]:
+        """Remove `leftovers()`; only while holding the writer lock."""
+        removed = self.leftovers()
+        for path in removed:
+            _remove(path)
+        return removed
 
     # --- resume ---------------------------------------------------------------------------------
 
     def repair(self, sweep: str) -> list[Path]:
-        """Remove temporary files and rows of cells that a killed run left unfinished."""
+        """Remove temporary files and rows of cells that a killed run left unfinished (only while
+        holding the writer lock: a running sweep's files look just the same)."""
         removed = []
         sweep_dir = self.root / sweep
         if not sweep_dir.is_dir():
             return removed
-        for tmp in sweep_dir.glob("*/.*.tmp"):
-            tmp.unlink(missing_ok=True)
-            removed.append(tmp)
+        for table in TABLES:
+            for tmp in (sweep_dir / table).glob(".*.tmp"):
+                tmp.unlink(missing_ok=True)
+                removed.append(tmp)
         finished = {p.stem for p in self.table_dir(sweep, "cells").glob("*.parquet")}
         for table in PER_CELL_TABLES:
             for path in self.table_dir(sweep, table).glob("*.parquet"):
@@ -149,14 +327,155 @@ class Warehouse:
                     removed.append(path)
         return removed
 
+    def prepare_sweep(self, sweep: str) -> Prepared:
+        """What a writer does before it runs cells of `sweep` (holding the writer lock): move every
+        damaged file aside (quarantine: its cell is measured again), remove what a killed run
+        left of unfinished cells, and read the status of every finished cell."""
+        damaged = [(path, problem) for table in TABLES for path in self._table_files(sweep, table)
+                   if (problem := file_problem(path))]
+        moved = []
+        for path, problem in damaged:
+            moved += [(path, problem, to) for source, to in self.quarantine(sweep, path) if source == path]
+        statuses, unreadable = self._read_statuses(sweep)
+        for path, problem in unreadable:  # whole at both ends, yet unreadable or of another schema
+            moved += [(path, problem, to) for source, to in self.quarantine(sweep, path) if source == path]
+        return Prepared(moved, self.repair(sweep), statuses)
+
+    def quarantine(self, sweep: str, path: Path) -> list[tuple[Path, Path]]:
+        """Move a damaged file (or a folder of no table) to `<root>/<sweep>/.damaged/`, keeping its
+        table folder's name; for a file of a cell, that cell's `cells` file goes too, so the cell
+        counts as not done and the next sweep measures it again. Only while holding the writer
+        lock. Returns (from, to) of every move."""
+        sources = [path]
+        if _is_cell_file(path):
+            sources.append(self.table_dir(sweep, "cells") / path.name)
+        moves = []
+        for source in sources:
+            if not os.path.lexists(source):
+                continue
+            target_dir = self.root / sweep / DAMAGED_DIR_NAME
+            if source.parent != self.root / sweep:
+                target_dir = target_dir / source.parent.name
+            target_dir.mkdir(parents=True, exist_ok=True)
+            target = _free_name(target_dir / source.name)
+            os.replace(source, target)
+            moves.append((source, target))
+        return moves
+
     def cell_statuses(self, sweep: str) -> dict[str, str]:
-        """Status of every finished cell of a sweep, by cell id."""
-        files = sorted(self.table_dir(sweep, "cells").glob("*.parquet"))
+        """Status of every finished cell of a sweep, by cell id (unreadable `cells` files skipped,
+        with a warning)."""
+        statuses, unreadable = self._read_statuses(sweep)
+        for path, problem in unreadable:
+            self.skip(path, problem)
+        return statuses
+
+    def _read_statuses(self, sweep: str) -> tuple[dict[str, str], list[tuple[Path, str]]]:
+        files = [p for p in self._table_files(sweep, "cells") if p not in self.skipped]
         if not files:
-            return {}
-        table = pq.read_table(files, columns=["cell_id", "status"]) if len(files) > 1 else \
-            pq.read_table(files[0], columns=["cell_id", "status"])
-        return dict(zip(table.column("cell_id").to_pylist(), table.column("status").to_pylist()))
+            return {}, []
+        try:  # one read for all files; file by file only when one of them fails
+            table = pq.read_table(files if len(files) > 1 else files[0], columns=["cell_id", "status"])
+            return dict(zip(table.column("cell_id").to_pylist(), table.column("status").to_pylist())), []
+        except Exception:  # noqa: BLE001 - which file: see below
+            pass
+        statuses, unreadable = {}, []
+        for path in files:
+            try:
+                table = pq.read_table(path, columns=["cell_id", "status"])
+            except FileNotFoundError:
+                continue
+            except Exception as exc:  # noqa: BLE001 - any reason a file cannot be read makes it damaged
+                unreadable.append((path, f"unreadable: {_first_line(exc)}"))
+                continue
+            statuses.update(zip(table.column("cell_id").to_pylist(), table.column("status").to_pylist()))
+        return statuses, unreadable
+
+    def _table_files(self, sweep: str, table: str) -> list[Path]:
+        directory = self.table_dir(sweep, table)
+        return [directory / name for name in sorted(_parquet_names(directory))]
+
+    def _sweep_dirs(self) -> list[Path]:
+        """Folders of the root that hold at least one table folder (others are not sweeps: a
+        nested warehouse, say, is left alone)."""
+        try:
+            entries = sorted(p for p in self.root.iterdir() if p.is_dir() and not p.name.startswith("."))
+        except OSError:
+            return []
+        return [p for p in entries if any((p / t).is_dir() for t in TABLES)]
+
+    # --- checking -------------------------------------------------------------------------------
+
+    def inspect(self) -> Inspection:
+        """Every damaged file (not whole Parquet, footer unreadable, or not its table's schema),
+        orphaned file and leftover temporary file of the warehouse: what `farm check` lists.
+        Reads every file's footer (about 0.3 ms a file). While a writer holds the lock, its
+        temporary files and unfinished cells are counted as in progress, not as findings."""
+        holder = self.lock_holder()
+        findings: list[Finding] = []
+        checked = quarantined = in_progress = 0
+        for sweep_dir in self._sweep_dirs():
+            sweep = sweep_dir.name
+            cells_present = _parquet_names(sweep_dir / "cells")
+            for entry in sorted(sweep_dir.iterdir()):
+                if entry.name == DAMAGED_DIR_NAME:
+                    quarantined += sum(1 for p in entry.rglob("*") if p.is_file())
+                    continue
+                if entry.name not in TABLES or not entry.is_dir():
+                    what = "folder" if entry.is_dir() else "file"
+                    findings.append(Finding("orphan", entry, f"a {what} of no warehouse table", sweep))
+                    continue
+                for path in sorted(entry.iterdir()):
+                    if path.name.startswith(".") and ".tmp" in path.name:
+                        if holder is not None:
+                            in_progress += 1
+                        else:
+                            findings.append(Finding("temp", path, "temporary file of an interrupted write", sweep))
+                        continue
+                    if not path.name.endswith(".parquet") or not path.is_file():
+                        findings.append(Finding("orphan", path, f"not a Parquet file of the {entry.name} table",
+                                                sweep))
+                        continue
+                    if entry.name in PER_CELL_TABLES and path.name not in cells_present:
+                        if holder is not None:
+                            in_progress += 1
+                        else:
+                            findings.append(Finding("orphan", path, "no cells file: left by an interrupted run",
+                                                    sweep))
+                        continue
+                    checked += 1
+                    problem = file_problem(path) or schema_problem(path, entry.name)
+                    if problem:
+                        findings.append(Finding("damaged", path, problem, sweep))
+        cache = self.cache_dir.absolute()
+        for path in self.leftovers():
+            if cache in path.absolute().parents:  # those of the table folders are listed above
+                if holder is not None:
+                    in_progress += 1
+                else:
+                    findings.append(Finding("temp", path, "temporary file or folder of an interrupted run"))
+        return Inspection(findings, checked, quarantined, in_progress, holder)
+
+    def fix(self, findings: list[Finding]) -> list[tuple[Finding, str]]:
+        """Resolve what `inspect` found (only while holding the writer lock): damaged files are
+        quarantined (their cells then count as not done), files of no table moved to `.damaged`
+        too, orphaned cell files and temporary files removed. Returns what was done to each."""
+        done = []
+        sweeps = set()
+        for finding in findings:
+            if finding.kind == "damaged" or (finding.kind == "orphan" and not _is_cell_file(finding.path)):
+                moves = self.quarantine(finding.sweep, finding.path)
+                where = ", ".join(str(to.relative_to(self.root)) for _, to in moves) or "already gone"
+                extra = " with its cell's cells file (measured again by the next sweep)" if len(moves) > 1 else ""
+                done.append((finding, f"moved to {where}{extra}"))
+                sweeps.add(finding.sweep)
+            else:
+                _remove(finding.path)
+                done.append((finding, "removed"))
+        for sweep in sorted(s for s in sweeps if s):
+            for path in self.repair(sweep):  # the other files of the cells un-marked above
+                done.append((Finding("orphan", path, "a file of a cell un-marked above", sweep), "removed"))
+        return done
 
     # --- writing --------------------------------------------------------------------------------
 
@@ -169,7 +488,11 @@ class Warehouse:
         # A rerun replaces a cell: un-mark it done first, so a kill in between leaves no done cell
         # with missing or stale rows (repair then removes the leftovers).
         for table in ("cells", *PER_CELL_TABLES):
-            self.table_dir(sweep, table).joinpath(f"{cell.cell_id}.parquet").unlink(missing_ok=True)
+            path = self.table_dir(sweep, table) / f"{cell.cell_id}.parquet"
+            try:
+                path.unlink(missing_ok=True)
+            except OSError as exc:
+                raise write_error(path, exc) from None
         if result.build is not None and result.status == "ok":
             build = {("engine_" + k if k in _ENGINE_MEMORY else k): v for k, v in vars(result.build).items()}
             self._write("builds", sweep, cell.cell_id, [{"cell_id": cell.cell_id, **build}])
@@ -192,7 +515,10 @@ class Warehouse:
 
     def _write_table(self, table_name: str, sweep: str, key: str, table: pa.Table) -> None:
         directory = self.table_dir(sweep, table_name)
-        directory.mkdir(parents=True, exist_ok=True)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise write_error(directory, exc) from None
         table = table.replace_schema_metadata({"farm.schema_version": str(SCHEMA_VERSION)})
         write_atomic(table, directory / f"{key}.parquet")
 
@@ -205,7 +531,7 @@ class Warehouse:
                       if p.is_dir() and not p.name.startswith(".") and (p / "cells").is_dir())
 
     def connect(self) -> duckdb.DuckDBPyConnection:
-        """An in-memory DuckDB with one view per table over the warehouse's Parquet files."""
+        """An in-memory DuckDB with one view per table over the warehouse's readable Parquet files."""
         import duckdb
 
         con = duckdb.connect(":memory:")
@@ -222,36 +548,306 @@ class Warehouse:
         return [str(folder / table / "*.parquet") for folder in folders if any((folder / table).glob("*.parquet"))]
 
     def create_views(self, con: duckdb.DuckDBPyConnection) -> None:
-        """Create one view per table in `con`; an empty typed view where the table has no file."""
-        for table, schema in SCHEMAS.items():
-            globs = self.table_globs(table)
-            if globs:
-                files = ", ".join(f"'{sql_string(g)}'" for g in globs)
-                source = f"read_parquet([{files}], union_by_name = true)"
-                if table == "devices":  # one file per sweep that used the device
-                    con.execute(f"CREATE VIEW devices AS SELECT DISTINCT ON (device_id) * FROM {source}")
-                    continue
-                con.execute(f"CREATE VIEW {table} AS SELECT * FROM {source}")
-            else:
-                con.register(f"_empty_{table}", schema.empty_table())
-                con.execute(f"CREATE VIEW {table} AS SELECT * FROM _empty_{table}")
+        """Create (or replace) one view per table in `con`; an empty typed view where the table
+        has no file. Damaged files are left out, each with a one-line warning."""
+        for table in SCHEMAS:
+            self._create_view(con, table)
+
+    def fetch(self, con: duckdb.DuckDBPyConnection, sql: str,
+              params: Any = None) -> tuple[list[str] | None, list[tuple[Any, ...]]]:
+        """Run `sql` on a connection with this warehouse's views: (column names, rows), or (None, [])
+        for a statement without a result. A file that turns out unreadable only now (its ends are
+        whole, its insides are not) is left out with a warning and the query run again."""
+        import duckdb
+
+        seen = set()
+        while True:
+            try:
+                cursor = con.execute(sql, params)
+                if cursor.description is None:
+                    return None, []
+                return [d[0] for d in cursor.description], cursor.fetchall()
+            except duckdb.Error as exc:
+                if str(exc) in seen or not self._skip_file_of(exc):
+                    raise
+                seen.add(str(exc))
+                self.create_views(con)
+
+    def _create_view(self, con: duckdb.DuckDBPyConnection, table: str) -> None:
+        import duckdb
+
+        checked, seen = False, set()
+        while True:
+            sources = self._sources(table)
+            if not sources:
+                con.register(f"_empty_{table}", SCHEMAS[table].empty_table())
+                con.execute(f"CREATE OR REPLACE VIEW {table} AS SELECT * FROM _empty_{table}")
+                return
+            files = ", ".join(f"'{sql_string(s)}'" for s in sources)
+            source = f"read_parquet([{files}], union_by_name = true)"
+            select = "SELECT DISTINCT ON (device_id) *" if table == "devices" else "SELECT *"  # devices: one file
+            try:  # per sweep that used the device
+                con.execute(f"CREATE OR REPLACE VIEW {table} AS {select} FROM {source}")
+                return
+            except duckdb.Error as exc:
+                # Binding reads every file's footer (union_by_name), so a damaged file fails here:
+                # only then are the table's files checked (their ends, ~15 µs a file), all at once.
+                if str(exc) in seen:
+                    raise
+                seen.add(str(exc))
+                if not checked:
+                    checked = True
+                    for path in self._files(table):
+                        if path not in self.skipped and (problem := file_problem(path)):
+                            self.skip(path, problem)
+                    if self._skip_file_of(exc, skip_new=False):
+                        continue
+                if not self._skip_file_of(exc):
+                    raise
+
+    def _files(self, table: str) -> list[Path]:
+        return [path for sweep in self._sweep_folders() for path in self._table_files(sweep.name, table)]
+
+    def _sweep_folders(self) -> list[Path]:
+        root = self.root.resolve()
+        try:
+            return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+        except OSError:
+            return []
+
+    def _sources(self, table: str) -> list[str]:
+        """What a view reads: per sweep folder, its glob, or where it holds a file found damaged,
+        its other files by name."""
+        sources = []
+        for folder in self._sweep_folders():
+            directory = folder / table
+            if any(p.parent == directory for p in self.skipped):
+                sources += [str(directory / n) for n in sorted(_parquet_names(directory))
+                            if directory / n not in self.skipped]
+            elif any(directory.glob("*.parquet")):
+                sources.append(str(directory / "*.parquet"))
+        return sources
+
+    def skip(self, path: Path, problem: str) -> None:
+        """Note that readers leave `path` out, with a one-line warning (once per file)."""
+        if path not in self.skipped:
+            self.skipped[path] = problem
+            self.warn(f"skipped damaged file {path} ({problem}); `farm check --fix` moves it aside")
+
+    def _skip_file_of(self, exc: Exception, skip_new: bool = True) -> bool:
+        """Whether the error names a file of this warehouse that a retry can do without: one that
+        is gone (a writer replaced it), skipped already, or (`skip_new`), now skipped, damaged."""
+        root = self.root.resolve()
+        for match in re.finditer(r"""["']([^"']+\.parquet)["']""", str(exc)):
+            path = Path(match.group(1))
+            if root not in path.parents:
+                continue
+            if not path.exists() or path in self.skipped:
+                return True
+            if skip_new:
+                self.skip(path, _first_line(exc))
+                return True
+        return False
+
+
+def file_problem(path: str | Path) -> str | None:
+    """Why `path` is not a whole Parquet file, or None (also when it is gone): its size, the magic
+    bytes at both ends and the footer length, about 12 µs a file. A truncated, emptied or
+    overwritten file fails this; `schema_problem` parses the footer itself."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot open it: {_reason(exc)}"
+    try:
+        size = os.fstat(fd).st_size
+        if size < 12:
+            return f"not a Parquet file: {size} bytes"
+        head, tail = os.pread(fd, 4, 0), os.pread(fd, 8, size - 8)
+    except OSError as exc:
+        return f"cannot read it: {_reason(exc)}"
+    finally:
+        os.close(fd)
+    if tail[4:] != PARQUET_MAGIC:
+        return "not a whole Parquet file: no footer at its end (truncated or overwritten)"
+    if head != PARQUET_MAGIC:
+        return "not a Parquet file: its first bytes are not PAR1"
+    if int.from_bytes(tail[:4], "little") + 12 > size:
+        return "not a whole Parquet file: its footer is longer than the file"
+    return None
+
+
+def schema_problem(path: str | Path, table: str) -> str | None:
+    """Why a whole Parquet file is not a file of `table`, or None: its footer unreadable, its key
+    column missing, a column of a type the table's cannot take, or no other column of the table.
+    Columns an older farm wrote under other names, or not at all, are fine. About 0.2 ms a file."""
+    try:
+        schema = pq.read_schema(path)
+    except FileNotFoundError:
+        return None
+    except Exception as exc:  # noqa: BLE001 - whatever pyarrow says about the footer
+        return f"unreadable footer: {_first_line(exc)}"
+    found = dict(zip(schema.names, schema.types))
+    keys = KEY_COLUMNS.get(table, ("cell_id",))
+    missing = [k for k in keys if k not in found]
+    if missing:
+        return f"wrong schema: no {', '.join(missing)} column, so not a file of the {table} table"
+    kinds = _table_kinds(table)
+    for name, type_ in found.items():
+        if name in kinds and _kind(type_) not in (None, kinds[name]):
+            return f"wrong schema: column {name} is {type_}, the {table} table's is {SCHEMAS[table].field(name).type}"
+    if not (found.keys() & kinds.keys()) - set(keys):
+        return f"wrong schema: no column of the {table} table besides {', '.join(keys)}"
+    return None
+
+
+@functools.cache
+def _table_kinds(table: str) -> dict[str, str | None]:
+    return {f.name: _kind(f.type) for f in SCHEMAS[table]}
+
+
+def _kind(t: pa.DataType) -> str | None:
+    """The family a column type belongs to: values cast within a family (None: a null column)."""
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    if pa.types.is_null(t):
+        return None
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
+        return "number"
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or getattr(pa.types, "is_string_view", bool)(t):
+        return "string"
+    if pa.types.is_timestamp(t) or pa.types.is_date(t):
+        return "time"
+    return str(t)
+
+
+def write_error(path: str | Path, exc: OSError) -> UserError:
+    """One line for a write the file system refused, saying what to do."""
+    code = exc.errno
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        hint = "free some space, then run the same command again (a sweep resumes)"
+    elif code == errno.EFBIG:
+        hint = "the file is larger than this process may write (ulimit -f): raise the limit, then run the same " \
+               "command again (a sweep resumes)"
+    elif code in (errno.EACCES, errno.EPERM, errno.EROFS):
+        hint = "the folder is not writable: fix its permissions or choose another folder"
+    elif code in (errno.ENOTDIR, errno.EEXIST):
+        hint = "a file stands where a folder should be: choose another folder"
+    elif code == errno.ENOENT:
+        hint = "its folder does not exist: create it or choose another"
+    else:
+        hint = "run the same command again (a sweep resumes)"
+    return UserError(f"cannot write {path}: {_reason(exc)}; {hint}")
 
 
 def write_atomic(table: pa.Table, path: Path) -> None:
-    """Write a Parquet file under a temporary name, flush it to disk, then rename it into place."""
+    """Write a Parquet file under a temporary name, flush it to disk, then rename it into place.
+    A failed write leaves no temporary file (a partial one would keep a full disk full) and
+    raises a UserError saying what to do."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    pq.write_table(table, tmp)
-    fd = os.open(tmp, os.O_RDONLY)
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        pq.write_table(table, tmp)
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise write_error(path, exc) from None
+        raise
+
+
+def write_file(path: Path, data: bytes | str) -> None:
+    """Write an output file (a report, a graph) whole or not at all; one line (UserError) saying
+    what to do when the file system refuses, and no temporary file left behind."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        if isinstance(data, str):
+            tmp.write_text(data, encoding="utf-8")
+        else:
+            tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise write_error(path, exc) from None
 
 
 def sql_string(text: str) -> str:
     """`text` escaped for use inside a single-quoted SQL literal."""
     return text.replace("'", "''")
+
+
+def describe_holder(holder: dict[str, Any] | None) -> str:
+    if not holder:
+        return "it did not say which"
+    return (f"pid {holder.get('pid', '?')} on {holder.get('host', '?')} since {holder.get('started_at', '?')}: "
+            f"{holder.get('command', '?')}")
+
+
+def _read_holder(fd: int) -> dict[str, Any]:
+    for _ in range(3):  # the holder writes its record right after it takes the lock
+        try:
+            record = json.loads(os.pread(fd, 4096, 0) or b"null")
+            if isinstance(record, dict):
+                return record
+        except (OSError, ValueError):
+            pass
+        import time
+
+        time.sleep(0.05)
+    return {}
+
+
+def _command_line() -> str:
+    argv = list(sys.argv) or ["python"]
+    program = Path(argv[0])
+    name = "farm" if program.name == "farm" or program.parts[-2:] == ("farm", "__main__.py") else program.name
+    return " ".join([name, *argv[1:]])[:1000]
+
+
+def _parquet_names(directory: Path) -> set[str]:
+    """Names of the table files in `directory` (not temporary files), none if it is missing."""
+    try:
+        with os.scandir(directory) as entries:
+            return {e.name for e in entries if e.name.endswith(".parquet") and not e.name.startswith(".")}
+    except (FileNotFoundError, NotADirectoryError):
+        return set()
+
+
+def _is_cell_file(path: Path) -> bool:
+    return path.parent.name in PER_CELL_TABLES and path.name.endswith(".parquet")
+
+
+def _free_name(path: Path) -> Path:
+    """`path`, or `name.1.parquet`, `name.2.parquet`, ... if it is taken."""
+    candidate, n = path, 0
+    while os.path.lexists(candidate):
+        n += 1
+        candidate = path.with_name(f"{path.stem}.{n}{path.suffix}")
+    return candidate
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+def _reason(exc: OSError) -> str:
+    return os.strerror(exc.errno) if exc.errno else _first_line(exc)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _cell_row(cell: Cell, result: CellResult, run_id: str, config_hash: str) -> dict[str, Any]:

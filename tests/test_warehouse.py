@@ -1,13 +1,18 @@
-"""Atomic files, repair after a kill, and DuckDB views over an empty or partial warehouse."""
+"""Atomic files, repair after a kill, DuckDB views over an empty or partial warehouse, damaged files,
+quarantine and the writer lock."""
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
-from farm.warehouse import SCHEMAS, TABLES, Warehouse, write_atomic
+from farm.errors import UserError
+from farm.warehouse import LOCK_NAME, SCHEMAS, TABLES, Warehouse, file_problem, schema_problem, write_atomic
 
 
 def test_write_atomic_leaves_only_the_final_file(tmp_path: Path) -> None:
@@ -57,3 +62,99 @@ def test_cell_keyed_tables_share_only_the_cell_id() -> None:
             if column != "cell_id":
                 assert column not in seen, f"{column} is in both {seen.get(column)} and {table}"
                 seen[column] = table
+
+
+# --- damaged files: a cheap check of both ends, a thorough one of the footer and schema ----------
+
+def whole_file(directory: Path, table: str = "measurements", name: str = "c1") -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.parquet"
+    write_atomic(pa.table({"cell_id": [name], "throughput_qps": [1.0]}), path)
+    return path
+
+
+def test_file_problem_finds_truncated_emptied_and_overwritten_files(tmp_path: Path) -> None:
+    path = whole_file(tmp_path)
+    data = path.read_bytes()
+    assert file_problem(path) is None
+    assert file_problem(tmp_path / "gone.parquet") is None  # removed since it was listed: not damaged
+    cases = {"truncated": data[: len(data) // 2], "empty": b"", "zeros": bytes(len(data)),
+             "head overwritten": b"XXXX" + data[4:], "footer too long": data[:-8] + (10**6).to_bytes(4, "little") + b"PAR1"}
+    for name, content in cases.items():
+        damaged = tmp_path / f"{name}.parquet"
+        damaged.write_bytes(content)
+        assert file_problem(damaged), name
+
+
+def test_schema_problem_accepts_older_files_and_refuses_other_tables(tmp_path: Path) -> None:
+    older = tmp_path / "older.parquet"  # an older farm: fewer columns, one under an old name
+    pq.write_table(pa.table({"cell_id": ["a"], "status": ["ok"], "input_shapes": ["{}"], "batch": pa.array([1], pa.int64())}),
+                   older)
+    assert schema_problem(older, "cells") is None
+    samples = tmp_path / "samples.parquet"
+    pq.write_table(SCHEMAS["samples"].empty_table(), samples)
+    assert schema_problem(samples, "samples") is None
+    assert "no column of the measurements table" in schema_problem(samples, "measurements")
+    assert "no device_id column" in schema_problem(samples, "devices")
+    typed = tmp_path / "typed.parquet"
+    pq.write_table(pa.table({"cell_id": ["a"], "batch": ["eight"]}), typed)
+    assert "column batch is string" in schema_problem(typed, "cells")
+    garbage = tmp_path / "garbage.parquet"  # both ends whole, the footer itself garbage
+    data = whole_file(tmp_path / "g").read_bytes()
+    garbage.write_bytes(data[:-200] + b"\x07" * 192 + data[-8:])
+    assert file_problem(garbage) is None and schema_problem(garbage, "measurements").startswith("unreadable footer")
+
+
+def test_views_leave_out_damaged_files_with_one_warning_each(tmp_path: Path) -> None:
+    warnings: list[str] = []
+    warehouse = Warehouse(tmp_path, warn=warnings.append)
+    for sweep in ("a", "b"):
+        for name in ("c1", "c2"):
+            whole_file(warehouse.table_dir(sweep, "measurements"), name=f"{sweep}{name}")
+    truncated = warehouse.table_dir("a", "measurements") / "ac1.parquet"
+    truncated.write_bytes(truncated.read_bytes()[:100])
+    # both ends whole, footer garbage: only DuckDB notices, when it binds the view
+    garbage = warehouse.table_dir("b", "measurements") / "bc2.parquet"
+    data = garbage.read_bytes()
+    garbage.write_bytes(data[:-200] + b"\x07" * 192 + data[-8:])
+    con = warehouse.connect()
+    columns, rows = warehouse.fetch(con, "SELECT cell_id FROM measurements ORDER BY cell_id")
+    assert columns == ["cell_id"] and rows == [("ac2",), ("bc1",)]
+    assert len(warnings) == 2 and str(truncated) in warnings[0] and str(garbage) in warnings[1]
+    assert set(warehouse.skipped) == {truncated, garbage}
+    assert warehouse.fetch(con, "SELECT 1") == (["1"], [(1,)])
+
+
+def test_a_failed_write_leaves_no_temporary_file_and_says_what_to_do(tmp_path: Path) -> None:
+    target = tmp_path / "x.parquet"
+    target.mkdir()  # something that is not a file stands where the file goes: the rename fails
+    (target / "keep").write_text("x")
+    with pytest.raises(UserError) as error:
+        write_atomic(pa.table({"a": [1]}), target)
+    assert str(target) in str(error.value) and "\n" not in str(error.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.parquet"]  # no .x.parquet.<pid>.tmp left
+
+
+def test_quarantine_moves_a_cell_file_with_its_cells_file(tmp_path: Path) -> None:
+    warehouse = Warehouse(tmp_path)
+    for table in ("cells", "measurements", "samples"):
+        pq.write_table(SCHEMAS[table].empty_table(), whole_file(warehouse.table_dir("s", table), name="c1"))
+    moves = warehouse.quarantine("s", warehouse.table_dir("s", "samples") / "c1.parquet")
+    damaged = tmp_path / "s" / ".damaged"
+    assert [to for _, to in moves] == [damaged / "samples" / "c1.parquet", damaged / "cells" / "c1.parquet"]
+    assert warehouse.repair("s") == [warehouse.table_dir("s", "measurements") / "c1.parquet"]  # cell not done
+    whole_file(warehouse.table_dir("s", "samples"), name="c1")
+    again = warehouse.quarantine("s", warehouse.table_dir("s", "samples") / "c1.parquet")
+    assert [to.name for _, to in again] == ["c1.1.parquet"]  # the first one is kept
+
+
+def test_writer_lock_records_its_holder_and_nests(tmp_path: Path) -> None:
+    warehouse = Warehouse(tmp_path / "new")
+    assert warehouse.lock_holder() is None
+    with warehouse.writer_lock():
+        record = json.loads((tmp_path / "new" / LOCK_NAME).read_text())
+        assert record["pid"] == os.getpid() and record["host"] and record["command"] and record["started_at"]
+        with Warehouse(tmp_path / "new").writer_lock():  # the same process may take it again
+            pass
+        assert warehouse.lock_holder() is None  # not another process
+    assert (tmp_path / "new" / LOCK_NAME).read_text() == ""  # released: nobody named

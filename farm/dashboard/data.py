@@ -3,7 +3,8 @@
 `Snapshot` loads the warehouse's small tables (one row per cell or fewer) into an in-memory
 DuckDB once (through loader.py's consolidated copy), so every page queries memory rather than
 ten thousand Parquet files; the big tables (`samples`, `layers`) are read per cell straight
-from that cell's file. The functions
+from that cell's file. It writes nothing; a damaged file is skipped with a warning and listed
+in `Snapshot.damaged`. The functions
 below turn those rows into the comparisons: series labels, speedup over a baseline with a noise
 test, the Pareto frontier, per-layer diffs.
 """
@@ -60,7 +61,7 @@ class Snapshot:
         for table in SMALL_TABLES:
             create_table(self.con, table, table)
             for sweep in self.sweep_names:
-                self.files_read += load_sweep_table(self.con, self.root, sweep, table, table)
+                self.files_read += load_sweep_table(self.con, self.warehouse, sweep, table, table)
         # one devices file per sweep that used the device
         self.con.execute("CREATE OR REPLACE TABLE devices AS SELECT DISTINCT ON (device_id) * FROM devices")
         self.cell_frame = self.query(CELL_FRAME_SQL + " ORDER BY c.sweep_id, c.model, c.backend, c.precision, c.batch")
@@ -69,6 +70,11 @@ class Snapshot:
     @property
     def empty(self) -> bool:
         return self.cell_frame.empty
+
+    @property
+    def damaged(self) -> dict[Path, str]:
+        """Files left out because they are damaged (path: why); `farm check --fix` moves them aside."""
+        return self.warehouse.skipped
 
     def query(self, sql: str, params: Any = None) -> pd.DataFrame:
         """Run SQL over the in-memory tables; safe from several Streamlit sessions at once."""
@@ -83,12 +89,18 @@ class Snapshot:
         """All rows of `table` for one cell, read from that cell's own file (empty if none)."""
         cell = self.cell(cell_id)
         path = self.root / str(cell.sweep_id) / table / f"{cell_id}.parquet" if cell is not None else None
-        if path is None or not path.is_file():
+        if path is None or not path.is_file() or path in self.warehouse.skipped:
             return SCHEMAS[table].empty_table().to_pandas()
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        found = pq.read_table(path)
+        try:
+            found = pq.read_table(path)
+        except FileNotFoundError:  # removed since: a sweep is redoing the cell
+            return SCHEMAS[table].empty_table().to_pandas()
+        except Exception as exc:  # noqa: BLE001 - any reason a file cannot be read makes it damaged
+            self.warehouse.skip(path, str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+            return SCHEMAS[table].empty_table().to_pandas()
         schema = SCHEMAS[table]
         # Files written by an older farm lack newer columns: they read as nulls, as in the SQL views.
         columns = [found.column(f.name).cast(f.type) if f.name in found.column_names

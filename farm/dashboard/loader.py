@@ -1,20 +1,24 @@
 """Load a warehouse table of one sweep into DuckDB fast, however many cell files it has.
 
 The warehouse keeps one file per cell (atomic writes, resume); reading 10,000 small files costs
-about a millisecond each, so the dashboard keeps a consolidated copy per sweep and table under
-`<results>/.cache/dashboard/`, with each row's source file, its mtime and size. A load reads the
-copy, drops the rows of files that changed or disappeared, and reads only new or changed files.
-The copy is a cache: deleting it costs one slow load; a read-only warehouse simply gets none.
+about a millisecond each, so the writers (`farm sweep` and `farm ingest` as they finish, `farm
+check --fix`) keep a consolidated copy per sweep and table under `<results>/.cache/dashboard/`,
+with each row's source file, its mtime and size. A load reads the copy, drops the rows of files
+that changed or disappeared, and reads only new or changed files. The dashboard only reads: it
+never writes the copy (nor anything else in the warehouse), so what changed since the last
+writer refreshed it is read from the cell files, in memory, at every load. The copy is a cache:
+without it a load reads every file. Damaged cell files are skipped with a warning.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pandas as pd
 
-from farm.warehouse import CACHE_DIR_NAME, SCHEMAS, sql_string
+from farm.warehouse import CACHE_DIR_NAME, SCHEMAS, Warehouse, file_problem, sql_string
 
 SMALL_TABLES = ("sweeps", "cells", "builds", "measurements", "accuracy", "devices")  # one row per cell or fewer
 
@@ -30,31 +34,54 @@ def cache_path(root: Path, sweep: str, table: str) -> Path:
     return root / CACHE_DIR_NAME / "dashboard" / sweep / f"{table}.parquet"
 
 
-def load_sweep_table(con, root: Path, sweep: str, table: str, target: str) -> int:
+def load_sweep_table(con, warehouse: Warehouse, sweep: str, table: str, target: str, save: bool = False) -> int:
     """Insert the rows of `table` for `sweep` into the DuckDB table `target` (which has the current
-    schema's columns); returns how many files had to be read."""
+    schema's columns); returns how many files had to be read. Damaged files are left out (a
+    warning through `warehouse.skip`). `save` writes the consolidated copy: writers only, under
+    the warehouse's writer lock."""
     import duckdb
 
-    for attempt in range(3):  # a running sweep may replace a file between listing and reading
+    root = warehouse.root.resolve()
+    directory = root / sweep / table
+    failures: dict[str, int] = {}
+    unnamed = 0
+    while True:
         try:
-            return _load(con, root, sweep, table, target)
-        except duckdb.IOException:
-            if attempt == 2:
+            return _load(con, warehouse, root, sweep, table, target, save)
+        except duckdb.Error as exc:
+            con.execute("DROP TABLE IF EXISTS _rows")
+            name = next((m.group(1) for m in re.finditer(r"""["']([^"']+\.parquet)["']""", str(exc))
+                         if Path(m.group(1)).parent == directory), None)
+            if name is None:  # a running sweep may replace a file between listing and reading
+                unnamed += 1
+                if unnamed == 3 or not isinstance(exc, duckdb.IOException):
+                    raise
+                continue
+            path = Path(name)
+            failures[name] = failures.get(name, 0) + 1
+            if path in warehouse.skipped:
                 raise
-    return 0
+            if path.exists() and failures[name] > 1:  # failed twice as it is: damaged inside
+                warehouse.skip(path, str(exc).strip().splitlines()[0])
 
 
 def _listing(directory: Path) -> dict[str, tuple[int, int]]:
     try:
         entries = os.scandir(directory)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return {}
+    stats = {}
     with entries:
-        stats = {e.name: e.stat() for e in entries if e.name.endswith(".parquet") and not e.name.startswith(".")}
+        for entry in entries:
+            if entry.name.endswith(".parquet") and not entry.name.startswith("."):
+                try:
+                    stats[entry.name] = entry.stat()
+                except FileNotFoundError:
+                    continue
     return {name: (st.st_mtime_ns, st.st_size) for name, st in stats.items()}
 
 
-def _load(con, root: Path, sweep: str, table: str, target: str) -> int:
+def _load(con, warehouse: Warehouse, root: Path, sweep: str, table: str, target: str, save: bool) -> int:
     directory = root / sweep / table
     files = _listing(directory)
     cached = cache_path(root, sweep, table)
@@ -76,7 +103,14 @@ def _load(con, root: Path, sweep: str, table: str, target: str) -> int:
         except Exception:  # noqa: BLE001 - a damaged or foreign cache is only a cache: read everything
             kept, stale = set(), True
             con.execute("DELETE FROM _rows")
-    fresh = sorted(set(files) - kept)
+    fresh = []
+    for name in sorted(set(files) - kept):  # damaged files are left out: a check of their ends
+        path = directory / name
+        problem = None if path in warehouse.skipped else file_problem(path)
+        if problem:
+            warehouse.skip(path, problem)
+        if path not in warehouse.skipped:
+            fresh.append(name)
     if fresh:
         paths = ", ".join(f"'{sql_string(str(directory / name))}'" for name in fresh)
         source = f"read_parquet([{paths}], union_by_name = true, filename = true)"
@@ -85,11 +119,13 @@ def _load(con, root: Path, sweep: str, table: str, target: str) -> int:
         shared = "COLUMNS('^(" + "|".join(SCHEMAS[table].names) + ")$')"
         con.register("_stats", pd.DataFrame({"_file": fresh, "_mtime_ns": [files[n][0] for n in fresh],
                                              "_size": [files[n][1] for n in fresh]}))
-        con.execute(f"""INSERT INTO _rows BY NAME
-                        SELECT {shared}, s._file, s._mtime_ns, s._size
-                        FROM {source} f JOIN _stats s ON s._file = parse_filename(f.filename)""")
-        con.unregister("_stats")
-    if fresh or stale:
+        try:
+            con.execute(f"""INSERT INTO _rows BY NAME
+                            SELECT {shared}, s._file, s._mtime_ns, s._size
+                            FROM {source} f JOIN _stats s ON s._file = parse_filename(f.filename)""")
+        finally:
+            con.unregister("_stats")
+    if save and (fresh or stale):
         _save(con, cached)
     con.execute(f"INSERT INTO {target} SELECT {schema_columns} FROM _rows")
     con.execute("DROP TABLE _rows")
@@ -111,16 +147,17 @@ def _save(con, cached: Path) -> None:
 
 
 def refresh(root: str | Path, sweep: str) -> None:
-    """Bring the consolidated copy of one sweep up to date (what `farm sweep` and `farm ingest` do
-    when they finish), so the dashboard's first load of a large warehouse is quick too."""
+    """Bring the consolidated copy of one sweep up to date: what `farm sweep` and `farm ingest` do
+    when they finish, and `farm check --fix`, all holding the writer lock, so that the
+    dashboard's first load of a large warehouse is quick too."""
     import duckdb
 
-    root = Path(root).resolve()
+    warehouse = Warehouse(Path(root).resolve())
     con = duckdb.connect(":memory:")
     try:
         for table in SMALL_TABLES:
             create_table(con, table, "_scratch")
-            load_sweep_table(con, root, sweep, table, "_scratch")
+            load_sweep_table(con, warehouse, sweep, table, "_scratch", save=True)
     except Exception:  # noqa: BLE001 - only a cache: the dashboard reads the cell files without it
         pass
     finally:

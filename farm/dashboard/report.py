@@ -16,6 +16,7 @@ from typing import Any, Iterable
 import pandas as pd
 
 from farm.dashboard.data import Snapshot, number, pareto_front, series_labels, top_layers, with_speedup
+from farm.warehouse import write_file
 
 STYLE = """
 body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 2em auto; max-width: 1200px;
@@ -69,9 +70,7 @@ def write_report(results: str | Path, sweep: str, output: Path, baseline: str | 
         parts.append(f"<h2>Sweep file</h2><pre>{_e(config.text.iloc[0])}</pre>")
     document = (f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>farm report: {_e(sweep)}</title>"
                 f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>")
-    tmp = output.with_name(f".{output.name}.tmp")
-    tmp.write_text(document, encoding="utf-8")
-    tmp.replace(output)
+    write_file(output, document)
     return f"{len(frame)} cells, {len(measured)} measured, {frame.model.nunique()} model(s)"
 
 

@@ -14,12 +14,19 @@ from farm.layers.memory import format_bytes
 FORMATS = ("svg", "png", "pdf", "dot")
 
 
-def layer_rows(con, cell_id: str) -> list[dict[str, Any]]:
-    cursor = con.execute(
-        """SELECT layer_index, name, type, output_dtypes, time_share_percent, time_avg_ms, total_bytes,
-                  input_tensors, output_tensors FROM layers WHERE cell_id = ? ORDER BY layer_index""", [cell_id])
-    columns = [d[0] for d in cursor.description]
-    return [dict(zip(columns, row)) for row in cursor.fetchall()]
+LAYER_SQL = """SELECT layer_index, name, type, output_dtypes, time_share_percent, time_avg_ms, total_bytes,
+                      input_tensors, output_tensors FROM layers WHERE cell_id = ? ORDER BY layer_index"""
+
+
+def layer_rows(con, cell_id: str, warehouse=None) -> list[dict[str, Any]]:
+    """The cell's rows of the `layers` view of `con`; through `warehouse` (farm.warehouse.Warehouse,
+    whose views `con` has), a file found damaged only while reading is skipped with a warning."""
+    if warehouse is not None:
+        columns, rows = warehouse.fetch(con, LAYER_SQL, [cell_id])
+    else:
+        cursor = con.execute(LAYER_SQL, [cell_id])
+        columns, rows = [d[0] for d in cursor.description], cursor.fetchall()
+    return [dict(zip(columns, row)) for row in rows]
 
 
 def engine_graph(rows: list[dict[str, Any]], title: str):

@@ -7,6 +7,7 @@ hash (of its bytes) is part of every cell id. Hashes and input specs are cached 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -104,16 +105,25 @@ def resolve_model(spec: ModelSpec, index: int, base_dir: Path, cache_dir: Path) 
 
 
 def zoo_model_path(zoo_name: str, cache_dir: Path) -> Path:
-    """Generate a zoo model once into the cache (atomically) and return its path."""
+    """Generate a zoo model once into the cache and return its path. Written in the warehouse's
+    temp area (`<cache>/tmp/`, emptied by the next sweep if this one is killed) and renamed into
+    place; a failed write leaves nothing and is one line (UserError)."""
     from farm.models.zoo import ZOO, ZOO_VERSION
+    from farm.warehouse import TEMP_DIR_NAME, write_error
 
     path = cache_dir / "zoo" / f"{zoo_name}-v{ZOO_VERSION}.onnx"
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        model = ZOO[zoo_name].build()
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(model.SerializeToString())
-        os.replace(tmp, path)
+        tmp = cache_dir / TEMP_DIR_NAME / f"{path.name}.{os.getpid()}.tmp"
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_bytes(ZOO[zoo_name].build().SerializeToString())
+            os.replace(tmp, path)
+        except OSError as exc:
+            raise write_error(path, exc) from None
+        finally:  # also on Ctrl-C: a partial file must not stay (on a full disk, it keeps it full)
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
     return path
 
 

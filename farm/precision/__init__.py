@@ -12,10 +12,13 @@ calibration data), so a second sweep does not recalibrate. Why these libraries: 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import os
+import shutil
+import tempfile
 import time
 import zlib
 from pathlib import Path
@@ -71,37 +74,60 @@ def transform(model_path: Path, model_sha256: str, precision: str, inputs, shape
     described = calibration.describe() if precision == "int8" else None
     if path.is_file():
         return Transformed(path, 0.0, True, described)
+    from farm.warehouse import TEMP_DIR_NAME
+
+    temp_area = cache_dir / TEMP_DIR_NAME  # emptied by the next sweep if this one is killed
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temp_area.mkdir(parents=True, exist_ok=True)
+    tmp = temp_area / f"{path.name}.{os.getpid()}.tmp"
     start = time.perf_counter()
-    if precision == "fp16":
-        import onnx
-        from onnxconverter_common import float16
+    try:
+        if precision == "fp16":
+            import onnx
+            from onnxconverter_common import float16
 
-        model = onnx.load(str(model_path))
-        converted = float16.convert_float_to_float16(
-            model, keep_io_types=keep_io_types, op_block_list=list(float16.DEFAULT_OP_BLOCK_LIST) + SENSITIVE_OPS)
-        onnx.save(_consistent_casts(converted), str(tmp))
-    elif precision == "int8":
-        from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+            model = onnx.load(str(model_path))
+            converted = float16.convert_float_to_float16(
+                model, keep_io_types=keep_io_types, op_block_list=list(float16.DEFAULT_OP_BLOCK_LIST) + SENSITIVE_OPS)
+            onnx.save(_consistent_casts(converted), str(tmp))
+        elif precision == "int8":
+            _quantize(model_path, tmp, calibration_batches(calibration, inputs, shapes, seed), temp_area)
+        else:
+            raise ValueError(f"no ONNX transform for {precision}")
+        seconds = time.perf_counter() - start
+        os.replace(tmp, path)
+    finally:  # a failed transform leaves no partial file (on a full disk it would keep it full)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+    return Transformed(path, seconds, False, described)
 
-        batches = calibration_batches(calibration, inputs, shapes, seed)
 
-        class Reader(CalibrationDataReader):
-            def __init__(self) -> None:
-                self.items = iter(batches)
+def _quantize(model_path: Path, output: Path, batches: list[dict[str, np.ndarray]], temp_area: Path) -> None:
+    """ONNX Runtime's static Q/DQ quantization, its temporary files (the model with shapes
+    inferred, the augmented calibration model: easily tens of MB) in a folder of the warehouse's
+    temp area that is removed afterwards, whatever happens, instead of the system's temp folder."""
+    import onnx
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
-            def get_next(self):
-                return next(self.items, None)
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.items = iter(batches)
 
-        quantize_static(str(model_path), str(tmp), Reader(), quant_format=QuantFormat.QDQ,
+        def get_next(self):
+            return next(self.items, None)
+
+    folder = Path(tempfile.mkdtemp(prefix="quantize.", dir=temp_area))
+    saved = tempfile.tempdir
+    tempfile.tempdir = str(folder)  # quantize_static's TemporaryDirectory()s land here
+    try:
+        # A ModelProto, not the path: given a path, the quantizer writes `<model>-inferred.onnx`
+        # beside the model (the user's folder); given a model, into its temporary folder.
+        quantize_static(onnx.load(str(model_path)), str(output), Reader(), quant_format=QuantFormat.QDQ,
                         activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
                         extra_options={"ActivationSymmetric": True, "WeightSymmetric": True})
-    else:
-        raise ValueError(f"no ONNX transform for {precision}")
-    seconds = time.perf_counter() - start
-    os.replace(tmp, path)
-    return Transformed(path, seconds, False, described)
+    finally:
+        tempfile.tempdir = saved
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def calibration_batches(calibration: Calibration, inputs, shapes: dict[str, tuple[int, ...]],

@@ -1,0 +1,120 @@
+"""One writer per warehouse: a second sweep is refused while one runs (naming it), a killed
+writer's lock does not outlive it, and two sweeps lose or duplicate nothing."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from farm.errors import UserError
+from farm.warehouse import Warehouse, WarehouseBusy
+from tests.conftest import tiny_cnn, write_sweep
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+HOLD = ("import sys, time\nfrom farm.warehouse import Warehouse\n"
+        "with Warehouse(sys.argv[1]).writer_lock():\n    print('locked', flush=True)\n    time.sleep(120)\n")
+
+
+def hold_lock(results: Path) -> subprocess.Popen:
+    """Another process holding the warehouse's writer lock, as a running sweep does."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(results)], cwd=ROOT, env=ENV,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "locked"
+    return proc
+
+
+def test_the_lock_names_its_holder_and_dies_with_it(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    holder = hold_lock(results)
+    try:
+        warehouse = Warehouse(results)
+        assert warehouse.lock_holder()["pid"] == holder.pid
+        with pytest.raises(WarehouseBusy) as busy:
+            with warehouse.writer_lock():
+                pass
+        message = str(busy.value)
+        assert f"pid {holder.pid}" in message and "\n" not in message and str(results) in message
+        assert isinstance(busy.value, UserError) and busy.value.exit_code == 2
+    finally:
+        holder.send_signal(signal.SIGKILL)  # no cleanup runs: the kernel drops the lock
+        holder.wait()
+    assert Warehouse(results).lock_holder() is None
+    with Warehouse(results).writer_lock():  # not blocked by the dead holder
+        pass
+
+
+def test_a_second_sweep_is_refused_while_one_runs(tmp_path: Path) -> None:
+    (tmp_path / "models").mkdir()
+    tiny_cnn(tmp_path / "models" / "tiny.onnx", channels=16, spatial=32)
+    measurement = """
+        [measurement]
+        warmup_ms = 10
+        min_iterations = 5
+        min_duration_ms = 200
+        repeats = 2
+        layer_iterations = 3
+        """
+    first = write_sweep(tmp_path, """
+        name = "first"
+        [[models]]
+        source = "models/tiny.onnx"
+        [axes]
+        batch_sizes = [1, 2, 3, 4, 5, 6]
+        """ + measurement, name="first.toml")
+    second = write_sweep(tmp_path, """
+        name = "second"
+        [[models]]
+        source = "models/tiny.onnx"
+        [axes]
+        batch_sizes = [1, 2, 3]
+        """ + measurement, name="second.toml")
+    results = tmp_path / "results"
+
+    def sweep(config: Path) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "farm", "sweep", str(config), "--results", str(results),
+                                 "--executor", "local"], cwd=ROOT, env=ENV, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+
+    running = sweep(first)
+    deadline = time.monotonic() + 120
+    while not list((results / "first" / "cells").glob("*.parquet")) and time.monotonic() < deadline:
+        time.sleep(0.02)  # until it is measuring: its lock held, its first cell written
+    running.send_signal(signal.SIGSTOP)  # frozen mid-sweep, lock held, until both others have tried
+    try:
+        assert running.poll() is None, "the first sweep should still be running"
+        others = [sweep(config) for config in (second, first)]  # another sweep, and the same one again
+        refused = []
+        for proc in others:
+            _, err = proc.communicate(timeout=120)
+            refused.append((proc.returncode, err))
+    finally:
+        running.send_signal(signal.SIGCONT)
+    out, err = running.communicate(timeout=300)
+    assert running.returncode == 0, err
+    assert "removed" not in err  # nobody touched its files
+    for rc, err in refused:
+        lines = err.strip().splitlines()
+        assert rc == 2 and len(lines) == 1 and f"pid {running.pid}" in lines[0], err
+        assert lines[0].startswith("farm: error:") and "farm sweep" in lines[0]
+
+    later = sweep(second)  # once the first has finished
+    _, err = later.communicate(timeout=300)
+    assert later.returncode == 0, err
+
+    con = Warehouse(results).connect()
+    assert con.execute("SELECT sweep_id, count(*), count(DISTINCT cell_id) FROM cells GROUP BY 1 ORDER BY 1"
+                       ).fetchall() == [("first", 6, 6), ("second", 3, 3)]
+    assert con.execute("SELECT count(*), count(DISTINCT cell_id) FROM measurements").fetchone() == (9, 9)
+    assert con.execute("SELECT count(*) FROM cells WHERE status = 'ok'").fetchone() == (9,)
+    assert con.execute("SELECT sweep_id, count(*) FROM sweeps GROUP BY 1 ORDER BY 1").fetchall() == [
+        ("first", 1), ("second", 1)]
+    windows = sorted(con.execute("SELECT started_at, finished_at FROM cells").fetchall())
+    for (_, end), (start, _) in zip(windows, windows[1:]):
+        assert end <= start  # no two measurements at once
