@@ -283,26 +283,14 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_dashboard(args: argparse.Namespace) -> int:
-    import os
-    import subprocess
-
-    from farm.dashboard import RESULTS_ENV
+    from farm.dashboard import serve
 
     results = Path(args.results).resolve()
     if not results.is_dir():
         print(f"farm: note: no warehouse at {args.results}/ yet; the dashboard will say what to run", file=sys.stderr)
-    app = Path(__file__).parent / "dashboard" / "app.py"
-    command = [sys.executable, "-m", "streamlit", "run", str(app),
-               "--server.address", args.address, "--server.port", str(args.port), "--server.headless", "true",
-               "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
-               "--global.developmentMode", "false", "--theme.base", "light",
-               "--client.toolbarMode", "viewer"]
     print(f"farm dashboard: http://{args.address}:{args.port}/  (warehouse {results}; Ctrl-C stops it)",
           file=sys.stderr)
-    try:
-        return subprocess.call(command, env={**os.environ, RESULTS_ENV: str(results)})
-    except KeyboardInterrupt:  # Streamlit got the same Ctrl-C and stops by itself
-        return 0
+    return serve(results, args.address, args.port)  # in this process: the server ends when farm does
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -5,4 +5,38 @@ and the tests use it directly; sql.py is the read-only console; app.py and views
 Streamlit scripts.
 """
 
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
 RESULTS_ENV = "FARM_RESULTS"  # `farm dashboard --results DIR` hands the folder to the app in this variable
+APP = Path(__file__).parent / "app.py"
+
+
+def serve(results: Path, address: str, port: int) -> int:
+    """Serve the dashboard on address:port until SIGTERM, SIGINT (Ctrl-C), SIGHUP or SIGQUIT.
+
+    Streamlit runs in this process, as `streamlit run` would run it, not in a child: whatever
+    ends `farm dashboard` (a signal, SIGKILL included, or its terminal closing) ends the server
+    with it, and nothing is left listening. Returns the exit status (0 after a signal).
+    """
+    import click
+    from streamlit.web import cli as streamlit_cli
+
+    os.environ[RESULTS_ENV] = str(results)
+    # Streamlit stops gracefully on SIGTERM, SIGINT and SIGQUIT once it serves; a closed terminal
+    # (SIGHUP) stops it the same way, unless SIGHUP is ignored (nohup). Before Streamlit's handler
+    # is in place, SIGTERM's default ends the process, which is all there is to end.
+    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, lambda *_: signal.raise_signal(signal.SIGTERM))
+    flags = {"server.address": address, "server.port": str(port), "server.headless": "true",
+             "browser.gatherUsageStats": "false", "server.fileWatcherType": "none",
+             "global.developmentMode": "false", "theme.base": "light", "client.toolbarMode": "viewer"}
+    arguments = ["run", str(APP), *(part for name, value in flags.items() for part in (f"--{name}", value))]
+    try:
+        streamlit_cli.main.main(arguments, prog_name="streamlit", standalone_mode=False)
+    except (KeyboardInterrupt, click.Abort):  # Ctrl-C before Streamlit's own handler was in place
+        return 0
+    return 0

@@ -1,7 +1,11 @@
-"""Every dashboard page through Streamlit's AppTest, on the real test warehouse and on none."""
+"""Every dashboard page through Streamlit's AppTest, on the real test warehouse and on none; and
+`farm dashboard` as a process, ending with its server whatever signal ends it."""
 
 from __future__ import annotations
 
+import os
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -185,3 +189,87 @@ def test_every_page_on_the_example_gpu_warehouse(monkeypatch, page: str) -> None
         assert len(table) == 48 and table.series.str.contains("torch mode=cudagraphs").any()
     if page == "cell":
         assert "H2D" in texts(at)  # a GPU cell: the copies are split out
+
+
+# `farm dashboard`, the process: whatever ends it ends its server, and nothing keeps listening.
+
+def process_tree(root: int) -> dict[int, int]:
+    """{pid: start time} of `root` and every process descended from it, from /proc."""
+    children: dict[int, list[int]] = {}
+    started: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (stat := proc_stat(int(entry.name))) is not None:
+            _state, ppid, start = stat
+            children.setdefault(ppid, []).append(int(entry.name))
+            started[int(entry.name)] = start
+    tree, todo = {}, [root]
+    while todo:
+        pid = todo.pop()
+        if pid in started:
+            tree[pid] = started[pid]
+            todo.extend(children.get(pid, []))
+    return tree
+
+
+def proc_stat(pid: int) -> tuple[str, int, int] | None:
+    """(state, parent pid, start time in clock ticks), or None once the process is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()  # the name, in parentheses, may hold spaces
+    return fields[0], int(fields[1]), int(fields[19])
+
+
+def still_running(tree: dict[int, int]) -> list[int]:
+    """The processes of `tree` that still run: same pid and start time (not a reused pid), not a zombie."""
+    return [pid for pid, start in tree.items()
+            if (stat := proc_stat(pid)) is not None and stat[2] == start and stat[0] not in "ZX"]
+
+
+def listening_sockets(port: int) -> set[str]:
+    """Inodes of the TCP sockets listening on `port` (IPv4 and IPv6), from /proc/net."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "0A":  # 0A: LISTEN
+                inodes.add(fields[9])
+    return inodes
+
+
+def holders(inodes: set[str], pids) -> set[int]:
+    """Which of `pids` hold one of the socket `inodes` open."""
+    wanted = {f"socket:[{inode}]" for inode in inodes}
+    found = set()
+    for pid in pids:
+        try:
+            if any(os.readlink(fd) in wanted for fd in Path(f"/proc/{pid}/fd").iterdir()):
+                found.add(pid)
+        except OSError:
+            pass
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the processes from /proc (Linux)")
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGKILL],
+                         ids=lambda s: signal.Signals(s).name)
+def test_farm_dashboard_ends_with_its_server(tmp_path: Path, dashboard, signum: int) -> None:
+    server = dashboard(tmp_path / "results")  # no warehouse yet: the same server, which says what to run
+    farm = server.process.pid
+    tree = process_tree(farm)
+    sockets = listening_sockets(server.port)
+    assert sockets and holders(sockets, tree)  # what serves the port is farm dashboard or one of its own
+    os.kill(farm, signum)
+    status = server.process.wait(120)  # a server that outlived the signal fails here, or below
+    assert status in {0, -signum}  # 0: Streamlit's graceful stop; -signum: the signal came before its handler
+    deadline = time.monotonic() + 60  # what ends with a parent may take a moment after it
+    while (still_running(tree) or sockets & listening_sockets(server.port)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert still_running(tree) == [] and not sockets & listening_sockets(server.port)
+    assert "Traceback" not in server.log.read_text()
