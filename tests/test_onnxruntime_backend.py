@@ -50,16 +50,33 @@ def test_build_query_and_layers(tmp_path: Path) -> None:
 
 
 def test_layers_describe_the_optimized_graph(tmp_path: Path) -> None:
-    """At level "all" the CPU provider runs convolutions in NCHWc blocks of 16 channels: the
-    per-layer bytes are those of the tensors that really run, padding included."""
+    """At level "all" the CPU provider may run convolutions in NCHWc layout, channels padded to a
+    whole block whose size depends on the CPU (8 with AVX2, 16 with AVX-512): the per-layer rows
+    describe the tensors that really run, padding included, whatever the block here."""
     tiny_cnn(tmp_path / "tiny.onnx", channels=4, spatial=8)
     backend = backend_class("onnxruntime")({"graph_optimization": "all"})
     feeds = {"x": np.ones((2, 3, 8, 8), np.float32)}
     backend.build(tmp_path / "tiny.onnx", feeds, "fp32", tmp_path)
     layers = backend.profile_layers(feeds, iterations=2)
     conv = next(layer for layer in layers if layer.type == "Conv")
-    assert conv.tactic.endswith("com.microsoft.nchwc")
-    assert conv.output_shapes == [[2, 16, 8, 8]] and conv.weight_bytes == 16 * 3 * 3 * 3 * 4
+    [[batch, channels, height, width]] = conv.output_shapes  # as the profiler saw the output at run time
+    assert (batch, height, width) == (2, 8, 8)
+    # the bytes are those of the shapes that ran: the weights the optimizer wrote (one filter per
+    # output channel, padded ones included), the output as the profiler saw it
+    assert conv.weight_bytes == channels * 3 * 3 * 3 * 4 and conv.output_bytes == 2 * channels * 8 * 8 * 4
+    assert conv.input_shapes == [[2, 3, 8, 8]] and conv.input_bytes == 2 * 3 * 8 * 8 * 4
+    reorders = [layer for layer in layers if layer.type == "ReorderOutput"]
+    if conv.tactic.endswith("com.microsoft.nchwc"):
+        # the 4 channels padded up to a whole block (blocks are powers of two: 8 for the AVX2 kernels,
+        # 16 for AVX-512), and a reorder back to the model's own 4 channels before the pooling
+        assert channels >= 4 and channels & (channels - 1) == 0
+        [reorder] = reorders
+        assert reorder.input_shapes == [[2, channels, 8, 8]] and reorder.output_shapes == [[2, 4, 8, 8]]
+        assert reorder.input_bytes == conv.output_bytes and reorder.output_bytes == 2 * 4 * 8 * 8 * 4
+    else:  # a CPU ONNX Runtime has no NCHWc kernels for runs the model's own layout
+        assert channels == 4 and not reorders
+    pool = next(layer for layer in layers if layer.type == "GlobalAveragePool")
+    assert pool.input_shapes == [[2, 4, 8, 8]] and pool.output_shapes == [[2, 4, 1, 1]]
 
 
 def test_run_cell_ok(tmp_path: Path) -> None:
