@@ -40,7 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="join an existing Ray cluster ('auto' or 'ray://host:port'); default: start a local Ray "
                         "bound to localhost")
     p.add_argument("--retries", type=int, default=2, metavar="N",
-                   help="times a cell is retried when its worker process dies (default: 2)")
+                   help="times a cell is retried on a fresh process when its process dies (default: 2)")
+    p.add_argument("--worker-memory", default="80%", metavar="SIZE",
+                   help="memory a cell's processes may use before they are stopped and the cell fails as out of "
+                        "memory: a share of the node's memory, divided between the workers running at once on it "
+                        "(default: 80%%), a size such as 12GiB, or none (--executor ray only)")
     p.add_argument("--gpus", type=int, default=None, metavar="N",
                    help="use at most N GPUs (one actor each); default: every GPU Ray sees")
 
@@ -107,13 +111,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from farm.executor import parse_memory_limit
     from farm.sweep import run_sweep, summary_table
     from farm.warehouse import Warehouse
 
     if args.executor == "local" and (args.address or args.gpus is not None):
         raise UserError("--address and --gpus apply to --executor ray only")
+    if args.retries < 0:
+        raise UserError(f"--retries {args.retries}: give 0 or more")
+    if args.gpus is not None and args.gpus < 1:
+        raise UserError(f"--gpus {args.gpus}: give 1 or more (to run without GPUs, leave CUDA cells out of the sweep)")
+    parse_memory_limit(args.worker_memory)  # a mistake here is one line, before anything runs
     outcome = run_sweep(args.config, args.results, force=args.force, executor=args.executor,
-                        address=args.address, retries=args.retries, gpus=args.gpus)
+                        address=args.address, retries=args.retries, gpus=args.gpus,
+                        worker_memory=args.worker_memory)
     out = _console()
     table, notes = summary_table(Warehouse(args.results), outcome)
     out.print(table)
@@ -193,25 +204,31 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
     warehouse = IngestWarehouse(Path(args.results).resolve())
     console = _console()
-    for engine in engines:
-        try:
-            warehouse.write_engine(engine)
-        except OSError as exc:
-            raise UserError(f"cannot write to {args.results}: {exc.strerror or exc}") from None
-        console.print(f"[bold]{engine.name}[/bold] -> sweep {args.sweep}, cell {engine.cell.cell_id[:8]} "
-                      f"({engine.result.status})", highlight=False)
-        for report in engine.files:
-            console.print(f"  [green]read[/green] {report.path}: {report.found}", highlight=False)
-        if engine.unmatched_profile_rows:
-            console.print(f"  [yellow]{len(engine.unmatched_profile_rows)} profile row(s) matched no layer[/yellow]: "
-                          + "; ".join(engine.unmatched_profile_rows[:5]), highlight=False)
-        if engine.unmatched_layers:
-            console.print(f"  [yellow]{len(engine.unmatched_layers)} layer(s) have no profile row[/yellow]: "
-                          + "; ".join(engine.unmatched_layers[:5]), highlight=False)
-    from farm.dashboard.loader import refresh
+    with warehouse.writer_lock():  # one writer at a time: a running sweep or ingest stops this one here
+        for engine in engines:
+            _write_ingested(warehouse, engine, args, console)
+        from farm.dashboard.loader import refresh
 
-    refresh(warehouse.root, args.sweep)
+        refresh(warehouse.root, args.sweep)
     return 1 if skipped else 0
+
+
+def _write_ingested(warehouse, engine, args: argparse.Namespace, console) -> None:
+    """Write one ingested engine's cell and say what was read."""
+    try:
+        warehouse.write_engine(engine)
+    except OSError as exc:
+        raise UserError(f"cannot write to {args.results}: {exc.strerror or exc}") from None
+    console.print(f"[bold]{engine.name}[/bold] -> sweep {args.sweep}, cell {engine.cell.cell_id[:8]} "
+                  f"({engine.result.status})", highlight=False)
+    for report in engine.files:
+        console.print(f"  [green]read[/green] {report.path}: {report.found}", highlight=False)
+    if engine.unmatched_profile_rows:
+        console.print(f"  [yellow]{len(engine.unmatched_profile_rows)} profile row(s) matched no layer[/yellow]: "
+                      + "; ".join(engine.unmatched_profile_rows[:5]), highlight=False)
+    if engine.unmatched_layers:
+        console.print(f"  [yellow]{len(engine.unmatched_layers)} layer(s) have no profile row[/yellow]: "
+                      + "; ".join(engine.unmatched_layers[:5]), highlight=False)
 
 
 def cmd_graph(args: argparse.Namespace) -> int:

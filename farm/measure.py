@@ -209,7 +209,8 @@ def summarize(samples: Samples, batch: int, settings: Measurement, inferences_pe
     row["median_ci_high_ms"] = high
     row["median_ci_method"] = method
     row["repeat_spread_percent"] = (
-        100.0 * (max(medians) - min(medians)) / row["latency_median_ms"] if len(medians) > 1 else None
+        100.0 * (max(medians) - min(medians)) / row["latency_median_ms"]
+        if len(medians) > 1 and row["latency_median_ms"] > 0 else None
     )
     cv = row["latency_cv_percent"]
     row["stable"] = bool(cv is not None and cv <= settings.max_cv_percent)

@@ -81,7 +81,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("cpu_cores", pa.int32()),
         ("versions", pa.string()), ("farm_version", pa.string()), ("farm_commit", pa.string()),
         ("config_hash", pa.string()), ("started_at", _ts), ("finished_at", _ts), ("duration_s", pa.float64()),
-        ("ingested_on", pa.string()),
+        ("ingested_on", pa.string()), ("attempts", pa.int32()), ("earlier_attempts", pa.string()),
     ),
     "builds": _schema(
         ("cell_id", pa.string()), ("build_s", pa.float64()),
@@ -868,7 +868,8 @@ def _cell_row(cell: Cell, result: CellResult, run_id: str, config_hash: str) -> 
         "cpu_cores": result.host.get("cpu_cores"), "versions": json.dumps(result.versions, sort_keys=True),
         "farm_version": result.versions.get("farm"), "farm_commit": result.farm_commit,
         "config_hash": config_hash, "started_at": result.started_at, "finished_at": result.finished_at,
-        "duration_s": duration,
+        "duration_s": duration, "attempts": result.attempts,
+        "earlier_attempts": "; ".join(result.earlier_attempts) or None,
     }
 
 
@@ -876,6 +877,8 @@ def _describe_worker(worker: dict[str, Any] | None) -> str | None:
     if not worker:
         return None
     text = f"{worker.get('kind', '?')} worker pid {worker.get('pid')} on {worker.get('host')}"
+    if worker.get("cell_pid"):
+        text += f", cell process pid {worker['cell_pid']}"
     if worker.get("kind") == "cuda":
         text += f", Ray GPU {','.join(worker.get('gpu_ids') or []) or '?'}, " \
                 f"CUDA_VISIBLE_DEVICES={worker.get('visible_devices')}"

@@ -46,6 +46,8 @@ class CellResult:
     farm_commit: str | None = None
     worker: dict[str, Any] | None = None  # which executor worker ran it (pid, host, visible GPUs)
     accuracy: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # rows of the accuracy table
+    attempts: int = 1  # runs of the cell this result ends (more when its process died and it was retried)
+    earlier_attempts: list[str] = dataclasses.field(default_factory=list)  # how each earlier run died
 
 
 def now() -> dt.datetime:

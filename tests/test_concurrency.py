@@ -118,3 +118,26 @@ def test_a_second_sweep_is_refused_while_one_runs(tmp_path: Path) -> None:
     windows = sorted(con.execute("SELECT started_at, finished_at FROM cells").fetchall())
     for (_, end), (start, _) in zip(windows, windows[1:]):
         assert end <= start  # no two measurements at once
+
+
+def test_ingest_is_refused_while_another_writer_holds_the_warehouse(tmp_path: Path, capsys) -> None:
+    """`farm ingest` writes the warehouse too: while another writer holds it, ingest stops with one
+    line naming the holder and writes nothing."""
+    from farm.cli import main
+
+    shared = ROOT.parent / "shared" / "fixtures" / "seeds"
+    log = shared / "mnist_trt80.trtexec_perf_summary.log"
+    if not log.is_file():
+        pytest.skip(f"recorded TensorRT output not found at {shared} (the shared/ folder beside the checkout)")
+    results = tmp_path / "results"
+    holder = hold_lock(results)
+    try:
+        assert main(["ingest", str(log), "--results", str(results)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert f"pid {holder.pid}" in err and "\n" not in err
+        assert not list(results.rglob("*.parquet"))
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    assert main(["ingest", str(log), "--results", str(results)]) == 0
+    assert len(list((results / "ingested" / "cells").glob("*.parquet"))) == 1

@@ -163,6 +163,7 @@ def test_worker_killed_mid_cell_is_retried(ray_two_gpus, tmp_path: Path, target:
     (log,) = _retry_logs(killer)
     assert log.startswith("worker died during the cell (attempt 1: ")
     assert ("killed by SIGKILL" in log) if target == "cell_pid" else ("the worker actor died" in log)
+    assert result.attempts == 2 and len(result.earlier_attempts) == 1 and result.earlier_attempts[0] in log
 
 
 def test_worker_that_keeps_dying_fails_the_cell_once(ray_two_gpus, tmp_path: Path) -> None:
@@ -173,6 +174,8 @@ def test_worker_that_keeps_dying_fails_the_cell_once(ray_two_gpus, tmp_path: Pat
     assert result.status == "failed"
     assert result.reason.startswith("the cell's worker died 2 time(s); last: the cell's process was killed by SIGSEGV")
     assert len(_retry_logs(killer)) == 1
+    (earlier,) = result.earlier_attempts
+    assert result.attempts == 2 and earlier.startswith("the cell's process was killed by SIGSEGV")
 
 
 def test_memory_blow_up_fails_its_cell_and_the_sweep_goes_on(ray_two_gpus, tmp_path: Path) -> None:

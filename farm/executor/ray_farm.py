@@ -320,6 +320,9 @@ class RayExecutor:
                         queue.appendleft(_Attempt(attempt.cell, attempt.number + 1, attempt.deaths))
                         continue
                     outcome = _crashed(attempt, "")
+                else:
+                    outcome.attempts = attempt.number
+                    outcome.earlier_attempts = [d.reason for d in attempt.deaths]
                 callbacks.on_cell_result(attempt.cell, outcome)
         self._drain_logs(log_queue, by_id, callbacks)
 
@@ -383,7 +386,8 @@ def _crashed(attempt: _Attempt, reason: str, traceback: str | None = None) -> Ce
         if not deaths[-1].retry:
             reason += " (not retried: it would grow as far again)"
     return CellResult(
-        attempt.cell.cell_id, "failed", reason=reason[:1000],
+        attempt.cell.cell_id, "failed", reason=reason[:1000], attempts=attempt.number,
+        earlier_attempts=[d.reason for d in deaths[:-1]],
         traceback=traceback or "\n".join(f"attempt {i}: {d.reason}" for i, d in enumerate(deaths, 1)) or None,
         started_at=now(), finished_at=now(), host=host_info(), versions=library_versions(),
         farm_commit=farm_commit(),

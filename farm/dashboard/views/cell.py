@@ -138,10 +138,16 @@ facts = {
     "model": f"{row.model_source} · {human_bytes(row.model_bytes)} · sha256 {str(row.model_sha256)[:16]}…",
     "input shapes": row.shapes, "backend options": row.options, "profile": row.profile_ranges,
     "device": (f"{device.name.iloc[0]} ({device.kind.iloc[0]})" if len(device) else row.device_id),
-    "host": f"{row.host} · {row.cpu_model} · {row.cpu_cores} cores", "worker": row.worker,
-    "started / finished (UTC)": f"{row.started_at} / {row.finished_at} ({row.duration_s:.1f} s)",
+    "host": " · ".join(str(v) for v in (row.host, row.cpu_model) if pd.notna(v) and v)
+            + (f" · {row.cpu_cores} cores" if pd.notna(row.cpu_cores) else "") or None,
+    "worker": row.worker,
+    "started / finished (UTC)": (f"{row.started_at} / {row.finished_at} ({row.duration_s:.1f} s)"
+                                 if pd.notna(row.duration_s) else None),
     "notes": row.notes,
 }
+if "ingested_on" in row and pd.notna(row.ingested_on):  # imported TensorRT output: where, not measured here
+    facts["ingested on"] = row.ingested_on
+    facts["farm"] = None
 if len(build):
     b = build.iloc[0]
     facts["build"] = (f"{b.build_s:.3g} s, artifact {human_bytes(b.artifact_bytes)}, "
@@ -151,7 +157,8 @@ if len(build):
                                         + (" (cached)" if b.precision_transform_cached else ""))
     if b.calibration:
         facts["calibration"] = b.calibration
-st.table(pd.DataFrame({"value": [str(v) if v is not None else "–" for v in facts.values()]},
+st.table(pd.DataFrame({"value": [str(v) if v is not None and not (isinstance(v, float) and pd.isna(v)) else "–"
+                                  for v in facts.values()]},
                       index=pd.Index(list(facts), name="fact")))
 with st.expander("Library versions"):
     st.json(json.loads(row.versions or "{}"))
