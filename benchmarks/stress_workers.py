@@ -80,20 +80,25 @@ enabled = false
     return path
 
 
-def farm_processes() -> dict[int, str]:
-    """pid -> 'cell' (a cell process) or 'actor' (a Ray worker actor) of running sweeps."""
+def farm_processes(sweep_pid: int) -> dict[int, str]:
+    """pid -> 'cell' (a cell process) or 'actor' (a Ray worker actor) of the sweep `sweep_pid`
+    (its local Ray runs under it, so they are its descendants: other sweeps are left alone)."""
+    import psutil
+
     found = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    try:
+        descendants = psutil.Process(sweep_pid).children(recursive=True)
+    except psutil.Error:
+        return found
+    for process in descendants:
         try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
+            cmdline = " ".join(process.cmdline())
+        except psutil.Error:
             continue
         if "farm.executor.cell_process" in cmdline:
-            found[int(entry.name)] = "cell"
+            found[process.pid] = "cell"
         elif cmdline.startswith("ray::CellWorker"):
-            found[int(entry.name)] = "actor"
+            found[process.pid] = "actor"
     return found
 
 
@@ -101,12 +106,13 @@ class KillerThread(threading.Thread):
     def __init__(self, kills: int, seed: int) -> None:
         super().__init__(daemon=True)
         self.kills, self.rng = kills, random.Random(seed)
+        self.sweep_pid = 0  # set before start()
         self.sent: collections.Counter = collections.Counter()
         self.done = threading.Event()
 
     def run(self) -> None:
         while sum(self.sent.values()) < self.kills and not self.done.wait(self.rng.uniform(0.5, 3.0)):
-            targets = farm_processes()
+            targets = farm_processes(self.sweep_pid)
             if not targets:
                 continue
             # mostly cell processes (where a segfault or an OOM kill lands), sometimes the actor itself
@@ -145,6 +151,7 @@ def main() -> int:
         begin = time.monotonic()
         proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "500"})  # no folded lines
+        killer.sweep_pid = proc.pid
         killer.start()
         out, err = proc.communicate()
         killer.done.set()

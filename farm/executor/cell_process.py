@@ -75,13 +75,13 @@ class CellProcess:
                                      pass_fds=[fd], start_new_session=True, stdin=subprocess.DEVNULL)
         theirs.close()
         self.conn = ours
-        if not ours.poll(START_TIMEOUT_S):
-            self.stop()
-            raise RuntimeError(f"the cell process did not start within {START_TIMEOUT_S:.0f} s")
-        hello = ours.recv()
+        try:
+            hello = ours.recv() if ours.poll(START_TIMEOUT_S) else "no answer"
+        except (EOFError, OSError):  # it died while starting
+            hello = f"exit status {self.proc.wait()}"
         if hello != ("ready", self.proc.pid):
             self.stop()
-            raise RuntimeError(f"the cell process answered {hello!r} instead of ready")
+            raise RuntimeError(f"the cell process did not start ({hello})")
 
     def stop(self) -> None:
         """End the child and everything it started."""

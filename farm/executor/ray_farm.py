@@ -52,7 +52,10 @@ class CellWorker:
         self.cores = _size_thread_pools()  # before the cell process starts: it inherits the settings
         self.memory_limit_bytes = memory_limit.for_worker(psutil.virtual_memory().total, workers_on_node)
         self.cells = CellProcess(self.memory_limit_bytes)
-        self.cells.start()
+        try:
+            self.cells.start()  # now, so the first cell does not wait for it
+        except RuntimeError:  # killed while starting: run() starts another
+            pass
 
     def describe(self) -> dict[str, Any]:
         import socket
@@ -78,10 +81,15 @@ class CellWorker:
             except Exception:  # a full or gone queue must not fail the cell
                 pass
 
+        if not self.cells.alive():
+            for tries_left in reversed(range(3)):
+                try:
+                    self.cells.start()
+                    break
+                except RuntimeError as exc:
+                    if not tries_left:
+                        return CellDeath(f"the cell process could not be started: {exc}", worker=self.describe())
         description = self.describe()  # before the cell: which process runs it
-        if description["cell_pid"] is None or not self.cells.alive():
-            self.cells.start()
-            description = self.describe()
         outcome = self.cells.run(cell, Path(cache_dir), log)
         if isinstance(outcome, CellResult):
             outcome.worker = description

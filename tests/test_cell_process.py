@@ -1,0 +1,141 @@
+"""The process a worker runs its cells in: how it dies is the cell's reason, it never outlives
+its worker, and a fresh one takes the next cell. Real processes, real signals, no Ray."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from farm.config import load_config
+from farm.executor.cell_process import CellDeath, CellProcess
+from farm.plan import plan_sweep
+from farm.worker import CellResult
+from tests.conftest import tiny_cnn, write_sweep
+
+ROOT = Path(__file__).resolve().parent.parent
+SLOW = """
+[measurement]
+warmup_ms = 10
+min_iterations = 5
+min_duration_ms = 3000
+repeats = 1
+layer_iterations = 0
+"""
+
+
+def one_cell(tmp_path: Path, measurement: str = "", **model):
+    tiny_cnn(tmp_path / "tiny.onnx", **model)
+    config = write_sweep(tmp_path, '[[models]]\nsource = "tiny.onnx"\n' + measurement)
+    (cell,) = plan_sweep(load_config(config), tmp_path / "cache").cells
+    return cell
+
+
+def kill_when_running(process: CellProcess, sig: int, logs: list[str]) -> threading.Thread:
+    """Send `sig` to the cell process once it says it is measuring."""
+    def wait_and_kill() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not any("measuring" in m for m in logs):
+            time.sleep(0.02)
+        os.kill(process.pid, sig)
+
+    thread = threading.Thread(target=wait_and_kill, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_cell_runs_in_the_child_and_the_child_is_reused(tmp_path: Path) -> None:
+    cell = one_cell(tmp_path)
+    process = CellProcess()
+    try:
+        process.start()
+        pid = process.pid
+        logs: list[str] = []
+        first = process.run(cell, tmp_path / "cache", logs.append)
+        second = process.run(cell, tmp_path / "cache", logs.append)
+        assert isinstance(first, CellResult) and first.status == "ok", first
+        assert isinstance(second, CellResult) and second.status == "ok"
+        assert process.pid == pid and pid != os.getpid()  # one child, kept warm
+        assert "building" in logs  # progress lines come through the pipe
+    finally:
+        process.stop()
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+@pytest.mark.parametrize("sig", [signal.SIGSEGV, signal.SIGKILL])
+def test_a_signal_mid_cell_is_the_reason_and_the_next_cell_gets_a_fresh_child(tmp_path: Path, sig: int) -> None:
+    cell = one_cell(tmp_path, SLOW)
+    process = CellProcess()
+    try:
+        logs: list[str] = []
+        process.start()
+        killed = process.pid
+        kill_when_running(process, sig, logs)
+        death = process.run(cell, tmp_path / "cache", logs.append)
+        assert isinstance(death, CellDeath)
+        assert death.signal == signal.Signals(sig).name and death.retry and not death.out_of_memory
+        assert death.reason.startswith(f"the cell's process was killed by {signal.Signals(sig).name}")
+        result = process.run(cell, tmp_path / "cache", lambda m: None)
+        assert isinstance(result, CellResult) and result.status == "ok"
+        assert process.pid != killed
+    finally:
+        process.stop()
+
+
+def test_an_idle_child_that_died_is_replaced_before_the_next_cell(tmp_path: Path) -> None:
+    cell = one_cell(tmp_path)
+    process = CellProcess()
+    try:
+        process.start()
+        os.kill(process.pid, signal.SIGKILL)
+        process.proc.wait()
+        result = process.run(cell, tmp_path / "cache", lambda m: None)
+        assert isinstance(result, CellResult) and result.status == "ok"
+    finally:
+        process.stop()
+
+
+def test_the_memory_limit_stops_the_cell_without_a_retry(tmp_path: Path) -> None:
+    # batch 2048 of 3x256x256 floats: 1.6 GB of input alone, against a 512 MiB limit
+    tiny_cnn(tmp_path / "tiny.onnx", spatial=256)
+    config = write_sweep(tmp_path, '[[models]]\nsource = "tiny.onnx"\n[axes]\nbatch_sizes = [2048]\n')
+    (cell,) = plan_sweep(load_config(config), tmp_path / "cache").cells
+    process = CellProcess(memory_limit_bytes=512 * 2**20)
+    try:
+        death = process.run(cell, tmp_path / "cache", lambda m: None)
+        assert isinstance(death, CellDeath) and death.out_of_memory and not death.retry
+        assert death.peak_memory_bytes > 512 * 2**20
+        assert "over this worker's limit of 512.00 MiB (--worker-memory)" in death.reason
+    finally:
+        process.stop()
+
+
+CHILD_OF_A_DOOMED_WORKER = """
+import sys
+from farm.executor.cell_process import CellProcess
+p = CellProcess()
+p.start()
+print(p.pid, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_the_child_ends_when_its_worker_is_killed(tmp_path: Path) -> None:
+    worker = subprocess.Popen([sys.executable, "-c", CHILD_OF_A_DOOMED_WORKER], cwd=ROOT, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    child = int(worker.stdout.readline())
+    assert psutil.pid_exists(child)
+    worker.send_signal(signal.SIGKILL)
+    worker.wait()
+    try:
+        psutil.Process(child).wait(timeout=60)  # it notices its parent is gone and ends itself
+    except psutil.NoSuchProcess:
+        pass
+    assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
