@@ -1,6 +1,6 @@
 """The dashboard's SQL console: DuckDB over the warehouse, unable to write to it by construction.
 
-Three locks, each enough for what it guards:
+Three locks, each enough for what it guards, and a wall around them (4):
 
 1. DuckDB opens no warehouse file. Each table is a pyarrow dataset over the table's Parquet
    files, registered in an in-memory DuckDB: pyarrow reads the files (a dataset scan cannot
@@ -21,9 +21,23 @@ Three locks, each enough for what it guards:
    CTEs and a few table functions, and no function that shows settings (they hold the spill
    folder's path) or writes a log.
 3. Limits: rows and bytes returned (fetching stops at either), time (the query is
-   interrupted), DuckDB's memory, spill space and threads. DuckDB computes a block of 2,048
-   rows before the byte limit sees it, outside its memory limit: very wide rows still cost
-   2,048 of them at once (1 MB rows: about 2.6 GB for a few seconds).
+   interrupted), DuckDB's memory, spill space and threads. DuckDB's Arrow conversion builds a
+   batch of rows before the byte limit sees it, outside DuckDB's memory limit: very wide rows
+   still cost a batch of them at once (`SELECT range(10000000) FROM range(3000)`, 80 MB rows,
+   passed 8 GB in this process before the wall below).
+4. The wall: `Console` runs the queries in a child process, one long-lived child per console
+   (started by its first query), whose address space is capped at PROCESS_MEMORY_LIMIT
+   (`RLIMIT_AS`, set by the child on itself before it imports DuckDB or pyarrow; Linux). The
+   statement is checked in the parent; the child runs it in a fresh Sandbox and sends Arrow IPC
+   back. A query that reaches the cap fails with an out-of-memory error, or its process dies
+   (killed, aborted); either way the user reads one line ("the query needed more memory than the
+   console allows (4 GB): ...") and the next query gets a fresh child. The parent kills a child
+   that has not answered by the time limit plus GRACE_S. A child ends with its console (closed or
+   collected), at its parent's exit, after IDLE_EXIT_S without a query, and soon after its
+   parent's death, SIGKILL included: it checks its parent's pid five times a second
+   (PR_SET_PDEATHSIG fires when the *thread* that started the child ends, and Streamlit runs every
+   page run on a new thread). Where `resource.RLIMIT_AS` cannot be set (Windows; macOS accepts it
+   without enforcing it), the child runs without the cap and locks 1 to 3 hold as before.
 
 Errors are one line, with the warehouse's and the spill folder's paths replaced by `<results>`
 and `<temp>`.
@@ -31,20 +45,28 @@ and `<temp>`.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import functools
 import json
 import os
 import re
 import shutil
+import signal
+import socket
+import subprocess
+import sys
 import tempfile
 import threading
 import time
+import weakref
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from farm.warehouse import SCHEMAS, TABLES, Warehouse
+
+if TYPE_CHECKING:  # pandas is imported where a frame is made: the query process never makes one
+    import pandas as pd
 
 DEFAULT_ROW_LIMIT = 10_000
 DEFAULT_BYTE_LIMIT = 50 * 2**20  # Arrow bytes, as DuckDB hands them over; the browser gets about as much
@@ -53,6 +75,12 @@ MEMORY_LIMIT = "2GB"
 SPILL_LIMIT = "4GB"
 THREADS = max(1, min(4, os.cpu_count() or 1))  # a shared dashboard: a console query takes a few cores
 BATCH_ROWS = 1024  # rows per Arrow batch fetched: the byte limit is checked this often
+# The query process's address space (RLIMIT_AS), in bytes: an idle child takes ~0.7 GB of it,
+# DuckDB's MEMORY_LIMIT 2 GB more, the rest is for results and what DuckDB's limit misses.
+PROCESS_MEMORY_LIMIT = 4 * 10**9
+GRACE_S = 30.0  # past the time limit, the parent kills a query process that has not answered
+START_LIMIT_S = 120.0  # for a new query process to import DuckDB and pyarrow and say it is ready
+IDLE_EXIT_S = 600.0  # a query process with no query for this long ends; the next query starts one
 
 # Table functions a query may call; every other one (duckdb_settings(), glob(), query(),
 # enable_logging(), ...) shows the server's configuration, runs SQL from a string, or writes.
@@ -79,26 +107,27 @@ class QueryResult:
 
 class Sandbox:
     """An in-memory DuckDB whose views read the warehouse through pyarrow; DuckDB itself can open
-    no file outside its private spill folder. `close` removes that folder."""
+    no file outside its private spill folder (a fresh temporary folder, or `temp_dir`, an empty
+    one made for it). `close` removes that folder."""
 
     def __init__(self, root: str | Path, memory_limit: str = MEMORY_LIMIT, spill_limit: str = SPILL_LIMIT,
-                 threads: int = THREADS) -> None:
+                 threads: int = THREADS, temp_dir: str | Path | None = None) -> None:
         import duckdb
         import pyarrow.dataset as ds
 
         self.root = Path(root).resolve()
         self.memory_limit, self.spill_limit = memory_limit, spill_limit
-        self.temp_dir = Path(tempfile.mkdtemp(prefix="farm-sql-")).resolve()
+        self.temp_dir = Path(temp_dir or tempfile.mkdtemp(prefix="farm-sql-")).resolve()
         self.con = None
-        self._paths = sorted({(str(self.temp_dir), "<temp>"), (str(self.root), "<results>"),
-                              (str(Path(root).absolute()), "<results>")}, key=lambda p: -len(p[0]))
+        self._root_given = root
         if self.temp_dir.is_relative_to(self.root):
             self.close()
             raise QueryRefused(f"the temporary folder {self.temp_dir.parent} is inside the warehouse: "
                                "set TMPDIR to a folder outside it")
         try:
             self.con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False,
-                                                          "autoload_known_extensions": False})
+                                                          "autoload_known_extensions": False,
+                                                          "threads": threads})  # not one per core first
             warehouse = Warehouse(self.root)
             for table in TABLES:
                 files = [str(p) for glob in warehouse.table_globs(table)
@@ -147,9 +176,17 @@ class Sandbox:
 
     def scrub(self, text: str) -> str:
         """`text` without this machine's paths of the warehouse and the spill folder."""
-        for path, placeholder in self._paths:  # longest first: one path may contain another
-            text = text.replace(path, placeholder)
-        return text
+        return _scrub(text, self._root_given, self.temp_dir)
+
+
+def _scrub(text: str, root: str | Path, temp_dir: str | Path) -> str:
+    """`text` with the warehouse's paths (as given and resolved) as `<results>` and the spill
+    folder's as `<temp>`."""
+    paths = {(str(Path(temp_dir).resolve()), "<temp>"), (str(temp_dir), "<temp>"),
+             (str(Path(root).resolve()), "<results>"), (str(Path(root).absolute()), "<results>")}
+    for path, placeholder in sorted(paths, key=lambda p: -len(p[0])):  # one path may contain another
+        text = text.replace(path, placeholder)
+    return text
 
 
 def sandboxed_connection(root: str | Path, **limits) -> Sandbox:
@@ -188,13 +225,281 @@ def check_statement(sql: str) -> str:
 def run_query(root: str | Path, sql: str, row_limit: int = DEFAULT_ROW_LIMIT,
               time_limit_s: float = DEFAULT_TIME_LIMIT_S, byte_limit: int = DEFAULT_BYTE_LIMIT,
               **limits) -> QueryResult:
-    """Run one read-only query over the warehouse; raises QueryRefused with a one-line reason.
-    `limits`: Sandbox's memory_limit, spill_limit and threads."""
+    """Run one read-only query over the warehouse in this process's shared `Console`; raises
+    QueryRefused with a one-line reason. `limits`: Sandbox's memory_limit, spill_limit and threads."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = Console()
+        console = _shared
+    return console.run_query(root, sql, row_limit=row_limit, time_limit_s=time_limit_s, byte_limit=byte_limit,
+                             **limits)
+
+
+class Console:
+    """Runs console queries in one long-lived child process (started at the first query) whose
+    address space is capped at `memory_limit` bytes (RLIMIT_AS, where the system has it). The
+    statement is checked here; the child runs it in a fresh Sandbox and sends back Arrow IPC.
+    One query at a time per console; `close` (or collection, or this process's exit) ends the
+    child."""
+
+    def __init__(self, memory_limit: int = PROCESS_MEMORY_LIMIT, grace_s: float = GRACE_S,
+                 idle_exit_s: float = IDLE_EXIT_S) -> None:
+        self.memory_limit, self.grace_s, self.idle_exit_s = int(memory_limit), grace_s, idle_exit_s
+        self._lock = threading.Lock()
+        self._process: subprocess.Popen | None = None
+        self._conn = None
+        self._spill: str | None = None  # the spill folder of the query under way
+        self.walled = True  # the child capped its address space (False where the system cannot)
+        _consoles.add(self)
+
+    @property
+    def pid(self) -> int | None:
+        """The query process's pid while it runs (None before the first query and after a death)."""
+        process = self._process
+        return process.pid if process is not None and process.poll() is None else None
+
+    def run_query(self, root: str | Path, sql: str, row_limit: int = DEFAULT_ROW_LIMIT,
+                  time_limit_s: float = DEFAULT_TIME_LIMIT_S, byte_limit: int = DEFAULT_BYTE_LIMIT,
+                  **limits) -> QueryResult:
+        """As the module's run_query, in this console's query process."""
+        import pyarrow as pa
+
+        statement = check_statement(sql)
+        temp = Path(tempfile.gettempdir()).resolve()
+        if temp.is_relative_to(Path(root).resolve()):  # before anything is made there
+            raise QueryRefused(f"the temporary folder {temp} is inside the warehouse: "
+                               "set TMPDIR to a folder outside it")
+        request = {"root": os.path.abspath(root), "sql": statement, "row_limit": int(row_limit),
+                   "time_limit_s": float(time_limit_s), "byte_limit": int(byte_limit), "limits": limits}
+        with self._lock:
+            started = time.perf_counter()
+            self._spill = request["spill"] = tempfile.mkdtemp(prefix="farm-sql-")
+            try:
+                header, payload = self._ask(request, time_limit_s + self.grace_s)
+            finally:
+                shutil.rmtree(self._spill, ignore_errors=True)
+                self._spill = None
+        if "memory" in header:
+            raise QueryRefused(self._memory_message(header["memory"]))
+        if "error" in header:
+            raise QueryRefused(header["error"])
+        table = pa.ipc.open_stream(pa.py_buffer(payload)).read_all()
+        cut = header["cut"]
+        return QueryResult(_frame(table), bool(cut), time.perf_counter() - started, byte_limited=cut == "bytes")
+
+    def close(self) -> None:
+        """End the query process (at once, even mid-query) and remove its spill folder."""
+        self._stop()
+        if self._spill:
+            shutil.rmtree(self._spill, ignore_errors=True)
+
+    def _stop(self) -> None:
+        process, conn, self._process, self._conn = self._process, self._conn, None, None
+        if conn is not None:
+            conn.close()
+        if process is not None:
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+
+    def __enter__(self) -> Console:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - at interpreter exit, modules may be gone
+            pass
+
+    def _ask(self, request: dict, timeout_s: float) -> tuple[dict, bytes]:
+        """Send `request` to the query process (started if need be) and read its answer; a process
+        that dies is reaped, and its death is the answer."""
+        for _attempt in range(2):
+            self._start()
+            conn = self._conn  # `close` from another thread (at exit) closes it under our feet: OSError
+            try:
+                conn.send_bytes(json.dumps(request).encode())
+                if not conn.poll(timeout_s):
+                    self._stop()
+                    raise QueryRefused(_time_message(request["time_limit_s"]))
+                header = json.loads(conn.recv_bytes())
+                payload = conn.recv_bytes()
+            except (EOFError, OSError):
+                status = self._reap()
+                if status == _IDLE_EXIT:  # it ended for want of queries as this one came: start another
+                    continue
+                return {"memory": f"its process ended ({_status_text(status)})"}, b""
+            if header.pop("retire", False):  # it ran out of memory: the next query gets a fresh process
+                self._reap()
+            return header, payload
+        raise QueryRefused("the console's query process ended as the query was sent: run it again")
+
+    def _start(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            return
+        from multiprocessing.connection import Connection
+
+        self._stop()
+        ours, theirs = socket.socketpair()
+        # The limit counts address space reserved, not only memory used: glibc reserves 64 MB per
+        # arena (up to 8 per core), pyarrow's mimalloc 1 GiB at a time. Reserved less, an idle
+        # query process takes ~0.65 GB of address space rather than ~2.6 GB.
+        env = dict(os.environ, MALLOC_ARENA_MAX="2", MIMALLOC_ARENA_RESERVE="64MiB")
+        package_root = str(Path(__file__).resolve().parents[2])
+        paths = [package_root, *(os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p)]
+        env["PYTHONPATH"] = os.pathsep.join(paths)  # the child runs in "/"
+        try:
+            self._process = subprocess.Popen(
+                [sys.executable, "-c", _CHILD, str(theirs.fileno()), str(os.getpid()), str(self.memory_limit),
+                 str(self.idle_exit_s)], pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, cwd="/", env=env)
+        except OSError as exc:
+            ours.close()
+            raise QueryRefused(f"the console's query process did not start: {_one_line(exc)}") from None
+        finally:
+            theirs.close()
+        self._conn = Connection(ours.detach())
+        try:
+            if not self._conn.poll(START_LIMIT_S):
+                raise QueryRefused(f"the console's query process did not start within {START_LIMIT_S:g} s")
+            hello = json.loads(self._conn.recv_bytes())
+        except (EOFError, OSError):
+            status = self._reap()
+            raise QueryRefused("the console's query process did not start: it ended "
+                               f"({_status_text(status)}) within its memory limit of "
+                               f"{_gigabytes(self.memory_limit)}") from None
+        except QueryRefused:
+            self._stop()
+            raise
+        self.walled = hello.get("walled", False)
+
+    def _reap(self) -> int | None:
+        """Close the connection, wait for the process to end (killing it if it does not within 10 s),
+        and return its exit status."""
+        process = self._process
+        status = None
+        if process is not None:
+            try:
+                status = process.wait(10)
+            except subprocess.TimeoutExpired:
+                pass
+        self._stop()
+        return status if status is not None else (process.returncode if process is not None else None)
+
+    def _memory_message(self, detail: str) -> str:
+        needed = (f"the query needed more memory than the console allows ({_gigabytes(self.memory_limit)})"
+                  if self.walled else "the query ran out of memory (this system has no per-process limit)")
+        return f"{needed}: {detail}; narrow it (a WHERE, fewer or narrower columns, a LIMIT)"
+
+
+_consoles: weakref.WeakSet[Console] = weakref.WeakSet()
+_shared: Console | None = None
+_shared_lock = threading.Lock()
+
+
+@atexit.register
+def _close_consoles() -> None:
+    for console in list(_consoles):
+        console.close()
+
+
+_IDLE_EXIT = 75  # the exit status of a query process that ended for want of queries
+
+# The query process: its address space capped first, before anything is imported; Ctrl-C in a
+# terminal reaches the whole process group, and the query process ends with the dashboard.
+_CHILD = """import sys
+fd, parent, limit, idle = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+walled = False
+try:
+    import resource
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    walled = sys.platform != "darwin"  # macOS accepts the limit and does not enforce it
+except (ImportError, AttributeError, ValueError, OSError):
+    pass
+import signal
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+from farm.dashboard.sql import _serve
+_serve(fd, parent, walled, idle)
+"""
+
+
+def _serve(fd: int, parent: int, walled: bool, idle_s: float) -> None:
+    """The query process's loop: one request (JSON) in, a header (JSON) and Arrow IPC bytes out."""
+    from multiprocessing.connection import Connection
+
+    import duckdb  # noqa: F401 - imported before "ready": the first query does not wait for it
+    import pyarrow as pa
+    import pyarrow.dataset  # noqa: F401
+
+    pa.set_cpu_count(THREADS)  # not a thread (and its stack's address space) per core
+    conn = Connection(fd)
+    under_way: dict[str, str | None] = {"spill": None}
+
+    def watch_parent() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.2)
+        if under_way["spill"]:
+            shutil.rmtree(under_way["spill"], ignore_errors=True)
+        os._exit(0)
+
+    threading.Thread(target=watch_parent, name="watch-parent", daemon=True).start()
+    conn.send_bytes(json.dumps({"ready": True, "walled": walled}).encode())
+    while True:
+        if not conn.poll(idle_s):
+            os._exit(_IDLE_EXIT)
+        try:
+            request = json.loads(conn.recv_bytes())
+        except (EOFError, OSError):
+            os._exit(0)
+        under_way["spill"] = request["spill"]
+        header, payload = {}, b""
+        try:
+            os.chdir(request["spill"])  # what DuckDB writes next to itself lands in the spill folder
+            table, cut = _execute(request["root"], request["sql"], request["row_limit"], request["time_limit_s"],
+                                  request["byte_limit"], temp_dir=request["spill"], **request["limits"])
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_stream(sink, table.schema) as writer:
+                writer.write_table(table)
+            del table
+            header, payload = {"cut": cut}, sink.getvalue()
+        except _OutOfMemory as exc:
+            header = {"memory": str(exc), "retire": True}
+        except MemoryError as exc:
+            header = {"memory": _one_line(exc) if str(exc) else "MemoryError", "retire": True}
+        except QueryRefused as exc:
+            header = {"error": str(exc)}
+        except Exception as exc:  # noqa: BLE001 - one line back, never a traceback
+            message = _scrub(_one_line(exc), request["root"], request["spill"])
+            # Out of memory outside the query's fetch (setting up the connection): the process's limit.
+            header = {"memory": message, "retire": True} if message.startswith("Out of Memory Error") \
+                else {"error": message}
+        finally:
+            os.chdir("/")
+            under_way["spill"] = None
+        try:
+            conn.send_bytes(json.dumps(header).encode())
+            conn.send_bytes(payload)
+        except OSError:
+            os._exit(0)
+        if header.get("retire"):
+            os._exit(0)
+
+
+class _OutOfMemory(Exception):
+    """An allocation refused outside DuckDB's own memory accounting: the query process's limit."""
+
+
+def _execute(root: str | Path, statement: str, row_limit: int, time_limit_s: float, byte_limit: int,
+             **limits):
+    """Run a checked statement in a fresh Sandbox in this process: (Arrow table, "rows", "bytes"
+    or "" for the cut). `limits`: Sandbox's."""
     import duckdb
     import pyarrow as pa
 
-    statement = check_statement(sql)
-    started = time.perf_counter()
     sandbox = Sandbox(root, **limits)
     timer = threading.Timer(time_limit_s, sandbox.interrupt)
     timer.start()
@@ -212,18 +517,46 @@ def run_query(root: str | Path, sql: str, row_limit: int = DEFAULT_ROW_LIMIT,
                 break
         table = pa.Table.from_batches(batches, schema=reader.schema)
     except duckdb.InterruptException:
-        raise QueryRefused(f"stopped after the time limit of {time_limit_s:g} s: narrow the query "
-                           "(a WHERE on sweep_id or cell_id, or a LIMIT)") from None
-    except duckdb.OutOfMemoryException:
-        raise QueryRefused(f"the query needs more than the console's {sandbox.memory_limit} of memory and "
-                           f"{sandbox.spill_limit} of spill space: narrow it (a WHERE, fewer columns, "
-                           "a LIMIT)") from None
+        raise QueryRefused(_time_message(time_limit_s)) from None
     except (duckdb.Error, pa.ArrowException, OSError) as exc:
-        raise QueryRefused(sandbox.scrub(_one_line(exc))) from None
+        message = _one_line(exc)
+        if isinstance(exc, MemoryError) or message.startswith("Out of Memory Error"):
+            if not _DUCKDB_ACCOUNTED.search(message):  # malloc refused: the process's limit
+                raise _OutOfMemory(sandbox.scrub(message)) from None
+            raise QueryRefused(f"the query needs more than the console's {sandbox.memory_limit} of memory and "
+                               f"{sandbox.spill_limit} of spill space: narrow it (a WHERE, fewer columns, "
+                               "a LIMIT)") from None
+        raise QueryRefused(sandbox.scrub(message)) from None
     finally:
         timer.cancel()
         sandbox.close()
-    return QueryResult(_frame(table), bool(cut), time.perf_counter() - started, byte_limited=cut == "bytes")
+    return table, cut
+
+
+# DuckDB's own memory limit reached: its buffer manager says how much of the limit is used
+# ("could not allocate block of size 256.0 KiB (28.6 MiB/28.6 MiB used)"); a refused malloc says
+# "(bad allocation)", "Allocation failure" or "failed to allocate N bytes" instead.
+_DUCKDB_ACCOUNTED = re.compile(r"\([^()]*/[^()]* used\)")
+
+
+def _time_message(time_limit_s: float) -> str:
+    return (f"stopped after the time limit of {time_limit_s:g} s: narrow the query "
+            "(a WHERE on sweep_id or cell_id, or a LIMIT)")
+
+
+def _status_text(status: int | None) -> str:
+    if status is None:
+        return "status unknown"
+    if status < 0:
+        try:
+            return signal.Signals(-status).name
+        except ValueError:
+            return f"signal {-status}"
+    return f"exit status {status}"
+
+
+def _gigabytes(size: int) -> str:
+    return f"{size / 1e9:g} GB"
 
 
 def _one_statement(sql: str):
@@ -356,6 +689,7 @@ def _fit(batch, room: int):
 
 
 def _frame(table) -> pd.DataFrame:
+    import pandas as pd
     import pyarrow as pa
 
     table = table.rename_columns(_unique(table.column_names))

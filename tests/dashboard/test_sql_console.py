@@ -1,17 +1,76 @@
 """The SQL console reads the warehouse's tables and nothing else, writes nowhere, shows no server
-path or setting, and stops at its limits."""
+path or setting, and stops at its limits; its queries run in a child process with a memory cap,
+which ends with its console or its parent."""
 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 import duckdb
 import pytest
 
-from farm.dashboard.sql import QueryRefused, Sandbox, run_query
+from farm.dashboard import sql as console_module
+from farm.dashboard.sql import Console, QueryRefused, Sandbox, run_query
 from farm.warehouse import TABLES
+
+CHILD = "farm.dashboard.sql import _serve"  # in the query process's command line
+HUGE = "SELECT repeat('x', 10000000) AS s FROM range(3000)"  # 10 MB rows: GBs in one Arrow batch
+HUGER = "SELECT range(10000000) AS l FROM range(3000)"  # 80 MB rows: past 8 GB in-process before
+LINUX = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS and /proc: Linux")
+
+
+def query_processes(parent: int | None = None) -> list[int]:
+    """Pids of the console's query processes (children of `parent`, this process by default), by pgrep."""
+    found = subprocess.run(["pgrep", "-P", str(parent or os.getpid()), "-f", CHILD], capture_output=True, text=True)
+    return [int(pid) for pid in found.stdout.split()]
+
+
+def address_space_peak(pid: int) -> int:
+    """VmPeak of `pid`, in bytes: what RLIMIT_AS compares with."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmPeak:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmPeak for {pid}")
+
+
+def querying(pid: int) -> bool:
+    """True while `pid`, a query process, runs a query: its working directory is the query's spill folder."""
+    try:
+        return Path(os.readlink(f"/proc/{pid}/cwd")).name.startswith("farm-sql-")
+    except OSError:
+        return False
+
+
+def gone(pid: int) -> bool:
+    """True once `pid` has ended (a zombie counts as ended)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state in "ZX"
+
+
+def wait_until(condition, what: str, limit_s: float = 60.0) -> None:
+    """Poll `condition` until it holds; the limit only keeps a broken run from hanging."""
+    deadline = time.monotonic() + limit_s
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_query_process_left():
+    """Every query process this module started has ended when it is done."""
+    yield
+    console_module._close_consoles()
+    assert query_processes() == []
 
 
 def refused(results: Path, sql: str, **limits) -> str:
@@ -190,3 +249,127 @@ def test_errors_are_one_line(warehouse: Path) -> None:
     assert "no statement" in refused(warehouse, "  ")
     assert "syntax" in refused(warehouse, "SELEC 1").lower()
     assert "no table nope" in refused(warehouse, "SELECT * FROM nope")
+
+
+def test_queries_run_in_one_long_lived_child_process(warehouse: Path) -> None:
+    with Console() as console:
+        assert console.pid is None  # started at the first query
+        assert len(console.run_query(warehouse, "SELECT * FROM cells").frame) > 0
+        child = console.pid
+        assert child in query_processes()
+        for sql in ("SELECT 1", "SELECT * FROM layers", "EXPLAIN SELECT 1"):
+            console.run_query(warehouse, sql)
+        with pytest.raises(QueryRefused):
+            console.run_query(warehouse, "SELECT nope")
+        assert console.pid == child  # one process for every query, refused ones included
+    assert gone(child) and console.pid is None
+
+
+@LINUX
+def test_a_query_past_the_memory_limit_fails_in_one_line_and_the_next_runs(warehouse: Path) -> None:
+    """Rows of 10 MB strings or 80 MB lists build GBs in one Arrow batch, before the byte limit
+    sees any: the query process's address space stops them; the console goes on with a fresh
+    process."""
+    with Console() as probe:  # what an idle query process takes here, and 0.4 GB (1.2 GB on the dev VM)
+        probe.run_query(warehouse, "SELECT * FROM layers")
+        wall = -(-(address_space_peak(probe.pid) + 4 * 10**8) // 10**8) * 10**8
+    with Console(memory_limit=wall) as console:
+        assert len(console.run_query(warehouse, "SELECT * FROM layers").frame) > 0
+        for sql in (HUGE, HUGER):
+            first = console.pid
+            with pytest.raises(QueryRefused) as info:
+                console.run_query(warehouse, sql)
+            message = str(info.value)
+            assert message.startswith(f"the query needed more memory than the console allows ({wall / 1e9:g} GB): "), \
+                message
+            assert "\n" not in message and "narrow it" in message
+            assert gone(first)  # a process that hit its limit is not reused
+            result = console.run_query(warehouse, "SELECT status, count(*) AS n FROM cells GROUP BY 1")
+            assert result.frame.n.sum() > 0 and console.pid not in (None, first)
+        # DuckDB's own memory limit, within the process's, still says so.
+        with pytest.raises(QueryRefused) as info:
+            console.run_query(warehouse, "SELECT * FROM range(4000000) t(x) ORDER BY hash(x)", memory_limit="30MB",
+                              spill_limit="1MB", threads=1)
+        assert "30MB of memory and 1MB of spill space" in str(info.value)
+
+
+@LINUX
+def test_a_query_process_killed_mid_query_is_one_line_and_replaced(warehouse: Path, private_tmp: Path) -> None:
+    """As the kernel's OOM killer would: SIGKILL while the query runs (its working directory is the
+    query's spill folder then)."""
+    with Console() as console:
+        console.run_query(warehouse, "SELECT 1")
+        child = console.pid
+
+        def kill_when_running() -> None:
+            wait_until(lambda: querying(child), "the query never started")
+            os.kill(child, signal.SIGKILL)
+
+        killer = threading.Thread(target=kill_when_running)
+        killer.start()
+        with pytest.raises(QueryRefused) as info:
+            console.run_query(warehouse, "SELECT count(*) FROM range(100000000000)", time_limit_s=120)
+        killer.join()
+        limit = f"{console_module.PROCESS_MEMORY_LIMIT / 1e9:g} GB"
+        assert str(info.value).startswith(f"the query needed more memory than the console allows ({limit}): "
+                                          "its process ended (SIGKILL)")
+        assert gone(child) and not any(private_tmp.iterdir())  # its spill folder removed for it
+        assert console.run_query(warehouse, "SELECT 42 AS x").frame.x.tolist() == [42]
+        assert console.pid != child
+
+
+@LINUX
+def test_a_query_process_that_stops_answering_is_killed_after_the_time_limit(warehouse: Path) -> None:
+    with Console(grace_s=1) as console:
+        console.run_query(warehouse, "SELECT 1")
+        child = console.pid
+        os.kill(child, signal.SIGSTOP)  # deaf to DuckDB's interrupt and to the pipe
+        try:
+            with pytest.raises(QueryRefused) as info:
+                console.run_query(warehouse, "SELECT 1", time_limit_s=1)
+        finally:
+            if not gone(child):
+                os.kill(child, signal.SIGCONT)
+        assert "time limit of 1 s" in str(info.value)
+        assert gone(child)
+        assert console.run_query(warehouse, "SELECT 42 AS x").frame.x.tolist() == [42]
+
+
+def test_an_idle_query_process_ends_and_the_next_query_starts_one(warehouse: Path) -> None:
+    with Console(idle_exit_s=0.5) as console:
+        console.run_query(warehouse, "SELECT 1")
+        child = console.pid
+        wait_until(lambda: console.pid is None, "the idle query process did not end")
+        assert console.run_query(warehouse, "SELECT 42 AS x").frame.x.tolist() == [42]
+        assert console.pid != child
+
+
+@LINUX
+def test_the_query_process_ends_with_its_console_or_its_parent(warehouse: Path, tmp_path: Path) -> None:
+    console = Console()
+    console.run_query(warehouse, "SELECT 1")
+    child = console.pid
+    del console  # collected: the process ends with it
+    wait_until(lambda: gone(child), "a collected console left its query process")
+    # A parent killed outright (SIGKILL: no atexit, no collection) mid-query; the query's spill
+    # folder goes with the query process.
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    script = tmp_path / "parent.py"
+    script.write_text("import sys\nfrom farm.dashboard.sql import Console\nconsole = Console()\n"
+                      "console.run_query(sys.argv[1], 'SELECT 1')\nprint(console.pid, flush=True)\n"
+                      "console.run_query(sys.argv[1], 'SELECT count(*) FROM range(100000000000)', time_limit_s=600)\n")
+    parent = subprocess.Popen([sys.executable, str(script), str(warehouse)], stdout=subprocess.PIPE, text=True,
+                              env=dict(os.environ, TMPDIR=str(temp)))
+    try:
+        child = int(parent.stdout.readline())
+        assert query_processes(parent.pid) == [child]
+        wait_until(lambda: querying(child), "the query never started")
+        assert any(temp.iterdir())
+        parent.kill()
+        parent.wait()
+        wait_until(lambda: gone(child), "the query process outlived its parent")
+        assert not any(temp.iterdir())
+    finally:
+        parent.kill()
+        parent.stdout.close()

@@ -1,9 +1,10 @@
-"""SQL: a read-only DuckDB console over the warehouse, with row, byte and time limits."""
+"""SQL: a read-only DuckDB console over the warehouse, with row, byte, time and memory limits; the
+queries run in a child process of the session's own (farm.dashboard.sql.Console)."""
 
 import streamlit as st
 
 from farm.dashboard.common import downloads, snapshot_or_stop
-from farm.dashboard.sql import DEFAULT_BYTE_LIMIT, DEFAULT_TIME_LIMIT_S, QueryRefused, run_query
+from farm.dashboard.sql import DEFAULT_BYTE_LIMIT, DEFAULT_TIME_LIMIT_S, PROCESS_MEMORY_LIMIT, Console, QueryRefused
 from farm.layers.memory import format_bytes
 from farm.warehouse import TABLES
 
@@ -16,14 +17,19 @@ snap = snapshot_or_stop()
 st.title("SQL")
 st.caption(f"DuckDB over the warehouse; tables: {', '.join(f'`{t}`' for t in TABLES)} (columns and units in "
            "docs/warehouse.md). Read-only: one SELECT, PIVOT (with an IN list) or EXPLAIN at a time, over these "
-           f"tables only; a query stops after {DEFAULT_TIME_LIMIT_S:g} s and returns at most "
-           f"{format_bytes(DEFAULT_BYTE_LIMIT)}.")
+           f"tables only; a query stops after {DEFAULT_TIME_LIMIT_S:g} s, returns at most "
+           f"{format_bytes(DEFAULT_BYTE_LIMIT)} and runs in a process allowed {PROCESS_MEMORY_LIMIT / 1e9:g} GB of "
+           "memory.")
 sql = st.text_area("Query", EXAMPLE, height=160, key="sql-text")
 left, right = st.columns([1, 3], vertical_alignment="bottom")
 limit = left.selectbox("Row limit", [1_000, 10_000, 100_000], index=1, key="sql-limit")
 if right.button("Run", type="primary", key="sql-run"):
+    # One query process per browser session, started by its first query; it ends with the session
+    # (the console is collected), after IDLE_EXIT_S without a query, or with the server.
+    if "sql-console" not in st.session_state:
+        st.session_state["sql-console"] = Console()
     try:
-        st.session_state["sql-result"] = run_query(snap.root, sql, row_limit=limit)
+        st.session_state["sql-result"] = st.session_state["sql-console"].run_query(snap.root, sql, row_limit=limit)
     except QueryRefused as exc:
         st.session_state["sql-result"] = exc
 result = st.session_state.get("sql-result")  # kept while other widgets rerun the page
