@@ -19,6 +19,12 @@ from farm.config import Measurement
 
 PERCENTILES = (90, 95, 99)
 CI_LEVEL = 0.95
+# A tail percentile is only as good as the samples beyond it: with fewer than this many samples
+# above it, p99 is one or two queries' latency, and shown with a marker (`latency_pNN_tail_samples`).
+MIN_TAIL_SAMPLES = 10
+# `stable` also asks that the repeats agree: (slowest - fastest repeat median) / median at most
+# this. Not a sweep-file setting yet (farm.config.Measurement has only max_cv_percent).
+MAX_REPEAT_SPREAD_PERCENT = 5.0
 
 
 @dataclasses.dataclass
@@ -127,7 +133,8 @@ def percentile(sorted_values: np.ndarray, p: float) -> float:
 
 
 def latency_stats(values: np.ndarray, prefix: str = "latency") -> dict[str, float | None]:
-    """min, mean, median, p90/p95/p99, max, std and coefficient of variation (percent).
+    """min, mean, median, p90/p95/p99, max, std and coefficient of variation (percent), and for
+    each percentile the count of samples above it (`{prefix}_pNN_tail_samples`).
 
     The same function summarises the farm's own samples and ingested `--exportTimes` files.
     """
@@ -135,7 +142,8 @@ def latency_stats(values: np.ndarray, prefix: str = "latency") -> dict[str, floa
     values = values[~np.isnan(values)]
     keys = ["min", "mean", "median", *(f"p{p}" for p in PERCENTILES), "max", "std"]
     if values.size == 0:
-        return {f"{prefix}_{k}_ms": None for k in keys} | {f"{prefix}_cv_percent": None}
+        return ({f"{prefix}_{k}_ms": None for k in keys} | {f"{prefix}_cv_percent": None}
+                | {f"{prefix}_p{p}_tail_samples": None for p in PERCENTILES})
     ordered = np.sort(values)
     mean = float(ordered.mean())
     std = float(ordered.std())  # population std, as trtexec's coefficient of variance uses
@@ -145,32 +153,74 @@ def latency_stats(values: np.ndarray, prefix: str = "latency") -> dict[str, floa
         f"{prefix}_median_ms": float(np.median(ordered)),
     }
     for p in PERCENTILES:
-        stats[f"{prefix}_p{p}_ms"] = percentile(ordered, p)
+        stats[f"{prefix}_p{p}_ms"] = value = percentile(ordered, p)
+        # samples strictly above the percentile: how many queries the tail figure stands on
+        stats[f"{prefix}_p{p}_tail_samples"] = int(ordered.size - np.searchsorted(ordered, value, side="right"))
     stats[f"{prefix}_max_ms"] = float(ordered[-1])
     stats[f"{prefix}_std_ms"] = std
     stats[f"{prefix}_cv_percent"] = 100.0 * std / mean if mean > 0 else None
     return stats
 
 
-def median_confidence_interval(values: np.ndarray, repeat: np.ndarray) -> tuple[float, float, str]:
-    """A 95 % interval for the median latency.
+def effective_sample_size(values: np.ndarray, repeat: np.ndarray, centre: float) -> float:
+    """How many independent samples `values` are worth for a median near `centre`.
 
-    With two or more repeats: a t-interval over the per-repeat medians (run-to-run noise, the
-    honest one). With one repeat: the distribution-free order-statistic interval of the median.
+    Consecutive queries are not independent (clocks, caches, thermal and power state drift), and
+    the variance of a sample median is the variance of the mean of the sign process
+    1[value <= centre], divided by the density squared. The sign process's variance inflation
+    (1 + 2 * sum of its autocorrelations) is estimated by batch means: blocks of sqrt(n)
+    consecutive queries, never across a repeat, so a repeat that sits higher or lower than the
+    others inflates it as well. n / inflation, never more than n (clamped at inflation 1: a
+    chance under-estimate on independent samples must not narrow the interval) and at least 1.
+    """
+    n = len(values)
+    below = (values <= centre).astype(np.float64)
+    p = below.mean() if n else 0.0
+    block = max(int(math.sqrt(n)), 1)
+    means = []
+    for r in np.unique(repeat):
+        run = below[repeat == r]
+        blocks = len(run) // block
+        if blocks:
+            means.append(run[: blocks * block].reshape(blocks, block).mean(axis=1))
+    block_means = np.concatenate(means) if means else np.empty(0)
+    if block_means.size < 2 or p * (1 - p) == 0:
+        return float(n)
+    inflation = block * float(np.mean((block_means - p) ** 2)) / (p * (1 - p))
+    return float(max(n / max(inflation, 1.0), 1.0))
+
+
+def median_confidence_interval(values: np.ndarray, repeat: np.ndarray) -> tuple[float | None, float | None, str | None]:
+    """A 95 % interval for the median latency, from the raw samples (all repeats pooled).
+
+    The distribution-free order-statistic interval: [X(r), X(n - r + 1)] with r from the binomial
+    distribution of the count of samples below the true median (scipy.stats.binom), so no shape
+    is assumed for the latency distribution, which is skewed and often multi-modal. It is always
+    inside [min, max], contains the sample median, and is never negative. Chosen over a bootstrap
+    because it is exact for independent samples, deterministic (the same cell always gets the same
+    interval) and costs one sort. Independence does not hold for consecutive queries, so the
+    binomial is taken at the effective sample size (`effective_sample_size`, batch means of the
+    sign process) and its rank mapped back to the n samples: autocorrelated or drifting samples get
+    a wider interval. Run-to-run differences (the repeats disagreeing) are their own figure,
+    `repeat_spread_percent`, and count against `stable`.
+
+    Warehouses written before this have `t_over_repeat_medians` intervals (a t-interval over 2-3
+    repeat medians: up to 2.7 times the median wide, and below zero);
+    benchmarks/recompute_intervals.py recomputes them from the samples.
     """
     from scipy import stats
 
-    repeats = np.unique(repeat)
-    if len(repeats) >= 2:
-        medians = np.asarray([np.median(values[repeat == r]) for r in repeats])
-        centre = float(medians.mean())
-        half = float(stats.t.ppf(0.5 + CI_LEVEL / 2, len(medians) - 1) * medians.std(ddof=1) / math.sqrt(len(medians)))
-        return centre - half, centre + half, "t_over_repeat_medians"
+    values = np.asarray(values, dtype=np.float64)
+    keep = ~np.isnan(values)
+    values, repeat = values[keep], np.asarray(repeat)[keep]
+    n = len(values)
+    if n == 0:
+        return None, None, None
     ordered = np.sort(values)
-    n = len(ordered)
-    lower_rank = max(int(stats.binom.ppf((1 - CI_LEVEL) / 2, n, 0.5)), 1)  # 1-based
-    upper_rank = min(n - lower_rank + 1, n)
-    return float(ordered[lower_rank - 1]), float(ordered[upper_rank - 1]), "order_statistic"
+    m = max(int(effective_sample_size(values, repeat, float(np.median(ordered)))), 1)
+    k = int(stats.binom.ppf((1 - CI_LEVEL) / 2, m, 0.5))  # 1-based rank of the lower end, among m
+    rank = min(max(int(k * n / m), 1), (n + 1) // 2)  # the same quantile among the n samples
+    return float(ordered[rank - 1]), float(ordered[n - rank]), "order_statistic_neff"
 
 
 def phase_stats(samples: Samples) -> dict[str, float | None]:
@@ -212,7 +262,10 @@ def summarize(samples: Samples, batch: int, settings: Measurement, inferences_pe
         100.0 * (max(medians) - min(medians)) / row["latency_median_ms"]
         if len(medians) > 1 and row["latency_median_ms"] > 0 else None
     )
-    cv = row["latency_cv_percent"]
-    row["stable"] = bool(cv is not None and cv <= settings.max_cv_percent)
+    cv, spread = row["latency_cv_percent"], row["repeat_spread_percent"]
+    # stable: the queries agree (CV) and so do the repeats (one repeat: nothing to disagree)
+    row["stable"] = bool(cv is not None and cv <= settings.max_cv_percent
+                         and (spread is None or spread <= MAX_REPEAT_SPREAD_PERCENT))
     row["max_cv_percent"] = settings.max_cv_percent
+    row["max_repeat_spread_percent"] = MAX_REPEAT_SPREAD_PERCENT
     return row

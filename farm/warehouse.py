@@ -97,11 +97,13 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("throughput_qps", pa.float64()), ("throughput_samples_per_s", pa.float64()),
         *[(f"latency_{s}_ms", pa.float64()) for s in ("min", "mean", "median", "p90", "p95", "p99", "max", "std")],
         ("latency_cv_percent", pa.float64()),
+        *[(f"latency_p{p}_tail_samples", pa.int64()) for p in (90, 95, 99)],
         *[(f"{p}_{s}_ms", pa.float64()) for p in ("enqueue", "h2d", "compute", "d2h") for s in ("mean", "median")],
         ("compute_p99_ms", pa.float64()), ("host_walltime_ms", pa.float64()), ("repeats", pa.int32()),
         ("warmup_queries", pa.int32()), ("warmup_ms", pa.float64()),
         ("median_ci_low_ms", pa.float64()), ("median_ci_high_ms", pa.float64()), ("median_ci_method", pa.string()),
         ("repeat_spread_percent", pa.float64()), ("stable", pa.bool_()), ("max_cv_percent", pa.float64()),
+        ("max_repeat_spread_percent", pa.float64()),
         ("peak_memory_bytes", pa.int64()),
     ),
     "samples": _schema(

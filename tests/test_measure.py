@@ -9,7 +9,10 @@ import pytest
 
 from farm.backends.base import PhaseTimes
 from farm.config import Measurement
-from farm.measure import Samples, latency_stats, median_confidence_interval, percentile, run_timed, summarize
+from scipy import stats
+
+from farm.measure import (MAX_REPEAT_SPREAD_PERCENT, Samples, effective_sample_size, latency_stats,
+                          median_confidence_interval, percentile, run_timed, summarize)
 
 
 def trtexec_percentile_reference(values: list[float], p: float) -> float:
@@ -104,7 +107,7 @@ def test_summarize_throughput() -> None:
     assert row["throughput_qps"] == pytest.approx(400.0)
     assert row["throughput_samples_per_s"] == pytest.approx(3200.0)
     assert summarize(samples, batch=8, settings=settings, inferences_per_query=2)["throughput_qps"] == pytest.approx(800.0)
-    assert row["median_ci_method"] == "t_over_repeat_medians" and row["repeat_spread_percent"] == 0.0
+    assert row["median_ci_method"] == "order_statistic_neff" and row["repeat_spread_percent"] == 0.0
     assert row["median_ci_low_ms"] == row["median_ci_high_ms"] == 2.0
 
 
@@ -116,8 +119,9 @@ def test_summarize_a_real_timed_loop() -> None:
     assert row["throughput_qps"] == pytest.approx(60 / (samples.walltime_ms / 1e3))
     assert row["throughput_samples_per_s"] == pytest.approx(8 * row["throughput_qps"])
     assert row["throughput_qps"] < 1000  # each query sleeps 1 ms, and a sleep never ends early
-    assert row["median_ci_low_ms"] <= row["median_ci_high_ms"]
-    assert row["median_ci_method"] == "t_over_repeat_medians"
+    assert row["latency_min_ms"] <= row["median_ci_low_ms"] <= row["latency_median_ms"] <= row["median_ci_high_ms"]
+    assert row["median_ci_high_ms"] <= row["latency_max_ms"]
+    assert row["median_ci_method"] == "order_statistic_neff"
 
 
 def test_stable_is_the_latency_cv_within_the_threshold() -> None:
@@ -135,5 +139,128 @@ def test_stable_is_the_latency_cv_within_the_threshold() -> None:
 def test_median_interval_single_repeat_brackets_the_median() -> None:
     values = np.random.default_rng(3).normal(10, 1, 500)
     low, high, method = median_confidence_interval(values, np.zeros(500, dtype=int))
-    assert method == "order_statistic"
+    assert method == "order_statistic_neff"
     assert low < np.median(values) < high and high - low < 0.5
+
+
+# --- the median's interval, on samples of known distribution ----------------------------------------
+
+DRAWS = 1000
+
+
+def coverage_bounds(nominal: float, draws: int) -> tuple[float, float]:
+    """Where the share of `draws` seeded intervals that cover the true median must lie: within 4
+    binomial standard deviations of the nominal level below (a chance of about 3e-5 for an exact
+    95 % interval to fall under it), and above no more than half the misses gone (an interval so
+    conservative that it covers 97.5 % + 4 sd is needlessly wide)."""
+    sd = np.sqrt(nominal * (1 - nominal) / draws)
+    return nominal - 4 * sd, 1 - (1 - nominal) / 2 + 4 * sd
+
+
+def covered(draw, true_median: float, n: int, repeats: int = 3) -> tuple[float, list[tuple[float, float, np.ndarray]]]:
+    rng = np.random.default_rng(20261122)
+    repeat = np.repeat(np.arange(repeats), -(-n // repeats))[:n]
+    hits, intervals = 0, []
+    for _ in range(DRAWS):
+        values = draw(rng, n)
+        low, high, _ = median_confidence_interval(values, repeat)
+        hits += low <= true_median <= high
+        intervals.append((low, high, values))
+    return hits / DRAWS, intervals
+
+
+def ar1_lognormal(phi: float):
+    """Log-normal latencies (median 1) whose logs are an AR(1) process: consecutive queries alike."""
+    def draw(rng: np.random.Generator, n: int) -> np.ndarray:
+        noise = rng.normal(0, np.sqrt(1 - phi ** 2), n)
+        z = np.empty(n)
+        z[0] = rng.normal()
+        for i in range(1, n):
+            z[i] = phi * z[i - 1] + noise[i]
+        return np.exp(0.3 * z)
+    return draw
+
+
+def test_median_interval_covers_the_true_median_at_the_nominal_rate() -> None:
+    """1,000 seeded draws of 300 log-normal latencies (true median 1): the intervals cover 1 at
+    about 95 %, and every one lies within [min, max] of its draw, around its median, positive."""
+    share, intervals = covered(lambda rng, n: rng.lognormal(0.0, 0.5, n), 1.0, 300)
+    low_bound, high_bound = coverage_bounds(0.95, DRAWS)
+    assert low_bound <= share <= high_bound, share
+    for low, high, values in intervals:
+        assert values.min() <= low <= np.median(values) <= high <= values.max() and low > 0
+
+
+def test_median_interval_widens_for_autocorrelated_queries() -> None:
+    """Consecutive queries alike (AR(1), phi 0.5): the plain binomial interval, which assumes
+    independent samples, covers the true median far less often than 95 %; the farm's, at the
+    effective sample size, keeps the nominal rate."""
+    draw = ar1_lognormal(0.5)
+    share, intervals = covered(draw, 1.0, 1000)
+    low_bound, high_bound = coverage_bounds(0.95, DRAWS)
+    assert low_bound <= share <= high_bound, share
+    k = int(stats.binom.ppf(0.025, 1000, 0.5))  # the independent-samples interval, for contrast
+    naive = np.mean([np.sort(v)[k - 1] <= 1.0 <= np.sort(v)[1000 - k] for _, _, v in intervals])
+    assert naive < low_bound
+
+
+def test_effective_sample_size() -> None:
+    rng = np.random.default_rng(7)
+    one = np.zeros(4000, dtype=int)
+    independent = rng.normal(size=4000)
+    # independent: about n (a chance excess of the block-mean variance only ever lowers it)
+    assert 2000 < effective_sample_size(independent, one, 0.0) <= 4000
+    alike = np.repeat(rng.normal(size=400), 10)  # runs of 10 identical queries: worth about 400
+    assert 200 < effective_sample_size(alike, one, float(np.median(alike))) < 800
+    # two repeats at different levels: the repeats disagree, the interval must say so
+    shifted = np.concatenate([rng.normal(0, 1, 2000), rng.normal(3, 1, 2000)])
+    two = np.repeat([0, 1], 2000)
+    assert effective_sample_size(shifted, two, float(np.median(shifted))) < 100
+    assert effective_sample_size(np.ones(50), np.zeros(50, dtype=int), 1.0) == 50  # all alike: nothing to inflate
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 20])
+def test_median_interval_of_few_samples_is_within_min_and_max(n: int) -> None:
+    values = np.random.default_rng(n).lognormal(0, 1, n)
+    low, high, _ = median_confidence_interval(values, np.zeros(n, dtype=int))
+    assert values.min() <= low <= np.median(values) <= high <= values.max()
+    if n <= 5:  # the binomial cannot reach 95 % with fewer than 6 samples: the whole range
+        assert (low, high) == (values.min(), values.max())
+    assert median_confidence_interval(np.array([]), np.array([], dtype=int)) == (None, None, None)
+
+
+def test_three_noisy_repeats_no_longer_give_an_interval_below_zero() -> None:
+    """The case that misled: three repeats whose medians disagree (6.8, 7.0 and 17 ms) made a
+    t-interval over 3 repeat medians run from below zero to 18 ms. From the samples, the interval
+    stays inside the samples, and the disagreement shows as the repeat spread and an unstable cell."""
+    rng = np.random.default_rng(5)
+    latency = np.concatenate([rng.normal(6.8, 0.1, 100), rng.normal(7.0, 0.1, 100), rng.normal(17.0, 0.3, 100)])
+    samples = synthetic(list(latency), repeats=3, walltime_ms=float(latency.sum()))
+    row = summarize(samples, 1, Measurement(max_cv_percent=1e9))
+    assert 0 < row["latency_min_ms"] <= row["median_ci_low_ms"] <= row["latency_median_ms"] <= row["median_ci_high_ms"]
+    assert row["median_ci_high_ms"] <= row["latency_max_ms"]
+    assert row["repeat_spread_percent"] > 100 and row["stable"] is False  # the CV test alone would pass it
+
+
+def test_stable_needs_the_repeats_to_agree() -> None:
+    """Repeat medians 10 and 10 * (1 + spread): stable exactly while the spread is within the threshold."""
+    for spread, stable in ((0.0, True), (MAX_REPEAT_SPREAD_PERCENT * 0.9, True), (MAX_REPEAT_SPREAD_PERCENT * 1.1, False)):
+        high = 10.0 * (1 + spread / 100)
+        samples = synthetic([10.0] * 21 + [high] * 21 + [10.0] * 21, repeats=3, walltime_ms=630.0)
+        row = summarize(samples, 1, Measurement(max_cv_percent=50))
+        assert row["repeat_spread_percent"] == pytest.approx(spread)
+        assert row["stable"] is stable and row["max_repeat_spread_percent"] == MAX_REPEAT_SPREAD_PERCENT
+    single = summarize(synthetic([10.0, 11.0] * 10, repeats=1, walltime_ms=210.0), 1, Measurement(max_cv_percent=50))
+    assert single["repeat_spread_percent"] is None and single["stable"] is True  # one repeat: nothing to disagree
+
+
+@pytest.mark.parametrize("n", [50, 99, 100, 101, 1000, 1001])
+def test_tail_samples_count_the_queries_above_each_percentile(n: int) -> None:
+    values = np.random.default_rng(n).permutation(np.arange(1.0, n + 1))  # distinct: counts are exact
+    row = latency_stats(values)
+    for p in (90, 95, 99):
+        assert row[f"latency_p{p}_tail_samples"] == int((values > row[f"latency_p{p}_ms"]).sum())
+    assert row["latency_p99_tail_samples"] == n - int(row["latency_p99_ms"])  # values are 1..n
+    ties = latency_stats(np.array([1.0] * 90 + [5.0] * 10))  # p95 is one of ten equal slowest: none above it
+    assert ties["latency_p95_ms"] == 5.0 and ties["latency_p95_tail_samples"] == 0
+    assert latency_stats(np.array([]))["latency_p99_tail_samples"] is None
