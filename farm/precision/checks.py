@@ -1,0 +1,227 @@
+"""Checks run on every transformed model before it is cached or measured: the transforms are
+checked, not trusted (docs/precision.md).
+
+- `census`: what a model holds, subgraphs (If/Loop/Scan bodies) included: float tensors by
+  type, nodes, Casts, Q/DQ pairs, quantized nodes.
+- `verify`: onnx.checker (full check: strict shape and type inference) and a load in ONNX
+  Runtime on CPU; a failure is a `TransformUnsupported` naming the transform.
+- `onnxruntime_cpu_note`: how ONNX Runtime's CPU execution provider runs the transformed model,
+  read from the graph it optimizes: fp16 nodes without an fp16 CPU kernel run as fp32 kernels
+  between Casts it inserts; Q/DQ groups without an integer kernel run fp32 kernels on
+  dequantized values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Iterator
+
+REASON_LIMIT = 480  # characters of a reason (cells.reason); the full text goes to the traceback
+FP16_MAX = 65504.0
+QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
+# ONNX Runtime CPU kernels that compute on integers (what a Q/DQ group becomes when ORT fuses it).
+INTEGER_KERNELS = ("QLinearConv", "QLinearMatMul", "MatMulInteger", "ConvInteger", "MatMulIntegerToFloat",
+                   "QGemm", "QLinearAdd", "QLinearMul", "QLinearAveragePool", "QLinearGlobalAveragePool",
+                   "QLinearConcat", "QLinearLeakyRelu", "QLinearSigmoid", "QLinearSoftmax", "QLinearWhere",
+                   "QAttention", "QEmbedLayerNormalization", "DynamicQuantizeMatMul", "QLinearReduceMean",
+                   "MaxPool")  # MaxPool: ORT runs the int8 MaxPool of a Q/DQ group on int8 data
+
+
+class TransformUnsupported(Exception):
+    """A transform whose output cannot be stored under the precision asked for. `reason` is one
+    line naming the transform; `detail` is the full text (the cell's traceback)."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.detail = detail or reason
+
+
+def one_line(text: str, limit: int = REASON_LIMIT) -> str:
+    """`text` on one line, whole sentences only; when even the first sentence is longer than
+    `limit`, its words up to the limit and a pointer to the full text."""
+    flat = re.sub(r"\s+", " ", text).strip()
+    if len(flat) <= limit:
+        return flat
+    sentences = re.split(r"(?<=[.;:])\s+", flat)
+    kept = ""
+    for sentence in sentences:
+        if len(kept) + len(sentence) + 1 > limit:
+            break
+        kept = f"{kept} {sentence}".strip()
+    if kept:
+        return kept
+    suffix = " ... (full text in the traceback)"
+    words = flat[:limit - len(suffix)].rsplit(" ", 1)[0]
+    return words + suffix
+
+
+def graphs(graph) -> Iterator[tuple[object, int]]:
+    """`graph` and every subgraph in it, with its depth (0: the main graph)."""
+    stack = [(graph, 0)]
+    while stack:
+        current, depth = stack.pop()
+        yield current, depth
+        for node in current.node:
+            for attribute in node.attribute:
+                if attribute.HasField("g"):
+                    stack.append((attribute.g, depth + 1))
+                stack.extend((g, depth + 1) for g in attribute.graphs)
+
+
+def nodes(graph) -> Iterator[object]:
+    for current, _ in graphs(graph):
+        yield from current.node
+
+
+@dataclasses.dataclass
+class Census:
+    """What a model holds, subgraphs included."""
+
+    nodes: int = 0
+    subgraphs: int = 0
+    subgraph_nodes: int = 0
+    casts: int = 0
+    weights: Counter = dataclasses.field(default_factory=Counter)  # initializers and Constant tensors by type
+    values: Counter = dataclasses.field(default_factory=Counter)  # typed values (inputs, outputs, value_info)
+    qdq_pairs: int = 0  # QuantizeLinear -> DequantizeLinear (quantized activations)
+    quantized_weights: int = 0  # DequantizeLinear of an integer initializer
+    quantized_nodes: int = 0  # nodes (not Q/DQ) reading a DequantizeLinear's output
+    ops: Counter = dataclasses.field(default_factory=Counter)
+
+
+def census(model) -> Census:
+    from onnx import TensorProto
+
+    result = Census()
+    producers: dict[str, object] = {}
+    integer_initializers: set[str] = set()
+    for graph, depth in graphs(model.graph):
+        if depth:
+            result.subgraphs += 1
+            result.subgraph_nodes += len(graph.node)
+        for tensor in graph.initializer:
+            result.weights[tensor.data_type] += 1
+            if tensor.data_type in (TensorProto.INT8, TensorProto.UINT8, TensorProto.INT4, TensorProto.UINT4,
+                                    TensorProto.INT16, TensorProto.UINT16, TensorProto.INT32):
+                integer_initializers.add(tensor.name)
+        for value in [*graph.input, *graph.output, *graph.value_info]:
+            if value.type.HasField("tensor_type"):
+                result.values[value.type.tensor_type.elem_type] += 1
+        for node in graph.node:
+            result.nodes += 1
+            result.ops[node.op_type] += 1
+            result.casts += node.op_type == "Cast"
+            for output in node.output:
+                producers[output] = node
+            if node.op_type == "Constant":
+                for attribute in node.attribute:
+                    if attribute.name == "value":
+                        result.weights[attribute.t.data_type] += 1
+    for node in nodes(model.graph):
+        if node.op_type == "DequantizeLinear" and node.input:
+            source = producers.get(node.input[0])
+            if source is not None and source.op_type == "QuantizeLinear":
+                result.qdq_pairs += 1
+            elif node.input[0] in integer_initializers:
+                result.quantized_weights += 1
+        elif node.op_type not in QDQ_OPS and any(
+                (p := producers.get(name)) is not None and p.op_type == "DequantizeLinear" for name in node.input):
+            result.quantized_nodes += 1
+    return result
+
+
+def verify(path: Path, label: str, scratch: Path, quantized: bool = False) -> str | None:
+    """onnx.checker (full check) and a load in ONNX Runtime on CPU; a failure raises
+    TransformUnsupported "`label` produced an invalid model: ...". Returns the note from
+    `onnxruntime_cpu_note`, or None when it has nothing to say."""
+    import onnx
+    import onnxruntime as ort
+
+    try:
+        onnx.checker.check_model(str(path), full_check=True)  # by path: works beyond 2 GB
+    except Exception as exc:  # onnx raises ValidationError, InferenceError and others
+        raise TransformUnsupported(one_line(f"{label} produced an invalid model (onnx.checker): {exc}"),
+                                   f"{label} produced an invalid model (onnx.checker):\n{exc}") from None
+    with tempfile.TemporaryDirectory(prefix="verify.", dir=scratch) as folder:
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        # ORT inserts its Casts at every level; BASIC keeps the node names (fp16: which node ran
+        # how), EXTENDED adds the Q/DQ fusions into integer kernels (int8); neither is hardware
+        # specific (NCHWc layouts come with ALL).
+        options.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED if quantized
+                                            else ort.GraphOptimizationLevel.ORT_ENABLE_BASIC)
+        options.optimized_model_filepath = str(Path(folder) / "optimized.onnx")
+        try:
+            ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        except Exception as exc:
+            raise TransformUnsupported(
+                one_line(f"{label} produced a model ONNX Runtime cannot load: {exc}"),
+                f"{label} produced a model ONNX Runtime cannot load:\n{exc}") from None
+        try:
+            optimized = onnx.load(options.optimized_model_filepath)
+        except Exception:  # ORT does not save every optimized model (e.g. beyond 2 GB): say nothing
+            return None
+    return onnxruntime_cpu_note(onnx.load(str(path), load_external_data=False), optimized)
+
+
+def _types(model) -> dict[str, int]:
+    """Element type of every tensor name the model declares or a Cast makes, subgraphs included."""
+    types: dict[str, int] = {}
+    for graph, _ in graphs(model.graph):
+        for value in [*graph.input, *graph.output, *graph.value_info]:
+            if value.type.HasField("tensor_type"):
+                types[value.name] = value.type.tensor_type.elem_type
+        for tensor in graph.initializer:
+            types[tensor.name] = tensor.data_type
+        for node in graph.node:
+            if node.op_type == "Cast":
+                types[node.output[0]] = next(a.i for a in node.attribute if a.name == "to")
+            elif node.op_type == "Constant":
+                for attribute in node.attribute:
+                    if attribute.name == "value":
+                        types[node.output[0]] = attribute.t.data_type
+    return types
+
+
+def onnxruntime_cpu_note(transformed, optimized) -> str | None:
+    """What ONNX Runtime's CPU EP makes of the transformed model, from the graph it optimized."""
+    from onnx import TensorProto, shape_inference
+
+    try:
+        transformed = shape_inference.infer_shapes(transformed)
+    except Exception:  # types from what the model declares
+        pass
+    before, after = _types(transformed), _types(optimized)
+    optimized_nodes = {n.name: n for n in nodes(optimized.graph) if n.name}
+    census_before = census(transformed)
+    if census_before.qdq_pairs or census_before.quantized_weights:
+        fused = sum(1 for n in nodes(optimized.graph) if n.op_type in INTEGER_KERNELS and n.op_type != "MaxPool")
+        quantized = census_before.quantized_nodes
+        left = sum(1 for n in nodes(optimized.graph) if n.op_type == "DequantizeLinear")
+        if not quantized:
+            return None
+        return (f"on ONNX Runtime CPU: {fused} integer kernels (QLinearConv, QLinearMatMul, MatMulInteger, ...) "
+                f"for {quantized} quantized nodes; {left} DequantizeLinear left feed fp32 kernels")
+    fp16_nodes = fp32_in_ort = 0
+    for node in nodes(transformed.graph):
+        if node.op_type in ("Cast", "Constant", "If", "Loop", "Scan") or not node.name:
+            continue
+        if not any(before.get(name) == TensorProto.FLOAT16 for name in [*node.input, *node.output] if name):
+            continue
+        fp16_nodes += 1
+        ran = optimized_nodes.get(node.name)
+        if ran is not None and not any(after.get(name) == TensorProto.FLOAT16 for name in ran.input if name) \
+                and any(after.get(name) == TensorProto.FLOAT for name in ran.input if name):
+            fp32_in_ort += 1
+    inserted = sum(1 for n in nodes(optimized.graph) if n.op_type == "Cast" and n.name.startswith("InsertedPrecisionFree"))
+    if not fp16_nodes:
+        return None
+    if not fp32_in_ort and not inserted:
+        return f"on ONNX Runtime CPU: {fp16_nodes} fp16 nodes run fp16 kernels"
+    return (f"on ONNX Runtime CPU: {fp32_in_ort} of {fp16_nodes} fp16 nodes run fp32 kernels, ONNX Runtime "
+            f"casting around them ({inserted} Casts inserted: its CPU EP has fp16 kernels for few operators)")

@@ -1,0 +1,142 @@
+"""Small ONNX models with the structures that broke precision transforms on real third-party models.
+
+- `big_variance_bn`: a BatchNormalization whose running variance (9.8e7) is beyond fp16's range
+  (65504), as in a text detector; clamping it (onnxconverter-common clamps to 1e4 by default)
+  scales the channel by sqrt(9.8e7 / 1e4) ~ 99.
+- `if_model`: an `If` whose branches read the outer graph's tensors and have their own
+  initializers, as exported detection and NLP models have.
+- `state_model`: a recurrent step with a state input and output (h -> h_new).
+- `elementwise_model`: nothing that int8 quantization quantizes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+
+def _save(model, path: Path) -> Path:
+    import onnx
+
+    model.ir_version = 8
+    onnx.checker.check_model(model, full_check=True)
+    onnx.save(model, path)
+    return path
+
+
+def big_variance_bn(path: Path, variance: float = 9.8e7) -> Path:
+    """x[N,3,16,16] -> Conv(3->8) -> BatchNormalization(variance up to `variance`) -> Relu -> Conv(8->4)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    channels = 8
+    var = np.geomspace(1e5, variance, channels).astype(np.float32)
+    init = [
+        numpy_helper.from_array(rng.normal(0, 300, (channels, 3, 3, 3)).astype(np.float32), "conv1.w"),
+        numpy_helper.from_array(rng.uniform(0.5, 1.5, channels).astype(np.float32), "bn.scale"),
+        numpy_helper.from_array(rng.uniform(-0.1, 0.1, channels).astype(np.float32), "bn.bias"),
+        numpy_helper.from_array(rng.uniform(-100, 100, channels).astype(np.float32), "bn.mean"),
+        numpy_helper.from_array(var, "bn.var"),
+        numpy_helper.from_array(rng.normal(0, 0.3, (4, channels, 3, 3)).astype(np.float32), "conv2.w"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "conv1.w"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c1", "bn.scale", "bn.bias", "bn.mean", "bn.var"], ["b"],
+                         name="bn", epsilon=1e-5),
+        helper.make_node("Relu", ["b"], ["r"], name="relu"),
+        helper.make_node("Conv", ["r", "conv2.w"], ["y"], name="conv2", pads=[1, 1, 1, 1]),
+    ]
+    graph = helper.make_graph(nodes, "big_variance_bn",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 16, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4, 16, 16])], init)
+    return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def if_model(path: Path, top_matmul: bool = True) -> Path:
+    """x[N,16] -> (MatMul ->) Softmax -> p; If(N > 1): then Softmax(MatMul(p, Wt) + bt + x),
+    else Softmax(MatMul(p, We) * 0.5 + x) -> y[N,16], as a detector's post-processing `If` does.
+
+    The branches read the outer tensors `p` (made by a node the fp16 transform keeps in fp32) and
+    `x` (a graph input), and have their own initializers; the condition depends on the input's
+    shape only. With `top_matmul` false, every MatMul is inside a branch (what int8 quantization
+    never reaches)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(4)
+
+    def branch(name: str, weight: str, op: str, constant: str) -> object:
+        init = [numpy_helper.from_array(rng.normal(0, 1.0, (16, 16)).astype(np.float32), weight),
+                numpy_helper.from_array(rng.normal(0, 0.1, 16).astype(np.float32) if op == "Add"
+                                        else np.array(0.5, np.float32), constant)]
+        nodes = [helper.make_node("MatMul", ["p", weight], [f"{name}_mm"], name=f"{name}_matmul"),
+                 helper.make_node(op, [f"{name}_mm", constant], [f"{name}_op"], name=f"{name}_{op.lower()}"),
+                 helper.make_node("Add", [f"{name}_op", "x"], [f"{name}_res"], name=f"{name}_residual"),
+                 helper.make_node("Softmax", [f"{name}_res"], [f"{name}_out"], name=f"{name}_softmax", axis=-1)]
+        return helper.make_graph(nodes, name, [], [helper.make_tensor_value_info(f"{name}_out", TensorProto.FLOAT,
+                                                                                  ["batch", 16])], init)
+
+    init = [numpy_helper.from_array(rng.normal(0, 1.0, (16, 16)).astype(np.float32), "w0"),
+            numpy_helper.from_array(np.array([0], np.int64), "axis0"),
+            numpy_helper.from_array(np.array([1], np.int64), "one")]
+    nodes = [helper.make_node("MatMul", ["x", "w0"], ["h"], name="matmul0") if top_matmul
+             else helper.make_node("Relu", ["x"], ["h"], name="relu0"),
+             helper.make_node("Softmax", ["h"], ["p"], name="softmax0", axis=-1),
+             helper.make_node("Shape", ["x"], ["shape"], name="shape"),
+             helper.make_node("Gather", ["shape", "axis0"], ["n"], name="gather", axis=0),
+             helper.make_node("Greater", ["n", "one"], ["cond1"], name="greater"),
+             helper.make_node("Squeeze", ["cond1", "axis0"], ["cond"], name="squeeze"),
+             helper.make_node("If", ["cond"], ["y"], name="if",
+                              then_branch=branch("then", "wt", "Add", "bt"),
+                              else_branch=branch("else", "we", "Mul", "half"))]
+    graph = helper.make_graph(nodes, "if_model", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 16])],
+                              init if top_matmul else init[1:])
+    return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def state_model(path: Path) -> Path:
+    """A recurrent step: (x[N,32], h[N,64]) -> (y[N,16], h_new = tanh(x Wx + h Wh + b))."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(5)
+    init = [numpy_helper.from_array(rng.normal(0, 0.2, (32, 64)).astype(np.float32), "wx"),
+            numpy_helper.from_array(rng.normal(0, 0.1, (64, 64)).astype(np.float32), "wh"),
+            numpy_helper.from_array(rng.normal(0, 0.1, 64).astype(np.float32), "b"),
+            numpy_helper.from_array(rng.normal(0, 0.2, (64, 16)).astype(np.float32), "wy")]
+    nodes = [helper.make_node("MatMul", ["x", "wx"], ["xw"], name="mm_x"),
+             helper.make_node("MatMul", ["h", "wh"], ["hw"], name="mm_h"),
+             helper.make_node("Add", ["xw", "hw"], ["s0"], name="add0"),
+             helper.make_node("Add", ["s0", "b"], ["s1"], name="add1"),
+             helper.make_node("Tanh", ["s1"], ["h_new"], name="tanh"),
+             helper.make_node("MatMul", ["h_new", "wy"], ["y"], name="mm_y")]
+    graph = helper.make_graph(nodes, "state_model",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 32]),
+                               helper.make_tensor_value_info("h", TensorProto.FLOAT, ["batch", 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 16]),
+                               helper.make_tensor_value_info("h_new", TensorProto.FLOAT, ["batch", 64])], init)
+    return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def elementwise_model(path: Path) -> Path:
+    """x[N,16] -> Abs -> Neg -> Sqrt(Abs) -> y: nothing int8 quantization has a quantized form for."""
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Abs", ["x"], ["a"], name="abs"),
+             helper.make_node("Neg", ["a"], ["n"], name="neg"),
+             helper.make_node("Abs", ["n"], ["a2"], name="abs2"),
+             helper.make_node("Sqrt", ["a2"], ["y"], name="sqrt")]
+    graph = helper.make_graph(nodes, "elementwise", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 16])])
+    return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    a, b = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-30))
+
+
+def run(path: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    import onnxruntime as ort
+
+    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)

@@ -1,0 +1,145 @@
+"""Precision transforms are checked, not trusted: each structure that broke them on real models
+(tests/precision_models.py) is converted correctly or is `unsupported` with a reason naming the
+transform, never stored under a precision it did not get."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from farm.models import InputSpec, make_feeds
+from farm.precision import Calibration, TransformUnsupported, transform
+from farm.precision.checks import census, one_line
+from tests.precision_models import big_variance_bn, cosine, elementwise_model, if_model, run, state_model
+
+VECTOR = (InputSpec("x", "float32", ("batch", 16), -1.0, 1.0),)
+VECTOR_SHAPES = {"x": (2, 16)}
+
+
+def _transform(model: Path, precision: str, spec, shapes, cache: Path):
+    return transform(model, model.name, precision, spec, shapes, Calibration(samples=4), True, cache, 1)
+
+
+def _checked(path: Path) -> None:
+    import onnx
+
+    onnx.checker.check_model(str(path), full_check=True)
+
+
+def test_fp16_keeps_values_beyond_its_range_in_fp32(tmp_path: Path) -> None:
+    """A BatchNormalization variance of 9.8e7: clamped (onnxconverter-common's default), the
+    output is wrong; kept fp32, it matches."""
+    import onnx
+    from onnxconverter_common import float16
+
+    spec = (InputSpec("x", "float32", ("batch", 3, 16, 16), -1.0, 1.0),)
+    shapes = {"x": (2, 3, 16, 16)}
+    model = big_variance_bn(tmp_path / "bn.onnx")
+    feeds = make_feeds(spec, shapes, 7)
+    reference = run(model, feeds)[0]
+
+    clamped = float16.convert_float_to_float16(onnx.load(model), keep_io_types=True)
+    onnx.save(clamped, tmp_path / "clamped.onnx")
+    assert cosine(run(tmp_path / "clamped.onnx", feeds)[0], reference) < 0.99  # the bug this guards against
+
+    fp16 = _transform(model, "fp16", spec, shapes, tmp_path / "cache")
+    _checked(fp16.path)
+    assert cosine(run(fp16.path, feeds)[0], reference) > 0.999
+    assert fp16.counts["nodes_kept_fp32_range"] == 1 and fp16.counts["tensors_fp16"] > 0
+    assert "1 for values beyond fp16's range" in fp16.summary
+    bn = next(t for t in onnx.load(fp16.path).graph.initializer if t.name == "bn.var")
+    assert bn.data_type == onnx.TensorProto.FLOAT and onnx.numpy_helper.to_array(bn).max() == pytest.approx(9.8e7)
+    assert fp16.onnxruntime_cpu and "fp32 kernels" in fp16.onnxruntime_cpu  # ORT CPU's fp16, said
+
+
+def test_fp16_if_subgraphs_are_converted_validly(tmp_path: Path) -> None:
+    """Branches reading a tensor made by a node kept in fp32: onnxconverter-common orders the
+    `If` before that tensor's Cast (checker: "Nodes in a graph must be topologically sorted")."""
+    model = if_model(tmp_path / "if.onnx")
+    feeds = make_feeds(VECTOR, VECTOR_SHAPES, 7)
+    try:
+        fp16 = _transform(model, "fp16", VECTOR, VECTOR_SHAPES, tmp_path / "cache")
+    except TransformUnsupported as exc:  # the other acceptable outcome: said, naming the transform
+        assert exc.reason.startswith("fp16 transform (onnxconverter-common ") and "\n" not in exc.reason
+        return
+    _checked(fp16.path)
+    assert cosine(run(fp16.path, feeds)[0], run(model, feeds)[0]) > 0.999
+    assert fp16.counts["subgraphs"] == 2 and "2 subgraphs converted too" in fp16.summary
+    import onnx
+
+    branch_weights = [t for n in onnx.load(fp16.path).graph.node if n.op_type == "If"
+                      for a in n.attribute for t in a.g.initializer]
+    assert branch_weights and all(t.data_type == onnx.TensorProto.FLOAT16 for t in branch_weights)
+
+
+def test_fp16_state_output_read_inside(tmp_path: Path) -> None:
+    """A recurrent step whose new state is both an output and read by the next node."""
+    spec = (InputSpec("x", "float32", ("batch", 32), -1.0, 1.0), InputSpec("h", "float32", ("batch", 64), -1.0, 1.0))
+    shapes = {"x": (2, 32), "h": (2, 64)}
+    model = state_model(tmp_path / "state.onnx")
+    fp16 = _transform(model, "fp16", spec, shapes, tmp_path / "cache")
+    _checked(fp16.path)
+    feeds = make_feeds(spec, shapes, 7)
+    for got, want in zip(run(fp16.path, feeds), run(model, feeds)):
+        assert got.dtype == np.float32 and cosine(got, want) > 0.999
+
+
+def test_int8_that_quantizes_nothing_is_unsupported(tmp_path: Path) -> None:
+    model = elementwise_model(tmp_path / "elementwise.onnx")
+    with pytest.raises(TransformUnsupported, match=r"^int8 transform \(onnxruntime.quantization .*\): nothing was "
+                                                   r"quantized \(0 Q/DQ pairs"):
+        _transform(model, "int8", VECTOR, VECTOR_SHAPES, tmp_path / "cache")
+    # Every MatMul inside `If` branches: quantize_static does not enter them.
+    branches = if_model(tmp_path / "branches.onnx", top_matmul=False)
+    with pytest.raises(TransformUnsupported) as caught:
+        _transform(branches, "int8", VECTOR, VECTOR_SHAPES, tmp_path / "cache")
+    assert "nothing was quantized" in caught.value.reason and "subgraphs" in caught.value.reason
+    # The verdict is cached with the model: a second sweep says the same without quantizing again.
+    with pytest.raises(TransformUnsupported, match="nothing was quantized"):
+        _transform(branches, "int8", VECTOR, VECTOR_SHAPES, tmp_path / "cache")
+    assert not list((tmp_path / "cache" / "precision").glob("*.onnx"))  # nothing stored as int8
+
+
+def test_int8_counts_what_it_quantized(tmp_path: Path) -> None:
+    import onnx
+
+    model = if_model(tmp_path / "if.onnx")
+    int8 = _transform(model, "int8", VECTOR, VECTOR_SHAPES, tmp_path / "cache")
+    _checked(int8.path)
+    counted = census(onnx.load(int8.path))
+    assert int8.counts["qdq_pairs"] == counted.qdq_pairs > 0
+    assert int8.counts["quantized_nodes"] == counted.quantized_nodes > 0
+    assert int8.counts["nodes_kept_fp32"] == 8  # the branches' nodes
+    assert "left fp32 (quantize_static does not enter subgraphs)" in int8.summary
+    again = _transform(model, "int8", VECTOR, VECTOR_SHAPES, tmp_path / "cache")
+    assert again.cached and again.summary == int8.summary and again.counts == int8.counts
+
+
+def test_invalid_output_is_unsupported_naming_the_transform(tmp_path: Path, monkeypatch) -> None:
+    """Whatever breaks a converted model, the cell says which transform made it, on one line."""
+    from onnxconverter_common import float16
+
+    real = float16.convert_float_to_float16
+
+    def broken(model, **kwargs):
+        converted = real(model, **kwargs)
+        converted.graph.node.reverse()  # out of order, as onnxconverter-common leaves If branches
+        return converted
+
+    monkeypatch.setattr(float16, "convert_float_to_float16", broken)
+    monkeypatch.setattr("farm.precision._sort_graphs", lambda model: None)
+    with pytest.raises(TransformUnsupported) as caught:
+        _transform(if_model(tmp_path / "if.onnx"), "fp16", VECTOR, VECTOR_SHAPES, tmp_path / "cache")
+    reason = caught.value.reason
+    assert reason.startswith("fp16 transform (onnxconverter-common ") and "produced an invalid model" in reason
+    assert "\n" not in reason and len(reason) <= 500 and "topologically sorted" in caught.value.detail
+
+
+def test_reasons_are_whole_sentences() -> None:
+    long = "First sentence is short. " + "word " * 200
+    assert one_line(long) == "First sentence is short."
+    cut = one_line("x" * 10 + " " + "word " * 200)
+    assert cut.endswith("(full text in the traceback)") and len(cut) <= 500
+    assert one_line("a\n  b") == "a b"
