@@ -14,6 +14,7 @@ import pytest
 
 from farm.cli import main
 from farm.dashboard.data import Snapshot
+from farm.dashboard.sql import run_query
 from farm.warehouse import DAMAGED_DIR_NAME, SCHEMAS, TABLES, Warehouse
 from tests.conftest import tiny_cnn, write_sweep
 
@@ -94,6 +95,8 @@ def test_one_truncated_file_costs_only_its_cell(measured: Path, tmp_path: Path, 
         assert snap.cell_file(victim_cell, table).empty and not snap.cell_file(other_cell, table).empty
     assert list(snap.damaged) == [victim]
     one_warning()
+    console = run_query(results, f"SELECT count(*) AS n FROM {table}")  # the dashboard's SQL console
+    assert console.frame.n.tolist() == [remaining]
 
     assert main(["check", *where]) == 1
     out = capsys.readouterr().out
@@ -218,3 +221,15 @@ def test_schemas_of_the_fixture_are_what_check_expects(measured: Path) -> None:
         for path in (measured / "results" / "tiny" / table).glob("*.parquet"):
             assert file_problem(path) is None and schema_problem(path, table) is None
     assert set(SCHEMAS) == set(TABLES)
+
+
+def test_the_dashboard_names_a_damaged_file_and_shows_the_rest(measured: Path, tmp_path: Path, monkeypatch) -> None:
+    from tests.dashboard.test_app import metrics, open_page
+
+    results = copy_of(measured, tmp_path) / "results"
+    victim = next((results / "tiny" / "cells").glob("*.parquet"))
+    victim.write_bytes(victim.read_bytes()[:100])
+    at = open_page(monkeypatch, results, "overview")
+    (warning,) = [w.value for w in at.warning if "damaged" in w.value]
+    assert warning.startswith("**1 damaged file(s) left out**") and str(victim) in warning
+    assert metrics(at)["Cells"] == "1"  # the other cell is still there

@@ -45,6 +45,12 @@ def snapshot_or_stop() -> Snapshot:
             "(the GPU example shipped with farm: `farm dashboard --results results/examples`)."
         )
         st.stop()
+    if snap.damaged:  # left out of every page; the rest of the warehouse is shown as usual
+        listed = "\n".join(f"- `{path}`: {why}" for path, why in sorted(snap.damaged.items())[:10])
+        more = f"\n- … and {len(snap.damaged) - 10} more" if len(snap.damaged) > 10 else ""
+        st.warning(f"**{len(snap.damaged)} damaged file(s) left out** (their cells are missing here; "
+                   f"`farm check --fix` moves them aside and the next `farm sweep` measures those cells "
+                   f"again):\n{listed}{more}")
     return snap
 
 

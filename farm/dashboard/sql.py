@@ -63,7 +63,7 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from farm.warehouse import SCHEMAS, TABLES, Warehouse
+from farm.warehouse import SCHEMAS, TABLES, Warehouse, file_problem
 
 if TYPE_CHECKING:  # pandas is imported where a frame is made: the query process never makes one
     import pandas as pd
@@ -130,8 +130,10 @@ class Sandbox:
                                                           "threads": threads})  # not one per core first
             warehouse = Warehouse(self.root)
             for table in TABLES:
+                # A damaged file is left out (the pages list it), as every other reader does.
                 files = [str(p) for glob in warehouse.table_globs(table)
-                         for p in sorted(Path(glob).parent.glob("*.parquet")) if not p.name.startswith(".")]
+                         for p in sorted(Path(glob).parent.glob("*.parquet"))
+                         if not p.name.startswith(".") and file_problem(p) is None]
                 # Files an older farm wrote lack newer columns (read as nulls) or have older types (cast).
                 source = ds.dataset(files, schema=SCHEMAS[table], format="parquet") if files \
                     else SCHEMAS[table].empty_table()
