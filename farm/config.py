@@ -94,6 +94,20 @@ class InputOverride(Strict):
     shape: Annotated[list[int | str], Field(min_length=1)] | None = None
     dtype: Literal[INPUT_DTYPES] | None = None  # type: ignore[valid-type]
     range: Annotated[tuple[float, float], Field(strict=False)] | None = None
+    value: int | float | None = None  # every element this value: a range of one value
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _value_is_a_number(cls, value: Any) -> Any:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise ValueError(f"expected a number, the value every element of the input takes (got {value!r})")
+        return value
+
+    @model_validator(mode="after")
+    def _range_or_value(self) -> InputOverride:
+        if self.range is not None and self.value is not None:
+            raise ValueError("give either range or value, not both")
+        return self
 
     @field_validator("shape", mode="before")
     @classmethod
@@ -140,7 +154,20 @@ class ModelSpec(Strict):
     name: Annotated[str, Field(min_length=1)] | None = None
     dims: dict[str, Size] = {}
     inputs: dict[str, InputOverride] = {}
+    batch_dim: str | list[str] | None = None  # a dimension name or "INPUT:AXIS"; [] for none
     calibration: CalibrationSpec = CalibrationSpec()
+
+    @field_validator("batch_dim", mode="before")
+    @classmethod
+    def _batch_dim_names(cls, value: Any) -> Any:
+        names = [value] if isinstance(value, str) else value if isinstance(value, list) else None
+        if value is not None and (names is None or not all(isinstance(n, str) for n in names)):
+            raise ValueError('expected a dimension name, "INPUT:AXIS", or a list of them '
+                             f"([] for no batch axis), got {value!r}")
+        for name in names or ():
+            if not name.strip():
+                raise ValueError("a dimension name must not be empty")
+        return value
 
     @field_validator("source")
     @classmethod

@@ -20,7 +20,8 @@ from farm import __version__
 from farm.backends import backend_class
 from farm.config import LoadedConfig, Measurement
 from farm.errors import ConfigError
-from farm.models import ModelArtifact, resolve_model
+from farm.models import (BATCH_NAMES, ModelArtifact, axis_key, is_unnamed, parse_axis_key, resolve_model,
+                         shape_text, toml_inline_table)
 from farm.precision import Calibration
 
 
@@ -76,7 +77,12 @@ class Plan:
 def plan_sweep(loaded: LoadedConfig, cache_dir: Path) -> Plan:
     """Resolve every model and expand the sweep. Raises ConfigError for shape mistakes."""
     config = loaded.config
-    models = [resolve_model(spec, i, loaded.base_dir, cache_dir) for i, spec in enumerate(config.models)]
+    models = []
+    for i, spec in enumerate(config.models):
+        try:
+            models.append(resolve_model(spec, i, loaded.base_dir, cache_dir))
+        except ConfigError as exc:  # a mistake about the model's inputs: name the file too
+            raise ConfigError(f"{loaded.path}: {exc}") from None
     profiles = [
         Profile(name, {dim: (r.min, r.opt, r.max) for dim, r in config.profiles[name].items()})
         for name in loaded.profile_names()
@@ -107,7 +113,8 @@ def plan_sweep(loaded: LoadedConfig, cache_dir: Path) -> Plan:
                         for profile in cell_profiles:
                             cells.append(_make_cell(config.name, model, precision, batch, profile, backend,
                                                     options, config.measurement,
-                                                    cls.unsupported_reason(precision, options), note,
+                                                    model.batch_unsupported(batch)
+                                                    or cls.unsupported_reason(precision, options), note,
                                                     cls.device_kind(options),
                                                     tuple(profiles) if cls.supports_profiles else (),
                                                     calibration, config.precision.keep_io_types,
@@ -123,7 +130,7 @@ def _make_cell(sweep: str, model: ModelArtifact, precision: str, batch: int, pro
     identity = {
         "sweep": sweep,  # ids are unique across the warehouse, so joins on cell_id alone are safe
         "model_sha256": model.sha256,
-        "inputs": [dataclasses.asdict(i) for i in model.inputs],
+        "inputs": [_input_identity(i) for i in model.inputs],
         "input_shapes": shapes,
         "precision": precision,
         "batch": batch,
@@ -145,37 +152,72 @@ def _make_cell(sweep: str, model: ModelArtifact, precision: str, batch: int, pro
                 unsupported, note, device_kind, all_profiles, calibration, keep_io_types, tolerance)
 
 
+def _input_identity(spec: Any) -> dict[str, Any]:
+    """An input's part of the cell id. Its batch axis counts only where it is not axis 0 (how
+    every model was read before models could say where their batch is), so those ids stay."""
+    identity = dataclasses.asdict(spec)
+    first_fixed = bool(spec.shape) and isinstance(spec.shape[0], int)
+    if spec.batch_axis == 0 or (spec.batch_axis is None and first_fixed):
+        identity.pop("batch_axis")
+    return identity
+
+
 def _check_model_shapes(loaded: LoadedConfig, index: int, model: ModelArtifact, profiles: list[Profile]) -> None:
     if model.error:
         return  # the model's cells fail with the reason; the rest of the sweep goes on
     where = f"{loaded.path}: models[{index}]"
+    spec_dims = loaded.config.models[index].dims
     dynamic = model.dynamic_dims()
-    for dim in loaded.config.models[index].dims:
-        if dim not in dynamic:
-            is_batch = any(spec.shape and spec.shape[0] == dim for spec in model.inputs)
-            note = " (that is the batch: its sizes are axes.batch_sizes)" if is_batch else ""
+    inputs = {spec.name: spec for spec in model.inputs}
+    known = ", ".join([*sorted(dynamic), *model.unnamed_dims()])
+    for dim in spec_dims:
+        location = parse_axis_key(dim, inputs)
+        if location is not None:  # "INPUT:AXIS": one axis of one input
+            spec, axis = inputs[location[0]], location[1]
+            problem = None
+            if axis >= len(spec.shape):
+                problem = f"input {spec.name!r} has no axis {axis} (its shape is {shape_text(spec.shape)})"
+            elif axis == spec.batch_axis:
+                problem = (f"axis {axis} of input {spec.name!r} is the batch: its sizes are axes.batch_sizes")
+            elif isinstance(spec.shape[axis], int):
+                problem = f"axis {axis} of input {spec.name!r} is fixed ({spec.shape[axis]})"
+            if problem:
+                raise ConfigError(f"{where}.dims.{dim}: {problem}; its dynamic dimensions: {known or 'none'}")
+        elif is_unnamed(dim):
+            fixed = {k: v for k, v in spec_dims.items() if k != dim}
+            fixed.update({key: spec_dims[dim] for key in model.unnamed_dims() if key not in fixed})
+            raise ConfigError(
+                f"{where}.dims.{dim}: {dim!r} is not a name: the model's unnamed dimensions are sized one by one, "
+                f"by input and axis; set in models[{index}]: dims = {toml_inline_table(fixed)}")
+        elif dim not in dynamic:
+            note = " (that is the batch: its sizes are axes.batch_sizes)" if dim in model.batch_names() else ""
             raise ConfigError(
                 f"{where}.dims.{dim}: model {model.name!r} has no dynamic dimension {dim!r}{note}; its dynamic "
-                f"dimensions: {', '.join(sorted(dynamic)) or 'none (every dimension but the batch is fixed)'}"
+                f"dimensions: {known or 'none (every dimension but the batch is fixed)'}"
             )
+    missing: dict[str, str] = {}  # dims key -> where it is
     for spec in model.inputs:
-        if not spec.shape:
-            continue
-        first = spec.shape[0]
-        if isinstance(first, int):
-            wrong = [b for b in loaded.config.axes.batch_sizes if b != first]
-            if wrong:
-                raise ConfigError(
-                    f"{where}: input {spec.name!r} has a fixed batch of {first}, so batch size(s) "
-                    f"{', '.join(map(str, wrong))} cannot run: export the model with a dynamic first "
-                    f"dimension or set axes.batch_sizes = [{first}]"
-                )
-        for dim in spec.shape[1:]:
-            if isinstance(dim, str) and dim not in model.dims:
-                raise ConfigError(
-                    f"{where}.dims: input {spec.name!r} has dynamic dimension {dim!r} with no size: "
-                    f"set it in the model's table, e.g. dims = {{ {dim} = 128 }}"
-                )
+        for axis, dim in enumerate(spec.shape):
+            if axis == spec.batch_axis or isinstance(dim, int):
+                continue
+            location = axis_key(spec.name, axis)
+            if location in model.dims or (not is_unnamed(dim) and dim in model.dims):
+                continue
+            if is_unnamed(dim):
+                missing[location] = f"input {spec.name!r} axis {axis} (unnamed: {dim!r})"
+            else:
+                missing.setdefault(dim, f"{dim!r} (input {spec.name!r} axis {axis})")
+    if missing:
+        if not any(spec.batch_axis is not None for spec in model.inputs):
+            batch_hint = ("; the model has no batch axis (no dynamic dimension named "
+                          f"{', '.join(BATCH_NAMES)}): if one of these is the batch, set batch_dim instead")
+        else:
+            batch_hint = ""
+        suggestion = toml_inline_table({**spec_dims, **dict.fromkeys(missing, 128)})
+        raise ConfigError(
+            f"{where}.dims: dynamic dimension(s) with no size: {', '.join(missing.values())}{batch_hint}; "
+            f"set in models[{index}]: dims = {suggestion}"
+        )
     for profile in profiles:
         for dim, (lo, _, hi) in profile.ranges.items():
             if dim in model.dims and dim in model.dynamic_dims() and not lo <= model.dims[dim] <= hi:

@@ -12,6 +12,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import zlib
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,18 @@ from farm.config import ModelSpec, model_display_name
 from farm.errors import ConfigError
 
 FLOAT_RANGE = (-1.0, 1.0)  # trtexec fills inputs with U(-1, 1)
-INT_RANGE = (0.0, 2.0)
+BOOL_RANGE = (0.0, 2.0)
+# A dynamic dimension with one of these names (case-insensitive) is the batch, unless the model's
+# table names its batch with `batch_dim`. Documented in docs/config.md.
+BATCH_NAMES = ("batch", "batch_size", "batchsize", "batch_dim", "nbatch", "n", "b", "bs")
+# A dynamic dimension with no usable name (no dim_param, an empty one, or "?") is shown as "?"
+# and sized by its location, "INPUT:AXIS"; it is never the same as another "?".
+UNNAMED = "?"
+# Integer inputs that any model takes these values for: all-ones masks, token type 0. Every
+# other integer input needs a range or a value in the sweep file (farm cannot know a vocabulary
+# size or a sample rate).
+KNOWN_INT_RANGES = {"attention_mask": (1.0, 2.0), "input_mask": (1.0, 2.0),
+                    "token_type_ids": (0.0, 1.0), "segment_ids": (0.0, 1.0)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,19 +45,65 @@ class InputSpec:
     dtype: str  # numpy dtype name
     shape: tuple[int | str, ...]
     low: float
-    high: float
+    high: float  # low == high: every element is low (a `value`)
+    batch_axis: int | None = 0  # the axis that is the batch; None: the input is fed as declared
 
     def concrete_shape(self, batch: int, dims: dict[str, int]) -> tuple[int, ...]:
-        """The shape a cell runs: the first dimension is the batch, named dims come from `dims`."""
+        """The shape a cell runs: the batch axis is `batch`, other dynamic axes come from `dims`,
+        by location ("INPUT:AXIS") first, then by name."""
         out = []
         for axis, dim in enumerate(self.shape):
-            if axis == 0:
+            if axis == self.batch_axis:
                 out.append(batch)
             elif isinstance(dim, int):
                 out.append(dim)
             else:
-                out.append(dims[dim])
+                location = axis_key(self.name, axis)
+                out.append(dims[location] if location in dims else dims[dim])
         return tuple(out)
+
+    def profile_key(self, axis: int) -> str | None:
+        """What a profile range for this axis is keyed by: 'batch', a dimension name, or None
+        (a fixed or unnamed axis)."""
+        dim = self.shape[axis]
+        if axis == self.batch_axis:
+            return "batch"
+        return dim if isinstance(dim, str) and not is_unnamed(dim) else None
+
+
+def axis_key(input_name: str, axis: int) -> str:
+    """The `dims` / `batch_dim` key of one axis of one input: "INPUT:AXIS"."""
+    return f"{input_name}:{axis}"
+
+
+def parse_axis_key(key: str, input_names) -> tuple[str, int] | None:
+    """("INPUT", AXIS) when `key` is "INPUT:AXIS" for one of the inputs, else None (a name)."""
+    name, sep, axis = key.rpartition(":")
+    if sep and name in input_names and axis.isascii() and axis.isdigit():
+        return name, int(axis)
+    return None
+
+
+def is_unnamed(dim: int | str) -> bool:
+    return isinstance(dim, str) and dim.strip() in ("", UNNAMED)
+
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def toml_key(key: str) -> str:
+    """A TOML key as written in a file: bare where TOML allows it, else a quoted string."""
+    if _BARE_KEY.fullmatch(key):
+        return key
+    return toml_key_value(key)
+
+
+def toml_inline_table(values: dict[str, Any]) -> str:
+    return "{ " + ", ".join(f"{toml_key(k)} = {json.dumps(v)}" for k, v in values.items()) + " }"
+
+
+def shape_text(shape: tuple[int | str, ...]) -> str:
+    return "[" + ", ".join(str(d) for d in shape) + "]"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,9 +118,33 @@ class ModelArtifact:
     inputs: tuple[InputSpec, ...]
     dims: dict[str, int]
     error: str | None = None  # set when the file is not a readable ONNX model
+    declared_batch: int | None = None  # no input has a batch axis: the one batch size it runs
 
     def dynamic_dims(self) -> set[str]:
-        return {d for spec in self.inputs for d in spec.shape[1:] if isinstance(d, str)}
+        """Names of the dynamic dimensions that `dims` sizes (not the batch, not unnamed ones)."""
+        return {d for spec in self.inputs for axis, d in enumerate(spec.shape)
+                if isinstance(d, str) and axis != spec.batch_axis and not is_unnamed(d)}
+
+    def unnamed_dims(self) -> list[str]:
+        """"INPUT:AXIS" of every dynamic dimension with no usable name (sized by that key)."""
+        return [axis_key(spec.name, axis) for spec in self.inputs for axis, d in enumerate(spec.shape)
+                if axis != spec.batch_axis and is_unnamed(d)]
+
+    def batch_names(self) -> set[str]:
+        return {spec.shape[spec.batch_axis] for spec in self.inputs  # type: ignore[misc]
+                if spec.batch_axis is not None and isinstance(spec.shape[spec.batch_axis], str)}
+
+    def batch_unsupported(self, batch: int) -> str | None:
+        """Why this model cannot run at `batch` (it has no batch axis), or None."""
+        if self.error or self.declared_batch is None or batch == self.declared_batch:
+            return None
+        if all(spec.shape and spec.shape[0] == self.declared_batch for spec in self.inputs):
+            return (f"model {self.name!r} has a fixed batch of {self.declared_batch} (axis 0 of every input), "
+                    f"so it runs at batch {self.declared_batch} only: export it with a dynamic batch dimension "
+                    "to sweep batch sizes")
+        return (f"model {self.name!r} has no batch axis (no input has a dynamic dimension named "
+                f"{', '.join(BATCH_NAMES)} or set by batch_dim), so it runs as declared, at batch 1 only: "
+                "name its batch dimension with batch_dim = \"NAME\" or \"INPUT:AXIS\" in the model's table")
 
 
 def resolve_model(spec: ModelSpec, index: int, base_dir: Path, cache_dir: Path) -> ModelArtifact:
@@ -84,24 +166,116 @@ def resolve_model(spec: ModelSpec, index: int, base_dir: Path, cache_dir: Path) 
     if meta.get("error"):
         return ModelArtifact(name, spec.source, path, meta["sha256"], meta["size"], (), dims, meta["error"])
 
-    inputs = []
     by_name = {i["name"]: i for i in meta["inputs"]}
     for key in spec.inputs:
         if key not in by_name:
             raise ConfigError(f"{where}.inputs.{key}: model {name!r} has no input {key!r}; its inputs: "
                               f"{', '.join(by_name) or 'none'}")
+    shapes: dict[str, tuple[int | str, ...]] = {}
     for raw in meta["inputs"]:
         override = spec.inputs.get(raw["name"])
-        shape = tuple(override.shape) if override and override.shape else tuple(raw["shape"])
-        dtype = override.dtype if override and override.dtype else raw["dtype"]
         if override and override.shape and len(override.shape) != len(raw["shape"]):
             raise ConfigError(f"{where}.inputs.{raw['name']}.shape: the model's input has rank "
                               f"{len(raw['shape'])}, the override has rank {len(override.shape)}")
-        kind = np.dtype(dtype).kind if dtype != "bfloat16" else "f"
-        default = FLOAT_RANGE if kind == "f" else INT_RANGE
-        low, high = override.range if override and override.range else ranges.get(raw["name"], default)
-        inputs.append(InputSpec(raw["name"], dtype, shape, float(low), float(high)))
-    return ModelArtifact(name, spec.source, path, meta["sha256"], meta["size"], tuple(inputs), dims)
+        shapes[raw["name"]] = tuple(override.shape) if override and override.shape else tuple(raw["shape"])
+    batch_axes = _batch_axes(name, shapes, spec.batch_dim, where)
+
+    inputs = []
+    for raw in meta["inputs"]:
+        override = spec.inputs.get(raw["name"])
+        dtype = override.dtype if override and override.dtype else raw["dtype"]
+        low, high = _value_range(raw["name"], dtype, shapes[raw["name"]], override, ranges, where)
+        inputs.append(InputSpec(raw["name"], dtype, shapes[raw["name"]], float(low), float(high),
+                                batch_axes[raw["name"]]))
+    declared = None
+    if all(axis is None for axis in batch_axes.values()):  # runs as declared: at its fixed batch, or 1
+        firsts = {shape[0] for shape in shapes.values() if shape}
+        declared = firsts.pop() if len(firsts) == 1 and isinstance(next(iter(firsts)), int) else 1
+    return ModelArtifact(name, spec.source, path, meta["sha256"], meta["size"], tuple(inputs), dims,
+                         declared_batch=declared)
+
+
+def _batch_axes(name: str, shapes: dict[str, tuple[int | str, ...]], batch_dim: str | list[str] | None,
+                where: str) -> dict[str, int | None]:
+    """Each input's batch axis: where the dimension that `batch_dim` names (a name or "INPUT:AXIS"),
+    or else a dimension named as in BATCH_NAMES, is; None for inputs without it (states, scalars)."""
+    axes: dict[str, int | None] = dict.fromkeys(shapes)
+    key = f"{where}.batch_dim"
+    if batch_dim is None:
+        found: dict[str, list[str]] = {}
+        for input_name, shape in shapes.items():
+            for axis, dim in enumerate(shape):
+                if isinstance(dim, str) and dim.strip().lower() in BATCH_NAMES:
+                    found.setdefault(dim, []).append(f"input {input_name!r} axis {axis}")
+        if len(found) > 1:
+            named = "; ".join(f"{dim!r} ({', '.join(places)})" for dim, places in found.items())
+            raise ConfigError(f"{where}: model {name!r} has several dimensions named like a batch: {named}; "
+                              f"say which one is in {where}: batch_dim = {toml_key_value(next(iter(found)))}")
+        refs = list(found)
+    else:
+        refs = [batch_dim] if isinstance(batch_dim, str) else list(batch_dim)
+    for ref in refs:
+        location = parse_axis_key(ref, shapes)
+        if location is not None:
+            input_name, axis = location
+            shape = shapes[input_name]
+            if axis >= len(shape):
+                raise ConfigError(f"{key}: input {input_name!r} has no axis {axis}: its shape is "
+                                  f"{shape_text(shape)}")
+            if isinstance(shape[axis], int):
+                raise ConfigError(f"{key}: axis {axis} of input {input_name!r} is fixed ({shape[axis]}): the "
+                                  "batch must be a dynamic dimension")
+            places = [location]
+        else:
+            places = [(n, a) for n, shape in shapes.items() for a, d in enumerate(shape) if d == ref]
+            if not places or is_unnamed(ref):
+                named = sorted({d for shape in shapes.values() for d in shape
+                                if isinstance(d, str) and not is_unnamed(d)})
+                unnamed = [axis_key(n, a) for n, shape in shapes.items() for a, d in enumerate(shape)
+                           if is_unnamed(d)]
+                raise ConfigError(f"{key}: model {name!r} has no dynamic dimension {ref!r}; its dynamic "
+                                  f"dimensions: {', '.join([*named, *unnamed]) or 'none'} (\"INPUT:AXIS\" "
+                                  "names one axis of one input)")
+        for input_name, axis in places:
+            if axes[input_name] not in (None, axis):
+                raise ConfigError(f"{key}: input {input_name!r} would have two batch axes, {axes[input_name]} "
+                                  f"and {axis}: say which in {where}: batch_dim = {toml_key_value(axis_key(input_name, axis))}")
+            axes[input_name] = axis
+    return axes
+
+
+def _value_range(input_name: str, dtype: str, shape: tuple[int | str, ...], override: Any,
+                 zoo_ranges: dict[str, tuple[float, float]], where: str) -> tuple[float, float]:
+    """[low, high) of an input's random values (low == high: that one value)."""
+    kind = np.dtype(dtype).kind if dtype != "bfloat16" else "f"
+    key = f"{where}.inputs.{input_name}"
+    if override is not None and override.value is not None:
+        value = override.value
+        if kind in "iub" and value != int(value):
+            raise ConfigError(f"{key}.value: {value} is not an integer, and input {input_name!r} is {dtype}")
+        if kind == "b" and value not in (0, 1):
+            raise ConfigError(f"{key}.value: {value} is not a bool: input {input_name!r} takes 0 or 1")
+        return float(value), float(value)
+    if override is not None and override.range is not None:
+        return override.range
+    if input_name in zoo_ranges:
+        return zoo_ranges[input_name]
+    if kind == "f":
+        return FLOAT_RANGE
+    if kind == "b":
+        return BOOL_RANGE
+    if input_name.lower() in KNOWN_INT_RANGES:
+        return KNOWN_INT_RANGES[input_name.lower()]
+    scalar = all(d == 1 for d in shape)
+    fix = f"inputs.{toml_key(input_name)}.{'value = 1' if scalar else 'range = [0, 2]'}"
+    raise ConfigError(f"{key}: integer input {input_name!r} ({dtype}, shape {shape_text(shape)}) has no value "
+                      "range, and farm cannot guess one (token ids take the vocabulary, a sample rate its one "
+                      f"value): set the values it takes in {where}: {fix}")
+
+
+def toml_key_value(value: str) -> str:
+    """A string as a TOML value (a basic string)."""
+    return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007F")  # TOML escapes DEL too
 
 
 def zoo_model_path(zoo_name: str, cache_dir: Path) -> Path:
@@ -131,7 +305,7 @@ def _read_metadata(path: Path) -> dict[str, Any]:
     """Hash and input specs of an ONNX file, cached in a sidecar keyed by size and mtime."""
     stat = path.stat()
     sidecar = path.with_name(path.name + ".farm.json")
-    key = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "version": 1}
+    key = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "version": 2}
     try:
         cached = json.loads(sidecar.read_text())
         if all(cached.get(k) == v for k, v in key.items()):
@@ -170,11 +344,11 @@ def _onnx_inputs(data: bytes) -> list[dict[str, Any]]:
             raise ValueError(f"input {value.name!r} is not a tensor")
         dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.elem_type)).name
         shape: list[int | str] = []
-        for axis, dim in enumerate(tensor.shape.dim):
+        for dim in tensor.shape.dim:
             if dim.HasField("dim_value") and dim.dim_value > 0:
                 shape.append(int(dim.dim_value))
-            else:
-                shape.append(dim.dim_param or f"{value.name}_dim{axis}")
+            else:  # no name (or "?"): sized by its location, never shared with another "?"
+                shape.append(dim.dim_param if dim.dim_param.strip() else UNNAMED)
         inputs.append({"name": value.name, "dtype": dtype, "shape": shape})
     if not inputs:
         raise ValueError("the model has no inputs")
@@ -191,7 +365,9 @@ def make_feeds(inputs: tuple[InputSpec, ...], shapes: dict[str, tuple[int, ...]]
     for spec in inputs:
         rng = np.random.default_rng([seed, zlib.crc32(spec.name.encode())])
         shape = shapes[spec.name]
-        if np.dtype(spec.dtype).kind == "f":
+        if spec.low == spec.high:  # a `value`
+            values = np.full(shape, spec.low).astype(spec.dtype)
+        elif np.dtype(spec.dtype).kind == "f":
             values = rng.uniform(spec.low, spec.high, size=shape).astype(spec.dtype)
         elif spec.dtype == "bool":
             values = rng.integers(int(spec.low), max(int(spec.high), 2), size=shape).astype(bool)
