@@ -91,6 +91,10 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("engine_host_persistent_bytes", pa.int64()), ("engine_device_persistent_bytes", pa.int64()),
         ("engine_scratch_bytes", pa.int64()), ("precision_transform_s", pa.float64()),
         ("precision_transform_cached", pa.bool_()), ("calibration", pa.string()),
+        ("transform_summary", pa.string()), ("transform_tool", pa.string()), ("transform_tensors_fp16", pa.int32()),
+        ("transform_nodes_kept_fp32", pa.int32()), ("transform_nodes_kept_fp32_range", pa.int32()),
+        ("transform_subgraphs", pa.int32()), ("transform_qdq_pairs", pa.int32()),
+        ("transform_quantized_nodes", pa.int32()),
     ),
     "measurements": _schema(
         ("cell_id", pa.string()), ("queries", pa.int64()),

@@ -18,7 +18,7 @@ from farm.backends import backend_class
 from farm.backends.base import Backend, BuildStats, LayerRecord
 from farm.accuracy import compare, reference_outputs
 from farm.measure import Samples, run_timed, summarize
-from farm.precision import TRANSFORMS, transform
+from farm.precision import TRANSFORMS, TransformUnsupported, transform
 from farm.models import make_feeds
 from farm.plan import Cell
 from farm.provenance import farm_commit, host_info, library_versions
@@ -85,9 +85,13 @@ def _build_and_measure(backend: Backend, cell: Cell, cache_dir: Path, result: Ce
         model_path, transformed = cell.model.path, None
         if backend.reads_precision_from_onnx and cell.precision in TRANSFORMS:
             log(f"converting to {cell.precision}")
-            transformed = transform(cell.model.path, cell.model.sha256, cell.precision, cell.model.inputs,
-                                    cell.input_shapes, cell.calibration, cell.keep_io_types, cache_dir,
-                                    cell.measurement.seed)
+            try:
+                transformed = transform(cell.model.path, cell.model.sha256, cell.precision, cell.model.inputs,
+                                        cell.input_shapes, cell.calibration, cell.keep_io_types, cache_dir,
+                                        cell.measurement.seed)
+            except TransformUnsupported as exc:  # never stored under a precision it did not get
+                result.status, result.reason, result.traceback = "unsupported", exc.reason, exc.detail
+                return
             model_path = transformed.path
         log("building")
         result.build = backend.build(model_path, feeds, cell.precision, work_dir)
@@ -95,6 +99,11 @@ def _build_and_measure(backend: Backend, cell: Cell, cache_dir: Path, result: Ce
             result.build.precision_transform_s = transformed.seconds
             result.build.precision_transform_cached = transformed.cached
             result.build.calibration = transformed.calibration
+            note = transformed.onnxruntime_cpu if cell.backend == "onnxruntime" else None  # its CPU EP only
+            result.build.transform_summary = "; ".join(filter(None, [transformed.summary, note]))
+            result.build.transform_tool = transformed.tool
+            for name, count in transformed.counts.items():  # builds.transform_<name>
+                setattr(result.build, f"transform_{name}", count)
         result.device = backend.device_row()
         seconds = result.build.build_s
         log(f"built in {seconds:.2f} s; measuring" if seconds is not None else "built; measuring")

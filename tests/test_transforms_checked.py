@@ -143,3 +143,44 @@ def test_reasons_are_whole_sentences() -> None:
     cut = one_line("x" * 10 + " " + "word " * 200)
     assert cut.endswith("(full text in the traceback)") and len(cut) <= 500
     assert one_line("a\n  b") == "a b"
+
+
+def test_sweep_stores_what_the_transform_did(tmp_path: Path, capsys) -> None:
+    """Through a real sweep: the fp16 BatchNorm model is measured with its transform's summary and
+    counts in `builds`; int8 of a model with nothing to quantize is an `unsupported` cell whose
+    reason names the transform, with no build, measurement or accuracy rows."""
+    from farm.cli import main
+    from farm.warehouse import Warehouse
+    from tests.conftest import write_sweep
+
+    (tmp_path / "models").mkdir()
+    big_variance_bn(tmp_path / "models" / "bn.onnx")
+    elementwise_model(tmp_path / "models" / "elementwise.onnx")
+    config = write_sweep(tmp_path, """
+        name = "checked"
+        [[models]]
+        source = "models/bn.onnx"
+        [[models]]
+        source = "models/elementwise.onnx"
+        [axes]
+        precisions = ["fp16", "int8"]
+        batch_sizes = [2]
+        [models.calibration]
+        samples = 2
+        """)
+    assert main(["sweep", str(config), "--results", str(tmp_path / "results"), "--executor", "local"]) == 0
+    capsys.readouterr()
+    con = Warehouse(tmp_path / "results").connect()
+    rows = con.execute("""SELECT c.model, c.precision, c.status, c.reason, b.transform_summary, b.transform_tool,
+                                 b.transform_nodes_kept_fp32_range, b.transform_qdq_pairs, a.cosine_similarity
+                          FROM cells c LEFT JOIN builds b USING (cell_id) LEFT JOIN accuracy a USING (cell_id)
+                          ORDER BY 1, 2""").fetchall()
+    by_cell = {(r[0].split("/")[-1].removesuffix(".onnx"), r[1]): r[2:] for r in rows}
+    status, reason, summary, tool, kept_range, _, cosine_value = by_cell[("bn", "fp16")]
+    assert status == "ok" and summary.startswith("fp16: ") and "fp32 kernels" in summary  # ORT CPU, said
+    assert tool.startswith("onnxconverter-common ") and kept_range == 1 and cosine_value > 0.999
+    status, reason, summary, tool, _, qdq, _ = by_cell[("bn", "int8")]
+    assert status == "ok" and summary.startswith("int8: ") and qdq > 0 and tool.startswith("onnxruntime")
+    status, reason, summary, *_ = by_cell[("elementwise", "int8")]
+    assert status == "unsupported" and summary is None
+    assert reason.startswith("int8 transform (onnxruntime.quantization ") and "nothing was quantized" in reason
