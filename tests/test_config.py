@@ -64,6 +64,14 @@ BAD_CONFIGS = [
     ("bad sweep name", GOOD.replace('name = "ok"', 'name = "a/b"'), ["name:", "folder name"]),
     ("not TOML", "name = \n", ["not valid TOML"]),
     ("bad input range", GOOD + "\n[models.inputs.x]\nrange = [1, 0]\n", ["models[0].inputs.x.range", "low < high"]),
+    ("input range and value", GOOD + "\n[models.inputs.x]\nrange = [0, 1]\nvalue = 0.5\n",
+     ["models[0].inputs.x: give either range or value, not both"]),
+    ("bool input value", GOOD + "\n[models.inputs.x]\nvalue = true\n",
+     ["models[0].inputs.x.value: expected a number", "got True"]),
+    ("number batch_dim", GOOD.replace('source = "models/tiny.onnx"', 'source = "models/tiny.onnx"\nbatch_dim = 0'),
+     ["models[0].batch_dim: expected a dimension name, \"INPUT:AXIS\", or a list of them", "got 0"]),
+    ("empty batch_dim", GOOD.replace('source = "models/tiny.onnx"', 'source = "models/tiny.onnx"\nbatch_dim = [""]'),
+     ["models[0].batch_dim: a dimension name must not be empty"]),
 ]
 
 M = GOOD + "\n[measurement]\n"

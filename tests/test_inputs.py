@@ -364,3 +364,37 @@ def test_cell_ids_of_axis_0_batches_do_not_change() -> None:
     assert "batch_axis" not in _input_identity(InputSpec("x", "float32", ("batch", 3), -1.0, 1.0, 0))
     assert "batch_axis" not in _input_identity(InputSpec("x", "float32", (1, 3), -1.0, 1.0, None))
     assert _input_identity(InputSpec("s", "float32", (2, "B", 8), -1.0, 1.0, 1))["batch_axis"] == 1
+
+
+# --- end to end: farm's own ONNX Runtime backend measures these models ---------------------------
+
+@pytest.mark.slow
+def test_sweep_measures_state_and_scalar_models_at_batch_1_and_4(tmp_path: Path) -> None:
+    from farm.cli import main
+    from farm.warehouse import Warehouse
+
+    lstm_model(tmp_path / "lstm.onnx")
+    sample_rate_model(tmp_path / "sr.onnx")
+    relu_model(tmp_path / "fixed.onnx", [1, 16])
+    path = write_sweep(tmp_path, '[[models]]\nsource = "lstm.onnx"\n[[models]]\nsource = "sr.onnx"\n'
+                                 'inputs.sample_rate.value = 16000\n[[models]]\nsource = "fixed.onnx"\n'
+                                 '[axes]\nbatch_sizes = [1, 4]\n')
+    results = tmp_path / "results"
+    assert main(["sweep", str(path), "--results", str(results), "--executor", "local"]) == 0
+    rows = Warehouse(results).connect().execute(
+        "SELECT model, batch, status, reason FROM cells ORDER BY model, batch").fetchall()
+    statuses = {(model, batch): status for model, batch, status, _ in rows}
+    assert statuses == {("fixed", 1): "ok", ("fixed", 4): "unsupported", ("lstm", 1): "ok", ("lstm", 4): "ok",
+                        ("sr", 1): "ok", ("sr", 4): "ok"}, rows
+
+
+def test_cli_integer_input_without_range_exits_2_and_writes_nothing(tmp_path: Path, capsys) -> None:
+    from farm.cli import main
+
+    sample_rate_model(tmp_path / "sr.onnx")
+    path = sweep(tmp_path, "sr.onnx")
+    results = tmp_path / "results"
+    assert main(["sweep", str(path), "--results", str(results)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"farm: error: {path}: models[0].inputs.sample_rate: integer input") and "\n" not in err
+    assert not results.exists() or not list(results.rglob("*.parquet"))

@@ -83,3 +83,30 @@ def test_feeds_are_seeded_in_range_and_never_zero() -> None:
 def test_concrete_shape(batch: int) -> None:
     spec = InputSpec("ids", "int64", ("batch", "sequence"), 0, 2)
     assert spec.concrete_shape(batch, {"sequence": 64}) == (batch, 64)
+
+
+def test_unnamed_dims_are_read_as_question_marks_not_invented_names(tmp_path: Path) -> None:
+    """No dim_param, an empty or "?" one, and a dim_value of -1 are all unnamed: "?" (sized by location)."""
+    from onnx import TensorProto, helper
+
+    value = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", None, "?", "p2o.DynamicDimension.1", 4])
+    value.type.tensor_type.shape.dim[1].dim_value = -1
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [value],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(model, tmp_path / "m.onnx")
+    artifact = resolve_model(ModelSpec(source="m.onnx", dims={"x:1": 2, "x:2": 3, "p2o.DynamicDimension.1": 5}),
+                             0, tmp_path, tmp_path / "cache")
+    (spec,) = artifact.inputs
+    assert spec.shape == ("batch", "?", "?", "p2o.DynamicDimension.1", 4) and spec.batch_axis == 0
+    assert artifact.dynamic_dims() == {"p2o.DynamicDimension.1"} and artifact.unnamed_dims() == ["x:1", "x:2"]
+    assert spec.concrete_shape(6, artifact.dims) == (6, 2, 3, 5, 4)
+    assert [spec.profile_key(axis) for axis in range(5)] == ["batch", None, None, "p2o.DynamicDimension.1", None]
+
+
+def test_batch_axis_anywhere_and_none(tmp_path: Path) -> None:
+    state = InputSpec("state", "float32", (2, "B", 8), -1.0, 1.0, batch_axis=1)
+    scalar = InputSpec("rate", "int64", (), 16000.0, 16000.0, batch_axis=None)
+    assert state.concrete_shape(4, {}) == (2, 4, 8) and scalar.concrete_shape(4, {}) == ()
+    feeds = make_feeds((state, scalar), {"state": (2, 4, 8), "rate": ()}, seed=1)
+    assert feeds["state"].shape == (2, 4, 8) and feeds["rate"] == 16000 and feeds["rate"].dtype == np.int64
