@@ -21,7 +21,7 @@ from farm.backends import backend_class
 from farm.config import LoadedConfig, Measurement
 from farm.errors import ConfigError
 from farm.models import (BATCH_NAMES, ModelArtifact, axis_key, is_unnamed, parse_axis_key, resolve_model,
-                         shape_text, toml_inline_table)
+                         shape_text, toml_inline_table, toml_key_value)
 from farm.precision import Calibration
 
 
@@ -196,6 +196,7 @@ def _check_model_shapes(loaded: LoadedConfig, index: int, model: ModelArtifact, 
                 f"dimensions: {known or 'none (every dimension but the batch is fixed)'}"
             )
     missing: dict[str, str] = {}  # dims key -> where it is
+    first_axis: str | None = None  # the dims key of a missing axis 0: maybe the batch
     for spec in model.inputs:
         for axis, dim in enumerate(spec.shape):
             if axis == spec.batch_axis or isinstance(dim, int):
@@ -203,14 +204,18 @@ def _check_model_shapes(loaded: LoadedConfig, index: int, model: ModelArtifact, 
             location = axis_key(spec.name, axis)
             if location in model.dims or (not is_unnamed(dim) and dim in model.dims):
                 continue
+            key = location if is_unnamed(dim) else dim
             if is_unnamed(dim):
                 missing[location] = f"input {spec.name!r} axis {axis} (unnamed: {dim!r})"
             else:
                 missing.setdefault(dim, f"{dim!r} (input {spec.name!r} axis {axis})")
+            if axis == 0 and first_axis is None:
+                first_axis = key
     if missing:
         if not any(spec.batch_axis is not None for spec in model.inputs):
+            example = f" (e.g. batch_dim = {toml_key_value(first_axis)})" if first_axis else ""
             batch_hint = ("; the model has no batch axis (no dynamic dimension named "
-                          f"{', '.join(BATCH_NAMES)}): if one of these is the batch, set batch_dim instead")
+                          f"{', '.join(BATCH_NAMES)}): if one of these is the batch, set batch_dim instead{example}")
         else:
             batch_hint = ""
         suggestion = toml_inline_table({**spec_dims, **dict.fromkeys(missing, 128)})

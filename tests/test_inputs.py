@@ -140,7 +140,8 @@ def test_batch_dim_names_a_batch_no_name_marks(tmp_path: Path) -> None:
     lstm_model(tmp_path / "lstm.onnx", batch="p2o.DynamicDimension.0")
     path = sweep(tmp_path, "lstm.onnx")
     message = plan_error(path)  # no batch axis: the dimension needs a size, or batch_dim
-    assert "'p2o.DynamicDimension.0' (input 'x' axis 0)" in message and "set batch_dim instead" in message
+    assert "'p2o.DynamicDimension.0' (input 'x' axis 0)" in message
+    assert 'set batch_dim instead (e.g. batch_dim = "p2o.DynamicDimension.0")' in message
     cells = plan(sweep(tmp_path, "lstm.onnx", 'batch_dim = "p2o.DynamicDimension.0"')).cells
     assert {c.batch: c.input_shapes["state"] for c in cells} == {1: (2, 1, HIDDEN), 4: (2, 4, HIDDEN)}
     assert set(run_cells(cells, "h")) == {1, 4}
@@ -156,7 +157,8 @@ def test_unnamed_batch_axis_named_by_input_and_axis(tmp_path: Path) -> None:
 def test_model_without_batch_axis_runs_as_declared_at_batch_1_only(tmp_path: Path) -> None:
     relu_model(tmp_path / "m.onnx", ["?", 16])
     message = plan_error(sweep(tmp_path, "m.onnx"))
-    assert "input 'x' axis 0 (unnamed: '?')" in message and "set batch_dim instead" in message
+    assert "input 'x' axis 0 (unnamed: '?')" in message
+    assert 'set batch_dim instead (e.g. batch_dim = "x:0")' in message
     cells = plan(sweep(tmp_path, "m.onnx", suggestion(message))).cells  # sized as declared
     by_batch = {c.batch: c for c in cells}
     assert by_batch[1].unsupported_reason is None and by_batch[1].input_shapes == {"x": (128, 16)}
@@ -269,7 +271,8 @@ def test_masks_and_type_ids_have_safe_values_token_ids_need_a_range(tmp_path: Pa
            for n in ("input_ids", "attention_mask", "token_type_ids")]
     nodes = [helper.make_node("Add", ["input_ids", "attention_mask"], ["s"]),
              helper.make_node("Add", ["s", "token_type_ids"], ["y"])]
-    save(tmp_path / "enc.onnx", nodes, ids, [helper.make_tensor_value_info("y", TensorProto.INT64, ["batch", "sequence"])])
+    save(tmp_path / "enc.onnx", nodes, ids,
+         [helper.make_tensor_value_info("y", TensorProto.INT64, ["batch", "sequence"])])
     message = plan_error(sweep(tmp_path, "enc.onnx", "dims = { sequence = 8 }"))
     assert "models[0].inputs.input_ids: integer input 'input_ids' (int64, shape [batch, sequence])" in message
     assert suggestion(message) == "inputs.input_ids.range = [0, 2]"

@@ -238,8 +238,9 @@ def _batch_axes(name: str, shapes: dict[str, tuple[int | str, ...]], batch_dim: 
                                   "names one axis of one input)")
         for input_name, axis in places:
             if axes[input_name] not in (None, axis):
+                fix = toml_key_value(axis_key(input_name, axis))
                 raise ConfigError(f"{key}: input {input_name!r} would have two batch axes, {axes[input_name]} "
-                                  f"and {axis}: say which in {where}: batch_dim = {toml_key_value(axis_key(input_name, axis))}")
+                                  f"and {axis}: say which in {where}: batch_dim = {fix}")
             axes[input_name] = axis
     return axes
 
