@@ -280,20 +280,33 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from farm.measure import MIN_TAIL_SAMPLES
+
     _require_sweep(args.results, args.sweep)
     warehouse, con = _connect(args.results)
+    # a warehouse written before the tail counts existed has no such column in its view
+    measured = {d[0] for d in con.execute("SELECT * FROM measurements LIMIT 0").description}
+    tail = "m.latency_p99_tail_samples" if "latency_p99_tail_samples" in measured else "CAST(NULL AS BIGINT)"
     columns, rows = warehouse.fetch(
         con,
-        """
+        # accuracy as the end-of-sweep summary shows it (farm/sweep.py summary_table); "p99 tail":
+        # queries above p99, marked "(few)" under MIN_TAIL_SAMPLES (docs/warehouse.md)
+        f"""
+        WITH verdicts AS (SELECT cell_id, CASE WHEN bool_and(verdict = 'pass') THEN 'pass'
+                                               ELSE 'fail: ' || min(worst_metric) FILTER (verdict = 'fail') END AS verdict
+                          FROM accuracy GROUP BY cell_id)
         SELECT left(c.cell_id, 8) AS cell, c.model, c.precision, c.batch, c.profile, c.backend, c.status,
                m.throughput_qps AS qps, m.throughput_samples_per_s AS "samples/s",
-               m.latency_median_ms AS "p50 ms", m.latency_p99_ms AS "p99 ms", m.latency_cv_percent AS "cv %",
-               m.stable, b.build_s AS "build s", coalesce(c.reason, c.notes) AS note
+               m.latency_median_ms AS "p50 ms", m.latency_p99_ms AS "p99 ms",
+               CASE WHEN {tail} < ? THEN {tail} || ' (few)' ELSE CAST({tail} AS VARCHAR) END AS "p99 tail",
+               m.latency_cv_percent AS "cv %", m.stable, v.verdict AS accuracy, b.build_s AS "build s",
+               coalesce(c.reason, c.notes) AS note
         FROM cells c LEFT JOIN measurements m USING (cell_id) LEFT JOIN builds b USING (cell_id)
+             LEFT JOIN verdicts v USING (cell_id)
         WHERE c.sweep_id = ?
         ORDER BY c.model, c.backend, c.precision, c.batch, c.profile
         """,
-        [args.sweep],
+        [MIN_TAIL_SAMPLES, args.sweep],
     )
     _print_rows(columns, rows, args.format)
     return 0

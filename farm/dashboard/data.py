@@ -16,10 +16,18 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from farm.dashboard.loader import SMALL_TABLES, create_table, load_sweep_table
 from farm.warehouse import SCHEMAS, Warehouse
+
+# A change in median latency counts ("faster"/"slower") only when the 95 % interval of the ratio of
+# the two medians excludes 1 and the ratio itself is at least this far from 1: smaller changes are
+# real for a large enough sample but too small to decide on (run-to-run and machine-to-machine
+# differences are of this order). docs/dashboard.md defines "within noise" with it.
+MIN_EFFECT_PERCENT = 2.0
+Z_95 = 1.959963984540054  # standard normal 97.5 % quantile: a two-sided 95 % interval
 
 
 # One row per cell with what every comparison needs; verdict is 'pass', 'fail' or null (no
@@ -36,7 +44,7 @@ SELECT c.cell_id, c.sweep_id, c.model, c.precision, c.batch, c.profile, c.backen
        c.reason, c.notes, c.device_id, d.name AS device, c.host, c.finished_at,
        m.throughput_qps, m.throughput_samples_per_s, m.latency_median_ms, m.latency_p90_ms, m.latency_p95_ms,
        m.latency_p99_ms, m.latency_mean_ms, m.latency_cv_percent, m.median_ci_low_ms, m.median_ci_high_ms,
-       m.repeat_spread_percent, m.stable, m.queries, m.h2d_mean_ms, m.compute_mean_ms, m.d2h_mean_ms,
+       m.median_ci_method, m.latency_p99_tail_samples, m.repeat_spread_percent, m.stable, m.queries, m.h2d_mean_ms, m.compute_mean_ms, m.d2h_mean_ms,
        m.peak_memory_bytes, b.build_s, v.verdict, v.failed_metric, v.cosine_similarity, v.max_abs_error,
        v.top1_agreement
 FROM cells c
@@ -84,6 +92,33 @@ class Snapshot:
     def cell(self, cell_id: str) -> pd.Series | None:
         rows = self.cell_frame[self.cell_frame.cell_id == cell_id]
         return None if rows.empty else rows.iloc[0]
+
+    def median_intervals(self, cell_ids: Any) -> pd.DataFrame:
+        """Per cell id: `noise_median_ms`, `noise_low_ms`, `noise_high_ms` (the median latency and its
+        95 % interval computed from the cell's raw samples, farm.measure.median_confidence_interval)
+        and `noise_source`: 'samples', or 'stored' where the cell has no samples (an ingested
+        trtexec summary) and the measurements row's stored interval stands in. Each cell's samples
+        file is read once per snapshot."""
+        cache = self.__dict__.setdefault("_intervals", {})
+        for cell_id in dict.fromkeys(cell_ids):
+            if cell_id not in cache:
+                cache[cell_id] = self._median_interval(cell_id)
+        rows = [cache[c] for c in dict.fromkeys(cell_ids)]
+        columns = ["cell_id", "noise_median_ms", "noise_low_ms", "noise_high_ms", "noise_source"]
+        return pd.DataFrame(rows, columns=columns).set_index("cell_id")
+
+    def _median_interval(self, cell_id: str) -> tuple:
+        from farm.measure import median_confidence_interval
+
+        samples = self.cell_file(cell_id, "samples")
+        latency = samples.latency_ms.to_numpy(dtype=np.float64, na_value=np.nan)
+        if np.isfinite(latency).any():
+            low, high, _ = median_confidence_interval(latency, samples.repeat.to_numpy(dtype=np.int64, na_value=0))
+            return cell_id, float(np.nanmedian(latency)), low, high, "samples"
+        cell = self.cell(cell_id)
+        if cell is None or pd.isna(cell.latency_median_ms):
+            return cell_id, None, None, None, None
+        return cell_id, cell.latency_median_ms, cell.median_ci_low_ms, cell.median_ci_high_ms, "stored"
 
     def cell_file(self, cell_id: str, table: str) -> pd.DataFrame:
         """All rows of `table` for one cell, read from that cell's own file (empty if none)."""
@@ -195,37 +230,117 @@ def _short(value: Any) -> str:
 
 # --- comparisons ---------------------------------------------------------------------------------
 
+def with_noise_intervals(snap: Snapshot, frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with the `Snapshot.median_intervals` columns of its cells joined on."""
+    if frame.empty:
+        return frame.assign(noise_median_ms=pd.Series(dtype=float), noise_low_ms=pd.Series(dtype=float),
+                            noise_high_ms=pd.Series(dtype=float), noise_source=pd.Series(dtype=object))
+    intervals = snap.median_intervals(frame.cell_id)
+    return frame.join(intervals, on="cell_id")
+
+
+def median_ratio(median_a: Any, low_a: Any, high_a: Any, median_b: Any, low_b: Any, high_b: Any) -> tuple:
+    """B's median latency over A's, and a 95 % interval for that ratio, from each median's own 95 %
+    interval. Numbers or arrays.
+
+    Each interval is read as a standard error on the log scale, se = (log high - log low) / (2 z),
+    and the two combine as independent: log ratio +- z * sqrt(se_a^2 + se_b^2). The per-cell
+    intervals are the order-statistic ones of farm.measure (distribution-free, widened for
+    autocorrelated queries), so the test uses both cells' samples at the cost of one sort each, is
+    deterministic, and needs no resampling: a Compare page over hundreds of cells stays quick.
+    Testing the ratio (rather than whether the two intervals overlap) keeps its 95 % level; overlap
+    is a test at about 99.5 %, and useless with wide intervals. A bound that is missing, not
+    positive, or not around its median gives a NaN interval (the difference cannot be judged)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        arrays = [np.asarray(pd.to_numeric(pd.Series(np.atleast_1d(v), dtype=object), errors="coerce"),
+                             dtype=np.float64) for v in (median_a, low_a, high_a, median_b, low_b, high_b)]
+        ma, la, ha, mb, lb, hb = arrays
+        valid = (la > 0) & (lb > 0) & (la <= ma) & (ma <= ha) & (lb <= mb) & (mb <= hb)
+        se = np.sqrt(((np.log(ha) - np.log(la)) / (2 * Z_95)) ** 2 + ((np.log(hb) - np.log(lb)) / (2 * Z_95)) ** 2)
+        log_ratio = np.log(mb) - np.log(ma)
+        ratio = mb / ma
+        low = np.where(valid, np.exp(log_ratio - Z_95 * se), np.nan)
+        high = np.where(valid, np.exp(log_ratio + Z_95 * se), np.nan)
+    if np.ndim(median_a) == 0 and np.ndim(median_b) == 0:
+        return float(ratio[0]), float(low[0]), float(high[0])
+    return ratio, low, high
+
+
+def noise_verdict(ratio: Any, low: Any, high: Any, min_effect_percent: float = MIN_EFFECT_PERCENT) -> Any:
+    """'faster' / 'slower' (B's latency against A's) when the ratio's interval excludes 1 and the
+    ratio is at least `min_effect_percent` from 1; 'within noise' otherwise, and where the interval
+    is missing. Numbers or arrays (then an array of strings)."""
+    ratio, low, high = (np.asarray(v, dtype=np.float64) for v in (ratio, low, high))
+    effect = np.abs(ratio - 1) * 100 >= min_effect_percent
+    verdict = np.where(effect & (high < 1) & (ratio < 1), "faster",
+                       np.where(effect & (low > 1) & (ratio > 1), "slower", "within noise"))
+    return str(verdict) if verdict.ndim == 0 else verdict.astype(object)
+
+
+def compare_samples(a: Any, b: Any, repeat_a: Any = None, repeat_b: Any = None) -> tuple[float, float, float, str]:
+    """The ratio of medians (B over A), its 95 % interval and the verdict, from two sets of raw
+    latencies (repeat numbers optional: one repeat)."""
+    from farm.measure import median_confidence_interval
+
+    figures = []
+    for values, repeat in ((a, repeat_a), (b, repeat_b)):
+        values = np.asarray(values, dtype=np.float64)
+        repeat = np.zeros(len(values), dtype=np.int64) if repeat is None else np.asarray(repeat)
+        low, high, _ = median_confidence_interval(values, repeat)
+        figures += [float(np.nanmedian(values)), low, high]
+    ratio, low, high = median_ratio(*figures)
+    return ratio, low, high, noise_verdict(ratio, low, high)
+
+
 def with_speedup(frame: pd.DataFrame, baseline_series: str | None) -> pd.DataFrame:
-    """Add `speedup` (throughput over the baseline series' cell of the same model and batch) and
-    `vs_baseline`: 'baseline', 'faster', 'slower', or 'within noise' when the 95 % confidence
-    intervals of the two median latencies overlap (the difference is not shown to be real)."""
+    """Add `speedup` (throughput over the baseline series' cell of the same model and batch),
+    `latency_ratio` (median latency over the baseline's) with its 95 % interval
+    `ratio_low`/`ratio_high` (`median_ratio`), and `vs_baseline`: 'baseline', or `noise_verdict`'s
+    'faster', 'slower' or 'within noise'. The medians' intervals are the `noise_*` columns where the
+    frame has them (`with_noise_intervals`: from the samples) and the stored `median_ci_*` ones
+    otherwise; `noise_basis` says which: 'samples' when both cells' came from samples, else
+    'stored' (their stored intervals may be the older, looser kind: see docs/warehouse.md)."""
     out = frame.copy()
     out["speedup"] = float("nan")
+    for column in ("latency_ratio", "ratio_low", "ratio_high"):
+        out[column] = float("nan")
     out["vs_baseline"] = None
+    out["noise_basis"] = None
     if baseline_series is None or out.empty:
         return out
-    base = out[(out.series == baseline_series) & (out.status == "ok")].drop_duplicates(["model", "batch"])
-    base = base[["model", "batch", "cell_id", "throughput_qps", "latency_median_ms", "median_ci_low_ms",
-                 "median_ci_high_ms"]].add_prefix("base_")
-    merged = out[["model", "batch"]].merge(base, left_on=["model", "batch"], right_on=["base_model", "base_batch"],
-                                           how="left")
+    if "noise_low_ms" in out:
+        median, low, high, source = out.noise_median_ms, out.noise_low_ms, out.noise_high_ms, out.noise_source
+    else:
+        median, low, high = out.latency_median_ms, out.median_ci_low_ms, out.median_ci_high_ms
+        source = pd.Series("stored", index=out.index, dtype=object)
+    figures = pd.DataFrame({"model": out.model, "batch": out.batch, "cell_id": out.cell_id,
+                            "throughput_qps": out.throughput_qps, "median": median, "low": low, "high": high,
+                            "source": source})
+    base = figures[(out.series == baseline_series) & (out.status == "ok")].drop_duplicates(["model", "batch"])
+    merged = figures[["model", "batch"]].merge(base.add_prefix("base_"), left_on=["model", "batch"],
+                                               right_on=["base_model", "base_batch"], how="left")
     merged.index = out.index
     comparable = (out.status == "ok") & merged.base_cell_id.notna() & (merged.base_throughput_qps > 0)
     out.loc[comparable, "speedup"] = out.throughput_qps[comparable] / merged.base_throughput_qps[comparable]
-    overlap = pd.Series(intervals_overlap(out.median_ci_low_ms, out.median_ci_high_ms, merged.base_median_ci_low_ms,
-                                          merged.base_median_ci_high_ms)).fillna(False).astype(bool)
-    faster = (out.latency_median_ms < merged.base_latency_median_ms).fillna(False).astype(bool)
-    verdict = pd.Series("slower", index=out.index, dtype=object)
-    verdict[faster] = "faster"
-    verdict[overlap] = "within noise"
+    ratio, low, high = median_ratio(merged.base_median, merged.base_low, merged.base_high, figures["median"],
+                                    figures.low, figures.high)
+    out["latency_ratio"], out["ratio_low"], out["ratio_high"] = ratio, low, high
+    verdict = pd.Series(noise_verdict(ratio, low, high), index=out.index, dtype=object)
     verdict[out.cell_id == merged.base_cell_id] = "baseline"
     out["vs_baseline"] = verdict.where(comparable, None)
+    basis = pd.Series(np.where((figures.source == "samples") & (merged.base_source == "samples"), "samples", "stored"),
+                      index=out.index, dtype=object)
+    out["noise_basis"] = basis.where(comparable, None)
+    for column in ("latency_ratio", "ratio_low", "ratio_high"):
+        out.loc[~comparable, column] = float("nan")
+    out.loc[verdict == "baseline", ["ratio_low", "ratio_high"]] = float("nan")  # itself: nothing to test
     return out
 
 
 def intervals_overlap(low: Any, high: Any, other_low: Any, other_high: Any) -> Any:
-    """Whether [low, high] and [other_low, other_high] overlap: the noise test. Works on numbers and,
-    element by element, on Series; a missing bound never overlaps (a comparison with NaN is False)."""
+    """Whether [low, high] and [other_low, other_high] overlap. Works on numbers and, element by
+    element, on Series; a missing bound never overlaps (a comparison with NaN is False). No longer
+    the noise test (that is `median_ratio` + `noise_verdict`)."""
     return (low <= other_high) & (other_low <= high)
 
 

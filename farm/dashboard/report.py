@@ -15,7 +15,9 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from farm.dashboard.data import Snapshot, number, pareto_front, series_labels, top_layers, with_speedup
+from farm.dashboard.data import (MIN_EFFECT_PERCENT, Snapshot, number, pareto_front, series_labels, top_layers,
+                                 with_noise_intervals, with_speedup)
+from farm.measure import MIN_TAIL_SAMPLES
 from farm.warehouse import write_file
 
 STYLE = """
@@ -43,6 +45,7 @@ def write_report(results: str | Path, sweep: str, output: Path, baseline: str | 
 
         raise UserError(f"--baseline {baseline!r} is not a series of sweep {sweep}; series: {', '.join(names)}")
     baseline = baseline or next((s for s in names if s.startswith("fp32")), names[0] if names else None)
+    measured = with_noise_intervals(snap, measured)  # the medians' intervals from each cell's raw samples
     compared = with_speedup(measured, baseline)
     compared["accuracy"] = compared.verdict.fillna("not checked")
     compared["pareto"] = pareto_front(compared)
@@ -61,8 +64,12 @@ def write_report(results: str | Path, sweep: str, output: Path, baseline: str | 
                          f"{int(plotted.pareto.sum())} of {len(plotted)} cells are on it (joined by the dashed line); "
                          "marker: o pass, x fail, s accuracy not checked.</p>" + _chart_pareto(plotted))
         parts.append(f"<h3>Cells</h3><p class=meta>Speedup = throughput over the baseline <b>{_e(baseline)}</b> at "
-                     "the same batch size; <span class=noise>within noise</span>: the 95 % confidence intervals of "
-                     "the two median latencies overlap.</p>" + _cell_table(rows))
+                     "the same batch size; <span class=noise>within noise</span>: the 95 % interval of the ratio "
+                     "of the two median latencies includes 1, or the ratio is less than "
+                     f"{MIN_EFFECT_PERCENT:g} % from 1. Median intervals from each cell's raw samples"
+                     + (" (cells without samples: their stored intervals, noise basis <i>stored</i>)"
+                        if (rows.noise_source == "stored").any() else "")
+                     + f". ⚠ on p99: fewer than {MIN_TAIL_SAMPLES} samples above it.</p>" + _cell_table(rows))
         parts.append(_top_layers(snap, rows))
     parts.append(_not_measured(frame))
     config = snap.query("SELECT arg_max(config_text, started_at) AS text FROM sweeps WHERE sweep_id = ?", [sweep])
@@ -178,17 +185,25 @@ def _cell_table(rows: pd.DataFrame) -> str:
         noise = r.vs_baseline == "within noise"
         speedup = "–" if pd.isna(r.speedup) else f"{r.speedup:.3f}×"
         verdict = r.accuracy if r.accuracy != "fail" else f"fail: {r.failed_metric}"
-        ci = f"{_n(r.median_ci_low_ms)} – {_n(r.median_ci_high_ms)}" if pd.notna(r.median_ci_low_ms) else "–"
+        ci = f"{_n(r.noise_low_ms)} – {_n(r.noise_high_ms)}" if pd.notna(r.noise_low_ms) else "–"
+        if r.noise_source == "stored" and ci != "–":
+            ci += " (stored)"
+        ratio = (f"{r.latency_ratio:.3f} ({r.ratio_low:.3f} – {r.ratio_high:.3f})" if pd.notna(r.ratio_low)
+                 else "–" if pd.isna(r.latency_ratio) else f"{r.latency_ratio:.3f}")
+        p99 = _n(r.latency_p99_ms) + (" ⚠" if pd.notna(r.latency_p99_tail_samples)
+                                      and r.latency_p99_tail_samples < MIN_TAIL_SAMPLES else "")
         out.append([
             _e(r.series), "–" if pd.isna(r.batch) else str(r.batch), _n(r.throughput_qps), _n(r.throughput_samples_per_s), _n(r.latency_median_ms),
-            ci, _n(r.latency_p99_ms), _n(r.latency_cv_percent, 3), "–" if pd.isna(r.stable) else "yes" if r.stable else "no",
+            ci, p99, _n(r.latency_cv_percent, 3), "–" if pd.isna(r.stable) else "yes" if r.stable else "no",
             f"<span class=noise>{speedup}</span>" if noise else speedup,
+            f"<span class=noise>{ratio}</span>" if noise else ratio,
             f"<span class=noise>{_e(r.vs_baseline)}</span>" if noise else _e(r.vs_baseline or "–"),
             f"<span class={'fail' if r.accuracy == 'fail' else 'pass'}>{_e(verdict)}</span>",
             "●" if r.pareto else "", f"<code>{_e(r.cell_id[:8])}</code>",
         ])
     return _table(["series", "batch", "qps", "samples/s", "p50 ms", "p50 95% CI ms", "p99 ms", "CV %", "stable",
-                   "speedup", "vs baseline", "accuracy", "frontier", "cell"], out, {0, 10, 11, 13})
+                   "speedup", "p50 / baseline (95% CI)", "vs baseline", "accuracy", "frontier", "cell"], out,
+                  {0, 11, 12, 14})
 
 
 def _top_layers(snap: Snapshot, rows: pd.DataFrame) -> str:

@@ -9,7 +9,12 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 
-from farm.dashboard.data import Snapshot, fingerprint, layer_diff, pareto_front, series_labels, with_speedup
+import numpy as np
+import pytest
+
+from farm.dashboard.data import (MIN_EFFECT_PERCENT, Snapshot, compare_samples, fingerprint, layer_diff,
+                                 median_ratio, noise_verdict, pareto_front, series_labels, with_noise_intervals,
+                                 with_speedup)
 
 
 def frame(rows: list[dict]) -> pd.DataFrame:
@@ -55,6 +60,65 @@ def test_speedup_and_noise_against_a_baseline_series() -> None:
     assert out.loc["slow1", "speedup"] == 0.5 and out.loc["slow1", "vs_baseline"] == "slower"
     assert pd.isna(out.loc["nobase", "speedup"]) and out.loc["nobase", "vs_baseline"] is None
     assert pd.isna(out.loc["failed", "speedup"]) and out.loc["failed", "vs_baseline"] is None
+    assert out.loc["slow1", "latency_ratio"] == 2.0 and out.loc["slow1", "ratio_low"] > 1
+    assert out.loc["base1", "latency_ratio"] == 1.0 and pd.isna(out.loc["base1", "ratio_low"])  # no test against itself
+    assert set(out.noise_basis.dropna()) == {"stored"}  # no samples in a hand-made frame
+
+
+def test_a_45_percent_change_is_not_within_noise_even_with_loose_stored_intervals() -> None:
+    """The case that misled: the baseline's stored interval (a t-interval over 3 repeat medians)
+    reached below zero, it overlapped everything, and a 44.7 % change read 'within noise'. An
+    interval that is not around its median or not positive cannot be judged: 'within noise' only
+    because it says nothing, and the samples (below) decide instead."""
+    f = frame([
+        {"cell_id": "base", "precision": "fp32", "throughput_qps": 100.0, "latency_median_ms": 10.0,
+         "median_ci_low_ms": 9.9, "median_ci_high_ms": 10.1},
+        {"cell_id": "b", "precision": "fp16", "throughput_qps": 180.0, "latency_median_ms": 5.53,
+         "median_ci_low_ms": 5.5, "median_ci_high_ms": 5.6},
+    ])
+    f["series"] = series_labels(f)
+    out = with_speedup(f, "fp32 · onnxruntime").set_index("cell_id")
+    assert out.loc["b", "vs_baseline"] == "faster" and out.loc["b", "ratio_high"] < 1
+    assert noise_verdict(*median_ratio(6.78, -0.445, 17.95, 3.75, 3.7, 3.8)) == "within noise"  # unusable bound
+
+
+def lognormal(seed: int, n: int, median: float = 5.0, sigma: float = 0.2) -> np.ndarray:
+    return median * np.random.default_rng(seed).lognormal(0.0, sigma, n)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_45_percent_slowdown_is_never_within_noise(seed: int) -> None:
+    a, b = lognormal(seed, 300), 1.45 * lognormal(seed + 1000, 300)
+    ratio, low, high, verdict = compare_samples(a, b)
+    assert verdict == "slower" and 1 < low <= ratio <= high
+    assert compare_samples(b, a)[3] == "faster"
+
+
+def test_samples_of_one_distribution_are_within_noise() -> None:
+    """Two sets from the same distribution: 'within noise' in at least 95 % of 200 seeded pairs
+    (the ratio's interval is a 95 % one, and the minimum effect only adds to that; an exact 95 %
+    test falls under 95 % - 4 binomial sd, 91.9 %, with a chance of about 3e-5)."""
+    verdicts = [compare_samples(lognormal(s, 500), lognormal(s + 5000, 500))[3] for s in range(200)]
+    share = verdicts.count("within noise") / len(verdicts)
+    assert share >= 0.95 - 4 * np.sqrt(0.95 * 0.05 / len(verdicts)), share
+
+
+def test_a_one_percent_change_with_huge_samples_is_within_noise_by_the_minimum_effect() -> None:
+    """200,000 queries a side resolve a 1 % change (its interval excludes 1), but 1 % is under the
+    minimum effect; 3 % is over it."""
+    a = lognormal(1, 200_000, sigma=0.05)
+    ratio, low, high, verdict = compare_samples(a, 1.01 * lognormal(2, 200_000, sigma=0.05))
+    assert low > 1 and ratio == pytest.approx(1.01, abs=0.002) and verdict == "within noise"
+    assert MIN_EFFECT_PERCENT == 2.0  # the documented figure (docs/dashboard.md)
+    assert compare_samples(a, 1.03 * lognormal(2, 200_000, sigma=0.05))[3] == "slower"
+
+
+def test_noise_verdict_needs_both_the_interval_and_the_effect() -> None:
+    assert noise_verdict(0.90, 0.85, 0.95) == "faster" and noise_verdict(1.10, 1.05, 1.15) == "slower"
+    assert noise_verdict(0.90, 0.80, 1.01) == "within noise"  # the interval holds 1
+    assert noise_verdict(1.01, 1.005, 1.015) == "within noise"  # real but under the minimum effect
+    assert noise_verdict(1.10, float("nan"), float("nan")) == "within noise"  # no interval: cannot tell
+    assert list(noise_verdict([0.9, 1.0], [0.8, 0.9], [0.95, 1.1])) == ["faster", "within noise"]
 
 
 def test_series_labels_name_only_what_varies() -> None:
@@ -109,6 +173,19 @@ def test_snapshot_of_the_real_warehouse(warehouse: Path) -> None:
     assert snap.cell_file(fpn.cell_id, "samples").empty  # a profile has no raw samples
     assert len(snap.cell_file(fpn.cell_id, "layers")) == 113  # the profile's rows (README of the fixtures)
     assert snap.cell_file("no-such-cell", "layers").empty
+    # the medians' intervals from the samples; the ingested cells without samples fall back to the stored ones
+    intervals = snap.median_intervals(cells.cell_id)
+    measured = intervals.loc[ok.cell_id]
+    assert measured.noise_source.eq("samples").all()
+    assert (measured.noise_low_ms <= measured.noise_median_ms).all() and (measured.noise_median_ms <= measured.noise_high_ms).all()
+    assert np.allclose(measured.noise_low_ms, ok.set_index("cell_id").median_ci_low_ms)  # as the sweep stored them
+    assert pd.isna(intervals.loc[fpn.cell_id].noise_source)  # a profile: no timing at all
+    mnist = cells[cells.model == "mnist_trt80"].iloc[0]
+    assert intervals.loc[mnist.cell_id].noise_source == "stored"
+    assert len(with_noise_intervals(snap, cells)) == len(cells)
+    tails = snap.query("SELECT latency_p99_tail_samples AS n, queries FROM measurements JOIN cells USING (cell_id) "
+                       "WHERE sweep_id = 'dash'")
+    assert (tails.n < tails.queries).all() and (tails.n >= 0).all()
 
 
 def test_snapshot_reads_files_of_an_older_schema(warehouse: Path, tmp_path: Path) -> None:

@@ -80,3 +80,20 @@ def test_report_of_ingested_tensorrt_results(warehouse: Path, tmp_path: Path) ->
     assert "mnist_trt80" in text and "6431" in text  # trtexec's 6430.89 qps (shared/fixtures/seeds/README.md)
     assert "fpn_int8" in text and "ok, no timing" in text
     assert "ingested_files" not in text.split("<h2>")[1]  # series are named by short options only
+
+
+def test_report_intervals_come_from_the_samples(warehouse: Path, tmp_path: Path) -> None:
+    """The report's median interval of each cell is the one computed from its raw samples, and
+    each cell has the ratio of its median to the baseline's with that ratio's interval."""
+    output = tmp_path / "r.html"
+    assert main(["report", "dash", "-o", str(output), "--results", str(warehouse)]) == 0
+    parsed = Collector()
+    parsed.feed(output.read_text())
+    text = " ".join(parsed.text)
+    assert "p50 / baseline (95% CI)" in text and "2 % from 1" in text
+    snap = Snapshot(warehouse)
+    ok = snap.cell_frame[(snap.cell_frame.sweep_id == "dash") & (snap.cell_frame.status == "ok")]
+    intervals = snap.median_intervals(ok.cell_id)
+    for cell_id, row in intervals.iterrows():
+        assert row.noise_source == "samples"
+        assert f"{printed(row.noise_low_ms)} – {printed(row.noise_high_ms)}" in text

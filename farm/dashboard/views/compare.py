@@ -6,7 +6,8 @@ import pandas as pd
 import streamlit as st
 
 from farm.dashboard.common import downloads, snapshot_or_stop
-from farm.dashboard.data import pareto_front, series_labels, with_speedup
+from farm.dashboard.data import MIN_EFFECT_PERCENT, pareto_front, series_labels, with_noise_intervals, with_speedup
+from farm.measure import MIN_TAIL_SAMPLES
 
 LATENCIES = {"p50 (median)": "latency_median_ms", "p90": "latency_p90_ms", "p95": "latency_p95_ms",
              "p99": "latency_p99_ms", "mean": "latency_mean_ms"}
@@ -45,6 +46,7 @@ if measured.empty:
     st.warning("No measured (ok) cell matches: widen the filters or pick another sweep.")
     st.stop()
 measured["accuracy"] = measured.verdict.fillna("not checked")
+measured = with_noise_intervals(snap, measured)  # the medians' intervals from each cell's raw samples
 
 left, right = st.columns(2)
 throughput_label = left.selectbox("Throughput", list(THROUGHPUTS), key="cmp-throughput")
@@ -60,7 +62,7 @@ compared = with_speedup(measured, baseline)
 compared["pareto"] = pareto_front(compared, x="latency_p99_ms", y=throughput)
 
 tooltip = ["label", "series", "batch", alt.Tooltip(throughput, format=",.4g"), alt.Tooltip(latency, format=".4g"),
-           alt.Tooltip("median_ci_low_ms", format=".4g"), alt.Tooltip("median_ci_high_ms", format=".4g"),
+           alt.Tooltip("noise_low_ms", format=".4g"), alt.Tooltip("noise_high_ms", format=".4g"),
            alt.Tooltip("speedup", format=".3f"), "vs_baseline", "accuracy", "stable"]
 batch_axis = alt.X("batch:Q", scale=alt.Scale(type="log", base=2),
                    axis=alt.Axis(title="batch size", values=sorted(int(b) for b in measured.batch.dropna().unique())))
@@ -70,7 +72,7 @@ def against_batch(data: pd.DataFrame, field: str, title: str) -> alt.Chart:
     base = alt.Chart(data).encode(batch_axis, color=SERIES_COLOR)
     lines = base.mark_line(point=True).encode(alt.Y(f"{field}:Q", title=title), tooltip=tooltip)
     if field == "latency_median_ms":  # the median has a confidence interval: draw it
-        lines += base.mark_errorbar().encode(alt.Y("median_ci_low_ms:Q", title=title), alt.Y2("median_ci_high_ms"))
+        lines += base.mark_errorbar().encode(alt.Y("noise_low_ms:Q", title=title), alt.Y2("noise_high_ms"))
     return lines.properties(height=max(320, 21 * data.series.nunique()))  # room for every legend entry
 
 
@@ -105,20 +107,36 @@ for model in models[:MAX_CHARTED_MODELS]:
 
 st.subheader("Table")
 noise = compared[compared.vs_baseline == "within noise"]
+few_tail = compared.latency_p99_tail_samples.lt(MIN_TAIL_SAMPLES).fillna(False).astype(bool)
+stored = compared[compared.noise_basis == "stored"]
 st.caption(f"Speedup = throughput / the baseline's ({baseline}) at the same model and batch. "
-           "**within noise** marks a difference the 95 % confidence intervals of the two median latencies "
-           f"cannot tell apart ({len(noise)} such cell(s) here); stable = latency CV under the sweep's threshold.")
-table = compared.assign(ci=compared.apply(
-    lambda r: f"{r.median_ci_low_ms:.4g} – {r.median_ci_high_ms:.4g}" if pd.notna(r.median_ci_low_ms) else "",
-    axis=1), link="cell?cell=" + compared.cell_id)
+           "**within noise**: the 95 % interval of the ratio of the two median latencies includes 1, or the "
+           f"ratio is less than {MIN_EFFECT_PERCENT:g} % from 1 ({len(noise)} such cell(s) here); intervals from "
+           "each cell's raw samples" + (f", except {len(stored)} cell(s) without samples, judged on their stored "
+                                       "intervals (noise basis: stored)" if len(stored) else "")
+           + ". stable = latency CV and repeat spread under their thresholds. "
+           f"⚠ on p99: fewer than {MIN_TAIL_SAMPLES} samples above it ({int(few_tail.sum())} cell(s)).")
+
+
+def _interval(low: float, high: float, digits: str = ".4g") -> str:
+    return f"{low:{digits}} – {high:{digits}}" if pd.notna(low) and pd.notna(high) else ""
+
+
+table = compared.assign(
+    ci=[_interval(lo, hi) for lo, hi in zip(compared.noise_low_ms, compared.noise_high_ms)],
+    ratio_ci=[_interval(lo, hi, ".3f") for lo, hi in zip(compared.ratio_low, compared.ratio_high)],
+    p99=[f"{v:.4g}" + (" ⚠" if few else "") if pd.notna(v) else "" for v, few in zip(compared.latency_p99_ms,
+                                                                                    few_tail)],
+    link="cell?cell=" + compared.cell_id)
 table = table[["link", "model", "series", "batch", "throughput_qps", "throughput_samples_per_s",
-               "latency_median_ms", "ci", "latency_p99_ms", "latency_cv_percent", "stable", "speedup",
-               "vs_baseline", "accuracy", "failed_metric", "pareto", "cell_id"]]
+               "latency_median_ms", "ci", "p99", "latency_p99_tail_samples", "latency_cv_percent", "stable",
+               "speedup", "latency_ratio", "ratio_ci", "vs_baseline", "noise_basis", "accuracy", "failed_metric",
+               "pareto", "cell_id"]]
 
 
 def _mark_noise(row: pd.Series) -> list[str]:
     style = "color: #888; font-style: italic" if row.vs_baseline == "within noise" else ""
-    return [style if column in ("speedup", "vs_baseline") else "" for column in row.index]
+    return [style if column in ("speedup", "latency_ratio", "vs_baseline") else "" for column in row.index]
 
 
 styled = table.style.apply(_mark_noise, axis=1) if len(table) <= 2000 else table
@@ -128,14 +146,18 @@ st.dataframe(styled, hide_index=True, column_config={
     "throughput_samples_per_s": st.column_config.NumberColumn("samples/s", format="%.4g"),
     "latency_median_ms": st.column_config.NumberColumn("p50 ms", format="%.4g"),
     "ci": st.column_config.TextColumn("p50 95% CI ms"),
-    "latency_p99_ms": st.column_config.NumberColumn("p99 ms", format="%.4g"),
+    "p99": st.column_config.TextColumn("p99 ms", help=f"⚠: fewer than {MIN_TAIL_SAMPLES} samples above it"),
+    "latency_p99_tail_samples": st.column_config.NumberColumn("queries > p99", format="%d"),
+    "latency_ratio": st.column_config.NumberColumn("p50 / baseline", format="%.3f"),
+    "ratio_ci": st.column_config.TextColumn("ratio 95% CI"),
+    "noise_basis": st.column_config.TextColumn("noise basis"),
     "latency_cv_percent": st.column_config.NumberColumn("CV %", format="%.2f"),
     "speedup": st.column_config.NumberColumn("speedup", format="%.3f×"),
     "vs_baseline": st.column_config.TextColumn("vs baseline"),
     "failed_metric": st.column_config.TextColumn("failed metric"),
     "pareto": st.column_config.CheckboxColumn("on frontier"),
 })
-downloads(table.drop(columns="link"), "compare", "compare-table")
+downloads(table.drop(columns="link").assign(p99=compared.latency_p99_ms), "compare", "compare-table")
 not_ok = frame[(frame.status != "ok") | frame.throughput_qps.isna()]
 if not not_ok.empty:
     kinds = not_ok.status.where(not_ok.status != "ok", "ingested without timing")

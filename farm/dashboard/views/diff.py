@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from farm.dashboard.common import cell_picker, downloads, human_bytes, snapshot_or_stop
-from farm.dashboard.data import intervals_overlap, layer_diff, number
+from farm.dashboard.data import MIN_EFFECT_PERCENT, layer_diff, median_ratio, noise_verdict, number
 
 snap = snapshot_or_stop()
 st.title("Diff")
@@ -54,9 +54,19 @@ for label, field, higher_is_better in rows:
         change = (y - x) / x
         better = (change > 0) == higher_is_better
         columns[3].markdown(f":{'green' if better else 'red'}[{change:+.1%}] B against A")
-if intervals_overlap(a.median_ci_low_ms, a.median_ci_high_ms, b.median_ci_low_ms, b.median_ci_high_ms):
-    st.caption("The two median latencies' 95 % confidence intervals overlap: the latency difference is **within "
-               "noise**.")
+noise = snap.median_intervals([a_id, b_id])  # each median's interval from the cell's raw samples
+ratio, ratio_low, ratio_high = median_ratio(*noise.loc[a_id, ["noise_median_ms", "noise_low_ms", "noise_high_ms"]],
+                                            *noise.loc[b_id, ["noise_median_ms", "noise_low_ms", "noise_high_ms"]])
+verdict = noise_verdict(ratio, ratio_low, ratio_high)
+basis = ("both cells' raw samples" if set(noise.noise_source) == {"samples"}
+         else "the stored intervals of a cell without raw samples (an ingested summary): a rougher test")
+if pd.notna(ratio):
+    interval = f"{ratio_low:.3f} – {ratio_high:.3f}" if pd.notna(ratio_low) else "no interval"
+    summary = {"faster": "B is **faster**", "slower": "B is **slower**",
+               "within noise": "the latency difference is **within noise**"}[verdict]
+    st.caption(f"Median latency B / A = {ratio:.3f} (95 % interval {interval}, from {basis}): {summary} "
+               f"(faster or slower needs an interval that excludes 1 and a change of at least "
+               f"{MIN_EFFECT_PERCENT:g} %).")
 st.caption(f"Accuracy: A {a.verdict or 'not checked'}, B {b.verdict or 'not checked'}.")
 
 st.subheader("Layers")
