@@ -21,7 +21,7 @@ from farm.backends import backend_class
 from farm.config import LoadedConfig, Measurement
 from farm.errors import ConfigError
 from farm.models import (BATCH_NAMES, ModelArtifact, axis_key, is_unnamed, parse_axis_key, resolve_model,
-                         shape_text, toml_inline_table, toml_key_value)
+                         shape_text, toml_inline_table, toml_key, toml_key_value)
 from farm.precision import Calibration
 
 
@@ -182,17 +182,17 @@ def _check_model_shapes(loaded: LoadedConfig, index: int, model: ModelArtifact, 
             elif isinstance(spec.shape[axis], int):
                 problem = f"axis {axis} of input {spec.name!r} is fixed ({spec.shape[axis]})"
             if problem:
-                raise ConfigError(f"{where}.dims.{dim}: {problem}; its dynamic dimensions: {known or 'none'}")
+                raise ConfigError(f"{where}.dims.{toml_key(dim)}: {problem}; its dynamic dimensions: {known or 'none'}")
         elif is_unnamed(dim):
             fixed = {k: v for k, v in spec_dims.items() if k != dim}
             fixed.update({key: spec_dims[dim] for key in model.unnamed_dims() if key not in fixed})
             raise ConfigError(
-                f"{where}.dims.{dim}: {dim!r} is not a name: the model's unnamed dimensions are sized one by one, "
+                f"{where}.dims.{toml_key(dim)}: {dim!r} is not a name: the model's unnamed dimensions are sized one by one, "
                 f"by input and axis; set in models[{index}]: dims = {toml_inline_table(fixed)}")
         elif dim not in dynamic:
             note = " (that is the batch: its sizes are axes.batch_sizes)" if dim in model.batch_names() else ""
             raise ConfigError(
-                f"{where}.dims.{dim}: model {model.name!r} has no dynamic dimension {dim!r}{note}; its dynamic "
+                f"{where}.dims.{toml_key(dim)}: model {model.name!r} has no dynamic dimension {dim!r}{note}; its dynamic "
                 f"dimensions: {known or 'none (every dimension but the batch is fixed)'}"
             )
     missing: dict[str, str] = {}  # dims key -> where it is
@@ -227,7 +227,7 @@ def _check_model_shapes(loaded: LoadedConfig, index: int, model: ModelArtifact, 
         for dim, (lo, _, hi) in profile.ranges.items():
             if dim in model.dims and dim in model.dynamic_dims() and not lo <= model.dims[dim] <= hi:
                 raise ConfigError(
-                    f"{where}.dims.{dim}: {model.dims[dim]} is outside profile {profile.name!r} "
+                    f"{where}.dims.{toml_key(dim)}: {model.dims[dim]} is outside profile {profile.name!r} "
                     f"({dim} {lo}-{hi}): widen profiles.{profile.name}.{dim} or change the size"
                 )
 

@@ -328,7 +328,7 @@ def test_question_mark_is_not_a_dims_key(tmp_path: Path) -> None:
     concat_model(tmp_path / "cat.onnx")
     path = sweep(tmp_path, "cat.onnx", 'dims = { "?" = 3 }')
     message = plan_error(path)
-    assert message == (f"{path}: models[0].dims.?: '?' is not a name: the model's unnamed dimensions are sized "
+    assert message == (f"{path}: models[0].dims.\"?\": '?' is not a name: the model's unnamed dimensions are sized "
                        "one by one, by input and axis; set in models[0]: dims = { \"a:1\" = 3, \"b:1\" = 3 }")
     assert plan(sweep(tmp_path, "cat.onnx", suggestion(message))).cells
 
@@ -344,10 +344,11 @@ def test_a_location_wins_over_a_shared_name(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("dims, expected", [
-    ('{ "x:0" = 4 }', "models[0].dims.x:0: axis 0 of input 'x' is the batch: its sizes are axes.batch_sizes"),
-    ('{ "x:1" = 4 }', "models[0].dims.x:1: axis 1 of input 'x' is fixed (16)"),
-    ('{ "x:5" = 4 }', "models[0].dims.x:5: input 'x' has no axis 5 (its shape is [batch, 16])"),
+    ('{ "x:0" = 4 }', "models[0].dims.\"x:0\": axis 0 of input 'x' is the batch: its sizes are axes.batch_sizes"),
+    ('{ "x:1" = 4 }', "models[0].dims.\"x:1\": axis 1 of input 'x' is fixed (16)"),
+    ('{ "x:5" = 4 }', "models[0].dims.\"x:5\": input 'x' has no axis 5 (its shape is [batch, 16])"),
     ('{ B = 4 }', "models[0].dims.B: model 'm' has no dynamic dimension 'B'; its dynamic dimensions: none"),
+    ('{ "p2o.D.1" = 4 }', "models[0].dims.\"p2o.D.1\": model 'm' has no dynamic dimension 'p2o.D.1'"),
 ])
 def test_location_keys_are_checked(dims: str, expected: str, tmp_path: Path) -> None:
     relu_model(tmp_path / "m.onnx", ["batch", 16])

@@ -169,13 +169,13 @@ def resolve_model(spec: ModelSpec, index: int, base_dir: Path, cache_dir: Path) 
     by_name = {i["name"]: i for i in meta["inputs"]}
     for key in spec.inputs:
         if key not in by_name:
-            raise ConfigError(f"{where}.inputs.{key}: model {name!r} has no input {key!r}; its inputs: "
+            raise ConfigError(f"{where}.inputs.{toml_key(key)}: model {name!r} has no input {key!r}; its inputs: "
                               f"{', '.join(by_name) or 'none'}")
     shapes: dict[str, tuple[int | str, ...]] = {}
     for raw in meta["inputs"]:
         override = spec.inputs.get(raw["name"])
         if override and override.shape and len(override.shape) != len(raw["shape"]):
-            raise ConfigError(f"{where}.inputs.{raw['name']}.shape: the model's input has rank "
+            raise ConfigError(f"{where}.inputs.{toml_key(raw['name'])}.shape: the model's input has rank "
                               f"{len(raw['shape'])}, the override has rank {len(override.shape)}")
         shapes[raw["name"]] = tuple(override.shape) if override and override.shape else tuple(raw["shape"])
     batch_axes = _batch_axes(name, shapes, spec.batch_dim, where)
@@ -249,7 +249,7 @@ def _value_range(input_name: str, dtype: str, shape: tuple[int | str, ...], over
                  zoo_ranges: dict[str, tuple[float, float]], where: str) -> tuple[float, float]:
     """[low, high) of an input's random values (low == high: that one value)."""
     kind = np.dtype(dtype).kind if dtype != "bfloat16" else "f"
-    key = f"{where}.inputs.{input_name}"
+    key = f"{where}.inputs.{toml_key(input_name)}"
     if override is not None and override.value is not None:
         value = override.value
         if kind in "iub" and value != int(value):
