@@ -223,3 +223,15 @@ def test_real_tensorrt_on_a_gpu(tmp_path: Path) -> None:
     result = run_cell(cells(tmp_path)[0], tmp_path / "cache")
     assert result.status == "ok", result.traceback
     assert result.measurement["compute_median_ms"] > 0 and result.layers
+
+
+def test_profile_batch_range_goes_on_the_batch_axis_wherever_it_is(double, tmp_path: Path) -> None:
+    """An LSTM state [2, B, 128]: the profile's batch range is set on axis 1, axis 0 stays 2."""
+    from tests.test_inputs import HIDDEN, lstm_model
+
+    calls = double("10.13.0")
+    lstm_model(tmp_path / "lstm.onnx")
+    fp32 = cells(tmp_path, model="lstm.onnx")[0]
+    run_cell(fp32, tmp_path / "cache")
+    assert calls.find("set_shape") == [("x", (1, 16), (2, 16), (4, 16)),
+                                       ("state", (2, 1, HIDDEN), (2, 2, HIDDEN), (2, 4, HIDDEN))]

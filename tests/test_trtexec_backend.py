@@ -82,3 +82,19 @@ def test_no_trtexec_is_skipped(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     result = run_cell(trtexec_cell(tmp_path), tmp_path / "cache")
     assert result.status == "skipped" and "no `trtexec` on PATH" in result.reason
+
+
+def test_profiles_put_the_batch_range_on_the_batch_axis_wherever_it_is(fake_trtexec, tmp_path: Path,
+                                                                      monkeypatch) -> None:
+    """An LSTM state [2, B, 128]: the profile's batch range goes on axis 1, axis 0 stays 2."""
+    from tests.test_inputs import HIDDEN, lstm_model
+
+    monkeypatch.setenv("FAKE_TRTEXEC_VERSION", "100100")
+    lstm_model(tmp_path / "lstm.onnx")
+    body = ('[[models]]\nsource = "lstm.onnx"\n[axes]\nbatch_sizes = [2]\nbackends = ["trtexec"]\n'
+            '[profiles.p]\nbatch = "1-2-8"\n')
+    (cell,) = plan_sweep(load_config(write_sweep(tmp_path, body)), tmp_path / "cache").cells
+    run_cell(cell, tmp_path / "cache")
+    (args,) = fake_trtexec()
+    assert f"--minShapes=x:1x16,state:2x1x{HIDDEN}" in args and f"--maxShapes=x:8x16,state:2x8x{HIDDEN}" in args
+    assert f"--shapes=x:2x16,state:2x2x{HIDDEN}" in args

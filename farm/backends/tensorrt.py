@@ -220,10 +220,10 @@ class TensorRTBackend(Backend):
             for spec in cell.model.inputs:
                 low, opt, high = [], [], []
                 for axis, dim in enumerate(spec.shape):
-                    key = "batch" if axis == 0 else dim
+                    key = spec.profile_key(axis)  # 'batch' on the model's batch axis, wherever it is
                     size = cell.input_shapes[spec.name][axis]
-                    rng = swept.ranges.get(key) if swept is not None and isinstance(key, str) else None
-                    if isinstance(dim, str) or axis == 0:
+                    rng = swept.ranges.get(key) if swept is not None and key is not None else None
+                    if isinstance(dim, str) or axis == spec.batch_axis:
                         dynamic = True
                     lo, op, hi = rng if rng else (size, size, size)
                     low.append(lo), opt.append(op), high.append(hi)

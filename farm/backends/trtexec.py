@@ -98,9 +98,9 @@ class TrtexecBackend(Backend):
             for spec in cell.model.inputs:
                 sizes = {k: [] for k in ranges}
                 for axis, dim in enumerate(spec.shape):
-                    key = "batch" if axis == 0 else dim
+                    key = spec.profile_key(axis)  # 'batch' on the model's batch axis, wherever it is
                     size = cell.input_shapes[spec.name][axis]
-                    lo, op, hi = cell.profile.ranges.get(key, (size, size, size)) if isinstance(key, str) else (
+                    lo, op, hi = cell.profile.ranges.get(key, (size, size, size)) if key is not None else (
                         size, size, size)
                     for k, v in zip(ranges, (lo, op, hi)):
                         sizes[k].append(str(v))
