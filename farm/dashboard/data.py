@@ -110,15 +110,42 @@ class Snapshot:
     def _median_interval(self, cell_id: str) -> tuple:
         from farm.measure import median_confidence_interval
 
-        samples = self.cell_file(cell_id, "samples")
-        latency = samples.latency_ms.to_numpy(dtype=np.float64, na_value=np.nan)
-        if np.isfinite(latency).any():
-            low, high, _ = median_confidence_interval(latency, samples.repeat.to_numpy(dtype=np.int64, na_value=0))
+        cells = self.__dict__.get("_cells_by_id")
+        if cells is None:
+            cells = self.__dict__["_cells_by_id"] = self.cell_frame.drop_duplicates("cell_id").set_index("cell_id")
+        if cell_id not in cells.index:
+            return cell_id, None, None, None, None
+        cell = cells.loc[cell_id]
+        samples = self._samples(str(cell.sweep_id), cell_id)
+        if samples is not None:
+            latency, repeat = samples
+            low, high, _ = median_confidence_interval(latency, repeat)
             return cell_id, float(np.nanmedian(latency)), low, high, "samples"
-        cell = self.cell(cell_id)
-        if cell is None or pd.isna(cell.latency_median_ms):
+        if pd.isna(cell.latency_median_ms):
             return cell_id, None, None, None, None
         return cell_id, cell.latency_median_ms, cell.median_ci_low_ms, cell.median_ci_high_ms, "stored"
+
+    def _samples(self, sweep: str, cell_id: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """(latency_ms, repeat) of a cell's samples file, or None: no file, no finite latency, or a
+        damaged file (then left out with a warning, as `cell_file` does). Only those two columns
+        are read: a Compare page reads every cell's file."""
+        import pyarrow.parquet as pq
+
+        path = self.root / sweep / "samples" / f"{cell_id}.parquet"
+        if not path.is_file() or path in self.warehouse.skipped:
+            return None
+        try:
+            found = pq.read_table(path, columns=["latency_ms", "repeat"])
+        except FileNotFoundError:  # removed since: a sweep is redoing the cell
+            return None
+        except Exception as exc:  # noqa: BLE001 - any reason a file cannot be read makes it damaged
+            self.warehouse.skip(path, str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+            return None
+        latency = found.column("latency_ms").to_numpy(zero_copy_only=False).astype(np.float64)
+        repeat = found.column("repeat").fill_null(0).to_numpy(zero_copy_only=False)
+        if not np.isfinite(latency).any():
+            return None
+        return latency, repeat
 
     def cell_file(self, cell_id: str, table: str) -> pd.DataFrame:
         """All rows of `table` for one cell, read from that cell's own file (empty if none)."""

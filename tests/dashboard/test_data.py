@@ -173,19 +173,32 @@ def test_snapshot_of_the_real_warehouse(warehouse: Path) -> None:
     assert snap.cell_file(fpn.cell_id, "samples").empty  # a profile has no raw samples
     assert len(snap.cell_file(fpn.cell_id, "layers")) == 113  # the profile's rows (README of the fixtures)
     assert snap.cell_file("no-such-cell", "layers").empty
-    # the medians' intervals from the samples; the ingested cells without samples fall back to the stored ones
+
+
+def test_median_intervals_of_the_real_warehouse(warehouse: Path) -> None:
+    """The medians' intervals from each measured cell's samples (the same the sweep stored); the
+    ingested trtexec summary, without samples, falls back to its stored interval; a profile has none."""
+    snap = Snapshot(warehouse)
+    cells = snap.cell_frame
+    ok = cells[(cells.sweep_id == "dash") & (cells.status == "ok")]
+    assert len(ok) >= 2
     intervals = snap.median_intervals(cells.cell_id)
     measured = intervals.loc[ok.cell_id]
     assert measured.noise_source.eq("samples").all()
-    assert (measured.noise_low_ms <= measured.noise_median_ms).all() and (measured.noise_median_ms <= measured.noise_high_ms).all()
+    assert (measured.noise_low_ms <= measured.noise_median_ms).all()
+    assert (measured.noise_median_ms <= measured.noise_high_ms).all()
     assert np.allclose(measured.noise_low_ms, ok.set_index("cell_id").median_ci_low_ms)  # as the sweep stored them
+    assert np.allclose(measured.noise_median_ms, ok.set_index("cell_id").latency_median_ms)
+    fpn = cells[cells.model == "fpn_int8"].iloc[0]
     assert pd.isna(intervals.loc[fpn.cell_id].noise_source)  # a profile: no timing at all
     mnist = cells[cells.model == "mnist_trt80"].iloc[0]
     assert intervals.loc[mnist.cell_id].noise_source == "stored"
-    assert len(with_noise_intervals(snap, cells)) == len(cells)
+    assert intervals.loc[mnist.cell_id].noise_median_ms == mnist.latency_median_ms
+    joined = with_noise_intervals(snap, cells)
+    assert len(joined) == len(cells) and joined.cell_id.tolist() == cells.cell_id.tolist()
     tails = snap.query("SELECT latency_p99_tail_samples AS n, queries FROM measurements JOIN cells USING (cell_id) "
                        "WHERE sweep_id = 'dash'")
-    assert (tails.n < tails.queries).all() and (tails.n >= 0).all()
+    assert len(tails) == len(ok) and (tails.n < tails.queries).all() and (tails.n >= 0).all()
 
 
 def test_snapshot_reads_files_of_an_older_schema(warehouse: Path, tmp_path: Path) -> None:
