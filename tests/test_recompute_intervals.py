@@ -1,0 +1,63 @@
+"""benchmarks/recompute_intervals.py on a copy of results/examples: intervals from the samples,
+every measured figure untouched."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from farm.dashboard.data import Snapshot
+from farm.measure import MAX_REPEAT_SPREAD_PERCENT
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "results" / "examples"
+
+
+def script():
+    spec = importlib.util.spec_from_file_location("recompute_intervals", ROOT / "benchmarks" / "recompute_intervals.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture()
+def copy(tmp_path: Path) -> Path:
+    if not (EXAMPLES / "gpu-resnet50" / "samples").is_dir():
+        pytest.skip("no results/examples in this checkout")
+    target = tmp_path / "results"
+    shutil.copytree(EXAMPLES, target, ignore=shutil.ignore_patterns(".cache", "layers"))
+    return target
+
+
+def rows(root: Path) -> dict[str, dict]:
+    return {p.stem: pq.read_table(p).to_pylist()[0] for p in (root / "gpu-resnet50" / "measurements").glob("*.parquet")}
+
+
+def test_recompute_rewrites_only_the_interval_columns(copy: Path) -> None:
+    before = rows(copy)
+    assert sum(r["median_ci_low_ms"] < 0 for r in before.values()) > 0  # the case it exists for
+    dry = script().run(copy, write=False, out=lambda line: None)
+    assert rows(copy) == before  # a dry run writes nothing
+    counts = script().run(copy, write=True, out=lambda line: None)
+    assert counts == dry and counts["recomputed"] == len(before)
+    after = rows(copy)
+    recomputed = {"median_ci_low_ms", "median_ci_high_ms", "median_ci_method", "stable", "max_repeat_spread_percent",
+                  "latency_p90_tail_samples", "latency_p95_tail_samples", "latency_p99_tail_samples"}
+    for cell_id, new in after.items():
+        old = before[cell_id]
+        assert {k: v for k, v in new.items() if k not in recomputed} == {k: v for k, v in old.items() if k in new
+                                                                            and k not in recomputed}
+        assert new["median_ci_method"] == "order_statistic_neff"
+        assert 0 < new["latency_min_ms"] <= new["median_ci_low_ms"] <= new["latency_median_ms"] <= new["median_ci_high_ms"]
+        assert new["median_ci_high_ms"] <= new["latency_max_ms"]
+        assert (new["median_ci_high_ms"] - new["median_ci_low_ms"]) / new["latency_median_ms"] < 0.5
+        assert 0 <= new["latency_p99_tail_samples"] <= new["latency_p95_tail_samples"] <= new["queries"]
+        assert new["stable"] == (new["latency_cv_percent"] <= new["max_cv_percent"]
+                                 and new["repeat_spread_percent"] <= MAX_REPEAT_SPREAD_PERCENT)
+    assert counts["wide_after"] == counts["negative_after"] == 0
+    snap = Snapshot(copy)  # the dashboard reads the new columns (its consolidated copy refreshed)
+    assert snap.cell_frame.median_ci_low_ms.gt(0).all() and snap.cell_frame.latency_p99_tail_samples.notna().all()
