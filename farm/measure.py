@@ -25,6 +25,7 @@ MIN_TAIL_SAMPLES = 10
 # `stable` also asks that the repeats agree: (slowest - fastest repeat median) / median at most
 # this. Not a sweep-file setting yet (farm.config.Measurement has only max_cv_percent).
 MAX_REPEAT_SPREAD_PERCENT = 5.0
+SAMPLE_INTERVAL_METHOD = "order_statistic_neff"  # median_ci_method of median_confidence_interval
 
 
 @dataclasses.dataclass
@@ -220,7 +221,7 @@ def median_confidence_interval(values: np.ndarray, repeat: np.ndarray) -> tuple[
     m = max(int(effective_sample_size(values, repeat, float(np.median(ordered)))), 1)
     k = int(stats.binom.ppf((1 - CI_LEVEL) / 2, m, 0.5))  # 1-based rank of the lower end, among m
     rank = min(max(int(k * n / m), 1), (n + 1) // 2)  # the same quantile among the n samples
-    return float(ordered[rank - 1]), float(ordered[n - rank]), "order_statistic_neff"
+    return float(ordered[rank - 1]), float(ordered[n - rank]), SAMPLE_INTERVAL_METHOD
 
 
 def phase_stats(samples: Samples) -> dict[str, float | None]:

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from farm.dashboard.loader import SMALL_TABLES, create_table, load_sweep_table
+from farm.measure import SAMPLE_INTERVAL_METHOD
 from farm.warehouse import SCHEMAS, Warehouse
 
 # A change in median latency counts ("faster"/"slower") only when the 95 % interval of the ratio of
@@ -97,8 +98,10 @@ class Snapshot:
         """Per cell id: `noise_median_ms`, `noise_low_ms`, `noise_high_ms` (the median latency and its
         95 % interval computed from the cell's raw samples, farm.measure.median_confidence_interval)
         and `noise_source`: 'samples', or 'stored' where the cell has no samples (an ingested
-        trtexec summary) and the measurements row's stored interval stands in. Each cell's samples
-        file is read once per snapshot."""
+        trtexec summary) and the measurements row's stored interval stands in. A row whose stored
+        interval this farm already computed from the samples (`median_ci_method` =
+        SAMPLE_INTERVAL_METHOD) is used as it is; the samples files of older rows are read, once
+        per snapshot."""
         cache = self.__dict__.setdefault("_intervals", {})
         for cell_id in dict.fromkeys(cell_ids):
             if cell_id not in cache:
@@ -116,6 +119,10 @@ class Snapshot:
         if cell_id not in cells.index:
             return cell_id, None, None, None, None
         cell = cells.loc[cell_id]
+        if (cell.median_ci_method == SAMPLE_INTERVAL_METHOD and pd.notna(cell.median_ci_low_ms)
+                and pd.notna(cell.median_ci_high_ms)):
+            # written by this farm from the same samples with the same function: no need to read them
+            return cell_id, cell.latency_median_ms, cell.median_ci_low_ms, cell.median_ci_high_ms, "samples"
         samples = self._samples(str(cell.sweep_id), cell_id)
         if samples is not None:
             latency, repeat = samples

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 import numpy as np
@@ -199,6 +200,28 @@ def test_median_intervals_of_the_real_warehouse(warehouse: Path) -> None:
     tails = snap.query("SELECT latency_p99_tail_samples AS n, queries FROM measurements JOIN cells USING (cell_id) "
                        "WHERE sweep_id = 'dash'")
     assert len(tails) == len(ok) and (tails.n < tails.queries).all() and (tails.n >= 0).all()
+
+
+def test_median_intervals_of_older_rows_come_from_the_samples(warehouse: Path, tmp_path: Path) -> None:
+    """Rows an older farm wrote (a t-interval over the repeat medians, here one that runs below
+    zero) are not trusted: the interval is computed from the cell's samples file."""
+    from farm.measure import median_confidence_interval
+
+    copy = tmp_path / "old"
+    shutil.copytree(warehouse, copy, ignore=shutil.ignore_patterns(".cache"))
+    cell_id = next((copy / "dash" / "samples").glob("*.parquet")).stem
+    path = copy / "dash" / "measurements" / f"{cell_id}.parquet"
+    table = pq.read_table(path)
+    for column, value in (("median_ci_low_ms", -1.0), ("median_ci_high_ms", 99.0),
+                          ("median_ci_method", "t_over_repeat_medians")):
+        table = table.set_column(table.column_names.index(column), column,
+                                 pa.array([value], table.schema.field(column).type))
+    pq.write_table(table, path)
+    samples = pq.read_table(copy / "dash" / "samples" / f"{cell_id}.parquet").to_pandas()
+    low, high, _ = median_confidence_interval(samples.latency_ms.to_numpy(), samples.repeat.to_numpy())
+    row = Snapshot(copy).median_intervals([cell_id]).loc[cell_id]
+    assert row.noise_source == "samples" and (row.noise_low_ms, row.noise_high_ms) == (low, high)
+    assert 0 < low <= row.noise_median_ms <= high
 
 
 def test_snapshot_reads_files_of_an_older_schema(warehouse: Path, tmp_path: Path) -> None:
