@@ -139,3 +139,17 @@ def test_the_child_ends_when_its_worker_is_killed(tmp_path: Path) -> None:
     except psutil.NoSuchProcess:
         pass
     assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_cell_past_its_timeout_is_stopped_without_a_retry(tmp_path: Path) -> None:
+    cell = one_cell(tmp_path, SLOW)  # measures for 3 s at least
+    process = CellProcess(timeout_s=1.0)
+    try:
+        process.start()
+        child = process.pid
+        death = process.run(cell, tmp_path / "cache", lambda m: None)
+        assert isinstance(death, CellDeath) and death.timed_out and not death.retry
+        assert death.reason.startswith("timed out: the cell was still running after 1 s (--cell-timeout)")
+        assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
+    finally:
+        process.stop()

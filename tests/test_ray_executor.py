@@ -176,6 +176,9 @@ def test_worker_that_keeps_dying_fails_the_cell_once(ray_two_gpus, tmp_path: Pat
     assert len(_retry_logs(killer)) == 1
     (earlier,) = result.earlier_attempts
     assert result.attempts == 2 and earlier.startswith("the cell's process was killed by SIGSEGV")
+    # where it died, not where the driver runs: the last attempt's worker and host
+    assert result.worker["kind"] == "cpu" and result.host["host"] == result.worker["host"]
+    assert result.started_at < result.finished_at
 
 
 def test_memory_blow_up_fails_its_cell_and_the_sweep_goes_on(ray_two_gpus, tmp_path: Path) -> None:
@@ -217,13 +220,14 @@ def test_worker_memory_values(text: str, expected: MemoryLimit) -> None:
     assert MemoryLimit(fraction=0.8).for_worker(10_000, 4) == 2_000  # a node's share, split between its workers
 
 
-@pytest.mark.parametrize("text", ["", "lots", "0%", "150%", "-1GiB", "12 parsecs"])
+@pytest.mark.parametrize("text", ["", "lots", "0%", "150%", "-1GiB", "12 parsecs", "0.5", "16", "100MiB"])
 def test_worker_memory_mistakes_are_one_line(text: str, tmp_path: Path, capsys) -> None:
     tiny_cnn(tmp_path / "tiny.onnx")
     config = write_sweep(tmp_path, '[[models]]\nsource = "tiny.onnx"\n')
     assert main(["sweep", str(config), "--results", str(tmp_path / "r"), f"--worker-memory={text}"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith(f"farm: error: --worker-memory {text!r}: give a share") and "\n" not in err
+    assert err.startswith(f"farm: error: --worker-memory {text!r}: ") and "\n" not in err
+    assert "give a share" in err or "give at least 256MiB" in err
     assert not (tmp_path / "r").exists()
 
 
@@ -293,3 +297,28 @@ def test_driver_killed_then_rerun_resumes(tmp_path: Path) -> None:
     assert con.execute("SELECT count(*) FROM measurements").fetchone() == (6,)
     runs = con.execute("SELECT cells_to_run, cells_resumed FROM sweeps ORDER BY started_at").fetchall()
     assert runs[-1] == (6 - done, done)
+
+
+@pytest.mark.parametrize("flags", [["--worker-memory", "2GiB"], ["--retries", "1"], ["--cell-timeout", "60"],
+                                   ["--gpus", "1"]])
+def test_ray_only_flags_are_refused_with_the_local_executor(flags: list[str], tmp_path: Path, capsys) -> None:
+    tiny_cnn(tmp_path / "tiny.onnx")
+    config = write_sweep(tmp_path, '[[models]]\nsource = "tiny.onnx"\n')
+    assert main(["sweep", str(config), "--results", str(tmp_path / "r"), "--executor", "local", *flags]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"farm: error: {flags[0]}: for --executor ray only") and "\n" not in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_an_address_where_nothing_answers_is_one_line(tmp_path: Path, capsys) -> None:
+    import socket
+
+    with socket.socket() as free:  # a loopback port nobody listens on
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    tiny_cnn(tmp_path / "tiny.onnx")
+    config = write_sweep(tmp_path, '[[models]]\nsource = "tiny.onnx"\n')
+    assert main(["sweep", str(config), "--results", str(tmp_path / "r"), "--address", f"127.0.0.1:{port}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"farm: error: --address 127.0.0.1:{port}: nothing answers there") and "\n" not in err
+    assert not (tmp_path / "r").exists()

@@ -18,7 +18,9 @@ from farm.plan import Cell
 
 EXECUTORS = ("ray", "local")
 DEFAULT_WORKER_MEMORY = "80%"
-_UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "kib": 2**10, "m": 1e6, "mb": 1e6, "mib": 2**20,
+DEFAULT_CELL_TIMEOUT_S = 3 * 3600.0  # a TensorRT build at the highest optimization level can take an hour
+MIN_WORKER_MEMORY = 256 * 2**20  # a cell process alone takes about 100 MiB
+_UNITS = {"b": 1, "k": 1e3, "kb": 1e3, "kib": 2**10, "m": 1e6, "mb": 1e6, "mib": 2**20,
           "g": 1e9, "gb": 1e9, "gib": 2**30, "t": 1e12, "tb": 1e12, "tib": 2**40}
 
 
@@ -49,10 +51,14 @@ def parse_memory_limit(text: str) -> MemoryLimit:
     if percent and 0 < float(percent.group(1)) <= 100:
         return MemoryLimit(fraction=float(percent.group(1)) / 100)
     size = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([a-z]*)", value)
-    if size and size.group(2) in _UNITS and float(size.group(1)) > 0:
-        return MemoryLimit(size_bytes=int(float(size.group(1)) * _UNITS[size.group(2)]))
-    raise UserError(f"--worker-memory {text!r}: give a share of the node's memory such as 80%, a size such as "
-                    "12GiB or 512MB, or none")
+    if size and size.group(2) in _UNITS:
+        limit = int(float(size.group(1)) * _UNITS[size.group(2)])
+        if limit >= MIN_WORKER_MEMORY:
+            return MemoryLimit(size_bytes=limit)
+        raise UserError(f"--worker-memory {text!r}: too small for a cell (a cell process alone takes about "
+                        f"100 MiB): give at least 256MiB, a share such as 80%, or none")
+    raise UserError(f"--worker-memory {text!r}: give a share of the node's memory such as 80%, a size with its unit "
+                    "such as 12GiB or 512MB, or none")
 
 
 class Executor(Protocol):
@@ -61,12 +67,13 @@ class Executor(Protocol):
 
 
 def make_executor(name: str, address: str | None = None, max_retries: int = 2,
-                  gpus: int | None = None, worker_memory: str = DEFAULT_WORKER_MEMORY) -> Executor:
+                  gpus: int | None = None, worker_memory: str = DEFAULT_WORKER_MEMORY,
+                  cell_timeout_s: float | None = DEFAULT_CELL_TIMEOUT_S) -> Executor:
     if name == "ray":
         from farm.executor.ray_farm import RayExecutor
 
         return RayExecutor(address=address, max_retries=max_retries, gpus=gpus,
-                           memory_limit=parse_memory_limit(worker_memory))
+                           memory_limit=parse_memory_limit(worker_memory), cell_timeout_s=cell_timeout_s)
     if name == "local":
         from farm.executor.local import LocalExecutor
 

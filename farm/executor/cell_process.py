@@ -25,6 +25,7 @@ from multiprocessing.connection import Connection, Pipe
 from pathlib import Path
 from typing import Callable
 
+from farm.layers.memory import format_bytes
 from farm.plan import Cell
 from farm.worker import CellResult
 
@@ -43,19 +44,21 @@ class CellDeath:
     @property
     def kind(self) -> str:
         """A short name for how it died, to count deaths of one cell by kind."""
-        return "out of memory" if self.out_of_memory else self.signal or "exited"
+        return "out of memory" if self.out_of_memory else "timed out" if self.timed_out else self.signal or "exited"
     signal: str | None = None  # e.g. 'SIGKILL', 'SIGSEGV'
     out_of_memory: bool = False
     peak_memory_bytes: int | None = None
     worker: dict | None = None  # the worker's description after it started a fresh process
-    retry: bool = True  # False where a retry would only die the same way (the worker's own memory limit)
+    retry: bool = True  # False where a retry would likely end the same way (out of memory, timed out)
+    timed_out: bool = False
 
 
 class CellProcess:
     """A child process that runs cells one at a time, under a memory limit (bytes, None: none)."""
 
-    def __init__(self, memory_limit_bytes: int | None = None) -> None:
+    def __init__(self, memory_limit_bytes: int | None = None, timeout_s: float | None = None) -> None:
         self.memory_limit_bytes = memory_limit_bytes
+        self.timeout_s = timeout_s  # a cell still running after this long is stopped (None: never)
         self.proc: subprocess.Popen | None = None
         self.conn: Connection | None = None
 
@@ -71,9 +74,15 @@ class CellProcess:
         self.stop()
         ours, theirs = Pipe(duplex=True)
         fd = theirs.fileno()
-        self.proc = subprocess.Popen([sys.executable, "-m", "farm.executor.cell_process", str(fd), str(os.getpid())],
-                                     pass_fds=[fd], start_new_session=True, stdin=subprocess.DEVNULL)
-        theirs.close()
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-m", "farm.executor.cell_process", str(fd),
+                                          str(os.getpid())], pass_fds=[fd], start_new_session=True,
+                                         stdin=subprocess.DEVNULL)
+        except OSError as exc:
+            ours.close()
+            raise RuntimeError(f"cannot start a process: {exc}") from None
+        finally:
+            theirs.close()
         self.conn = ours
         try:
             hello = ours.recv() if ours.poll(START_TIMEOUT_S) else "no answer"
@@ -101,6 +110,7 @@ class CellProcess:
         tree = _ProcessTree(proc.pid)
         peak = 0
         conn.send((cell, str(cache_dir)))
+        deadline = time.monotonic() + self.timeout_s if self.timeout_s else None
         tick = 0
         while True:
             try:
@@ -116,24 +126,32 @@ class CellProcess:
             if code is not None:
                 return self._died(code, oom_kills, peak)
             tick += 1
-            rss = tree.rss(rescan=tick % CHILDREN_EVERY == 0)
+            rss = tree.memory(rescan=tick % CHILDREN_EVERY == 0)
             peak = max(peak, rss)
+            if deadline is not None and time.monotonic() > deadline:
+                self.stop()
+                return CellDeath(f"timed out: the cell was still running after {self.timeout_s:g} s "
+                                 "(--cell-timeout); stopped", signal="SIGKILL", peak_memory_bytes=peak or None,
+                                 retry=False, timed_out=True)
             if self.memory_limit_bytes and rss > self.memory_limit_bytes:
                 self.stop()
                 return CellDeath(
-                    f"out of memory: the cell's processes used {format_size(rss)}, over this worker's limit of "
-                    f"{format_size(self.memory_limit_bytes)} (--worker-memory); try a smaller batch size",
+                    f"out of memory: the cell's processes used {format_bytes(rss)}, over this worker's limit of "
+                    f"{format_bytes(self.memory_limit_bytes)} (--worker-memory); try a smaller batch size",
                     signal="SIGKILL", out_of_memory=True, peak_memory_bytes=rss, retry=False)
 
     def _died(self, code: int, oom_kills_before: int | None, peak: int) -> CellDeath:
         self.stop()
-        peak_text = f"; its processes had used {format_size(peak)}" if peak else ""
+        peak_text = f"; its processes had used {format_bytes(peak)}" if peak else ""
         if code < 0:
             name = _signal_name(-code)
             after = kernel_oom_kills()
             if name == "SIGKILL" and oom_kills_before is not None and after is not None and after > oom_kills_before:
-                return CellDeath(f"out of memory: the kernel's out-of-memory killer ended the cell's process "
-                                 f"(SIGKILL){peak_text}", name, True, peak or None)
+                # The counter is the host's: a SIGKILL while the kernel killed some process for memory.
+                # Not retried: a retry would push the host back into the same corner.
+                return CellDeath(f"out of memory: killed by SIGKILL while the kernel's out-of-memory killer was "
+                                 f"at work on this host{peak_text}; lower --worker-memory or the batch size",
+                                 name, True, peak or None, retry=False)
             return CellDeath(f"the cell's process was killed by {name}{peak_text}", name, False, peak or None)
         return CellDeath(f"the cell's process exited with status {code} before returning a result{peak_text}",
                          None, False, peak or None)
@@ -151,14 +169,6 @@ def kernel_oom_kills() -> int | None:
     return None
 
 
-def format_size(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.2f} {unit}" if unit != "B" else f"{n:.0f} B"
-        n /= 1024
-    return f"{n:.2f} TiB"
-
-
 def _signal_name(number: int) -> str:
     try:
         return signal.Signals(number).name
@@ -167,7 +177,8 @@ def _signal_name(number: int) -> str:
 
 
 class _ProcessTree:
-    """Resident memory of a process and its descendants, with the descendants rescanned sparingly."""
+    """Memory of a process and its descendants (Linux: PSS, so shared pages count once), with the
+    descendants rescanned sparingly."""
 
     def __init__(self, pid: int) -> None:
         import psutil
@@ -175,7 +186,7 @@ class _ProcessTree:
         self.root = psutil.Process(pid)
         self.children: list = []
 
-    def rss(self, rescan: bool) -> int:
+    def memory(self, rescan: bool) -> int:
         import psutil
 
         if rescan:
@@ -186,6 +197,10 @@ class _ProcessTree:
         total = 0
         for process in (self.root, *self.children):
             try:
+                # proportional set size: pages shared between the processes (a fork's, a library's)
+                # count once in all, not once per process as resident sizes would
+                total += process.memory_full_info().pss
+            except AttributeError:  # no PSS on this system: resident size, an overcount
                 total += process.memory_info().rss
             except psutil.Error:  # ended between the scan and now
                 pass

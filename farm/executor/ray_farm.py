@@ -44,14 +44,15 @@ def use_loopback_only() -> None:
 class CellWorker:
     """The actor: hands cells one at a time to its cell process, on the device Ray gave it."""
 
-    def __init__(self, kind: str, log_queue, memory_limit: MemoryLimit, workers_on_node: int) -> None:
+    def __init__(self, kind: str, log_queue, memory_limit: MemoryLimit, workers_on_node: int,
+                 cell_timeout_s: float | None = None) -> None:
         import psutil
 
         self.kind = kind
         self.log_queue = log_queue
         self.cores = _size_thread_pools()  # before the cell process starts: it inherits the settings
         self.memory_limit_bytes = memory_limit.for_worker(psutil.virtual_memory().total, workers_on_node)
-        self.cells = CellProcess(self.memory_limit_bytes)
+        self.cells = CellProcess(self.memory_limit_bytes, cell_timeout_s)
         try:
             self.cells.start()  # now, so the first cell does not wait for it
         except RuntimeError:  # killed while starting: run() starts another
@@ -154,17 +155,21 @@ class _Attempt:
     cell: Cell
     number: int = 1
     deaths: list[CellDeath] = dataclasses.field(default_factory=list)
+    started_at: Any = None  # when the first attempt was handed to a worker
+    worker: dict[str, Any] | None = None  # the worker of the latest attempt
 
 
 class RayExecutor:
     """Runs cells on a Ray cluster: local by default, or an existing one through `address`."""
 
     def __init__(self, address: str | None = None, max_retries: int = 2, gpus: int | None = None,
-                 memory_limit: MemoryLimit | None = None) -> None:
+                 memory_limit: MemoryLimit | None = None, cell_timeout_s: float | None = None) -> None:
         self.address = address
         self.max_retries = max_retries
         self.gpus = gpus  # use at most this many GPUs (None: all)
         self.memory_limit = memory_limit or MemoryLimit()
+        self.cell_timeout_s = cell_timeout_s
+        self.start_errors: list[str] = []  # why actors that never started did not
         self.workers: list[dict[str, Any]] = []  # describe() of every actor started
 
     def run(self, cells: list[Cell], cache_dir: Path, callbacks: Callback) -> None:
@@ -180,6 +185,7 @@ class RayExecutor:
             else:
                 ray.init(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False,
                          configure_logging=False)
+        _terminate_like_ctrl_c()
         slots: list[_Slot] = []
         try:
             from ray.util.queue import Queue
@@ -240,7 +246,7 @@ class RayExecutor:
         if slot.kind == "cuda":
             options["num_gpus"] = 1
         slot.actor = _remote_worker().options(**options).remote(
-            slot.kind, log_queue, self.memory_limit, slot.workers_on_node)
+            slot.kind, log_queue, self.memory_limit, slot.workers_on_node, self.cell_timeout_s)
 
     def _await_started(self, slots: list[_Slot], log_queue) -> None:
         """Wait for the actors to describe themselves; relaunch those that fail, a few times."""
@@ -270,6 +276,7 @@ class RayExecutor:
                     self._launch(slot, log_queue)
         for slot in waiting:
             slot.actor = None  # gone for good; the phase goes on with the others
+            self.start_errors.append(f"a {slot.kind} worker could not be started: {slot.start_error}")
 
     def _replace(self, slot: _Slot, log_queue) -> None:
         """A fresh actor in place of one that died."""
@@ -292,12 +299,14 @@ class RayExecutor:
             while idle and queue:
                 slot = idle.pop(0)
                 attempt = queue.popleft()
+                attempt.started_at = attempt.started_at or now()
+                attempt.worker = slot.description
                 callbacks.on_cell_start(attempt.cell, slot.description)
                 ref = slot.actor.run.remote(attempt.cell, str(cache_dir), [model_refs.get(attempt.cell.model.sha256)])
                 pending[ref] = (attempt, slot)
             if not pending:  # cells left, no worker left to run them
                 reason = "no worker left to run this cell: " + "; ".join(
-                    sorted({s.start_error for s in slots if s.start_error}) or ["every worker failed to start"])
+                    sorted(set(self.start_errors)) or ["every worker failed to start"])
                 while queue:
                     attempt = queue.popleft()
                     callbacks.on_cell_result(attempt.cell, _crashed(attempt, reason))
@@ -325,7 +334,7 @@ class RayExecutor:
                     if attempt.number <= self.max_retries and outcome.retry:
                         callbacks.on_cell_log(attempt.cell, f"worker died during the cell (attempt {attempt.number}: "
                                                             f"{outcome.reason}); retrying on a fresh process")
-                        queue.appendleft(_Attempt(attempt.cell, attempt.number + 1, attempt.deaths))
+                        queue.appendleft(_Attempt(attempt.cell, attempt.number + 1, attempt.deaths, attempt.started_at))
                         continue
                     outcome = _crashed(attempt, "")
                 else:
@@ -355,6 +364,19 @@ def _remote_worker():
     return ray.remote(CellWorker)
 
 
+def _terminate_like_ctrl_c() -> None:
+    """SIGTERM ends the sweep as Ctrl-C does (the cleanup below runs, one line, resumable), rather
+    than through the crash handler Ray's core installs, which prints a C++ stack."""
+    import signal
+    import threading
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, interrupt)
+
+
 def _first_line(exc: BaseException) -> str:
     lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
     return (lines[0] if lines else type(exc).__name__)[:300]
@@ -364,8 +386,8 @@ def _actor_death(exc: BaseException) -> CellDeath:
     """Ray's account of an actor's death, as one line."""
     text = str(exc)
     if "memory monitor" in text or "OutOfMemoryError" in text or "low on memory" in text:
-        return CellDeath("out of memory: Ray's memory monitor killed the worker (the node ran low on memory)",
-                         out_of_memory=True)
+        return CellDeath("out of memory: Ray's memory monitor killed the worker (the node ran low on memory); "
+                         "lower --worker-memory or the batch size", out_of_memory=True, retry=False)
     return CellDeath(f"the worker actor died ({_first_line(exc)})", signal="actor died")
 
 
@@ -381,9 +403,12 @@ def _kill_quietly(actor) -> None:
 
 
 def _crashed(attempt: _Attempt, reason: str, traceback: str | None = None) -> CellResult:
-    from farm.provenance import farm_commit, host_info, library_versions
+    """The failed result of a cell no attempt of which returned one. Host and worker are those of
+    its last attempt; library versions are unknown (the process that would have said is gone)."""
+    from farm.provenance import farm_commit
 
     deaths = attempt.deaths
+    worker = attempt.worker or next((d.worker for d in reversed(deaths) if d.worker), None)
     if deaths:
         kinds = collections.Counter(d.kind for d in deaths)
         reason = deaths[0].reason if len(deaths) == 1 else f"the cell's worker died {len(deaths)} time(s)"
@@ -392,11 +417,12 @@ def _crashed(attempt: _Attempt, reason: str, traceback: str | None = None) -> Ce
         if len(deaths) > 1:
             reason += f"; last: {deaths[-1].reason}"
         if not deaths[-1].retry:
-            reason += " (not retried: it would grow as far again)"
+            reason += (" (not retried: it would grow as far again)" if deaths[-1].out_of_memory else
+                       " (not retried: it would likely time out again)" if deaths[-1].timed_out else " (not retried)")
     return CellResult(
         attempt.cell.cell_id, "failed", reason=reason[:1000], attempts=attempt.number,
         earlier_attempts=[d.reason for d in deaths[:-1]],
         traceback=traceback or "\n".join(f"attempt {i}: {d.reason}" for i, d in enumerate(deaths, 1)) or None,
-        started_at=now(), finished_at=now(), host=host_info(), versions=library_versions(),
-        farm_commit=farm_commit(),
+        started_at=attempt.started_at or now(), finished_at=now(), worker=worker,
+        host={"host": worker["host"]} if worker and worker.get("host") else {}, farm_commit=farm_commit(),
     )
