@@ -7,6 +7,7 @@
   initializers, as exported detection and NLP models have.
 - `state_model`: a recurrent step with a state input and output (h -> h_new).
 - `elementwise_model`: nothing that int8 quantization quantizes.
+- `big_activation_model`: no weight beyond fp16's range, but an activation beyond it.
 """
 
 from __future__ import annotations
@@ -140,3 +141,22 @@ def run(path: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
     import onnxruntime as ort
 
     return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def big_activation_model(path: Path) -> Path:
+    """x[N,16] -> MatMul(W) -> * 300 -> * 300 (beyond fp16's range: up to ~5e5) -> * 1e-4 -> y:
+    no weight beyond fp16's range, one activation beyond it."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(6)
+    init = [numpy_helper.from_array(rng.normal(0, 1.0, (16, 16)).astype(np.float32), "w"),
+            numpy_helper.from_array(np.array(300.0, np.float32), "k"),
+            numpy_helper.from_array(np.array(1e-4, np.float32), "small")]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], name="matmul"),
+             helper.make_node("Mul", ["m", "k"], ["a"], name="scale1"),
+             helper.make_node("Mul", ["a", "k"], ["b"], name="scale2"),
+             helper.make_node("Mul", ["b", "small"], ["y"], name="shrink")]
+    graph = helper.make_graph(nodes, "big_activation",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 16])], init)
+    return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)

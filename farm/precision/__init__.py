@@ -86,7 +86,8 @@ def transform(model_path: Path, model_sha256: str, precision: str, inputs, shape
     key = hashlib.sha256(json.dumps({
         "model": model_sha256, "precision": precision, "keep_io_types": keep_io_types,
         "calibration": calibration_hash, "version": TRANSFORM_VERSION, "sensitive": SENSITIVE_OPS,
-        "seed": seed if precision == "fp16" else None,  # fp16: the seeded run that finds out-of-range activations
+        # fp16: the seeded run that finds activations beyond fp16's range
+        "probe": [seed, sorted(_probe_shapes(inputs, shapes).items())] if precision == "fp16" else None,
     }, sort_keys=True).encode()).hexdigest()[:24]
     path = cache_dir / "precision" / f"{key}.{precision}.onnx"
     report_path = path.with_suffix(".json")
@@ -117,7 +118,8 @@ def transform(model_path: Path, model_sha256: str, precision: str, inputs, shape
         os.replace(tmp, path)
         _write_json(report_path, report, temp_area)
     except TransformUnsupported as exc:
-        _write_json(report_path, {"unsupported": exc.reason, "detail": exc.detail}, temp_area)
+        with contextlib.suppress(OSError):  # the verdict stands even where it cannot be cached
+            _write_json(report_path, {"unsupported": exc.reason, "detail": exc.detail}, temp_area)
         raise
     finally:  # a failed transform leaves no partial file (on a full disk it would keep it full)
         with contextlib.suppress(OSError):
@@ -152,9 +154,13 @@ def _fp16(model_path: Path, output: Path, keep_io_types: bool, inputs, shapes, s
     _name_nodes(model)
     before = census(model)
     out_of_range = _weights_out_of_range(model)
-    with contextlib.suppress(Exception):  # a model ORT cannot run in fp32 fails later, on its own
+    unchecked = ""
+    try:
         out_of_range |= _activations_out_of_range(model, inputs, shapes, seed)
+    except Exception as exc:  # e.g. beyond 2 GB, or a model ORT cannot run: the measurement says so later
+        unchecked = f"; activation ranges not checked ({type(exc).__name__} running the fp32 model)"
     blocked_ops = sorted(set(float16.DEFAULT_OP_BLOCK_LIST) | set(SENSITIVE_OPS))
+    _unshare_initializers(model, set(blocked_ops), out_of_range)
     try:
         # max_finite_val: nothing is clamped below fp16's own range (the default clamps to 1e4);
         # what lies beyond it stays fp32 (node_block_list).
@@ -180,7 +186,7 @@ def _fp16(model_path: Path, output: Path, keep_io_types: bool, inputs, shapes, s
     summary = (f"fp16: {weights} weights and {activations} activations converted, "
                f"{kept_ops + kept_range} nodes kept fp32 ({kept_range} for values beyond fp16's range, "
                f"{kept_ops} numerically sensitive), {after.subgraphs} subgraphs"
-               f"{' converted too' if after.subgraphs else ''}")
+               f"{' converted too' if after.subgraphs else ''}{unchecked}")
     return {"summary": summary, "tool": label.split("(")[1].rstrip(")"), "counts": {
         "tensors_fp16": weights + activations, "nodes_kept_fp32": kept_ops + kept_range,
         "nodes_kept_fp32_range": kept_range, "subgraphs": after.subgraphs, "qdq_pairs": 0, "quantized_nodes": 0}}
@@ -204,6 +210,32 @@ def _outputs_read_inside(model, blocked_ops: set[str], blocked_nodes: set[str]) 
         for i, name in enumerate(node.input):
             if name in fp16_source:
                 node.input[i] = fp16_source[name]
+
+
+def _unshare_initializers(model, blocked_ops: set[str], blocked_nodes: set[str]) -> None:
+    """A float initializer read by nodes kept in fp32 and by converted ones (a shared scale):
+    onnxconverter-common leaves it fp32 for both (an invalid model). The kept nodes read a copy."""
+    from onnx import TensorProto
+
+    for graph, _ in graphs(model.graph):
+        floats = {t.name: t for t in graph.initializer if t.data_type == TensorProto.FLOAT}
+        readers: dict[str, list[object]] = {}
+        for node in nodes(graph):  # subgraphs read their parents' initializers too
+            for name in node.input:
+                if name in floats:
+                    readers.setdefault(name, []).append(node)
+        for name, users in readers.items():
+            kept = [n for n in users if n.op_type in blocked_ops or n.name in blocked_nodes]
+            if not kept or len(kept) == len(users):
+                continue
+            copy = TensorProto()
+            copy.CopyFrom(floats[name])
+            copy.name = f"{name}__fp32"
+            graph.initializer.append(copy)
+            for node in kept:
+                for i, input_name in enumerate(node.input):
+                    if input_name == name:
+                        node.input[i] = copy.name
 
 
 def _name_nodes(model) -> None:
@@ -262,6 +294,7 @@ def _activations_out_of_range(model, inputs, shapes, seed: int) -> set[str]:
     floats = {v.name: v for v in inferred.graph.value_info if v.type.tensor_type.elem_type == TensorProto.FLOAT}
     probe = onnx.ModelProto()
     probe.CopyFrom(inferred)
+    shapes = _probe_shapes(inputs, shapes)
     declared = {o.name for o in probe.graph.output}
     probe.graph.output.extend(v for name, v in floats.items() if name not in declared)
     session = ort.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"])
@@ -271,6 +304,13 @@ def _activations_out_of_range(model, inputs, shapes, seed: int) -> set[str]:
               if isinstance(value, np.ndarray) and value.dtype == np.float32 and value.size
               and float(np.abs(value[np.isfinite(value)]).max(initial=0.0)) > FP16_MAX}
     return {n.name for n in model.graph.node if beyond & {*n.input, *n.output}}
+
+
+def _probe_shapes(inputs, shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+    """The shapes of the activation-range run: every activation is kept at once, so one sample
+    where the batch axis is dynamic."""
+    return {spec.name: tuple(1 if axis == spec.batch_axis and isinstance(spec.shape[axis], str) else size
+                             for axis, size in enumerate(shapes[spec.name])) for spec in inputs}
 
 
 def _outer_names(node) -> set[str]:

@@ -47,7 +47,7 @@ def one_line(text: str, limit: int = REASON_LIMIT) -> str:
     flat = re.sub(r"\s+", " ", text).strip()
     if len(flat) <= limit:
         return flat
-    sentences = re.split(r"(?<=[.;:])\s+", flat)
+    sentences = re.split(r"(?<=[.;])\s+", flat)
     kept = ""
     for sentence in sentences:
         if len(kept) + len(sentence) + 1 > limit:
