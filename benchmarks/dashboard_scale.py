@@ -40,6 +40,7 @@ import pyarrow as pa
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from farm.measure import SAMPLE_INTERVAL_METHOD  # noqa: E402
 from farm.warehouse import SCHEMA_VERSION, SCHEMAS, write_atomic  # noqa: E402
 
 MODELS = [f"model{i:02d}" for i in range(10)]
@@ -100,6 +101,7 @@ def generate(root: Path, cells: int, layers: int, samples: int) -> None:
                             "latency_p95_ms": [float(np.quantile(lat, 0.95))],
                             "latency_p99_ms": [float(np.quantile(lat, 0.99))], "latency_cv_percent": [3.0],
                             "median_ci_low_ms": [median * 0.98], "median_ci_high_ms": [median * 1.02],
+                            "median_ci_method": [SAMPLE_INTERVAL_METHOD],  # as farm measures today
                             "stable": [True], "h2d_mean_ms": [median * 0.06], "compute_mean_ms": [median * 0.9],
                             "d2h_mean_ms": [median * 0.04]})
                         times = rng.exponential(latency / layers, layers)
