@@ -127,7 +127,8 @@ def elementwise_model(path: Path) -> Path:
              helper.make_node("Neg", ["a"], ["n"], name="neg"),
              helper.make_node("Abs", ["n"], ["a2"], name="abs2"),
              helper.make_node("Sqrt", ["a2"], ["y"], name="sqrt")]
-    graph = helper.make_graph(nodes, "elementwise", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16])],
+    graph = helper.make_graph(nodes, "elementwise",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 16])])
     return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
 
@@ -160,3 +161,17 @@ def big_activation_model(path: Path) -> Path:
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 16])], init)
     return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def plugin_model(path: Path) -> Path:
+    """x[N,16] -> MatMul -> MyPlugin (domain trt.plugins: a TensorRT plugin ONNX Runtime lacks) -> y."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(7)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], name="matmul"),
+             helper.make_node("MyPlugin", ["m"], ["y"], name="plugin", domain="trt.plugins")]
+    graph = helper.make_graph(nodes, "plugin", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 16])],
+                              [numpy_helper.from_array(rng.normal(0, 1, (16, 16)).astype(np.float32), "w")])
+    return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                         helper.make_opsetid("trt.plugins", 1)]), path)

@@ -12,7 +12,8 @@ import pytest
 from farm.models import InputSpec, make_feeds
 from farm.precision import Calibration, TransformUnsupported, transform
 from farm.precision.checks import census, one_line
-from tests.precision_models import big_activation_model, big_variance_bn, cosine, elementwise_model, if_model, run, state_model
+from tests.precision_models import (big_activation_model, big_variance_bn, cosine, elementwise_model, if_model,
+                                    plugin_model, run, state_model)
 
 VECTOR = (InputSpec("x", "float32", ("batch", 16), -1.0, 1.0),)
 VECTOR_SHAPES = {"x": (2, 16)}
@@ -149,6 +150,18 @@ def test_invalid_output_is_unsupported_naming_the_transform(tmp_path: Path, monk
     reason = caught.value.reason
     assert reason.startswith("fp16 transform (onnxconverter-common ") and "produced an invalid model" in reason
     assert "\n" not in reason and len(reason) <= 500 and "topologically sorted" in caught.value.detail
+
+
+def test_a_model_onnx_runtime_cannot_run_is_not_blamed_on_the_transform(tmp_path: Path) -> None:
+    """A TensorRT plugin ONNX Runtime lacks: the fp16 model is made and checked by onnx.checker,
+    and the summary says what could not be checked, instead of an `unsupported` TensorRT cell."""
+    import onnx
+
+    fp16 = _transform(plugin_model(tmp_path / "plugin.onnx"), "fp16", VECTOR, VECTOR_SHAPES, tmp_path / "cache")
+    _checked(fp16.path)
+    assert "activation ranges not checked" in fp16.summary
+    assert "not loaded in ONNX Runtime: the original model does not load there either" in fp16.summary
+    assert any(t.data_type == onnx.TensorProto.FLOAT16 for t in onnx.load(fp16.path).graph.initializer)
 
 
 def test_reasons_are_whole_sentences() -> None:

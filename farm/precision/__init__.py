@@ -33,7 +33,8 @@ from pathlib import Path
 import numpy as np
 
 from farm.errors import ConfigError
-from farm.precision.checks import FP16_MAX, TransformUnsupported, census, graphs, nodes, one_line, verify
+from farm.precision.checks import (FP16_MAX, TransformUnsupported, census, graphs, nodes, one_line, short_error,
+                                   verify)
 
 __all__ = ["TRANSFORMS", "Calibration", "Transformed", "TransformUnsupported", "calibration_batches", "transform"]
 
@@ -114,12 +115,15 @@ def transform(model_path: Path, model_sha256: str, precision: str, inputs, shape
         else:
             raise ValueError(f"no ONNX transform for {precision}")
         seconds = time.perf_counter() - start
-        report["onnxruntime_cpu"] = verify(tmp, _label(precision), temp_area, quantized=precision == "int8")
+        report["onnxruntime_cpu"], skipped = verify(tmp, _label(precision), temp_area, model_path,
+                                                    quantized=precision == "int8")
+        report["summary"] += skipped
         os.replace(tmp, path)
         _write_json(report_path, report, temp_area)
     except TransformUnsupported as exc:
         with contextlib.suppress(OSError):  # the verdict stands even where it cannot be cached
-            _write_json(report_path, {"unsupported": exc.reason, "detail": exc.detail}, temp_area)
+            if exc.cacheable:
+                _write_json(report_path, {"unsupported": exc.reason, "detail": exc.detail}, temp_area)
         raise
     finally:  # a failed transform leaves no partial file (on a full disk it would keep it full)
         with contextlib.suppress(OSError):
@@ -158,7 +162,7 @@ def _fp16(model_path: Path, output: Path, keep_io_types: bool, inputs, shapes, s
     try:
         out_of_range |= _activations_out_of_range(model, inputs, shapes, seed)
     except Exception as exc:  # e.g. beyond 2 GB, or a model ORT cannot run: the measurement says so later
-        unchecked = f"; activation ranges not checked ({type(exc).__name__} running the fp32 model)"
+        unchecked = f"; activation ranges not checked (running the fp32 model: {short_error(exc)})"
     blocked_ops = sorted(set(float16.DEFAULT_OP_BLOCK_LIST) | set(SENSITIVE_OPS))
     _unshare_initializers(model, set(blocked_ops), out_of_range)
     try:

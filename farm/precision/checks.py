@@ -20,6 +20,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterator
 
+SAVE_OPTIMIZED_BELOW = 1_500_000_000  # bytes of the transformed model
 REASON_LIMIT = 480  # characters of a reason (cells.reason); the full text goes to the traceback
 FP16_MAX = 65504.0
 QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
@@ -35,10 +36,11 @@ class TransformUnsupported(Exception):
     """A transform whose output cannot be stored under the precision asked for. `reason` is one
     line naming the transform; `detail` is the full text (the cell's traceback)."""
 
-    def __init__(self, reason: str, detail: str = "") -> None:
+    def __init__(self, reason: str, detail: str = "", cacheable: bool = True) -> None:
         super().__init__(reason)
         self.reason = reason
         self.detail = detail or reason
+        self.cacheable = cacheable  # False where the verdict may depend on the moment (memory)
 
 
 def one_line(text: str, limit: int = REASON_LIMIT) -> str:
@@ -58,6 +60,14 @@ def one_line(text: str, limit: int = REASON_LIMIT) -> str:
     suffix = " ... (full text in the traceback)"
     words = flat[:limit - len(suffix)].rsplit(" ", 1)[0]
     return words + suffix
+
+
+def short_error(exc: BaseException, limit: int = 160) -> str:
+    """An error in a few words for a summary: ONNX Runtime's text after its "failed:" prefix, the
+    words up to `limit`."""
+    text = re.sub(r"\s+", " ", str(exc)).strip()
+    text = text.rsplit("failed:", 1)[-1].strip() or type(exc).__name__
+    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " ..."
 
 
 def graphs(graph) -> Iterator[tuple[object, int]]:
@@ -135,10 +145,12 @@ def census(model) -> Census:
     return result
 
 
-def verify(path: Path, label: str, scratch: Path, quantized: bool = False) -> str | None:
+def verify(path: Path, label: str, scratch: Path, original: Path, quantized: bool = False) -> tuple[str | None, str]:
     """onnx.checker (full check) and a load in ONNX Runtime on CPU; a failure raises
     TransformUnsupported "`label` produced an invalid model: ...". Returns the note from
-    `onnxruntime_cpu_note`, or None when it has nothing to say."""
+    `onnxruntime_cpu_note` (None when it has nothing to say) and what the summary must add: that
+    the ONNX Runtime load was skipped because the original model does not load there either
+    (a TensorRT plugin, say), or ""."""
     import onnx
     import onnxruntime as ort
 
@@ -155,18 +167,25 @@ def verify(path: Path, label: str, scratch: Path, quantized: bool = False) -> st
         # specific (NCHWc layouts come with ALL).
         options.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED if quantized
                                             else ort.GraphOptimizationLevel.ORT_ENABLE_BASIC)
-        options.optimized_model_filepath = str(Path(folder) / "optimized.onnx")
+        optimized_path = Path(folder) / "optimized.onnx"
+        if path.stat().st_size < SAVE_OPTIMIZED_BELOW:  # ORT cannot save one beyond protobuf's 2 GB
+            options.optimized_model_filepath = str(optimized_path)
         try:
             ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         except Exception as exc:
+            try:
+                ort.InferenceSession(str(original), providers=["CPUExecutionProvider"])
+            except Exception as original_exc:  # not the transform's doing
+                return None, (f"; not loaded in ONNX Runtime: the original model does not load there either "
+                              f"({short_error(original_exc)})")
             raise TransformUnsupported(
                 one_line(f"{label} produced a model ONNX Runtime cannot load: {exc}"),
-                f"{label} produced a model ONNX Runtime cannot load:\n{exc}") from None
+                f"{label} produced a model ONNX Runtime cannot load:\n{exc}", cacheable=False) from None
         try:
-            optimized = onnx.load(options.optimized_model_filepath)
-        except Exception:  # ORT does not save every optimized model (e.g. beyond 2 GB): say nothing
-            return None
-    return onnxruntime_cpu_note(onnx.load(str(path), load_external_data=False), optimized)
+            optimized = onnx.load(str(optimized_path))
+        except Exception:  # not saved (too large), or not readable: say nothing
+            return None, ""
+    return onnxruntime_cpu_note(onnx.load(str(path), load_external_data=False), optimized), ""
 
 
 def _types(model) -> dict[str, int]:
@@ -218,7 +237,8 @@ def onnxruntime_cpu_note(transformed, optimized) -> str | None:
         if ran is not None and not any(after.get(name) == TensorProto.FLOAT16 for name in ran.input if name) \
                 and any(after.get(name) == TensorProto.FLOAT for name in ran.input if name):
             fp32_in_ort += 1
-    inserted = sum(1 for n in nodes(optimized.graph) if n.op_type == "Cast" and n.name.startswith("InsertedPrecisionFree"))
+    inserted = sum(1 for n in nodes(optimized.graph)
+                   if n.op_type == "Cast" and n.name.startswith("InsertedPrecisionFree"))
     if not fp16_nodes:
         return None
     if not fp32_in_ort and not inserted:
