@@ -337,6 +337,9 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     _existing_folder(args.results)
     warehouse = Warehouse(args.results)
+    problem = warehouse.not_a_warehouse()  # --fix would move its files: refused, nothing touched
+    if problem:
+        raise UserError(f"{problem}; farm check looks only at farm warehouses: pass --results DIR of one")
     if args.fix:
         from farm.dashboard.loader import refresh
 
@@ -351,9 +354,11 @@ def cmd_check(args: argparse.Namespace) -> int:
         lines = [f"{f.kind:8} {f.path}: {f.reason}" for f in inspection.findings]
     for line in lines:
         print(line)
-    counts = {kind: sum(f.kind == kind for f in inspection.findings) for kind in ("damaged", "orphan", "temp")}
+    counts = {kind: sum(f.kind == kind for f in inspection.findings)
+              for kind in ("damaged", "orphan", "temp", "unmeasured")}
     found = ", ".join(f"{n} {name}" for name, n in
-                      [("damaged", counts["damaged"]), ("orphaned", counts["orphan"]), ("temporary", counts["temp"])] if n)
+                      [("damaged", counts["damaged"]), ("orphaned", counts["orphan"]), ("temporary", counts["temp"]),
+                       ("unmeasured", counts["unmeasured"])] if n)
     print(f"{inspection.files_checked} file(s) checked in {args.results}/: " + (found or "clean")
           + ("" if not found or args.fix else "; `farm check --fix` resolves them"))
     if inspection.holder is not None:

@@ -16,7 +16,7 @@ from farm.callbacks import Callback, CallbackList
 from farm.config import LoadedConfig, load_config
 from farm.display import ProgressDisplay, render_table
 from farm.executor import DEFAULT_WORKER_MEMORY, make_executor
-from farm.plan import Cell, plan_sweep
+from farm.plan import Cell, Plan, plan_sweep
 from farm.provenance import farm_commit, host_info
 from farm.warehouse import KEPT_STATUSES, SCHEMA_VERSION, Warehouse
 from farm.worker import CellResult
@@ -57,6 +57,12 @@ def run_sweep(config_path: str | Path, results: str | Path, *, force: bool = Fal
     console = console or Console(stderr=True)
     loaded = load_config(config_path)
     warehouse = Warehouse(Path(results).resolve())  # absolute: workers may run in other folders
+    # A folder that is not a warehouse, or one another writer holds, is refused now, with nothing
+    # touched; then the sweep is planned before the lock is taken, so that a mistake in the sweep
+    # file (a ConfigError) leaves nothing written, not even the lock file. (Planning writes only
+    # zoo models into the cache, each whole or not at all.)
+    warehouse.refuse_writer()
+    planned = plan_sweep(loaded, warehouse.cache_dir)
     # One writer at a time: a second sweep (or ingest) on this warehouse stops here, naming this
     # one; and what looks like leftovers (temporary files, unfinished cells) is nobody's work in
     # progress while we hold the lock.
@@ -66,16 +72,14 @@ def run_sweep(config_path: str | Path, results: str | Path, *, force: bool = Fal
             console.print(f"[yellow]removed {len(leftovers)} temporary file(s) left by an interrupted run[/yellow]",
                           soft_wrap=True)
         try:
-            return _run_locked(loaded, warehouse, console, force=force, executor=executor, address=address,
+            return _run_locked(loaded, planned, warehouse, console, force=force, executor=executor, address=address,
                                retries=retries, gpus=gpus, worker_memory=worker_memory)
         finally:
             warehouse.remove_leftovers()  # what this run's cells left in the temp area, even when it failed
 
 
-def _run_locked(loaded: LoadedConfig, warehouse: Warehouse, console: Console, *, force: bool, executor: str, address: str | None,
+def _run_locked(loaded: LoadedConfig, plan: Plan, warehouse: Warehouse, console: Console, *, force: bool, executor: str, address: str | None,
                 retries: int, gpus: int | None, worker_memory: str) -> SweepOutcome:
-    plan = plan_sweep(loaded, warehouse.cache_dir)  # every ConfigError is raised by now: no result written yet
-
     prepared = warehouse.prepare_sweep(plan.sweep)
     for path, problem, moved_to in prepared.moved:
         table = path.parent.name

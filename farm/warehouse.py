@@ -10,6 +10,11 @@ One writer at a time: `farm sweep`, `farm ingest` and `farm check --fix` hold th
 writer lock (`Warehouse.writer_lock`, an flock on `<root>/.lock` that the kernel releases when
 its process dies), and only a holder repairs, quarantines or removes leftovers.
 
+Writers write only into a warehouse: a folder with the marker `<root>/.farm-warehouse` (written by
+the first writer), an empty or new folder, or one an older farm wrote (its sweeps' files carry
+farm's `farm.schema_version` Parquet metadata; the marker is then written). Any other folder is
+refused before anything is touched (`not_a_warehouse`). Readers need no marker.
+
 A damaged file costs only its cell: readers skip a file that is not whole Parquet with a
 one-line warning naming it (DuckDB fails on it; only then are that table's files checked, by
 their first and last bytes, ~15 µs a file), and writers move such a file to
@@ -51,8 +56,10 @@ SCHEMA_VERSION = 1
 CACHE_DIR_NAME = ".cache"
 TEMP_DIR_NAME = "tmp"  # <root>/.cache/tmp/: every temporary file of a run (zoo, transforms, quantizer)
 LOCK_NAME = ".lock"  # <root>/.lock: the writer lock; holds the holder's pid, host, command, start
+MARKER_NAME = ".farm-warehouse"  # <root>/.farm-warehouse: JSON, farm's version and the schema version
 DAMAGED_DIR_NAME = ".damaged"  # <root>/<sweep>/.damaged/<table>/: files moved aside by writers
 KEPT_STATUSES = frozenset({"ok", "unsupported"})  # a rerun redoes failed and skipped cells
+UNMEASURED = "an ok cell with no measurements file (left by a run killed while it moved a damaged file aside)"
 
 _ts = pa.timestamp("us", tz="UTC")
 
@@ -150,10 +157,20 @@ KEY_COLUMNS = {"sweeps": ("run_id", "sweep_id"), "devices": ("device_id",)}  # e
 PARQUET_MAGIC = b"PAR1"
 Warn = Callable[[str], None]
 _held: dict[Path, int] = {}  # writer locks this process holds (writer_lock nests within a process)
+_GLOB_CHARS = re.compile(r"[*?\[\]{}]")
+# farm's own temporary names: `.name.<pid>.tmp` (atomic writes; `.tmp.npz` for arrays) anywhere in
+# the cache, and in the cache's temp area `name.<pid>.tmp` and quantize./verify. folders
+_TEMP_FILE = re.compile(r"^\..+\.\d+\.tmp(\.npz)?$")
+_TEMP_AREA_ENTRY = re.compile(r"^(\.?.+\.\d+\.tmp(\.npz)?|quantize\..+|verify\..+)$")
+_WORK_ENTRY = re.compile(r"^[0-9a-f]{16}$")  # <cache>/work/<cell id>/
 
 
 class WarehouseBusy(UserError):
     """Another process holds the warehouse's writer lock."""
+
+
+class NotAWarehouse(UserError):
+    """`--results` names a folder that farm did not write (and is not empty): writers refuse it."""
 
 
 def warn_stderr(message: str) -> None:
@@ -163,8 +180,9 @@ def warn_stderr(message: str) -> None:
 @dataclasses.dataclass(frozen=True)
 class Finding:
     """Something `farm check` found: `damaged` (not whole Parquet, or not the table's schema),
-    `orphan` (a cell's file with no `cells` file, or a file or folder of no table) or `temp`
-    (a temporary file an interrupted run left)."""
+    `orphan` (a cell's file with no `cells` file, or a file or folder of no table), `temp`
+    (a temporary file an interrupted run left) or `unmeasured` (an ok cell's `cells` file with
+    no measurements file: un-marked by --fix, so that the next sweep measures the cell again)."""
 
     kind: str
     path: Path
@@ -194,7 +212,9 @@ class Warehouse:
     """A results folder: writes cell results atomically and opens DuckDB over them."""
 
     def __init__(self, root: str | Path, warn: Warn | None = None) -> None:
-        self.root = Path(root)
+        # absolute, so that every path it names (to DuckDB, in `skipped`, in DuckDB's errors) is
+        # spelled the same whatever the current folder; `..` and `.` removed, links kept
+        self.root = Path(os.path.abspath(root))
         self.warn = warn or warn_stderr
         self.skipped: dict[Path, str] = {}  # damaged files readers skipped, with why
 
@@ -213,14 +233,103 @@ class Warehouse:
 
     # --- one writer at a time -------------------------------------------------------------------
 
+    # --- what is a warehouse ---------------------------------------------------------------------
+
+    def not_a_warehouse(self) -> str | None:
+        """Why a writer must not write `root`, or None when it is a warehouse: it has the marker,
+        is empty or missing (only a lock file or cache counts as empty), holds a sweep an older
+        farm wrote (a Parquet file of a sweep folder with farm's `farm.schema_version` metadata),
+        or holds nothing but such warehouses (as `results/` holds `results/examples/`). Reads only."""
+        root = self.root
+        if not root.exists():
+            return None
+        if not root.is_dir():
+            return f"--results {root} is a file, not a warehouse folder: pass --results DIR"
+        if (root / MARKER_NAME).is_file():
+            return None
+        try:
+            names = sorted(os.listdir(root))
+        except OSError:
+            return None  # writing it fails with one line of its own
+        others = [n for n in names if n not in (LOCK_NAME, CACHE_DIR_NAME, MARKER_NAME)]
+        if not others or self._written_by_farm():
+            return None
+        visible = [n for n in others if not n.startswith(".")]
+        if visible and all((root / n).is_dir() and Warehouse(root / n)._is_marked_or_written() for n in visible):
+            return None
+        shown = ", ".join(others[:4]) + (", ..." if len(others) > 4 else "")
+        return f"{root} is not a farm warehouse: it holds {shown} and no sweep farm wrote (no {MARKER_NAME})"
+
+    def refuse_writer(self) -> None:
+        """Raise, touching nothing, what `writer_lock` would: NotAWarehouse, or WarehouseBusy
+        naming the writer that holds the lock now (a writer calls it before it plans)."""
+        self._refuse_unless_warehouse()
+        holder = self.lock_holder()
+        if holder is not None:
+            raise WarehouseBusy(self._busy(holder))
+
+    def _refuse_unless_warehouse(self) -> None:
+        problem = self.not_a_warehouse()
+        if problem:
+            if " is not a farm warehouse" in problem:
+                problem += "; pass an empty or new folder to --results (nothing was written)"
+            raise NotAWarehouse(problem)
+
+    def _busy(self, holder: dict[str, Any] | None) -> str:
+        return (f"{self.root} is being written by another farm command ({describe_holder(holder)}): wait until "
+                "it finishes, or pass another --results folder")
+
+    def _is_marked_or_written(self) -> bool:
+        return (self.root / MARKER_NAME).is_file() or self._written_by_farm()
+
+    def _written_by_farm(self) -> bool:
+        """Whether a sweep folder holds a Parquet file farm wrote (its metadata says so): the
+        first two files of each table are looked at."""
+        for sweep_dir in self.sweep_dirs():
+            for table in ("cells", *(t for t in TABLES if t != "cells")):
+                for name in sorted(_parquet_names(sweep_dir / table))[:2]:
+                    try:
+                        metadata = pq.read_schema(sweep_dir / table / name).metadata or {}
+                    except Exception:  # noqa: BLE001 - damaged or foreign: look at the next
+                        continue
+                    if b"farm.schema_version" in metadata:
+                        return True
+        return False
+
+    def _mark(self) -> None:
+        """Write the marker (a writer holding the lock, once)."""
+        marker = self.root / MARKER_NAME
+        if marker.is_file():
+            return
+        from farm import __version__
+
+        text = json.dumps({"farm_version": __version__, "schema_version": SCHEMA_VERSION}) + "\n"
+        tmp = marker.with_name(f"{marker.name}.{os.getpid()}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+            try:
+                os.write(fd, text.encode())
+            finally:
+                os.close(fd)
+            os.replace(tmp, marker)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            raise write_error(marker, exc) from None
+
+    # --- one writer at a time -------------------------------------------------------------------
+
     @contextlib.contextmanager
     def writer_lock(self) -> Iterator[None]:
         """Hold the warehouse's writer lock for the block: `farm sweep`, `farm ingest` and
-        `farm check --fix` write only while they hold it. An flock on `<root>/.lock` (created,
-        and the warehouse folder with it, if missing), which the kernel releases when the process
-        dies, so a killed writer never leaves a stale lock; the holder's pid, host, command and
-        start time are written into the file. Nests within one process. Raises WarehouseBusy (a
-        UserError: one line, exit 2) naming the holder when another process holds it."""
+        `farm check --fix` write only while they hold it. Refuses (NotAWarehouse, one line, exit 2,
+        nothing touched) a folder that is not a warehouse (`not_a_warehouse`). An flock on
+        `<root>/.lock` (created, and the warehouse folder with it, if missing; readable and
+        writable by whoever may write the folder, as the umask allows), which the kernel releases
+        when the process dies, so a killed writer never leaves a stale lock; the holder's pid,
+        host, command and start time are written into the file, and the marker if missing. Nests
+        within one process. Raises WarehouseBusy (a UserError: one line, exit 2) naming the holder
+        when another process holds it."""
         import fcntl
 
         lock = self.root.resolve() / LOCK_NAME
@@ -231,29 +340,19 @@ class Warehouse:
             finally:
                 _held[lock] -= 1
             return
-        if self.root.exists() and not self.root.is_dir():
-            raise UserError(f"--results {self.root} is a file, not a warehouse folder: pass --results DIR")
+        self._refuse_unless_warehouse()
         try:
             self.root.mkdir(parents=True, exist_ok=True)
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
-            raise write_error(lock, exc) from None
+            raise write_error(self.root, exc) from None
+        fd = self._open_locked(lock)
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise WarehouseBusy(f"{self.root} is being written by another farm command "
-                                    f"({describe_holder(_read_holder(fd))}): wait until it finishes, or pass "
-                                    "another --results folder") from None
-            except OSError as exc:
-                raise UserError(f"cannot lock {lock}: {os.strerror(exc.errno) if exc.errno else exc}") from None
             record = {"pid": os.getpid(), "host": socket.gethostname(), "command": _command_line(),
                       "started_at": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")}
-            try:
+            with contextlib.suppress(OSError):  # a lock file of another user's, opened read-only: no record
                 os.ftruncate(fd, 0)
                 os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)
-            except OSError as exc:
-                raise write_error(lock, exc) from None
+            self._mark()
             _held[lock] = 1
             try:
                 yield
@@ -263,6 +362,40 @@ class Warehouse:
                     os.ftruncate(fd, 0)
         finally:
             os.close(fd)  # releases the lock
+
+    def _open_locked(self, lock: Path) -> int:
+        """Open the lock file and take the lock: a descriptor holding it. Read-only where the file
+        is another user's that this one may not write (flock needs no write access). A holder that
+        names nobody is given a moment (`farm check` probes with a shared lock, and a writer writes
+        its record right after it takes the lock) before this one gives up."""
+        import fcntl
+        import time
+
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+        except PermissionError:
+            try:
+                fd = os.open(lock, os.O_RDONLY)
+            except OSError as exc:
+                raise write_error(lock, exc) from None
+        except OSError as exc:
+            raise write_error(lock, exc) from None
+        deadline = time.monotonic() + 2.0
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    return fd
+                except BlockingIOError:
+                    holder = _read_holder(fd, tries=1)
+                    if holder or time.monotonic() > deadline:
+                        raise WarehouseBusy(self._busy(holder)) from None
+                    time.sleep(0.02)
+                except OSError as exc:
+                    raise UserError(f"cannot lock {lock}: {os.strerror(exc.errno) if exc.errno else exc}") from None
+        except BaseException:
+            os.close(fd)
+            raise
 
     def lock_holder(self) -> dict[str, Any] | None:
         """Who holds the writer lock ({} if it does not say), or None when no other process does."""
@@ -288,21 +421,23 @@ class Warehouse:
             os.close(fd)
 
     def leftovers(self) -> list[Path]:
-        """Temporary files and folders that runs left (killed, or failed before cleaning up): the
-        cache's temp area and work folders, `.*.tmp*` files anywhere in the cache, and temporary
-        files in the sweeps' table folders. Leftovers only while no writer holds the lock."""
+        """Temporary files and folders that runs left (killed, or failed before cleaning up), by
+        farm's own names only: in the cache's temp area `name.<pid>.tmp` files and `quantize.*`,
+        `verify.*` folders, in its work area the folders named by a cell id, `.name.<pid>.tmp`
+        files anywhere in the cache, and temporary files in the sweeps' table folders. Leftovers
+        only while no writer holds the lock."""
         found: list[Path] = []
         cache = self.cache_dir
-        areas = [cache / TEMP_DIR_NAME, cache / "work"]
-        for area in areas:
-            if area.is_dir():
-                found += sorted(area.iterdir())
-        if cache.is_dir():
-            found += sorted(p for p in cache.rglob(".*.tmp*")
-                            if not any(a in p.parents for a in areas) and not p.is_dir())
-        for sweep_dir in self._sweep_dirs():
+        areas = {cache / TEMP_DIR_NAME: _TEMP_AREA_ENTRY, cache / "work": _WORK_ENTRY}
+        for area, names in areas.items():
+            if area.is_dir() and not area.is_symlink():
+                found += sorted(p for p in area.iterdir() if names.match(p.name))
+        if cache.is_dir() and not cache.is_symlink():
+            found += sorted(p for p in cache.rglob(".*.tmp*") if _TEMP_FILE.match(p.name)
+                            and not any(a in p.parents for a in areas) and not p.is_dir())
+        for sweep_dir in self.sweep_dirs():
             for table in TABLES:
-                found += sorted((sweep_dir / table).glob(".*.tmp"))
+                found += sorted(p for p in (sweep_dir / table).glob(".*.tmp") if _TEMP_FILE.match(p.name))
         return found
 
     def remove_leftovers(self) -> list[Path]:
@@ -345,16 +480,39 @@ class Warehouse:
         statuses, unreadable = self._read_statuses(sweep)
         for path, problem in unreadable:  # whole at both ends, yet unreadable or of another schema
             moved += [(path, problem, to) for source, to in self.quarantine(sweep, path) if source == path]
+        for path in self.unmeasured(sweep, statuses):  # measured again
+            moved += [(path, UNMEASURED, to) for source, to in self.quarantine(sweep, path) if source == path]
+            statuses.pop(path.stem, None)
         return Prepared(moved, self.repair(sweep), statuses)
+
+    def unmeasured(self, sweep: str, statuses: dict[str, str] | None = None) -> list[Path]:
+        """`cells` files of ok cells that have no measurements file (an older farm, killed while
+        it quarantined a cell's file, left them so): un-marked, they are measured again. Ingested
+        cells are left out (an ingested engine may have no measurement)."""
+        measured = _parquet_names(self.table_dir(sweep, "measurements"))
+        candidates = [p for p in self._table_files(sweep, "cells") if p.name not in measured]
+        found = []
+        for path in candidates:
+            if statuses is not None and statuses.get(path.stem, "ok") != "ok":
+                continue
+            try:
+                row = pq.read_table(path, columns=["status", "run_id"]).to_pylist()
+            except Exception:  # noqa: BLE001 - damaged: found as such
+                continue
+            if row and row[0]["status"] == "ok" and row[0]["run_id"] != "ingest":
+                found.append(path)
+        return found
 
     def quarantine(self, sweep: str, path: Path) -> list[tuple[Path, Path]]:
         """Move a damaged file (or a folder of no table) to `<root>/<sweep>/.damaged/`, keeping its
         table folder's name; for a file of a cell, that cell's `cells` file goes too, so the cell
-        counts as not done and the next sweep measures it again. Only while holding the writer
-        lock. Returns (from, to) of every move."""
+        counts as not done and the next sweep measures it again: it goes first, as `write_cell`
+        un-marks a cell before it touches its files, so that a kill in between never leaves a
+        done cell without the file. Only while holding the writer lock. Returns (from, to) of
+        every move."""
         sources = [path]
         if _is_cell_file(path):
-            sources.append(self.table_dir(sweep, "cells") / path.name)
+            sources.insert(0, self.table_dir(sweep, "cells") / path.name)
         moves = []
         for source in sources:
             if not os.path.lexists(source):
@@ -401,11 +559,12 @@ class Warehouse:
         directory = self.table_dir(sweep, table)
         return [directory / name for name in sorted(_parquet_names(directory))]
 
-    def _sweep_dirs(self) -> list[Path]:
-        """Folders of the root that hold at least one table folder (others are not sweeps: a
-        nested warehouse, say, is left alone)."""
+    def sweep_dirs(self) -> list[Path]:
+        """The sweeps' folders: the root's folders, dot folders aside, that hold at least one table
+        folder (others are not sweeps: a nested warehouse, say, is left alone). The one rule every
+        reader and writer goes by."""
         try:
-            entries = sorted(p for p in self.root.iterdir() if p.is_dir() and not p.name.startswith("."))
+            entries = sorted(p for p in self.root.iterdir() if not p.name.startswith(".") and p.is_dir())
         except OSError:
             return []
         return [p for p in entries if any((p / t).is_dir() for t in TABLES)]
@@ -420,7 +579,7 @@ class Warehouse:
         holder = self.lock_holder()
         findings: list[Finding] = []
         checked = quarantined = in_progress = 0
-        for sweep_dir in self._sweep_dirs():
+        for sweep_dir in self.sweep_dirs():
             sweep = sweep_dir.name
             cells_present = _parquet_names(sweep_dir / "cells")
             for entry in sorted(sweep_dir.iterdir()):
@@ -453,6 +612,9 @@ class Warehouse:
                     problem = file_problem(path) or schema_problem(path, entry.name)
                     if problem:
                         findings.append(Finding("damaged", path, problem, sweep))
+            damaged = {f.path for f in findings}
+            findings += [Finding("unmeasured", path, UNMEASURED, sweep) for path in self.unmeasured(sweep)
+                         if path not in damaged and (sweep_dir / "measurements" / path.name) not in damaged]
         cache = self.cache_dir.absolute()
         for path in self.leftovers():
             if cache in path.absolute().parents:  # those of the table folders are listed above
@@ -464,15 +626,17 @@ class Warehouse:
 
     def fix(self, findings: list[Finding]) -> list[tuple[Finding, str]]:
         """Resolve what `inspect` found (only while holding the writer lock): damaged files are
-        quarantined (their cells then count as not done), files of no table moved to `.damaged`
-        too, orphaned cell files and temporary files removed. Returns what was done to each."""
+        quarantined (their cells then count as not done), orphaned files and files of no table
+        moved to `.damaged` too, unmeasured cells un-marked (their `cells` file moved there), and
+        temporary files removed. Returns what was done to each."""
         done = []
         sweeps = set()
         for finding in findings:
-            if finding.kind == "damaged" or (finding.kind == "orphan" and not _is_cell_file(finding.path)):
-                moves = self.quarantine(finding.sweep, finding.path)
+            if finding.kind in ("damaged", "orphan", "unmeasured"):
+                moves = sorted(self.quarantine(finding.sweep, finding.path), key=lambda m: m[0] != finding.path)
                 where = ", ".join(str(to.relative_to(self.root)) for _, to in moves) or "already gone"
-                extra = " with its cell's cells file (measured again by the next sweep)" if len(moves) > 1 else ""
+                extra = " with its cell's cells file (measured again by the next sweep)" if len(moves) > 1 else \
+                    " (un-marked: the next sweep measures the cell again)" if finding.kind == "unmeasured" else ""
                 done.append((finding, f"moved to {where}{extra}"))
                 sweeps.add(finding.sweep)
             else:
@@ -531,10 +695,8 @@ class Warehouse:
     # --- reading --------------------------------------------------------------------------------
 
     def sweeps(self) -> list[str]:
-        if not self.root.is_dir():
-            return []
-        return sorted(p.name for p in self.root.iterdir()
-                      if p.is_dir() and not p.name.startswith(".") and (p / "cells").is_dir())
+        """The sweeps' names (`sweep_dirs`)."""
+        return [p.name for p in self.sweep_dirs()]
 
     def connect(self) -> duckdb.DuckDBPyConnection:
         """An in-memory DuckDB with one view per table over the warehouse's readable Parquet files."""
@@ -547,11 +709,8 @@ class Warehouse:
     def table_globs(self, table: str) -> list[str]:
         """One glob per sweep that has files of `table`: views list them so that DuckDB never has
         to list the warehouse's root (the SQL console allows reading those folders only)."""
-        root = self.root.resolve()
-        if not root.is_dir():
-            return []
-        folders = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-        return [str(folder / table / "*.parquet") for folder in folders if any((folder / table).glob("*.parquet"))]
+        return [str(folder / table / "*.parquet") for folder in self.sweep_dirs()
+                if _parquet_names(folder / table)]
 
     def create_views(self, con: duckdb.DuckDBPyConnection) -> None:
         """Create (or replace) one view per table in `con`; an empty typed view where the table
@@ -612,26 +771,24 @@ class Warehouse:
                     raise
 
     def _files(self, table: str) -> list[Path]:
-        return [path for sweep in self._sweep_folders() for path in self._table_files(sweep.name, table)]
-
-    def _sweep_folders(self) -> list[Path]:
-        root = self.root.resolve()
-        try:
-            return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-        except OSError:
-            return []
+        return [path for sweep in self.sweep_dirs() for path in self._table_files(sweep.name, table)]
 
     def _sources(self, table: str) -> list[str]:
-        """What a view reads: per sweep folder, its glob, or where it holds a file found damaged,
-        its other files by name."""
+        """What a view reads, as DuckDB globs (glob characters in the path escaped): per sweep
+        folder, its glob, or where it holds a file found damaged or not a regular file (a FIFO
+        would block the read), its other files by name."""
         sources = []
-        for folder in self._sweep_folders():
+        for folder in self.sweep_dirs():
             directory = folder / table
+            names = _parquet_names(directory, regular=False)
+            for name, regular in names.items():
+                if not regular:
+                    self.skip(directory / name, "not a regular file")
             if any(p.parent == directory for p in self.skipped):
-                sources += [str(directory / n) for n in sorted(_parquet_names(directory))
+                sources += [duckdb_glob_escape(str(directory / n)) for n in sorted(names)
                             if directory / n not in self.skipped]
-            elif any(directory.glob("*.parquet")):
-                sources.append(str(directory / "*.parquet"))
+            elif names:
+                sources.append(duckdb_glob_escape(str(directory)) + "/*.parquet")
         return sources
 
     def skip(self, path: Path, problem: str) -> None:
@@ -643,11 +800,7 @@ class Warehouse:
     def _skip_file_of(self, exc: Exception, skip_new: bool = True) -> bool:
         """Whether the error names a file of this warehouse that a retry can do without: one that
         is gone (a writer replaced it), skipped already, or (`skip_new`), now skipped, damaged."""
-        root = self.root.resolve()
-        for match in re.finditer(r"""["']([^"']+\.parquet)["']""", str(exc)):
-            path = Path(match.group(1))
-            if root not in path.parents:
-                continue
+        for path in parquet_files_named(exc, self.root):
             if not path.exists() or path in self.skipped:
                 return True
             if skip_new:
@@ -659,15 +812,21 @@ class Warehouse:
 def file_problem(path: str | Path) -> str | None:
     """Why `path` is not a whole Parquet file, or None (also when it is gone): its size, the magic
     bytes at both ends and the footer length, about 12 µs a file. A truncated, emptied or
-    overwritten file fails this; `schema_problem` parses the footer itself."""
+    overwritten file fails this; `schema_problem` parses the footer itself. Opened without
+    blocking, so that a FIFO or device is "not a regular file" instead of a hang."""
+    import stat
+
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         return None
     except OSError as exc:
         return f"cannot open it: {_reason(exc)}"
     try:
-        size = os.fstat(fd).st_size
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return "not a regular file"
+        size = st.st_size
         if size < 12:
             return f"not a Parquet file: {size} bytes"
         head, tail = os.pread(fd, 4, 0), os.pread(fd, 8, size - 8)
@@ -796,17 +955,18 @@ def describe_holder(holder: dict[str, Any] | None) -> str:
             f"{holder.get('command', '?')}")
 
 
-def _read_holder(fd: int) -> dict[str, Any]:
-    for _ in range(3):  # the holder writes its record right after it takes the lock
+def _read_holder(fd: int, tries: int = 3) -> dict[str, Any]:
+    for _ in range(tries):  # the holder writes its record right after it takes the lock
         try:
             record = json.loads(os.pread(fd, 4096, 0) or b"null")
             if isinstance(record, dict):
                 return record
         except (OSError, ValueError):
             pass
-        import time
+        if tries > 1:
+            import time
 
-        time.sleep(0.05)
+            time.sleep(0.05)
     return {}
 
 
@@ -817,13 +977,45 @@ def _command_line() -> str:
     return " ".join([name, *argv[1:]])[:1000]
 
 
-def _parquet_names(directory: Path) -> set[str]:
-    """Names of the table files in `directory` (not temporary files), none if it is missing."""
+def _parquet_names(directory: Path, regular: bool = True) -> Any:
+    """Names of the table files in `directory` (not temporary files), none if it is missing;
+    with `regular=False`, a dict of every such name to whether it is a regular file (a link to
+    one counts)."""
     try:
         with os.scandir(directory) as entries:
-            return {e.name for e in entries if e.name.endswith(".parquet") and not e.name.startswith(".")}
+            found = {e.name: e for e in entries if e.name.endswith(".parquet") and not e.name.startswith(".")}
+            if regular:
+                return set(found)
+            return {name: _is_regular(entry) for name, entry in found.items()}
     except (FileNotFoundError, NotADirectoryError):
-        return set()
+        return set() if regular else {}
+
+
+def _is_regular(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_file()
+    except OSError:
+        return False
+
+
+def duckdb_glob_escape(path: str) -> str:
+    """`path` as a DuckDB glob that matches only itself: `*`, `?` and `[` each in a class of its
+    own (DuckDB reads every name it is given as a glob)."""
+    return re.sub(r"([*?\[])", r"[\1]", path)
+
+
+def parquet_files_named(exc: BaseException | str, root: Path) -> list[Path]:
+    """The Parquet files under `root` that a DuckDB error names (quoted). The echo of the SQL
+    that DuckDB adds (`LINE 1: ... '<dir>/*.parquet'`) names globs, escaped ones included:
+    names with glob characters below `root` are left out. Shared by every reader."""
+    found = []
+    for match in re.finditer(r"""["']([^"']+\.parquet)["']""", str(exc)):
+        path = Path(match.group(1))
+        if root not in path.parents or _GLOB_CHARS.search(str(path.relative_to(root))):
+            continue
+        if path not in found:
+            found.append(path)
+    return found
 
 
 def _is_cell_file(path: Path) -> bool:

@@ -141,3 +141,57 @@ def test_ingest_is_refused_while_another_writer_holds_the_warehouse(tmp_path: Pa
         holder.wait()
     assert main(["ingest", str(log), "--results", str(results)]) == 0
     assert len(list((results / "ingested" / "cells").glob("*.parquet"))) == 1
+
+
+def test_a_probe_of_the_lock_does_not_turn_a_writer_away(tmp_path: Path) -> None:
+    """`farm check` probes the lock with a shared flock for an instant, naming nobody: a writer
+    starting at that instant waits the instant out instead of exiting 2 "(it did not say which)"."""
+    results = tmp_path / "results"
+    with Warehouse(results).writer_lock():
+        pass
+    probe = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, os, sys, time\nfd = os.open(sys.argv[1], os.O_RDONLY)\n"
+         "fcntl.flock(fd, fcntl.LOCK_SH)\nprint('probing', flush=True)\ntime.sleep(0.5)\n",
+         str(results / ".lock")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert probe.stdout.readline().strip() == "probing"
+        with Warehouse(results).writer_lock():
+            assert probe.poll() is not None  # it went on once the probe had let go
+    finally:
+        probe.kill()
+        probe.wait()
+
+
+def test_the_lock_file_is_shared_with_the_folder_group(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Created as the umask allows (group-writable under umask 002), and taken through a read-only
+    descriptor where this user may not write another's lock file (flock needs no write access)."""
+    import stat
+
+    import farm.warehouse as wh
+
+    old = os.umask(0o002)
+    try:
+        with Warehouse(tmp_path / "results").writer_lock():
+            pass
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "results" / ".lock").stat().st_mode) == 0o664
+    real_open = os.open
+
+    def refuse_writing(path, flags, *args):
+        if str(path).endswith(".lock") and flags & (os.O_RDWR | os.O_WRONLY):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(wh.os, "open", refuse_writing)
+    holder = None
+    with Warehouse(tmp_path / "results").writer_lock():
+        holder = hold_attempt(tmp_path / "results")
+    assert holder == 2  # another writer was refused while the read-only descriptor held the lock
+
+
+def hold_attempt(results: Path) -> int:
+    """Exit status of another process trying to take the writer lock now."""
+    return subprocess.run([sys.executable, "-c", "import sys\nfrom farm.warehouse import Warehouse, WarehouseBusy\n"
+                           "try:\n    with Warehouse(sys.argv[1]).writer_lock():\n        sys.exit(0)\n"
+                           "except WarehouseBusy:\n    sys.exit(2)\n", str(results)], cwd=ROOT, env=ENV).returncode

@@ -4,6 +4,7 @@ temporary files (and with --fix resolves them)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -124,7 +125,8 @@ def test_a_file_whose_inside_is_damaged_is_skipped_when_read(measured: Path, tmp
     results = copy_of(measured, tmp_path) / "results"
     victim = next((results / "tiny" / "cells").glob("*.parquet"))
     data = victim.read_bytes()
-    victim.write_bytes(data[:-300] + b"\x07" * 292 + data[-8:])
+    footer = int.from_bytes(data[-8:-4], "little")  # the whole footer: its end is only key-value metadata
+    victim.write_bytes(data[:-8 - footer] + b"\x07" * footer + data[-8:])
     capsys.readouterr()
     assert main(["query", "SELECT count(*) AS n FROM cells", "--results", str(results), "--format", "csv"]) == 0
     out, err = capsys.readouterr()
@@ -183,6 +185,7 @@ def test_check_finds_orphans_temporary_files_and_wrong_schemas_and_fix_resolves_
     damaged = sweep / DAMAGED_DIR_NAME
     assert (damaged / "plots" / "a.png").is_file() and (damaged / "cells" / "notes.txt").is_file()
     assert (damaged / "cells" / f"{cell}.parquet").is_file()  # un-marked: the next sweep measures it again
+    assert (damaged / "samples" / "unfinished.parquet").is_file()  # an orphan is moved aside, not deleted
     assert not (sweep / "samples" / f"{cell}.parquet").exists() and not list(results.rglob("*.tmp"))
     assert (results / "examples" / "gpu" / "cells" / "x.parquet").is_file()
     assert main(["sweep", str(base / "sweep.toml"), "--results", str(results), "--executor", "local"]) == 0
@@ -233,3 +236,173 @@ def test_the_dashboard_names_a_damaged_file_and_shows_the_rest(measured: Path, t
     (warning,) = [w.value for w in at.warning if "damaged" in w.value]
     assert warning.startswith("**1 damaged file(s) left out**") and str(victim) in warning
     assert metrics(at)["Cells"] == "1"  # the other cell is still there
+
+
+def one_line_error(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("farm: error:") and "Traceback" not in err, err
+    return lines[0]
+
+
+def test_a_relative_results_folder_with_a_damaged_file(measured: Path, tmp_path: Path, capsys,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default `--results results` is relative: every reader, and the end-of-sweep summary
+    when another sweep of the warehouse has a damaged file, skips the file with one warning."""
+    base = copy_of(measured, tmp_path)
+    shutil.copytree(base / "results" / "tiny", base / "results" / "other")  # another sweep of the warehouse
+    victim = sorted((base / "results" / "other" / "cells").glob("*.parquet"))[0]
+    victim.write_bytes(victim.read_bytes()[:100])
+    monkeypatch.chdir(base)
+    where = ["--results", "results"]
+    cell = sorted((base / "results" / "tiny" / "cells").glob("*.parquet"))[0].stem
+    capsys.readouterr()
+    for argv in (["query", "SELECT count(*) FROM cells"], ["ls"], ["show", "other"], ["graph", cell[:8], "-o", "e.dot"],
+                 ["report", "other", "-o", "r.html"]):
+        assert main([*argv, *where]) == 0, argv
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and err.count("farm: warning: skipped damaged file") == 1, (argv, err)
+        assert str(base / "results" / "other" / "cells" / victim.name) in err
+    assert main(["sweep", "sweep.toml", *where, "--executor", "local"]) == 0  # resumes tiny; reads other in its summary
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "skipped damaged file" in err and victim.is_file()
+
+
+def snapshot(folder: Path) -> dict[str, bytes | None]:
+    return {str(p.relative_to(folder)): (p.read_bytes() if p.is_file() else None) for p in sorted(folder.rglob("*"))}
+
+
+def test_a_folder_farm_did_not_write_is_refused_by_every_writer(measured: Path, tmp_path: Path, capsys,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A project folder (with a folder of a table's name and a Parquet file in it) and a home
+    folder (with a .cache of temp and work folders) are not warehouses: `farm sweep`, `farm check
+    --fix` and `farm check` exit 2 with one line and touch nothing."""
+    import pyarrow as pa
+
+    proj = tmp_path / "proj"
+    project = proj / "myproject"
+    (project / "samples").mkdir(parents=True)
+    pq.write_table(pa.table({"cell_id": ["a"], "latency_ms": [1.0]}), project / "samples" / "data.parquet")
+    (project / "src").mkdir()
+    (project / "src" / "main.py").write_text("print('mine')\n")
+    (project / ".git").mkdir()
+    (project / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (project / "README.md").write_text("mine\n")
+    home = tmp_path / "home"
+    for path in (home / ".cache" / "tmp" / "download.part", home / ".cache" / "work" / "notes.txt",
+                 home / ".cache" / "pip" / ".wheel.tmp1", home / "Documents" / "cv.pdf"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"mine")
+    sweep = str(measured / "sweep.toml")
+    for folder, argvs in ((proj, [["--results", str(proj)], ["--results", str(project)]]),
+                          (home, [["--results", str(home)], ["--results", "."], ["--results", ""]])):
+        monkeypatch.chdir(folder)
+        before = snapshot(folder)
+        for where in argvs:
+            for argv in (["sweep", sweep, "--executor", "local"], ["check", "--fix"], ["check"]):
+                capsys.readouterr()
+                assert main([*argv, *where]) == 2, (argv, where)
+                line = one_line_error(capsys.readouterr().err)
+                assert "is not a farm warehouse" in line, line
+                if argv[0] == "sweep":
+                    assert line.endswith("pass an empty or new folder to --results (nothing was written)"), line
+            assert snapshot(folder) == before, where
+
+
+def test_what_counts_as_a_warehouse(measured: Path, tmp_path: Path, capsys) -> None:
+    """A new or empty folder becomes one (its first writer writes the marker); a warehouse an
+    older farm wrote has no marker and is recognised by its files' metadata (then marked); a
+    folder of such warehouses, as results/ holds results/examples/, is one too. Readers never
+    need the marker."""
+    import json
+
+    from farm import __version__
+    from farm.warehouse import MARKER_NAME, SCHEMA_VERSION
+
+    assert Warehouse(ROOT / "results" / "examples").not_a_warehouse() is None  # committed, without a marker
+    assert not (ROOT / "results" / "examples" / MARKER_NAME).exists()
+    sweep = str(measured / "sweep.toml")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for folder in (tmp_path / "new" / "deeper", empty):
+        assert main(["sweep", sweep, "--results", str(folder), "--executor", "local"]) == 0
+        assert json.loads((folder / MARKER_NAME).read_text()) == {"farm_version": __version__,
+                                                                   "schema_version": SCHEMA_VERSION}
+    legacy = copy_of(measured, tmp_path) / "results"
+    (legacy / MARKER_NAME).unlink()
+    capsys.readouterr()
+    assert main(["query", "SELECT count(*) AS n FROM cells", "--results", str(legacy), "--format", "csv"]) == 0
+    assert capsys.readouterr().out == "n\n2\n" and not (legacy / MARKER_NAME).exists()  # readers write nothing
+    assert main(["check", "--fix", "--results", str(legacy)]) == 0 and (legacy / MARKER_NAME).is_file()
+    holder = tmp_path / "holder"
+    shutil.copytree(ROOT / "results" / "examples", holder / "examples", ignore=shutil.ignore_patterns(".cache"))
+    assert Warehouse(holder).not_a_warehouse() is None
+    assert main(["check", "--results", str(holder)]) == 0
+    (holder / "notes.txt").write_text("mine")
+    assert "notes.txt" in Warehouse(holder).not_a_warehouse()
+
+
+def test_an_ok_cell_left_without_its_measurement_is_measured_again(measured: Path, tmp_path: Path, capsys) -> None:
+    """An older farm, killed while it moved a damaged measurements file aside, left the cell's
+    `cells` file (ok) behind: `farm check` names it, --fix un-marks it, and a sweep measures it
+    again even without a check."""
+    base = copy_of(measured, tmp_path)
+    results = base / "results"
+    cell = sorted((results / "tiny" / "cells").glob("*.parquet"))[0].stem
+    (results / "tiny" / DAMAGED_DIR_NAME / "measurements").mkdir(parents=True)
+    os.replace(results / "tiny" / "measurements" / f"{cell}.parquet",
+               results / "tiny" / DAMAGED_DIR_NAME / "measurements" / f"{cell}.parquet")  # the kill came here
+    survivor = tmp_path / "survivor"
+    shutil.copytree(results, survivor)
+    capsys.readouterr()
+    assert main(["check", "--results", str(results)]) == 1
+    out = capsys.readouterr().out
+    assert f"unmeasured {results / 'tiny' / 'cells' / cell}.parquet: an ok cell with no measurements file" in out
+    assert "1 unmeasured" in out
+    assert main(["check", "--fix", "--results", str(results)]) == 1
+    assert "un-marked: the next sweep measures the cell again" in capsys.readouterr().out
+    assert main(["check", "--results", str(results)]) == 0
+    for folder in (results, survivor):  # fixed first, and not
+        capsys.readouterr()
+        assert main(["sweep", str(base / "sweep.toml"), "--results", str(folder), "--executor", "local"]) == 0
+        assert "1 to run" in capsys.readouterr().err
+        assert counts(folder)["measurements"] == 2
+
+
+def test_a_fifo_in_a_table_folder_is_moved_aside_not_waited_on(measured: Path, tmp_path: Path) -> None:
+    import os as os_
+
+    base = copy_of(measured, tmp_path)
+    results = base / "results"
+    fifo = results / "tiny" / "samples" / "fifo.parquet"
+    os_.mkfifo(fifo)
+    run = [sys.executable, "-m", "farm"]
+    query = subprocess.run([*run, "query", "SELECT count(*) FROM samples", "--results", str(results)],
+                           cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert query.returncode == 0 and f"skipped damaged file {fifo} (not a regular file)" in query.stderr, query.stderr
+    sweep = subprocess.run([*run, "sweep", str(base / "sweep.toml"), "--results", str(results), "--executor", "local"],
+                           cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert sweep.returncode == 0 and f"moved damaged file {fifo}" in sweep.stderr, sweep.stderr
+    assert "not a regular file" in sweep.stderr and not os_.path.lexists(fifo)
+
+
+def test_glob_characters_in_the_results_path(measured: Path, tmp_path: Path, capsys) -> None:
+    """`--results '/tmp/w[1]'` names that folder, not `/tmp/w1`; a damaged file in it is skipped."""
+    results = tmp_path / "w[1]"
+    shutil.copytree(measured / "results", results, ignore=shutil.ignore_patterns(".cache"))
+    decoy = tmp_path / "w1"  # what the glob w[1] would match
+    shutil.copytree(measured / "results", decoy, ignore=shutil.ignore_patterns(".cache"))
+    shutil.copytree(decoy / "tiny", decoy / "more")
+    where = ["--results", str(results)]
+    capsys.readouterr()
+    assert main(["query", "SELECT count(*) AS n FROM cells", *where, "--format", "csv"]) == 0
+    assert capsys.readouterr().out == "n\n2\n"
+    victim = sorted((results / "tiny" / "cells").glob("*.parquet"))[0]
+    victim.write_bytes(victim.read_bytes()[:100])
+    for argv in (["query", "SELECT count(*) AS n FROM cells", "--format", "csv"], ["ls"], ["show", "tiny"]):
+        assert main([*argv, *where]) == 0
+        out, err = capsys.readouterr()
+        assert "Traceback" not in err and err.count(f"skipped damaged file {victim}") == 1, err
+        if argv[0] == "query":
+            assert out == "n\n1\n"
+    assert len(Snapshot(results).cell_frame) == 1
+    assert main(["check", *where]) == 1 and f"damaged  {victim}" in capsys.readouterr().out

@@ -242,3 +242,37 @@ def test_the_next_run_removes_what_a_killed_run_left(measured: Path, tmp_path: P
     assert "removed 6 temporary file(s) left by an interrupted run" in capsys.readouterr().err
     assert_whole(results)
     assert (cache / "zoo").is_dir() and (cache / "tmp").is_dir()
+
+
+def test_a_mistake_found_at_planning_writes_nothing(tmp_path: Path, capsys) -> None:
+    """A ConfigError that only planning finds (a calibration file that is not there) exits 2 before
+    anything is written: no warehouse folder, no lock file."""
+    (tmp_path / "models").mkdir()
+    tiny_cnn(tmp_path / "models" / "tiny.onnx")
+    path = write_sweep(tmp_path, """
+        name = "tiny"
+        [[models]]
+        source = "models/tiny.onnx"
+        calibration = { data = "missing.npz" }
+        """)
+    results = tmp_path / "results"
+    assert main(["sweep", str(path), "--results", str(results), "--executor", "local"]) == 2
+    assert "calibration.data: no such file" in one_error_line(capsys.readouterr().err)
+    assert not results.exists()
+    results.mkdir()  # an empty warehouse stays empty
+    assert main(["sweep", str(path), "--results", str(results), "--executor", "local"]) == 2
+    assert list(results.iterdir()) == []
+
+
+def test_only_farms_own_temporary_names_are_leftovers(measured: Path, tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    shutil.copytree(measured / "results", results)
+    cache = results / ".cache"
+    farms = [cache / "tmp" / "x.onnx.4242.tmp", cache / "tmp" / "verify.abc", cache / "work" / ("0" * 16),
+             cache / "zoo" / ".m.onnx.4242.tmp", results / "tiny" / "cells" / ".c.parquet.4242.tmp"]
+    others = [cache / "tmp" / "notes.txt", cache / "work" / "mine", cache / "zoo" / ".m.onnx.tmp.keep",
+              results / "tiny" / "cells" / ".mine.tmp"]
+    for path in farms + others:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"x")
+    assert sorted(Warehouse(results).leftovers()) == sorted(farms)

@@ -141,7 +141,8 @@ def test_quarantine_moves_a_cell_file_with_its_cells_file(tmp_path: Path) -> Non
         pq.write_table(SCHEMAS[table].empty_table(), whole_file(warehouse.table_dir("s", table), name="c1"))
     moves = warehouse.quarantine("s", warehouse.table_dir("s", "samples") / "c1.parquet")
     damaged = tmp_path / "s" / ".damaged"
-    assert [to for _, to in moves] == [damaged / "samples" / "c1.parquet", damaged / "cells" / "c1.parquet"]
+    # the cells file first (as write_cell un-marks a cell first): a kill in between leaves no done cell without a file
+    assert [to for _, to in moves] == [damaged / "cells" / "c1.parquet", damaged / "samples" / "c1.parquet"]
     assert warehouse.repair("s") == [warehouse.table_dir("s", "measurements") / "c1.parquet"]  # cell not done
     whole_file(warehouse.table_dir("s", "samples"), name="c1")
     again = warehouse.quarantine("s", warehouse.table_dir("s", "samples") / "c1.parquet")
@@ -158,3 +159,37 @@ def test_writer_lock_records_its_holder_and_nests(tmp_path: Path) -> None:
             pass
         assert warehouse.lock_holder() is None  # not another process
     assert (tmp_path / "new" / LOCK_NAME).read_text() == ""  # released: nobody named
+
+
+def test_one_rule_says_which_folders_are_sweeps(tmp_path: Path) -> None:
+    """A sweep is a folder of the root, not a dot folder, holding a table folder: readers, writers,
+    `farm check` and the dashboard's SQL console all go by `sweep_dirs`."""
+    warehouse = Warehouse(tmp_path)
+    warehouse._write("cells", "real", "c1", [{"cell_id": "c1", "status": "ok"}])
+    warehouse._write("cells", "started", "c2", [{"cell_id": "c2", "status": "ok"}])
+    (tmp_path / "started" / "cells" / "c2.parquet").unlink()  # a run that wrote its sweeps row only
+    warehouse._write("sweeps", "started", "r", [{"run_id": "r", "sweep_id": "started"}])
+    for other in (".git/cells", "notes", "examples/gpu/cells"):  # a dot folder, no table folder, a nested warehouse
+        (tmp_path / other).mkdir(parents=True)
+    pq.write_table(SCHEMAS["cells"].empty_table(), tmp_path / ".git" / "cells" / "x.parquet")
+    (tmp_path / ".git" / "cells" / ".x.parquet.1.tmp").write_bytes(b"x")
+    assert [p.name for p in warehouse.sweep_dirs()] == ["real", "started"] and warehouse.sweeps() == ["real", "started"]
+    assert warehouse.table_globs("cells") == [str(tmp_path / "real" / "cells" / "*.parquet")]
+    assert warehouse.connect().execute("SELECT cell_id FROM cells").fetchall() == [("c1",)]
+    assert warehouse.leftovers() == []
+
+
+def test_the_files_a_duckdb_error_names(tmp_path: Path) -> None:
+    from farm.warehouse import parquet_files_named
+
+    root = tmp_path / "w[1]"
+    message = (f"Invalid Input Error: No magic bytes found at end of file '{root}/s/cells/a.parquet'\n\n"
+               f"LINE 1: ... read_parquet(['{root}/s/cells/*.parquet', '{tmp_path}/w[[]1]/s/cells/b.parquet', "
+               f"'/elsewhere/c.parquet'])")
+    assert parquet_files_named(message, root) == [root / "s" / "cells" / "a.parquet"]
+
+
+def test_a_relative_root_is_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert Warehouse("results").root == tmp_path / "results"
+    assert Warehouse("").root == tmp_path and Warehouse("a/../b").root == tmp_path / "b"

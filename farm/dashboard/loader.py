@@ -13,12 +13,12 @@ without it a load reads every file. Damaged cell files are skipped with a warnin
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 import pandas as pd
 
-from farm.warehouse import CACHE_DIR_NAME, SCHEMAS, Warehouse, file_problem, sql_string
+from farm.warehouse import (CACHE_DIR_NAME, SCHEMAS, Warehouse, duckdb_glob_escape, file_problem,
+                            parquet_files_named, sql_string)
 
 SMALL_TABLES = ("sweeps", "cells", "builds", "measurements", "accuracy", "devices")  # one row per cell or fewer
 
@@ -41,27 +41,25 @@ def load_sweep_table(con, warehouse: Warehouse, sweep: str, table: str, target: 
     the warehouse's writer lock."""
     import duckdb
 
-    root = warehouse.root.resolve()
+    root = warehouse.root  # as the warehouse spells it: the paths it skips are spelled so too
     directory = root / sweep / table
-    failures: dict[str, int] = {}
+    failures: dict[Path, int] = {}
     unnamed = 0
     while True:
         try:
             return _load(con, warehouse, root, sweep, table, target, save)
         except duckdb.Error as exc:
             con.execute("DROP TABLE IF EXISTS _rows")
-            name = next((m.group(1) for m in re.finditer(r"""["']([^"']+\.parquet)["']""", str(exc))
-                         if Path(m.group(1)).parent == directory), None)
-            if name is None:  # a running sweep may replace a file between listing and reading
+            path = next((p for p in parquet_files_named(exc, root) if p.parent == directory), None)
+            if path is None:  # a running sweep may replace a file between listing and reading
                 unnamed += 1
                 if unnamed == 3 or not isinstance(exc, duckdb.IOException):
                     raise
                 continue
-            path = Path(name)
-            failures[name] = failures.get(name, 0) + 1
+            failures[path] = failures.get(path, 0) + 1
             if path in warehouse.skipped:
                 raise
-            if path.exists() and failures[name] > 1:  # failed twice as it is: damaged inside
+            if path.exists() and failures[path] > 1:  # failed twice as it is: damaged inside
                 warehouse.skip(path, str(exc).strip().splitlines()[0])
 
 
@@ -91,7 +89,7 @@ def _load(con, warehouse: Warehouse, root: Path, sweep: str, table: str, target:
     kept: set[str] = set()
     stale = not cached.is_file()
     if not stale:
-        copy = f"read_parquet('{sql_string(str(cached))}')"
+        copy = f"read_parquet('{sql_string(duckdb_glob_escape(str(cached)))}')"
         try:
             known = con.execute(f"SELECT DISTINCT _file, _mtime_ns, _size FROM {copy}").fetchall()
             kept = {name for name, mtime, size in known if files.get(name) == (mtime, size)}
@@ -112,7 +110,7 @@ def _load(con, warehouse: Warehouse, root: Path, sweep: str, table: str, target:
         if path not in warehouse.skipped:
             fresh.append(name)
     if fresh:
-        paths = ", ".join(f"'{sql_string(str(directory / name))}'" for name in fresh)
+        paths = ", ".join(f"'{sql_string(duckdb_glob_escape(str(directory / name)))}'" for name in fresh)
         source = f"read_parquet([{paths}], union_by_name = true, filename = true)"
         # The schema's columns that the files have (an older farm's lack newer ones: those stay
         # null), chosen in the same query so the files' footers are read once.
