@@ -160,8 +160,8 @@ def test_snapshot_of_the_real_warehouse(warehouse: Path) -> None:
     assert snap.sweep_names == ["dash", "trt"]
     assert len(cells) == 18 + 2
     dash = cells[cells.sweep_id == "dash"]
-    # bad.onnx fails at fp32; at fp16 its transform is refused as unsupported (the checked transforms)
-    assert dash.status.value_counts().to_dict() == {"failed": 3, "unsupported": 9, "ok": 6}
+    # bad.onnx fails at fp32 and fp16 (no runtime knows its operator: not the transform's fault)
+    assert dash.status.value_counts().to_dict() == {"failed": 6, "unsupported": 6, "ok": 6}
     ok = dash[dash.status == "ok"]
     assert ok.throughput_qps.gt(0).all() and ok.verdict.eq("pass").all()
     assert ok.latency_median_ms.between(ok.median_ci_low_ms, ok.median_ci_high_ms).all()
