@@ -40,6 +40,15 @@ class BuildStats:
     precision_transform_s: float | None = None
     precision_transform_cached: bool | None = None
     calibration: str | None = None
+    # what the precision transform did (farm.precision: checked after every transform)
+    transform_summary: str | None = None
+    transform_tool: str | None = None
+    transform_tensors_fp16: int | None = None
+    transform_nodes_kept_fp32: int | None = None
+    transform_nodes_kept_fp32_range: int | None = None
+    transform_subgraphs: int | None = None
+    transform_qdq_pairs: int | None = None
+    transform_quantized_nodes: int | None = None
 
 
 @dataclasses.dataclass
