@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -39,12 +40,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--address", default=None, metavar="ADDR",
                    help="join an existing Ray cluster ('auto' or 'ray://host:port'); default: start a local Ray "
                         "bound to localhost")
-    p.add_argument("--retries", type=int, default=2, metavar="N",
-                   help="times a cell is retried on a fresh process when its process dies (default: 2)")
-    p.add_argument("--worker-memory", default="80%", metavar="SIZE",
+    p.add_argument("--retries", type=int, default=None, metavar="N",
+                   help="times a cell is retried on a fresh process when its process dies (default: 2; "
+                        "--executor ray only)")
+    p.add_argument("--worker-memory", default=None, metavar="SIZE",
                    help="memory a cell's processes may use before they are stopped and the cell fails as out of "
                         "memory: a share of the node's memory, divided between the workers running at once on it "
                         "(default: 80%%), a size such as 12GiB, or none (--executor ray only)")
+    p.add_argument("--cell-timeout", type=float, default=None, metavar="SECONDS",
+                   help="stop a cell still running after this long and record it failed, timed out (default: "
+                        "10800, three hours; 0: never; --executor ray only)")
     p.add_argument("--gpus", type=int, default=None, metavar="N",
                    help="use at most N GPUs (one actor each); default: every GPU Ray sees")
 
@@ -111,20 +116,31 @@ def main(argv: Sequence[str] | None = None) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from farm.executor import parse_memory_limit
+    from farm.executor import DEFAULT_CELL_TIMEOUT_S, DEFAULT_WORKER_MEMORY, parse_memory_limit
     from farm.sweep import run_sweep, summary_table
     from farm.warehouse import Warehouse
 
-    if args.executor == "local" and (args.address or args.gpus is not None):
-        raise UserError("--address and --gpus apply to --executor ray only")
-    if args.retries < 0:
-        raise UserError(f"--retries {args.retries}: give 0 or more")
+    ray_only = {"--address": args.address, "--gpus": args.gpus, "--retries": args.retries,
+                "--worker-memory": args.worker_memory, "--cell-timeout": args.cell_timeout}
+    given = [flag for flag, value in ray_only.items() if value is not None]
+    if args.executor == "local" and given:
+        raise UserError(f"{', '.join(given)}: for --executor ray only (local runs each cell in this process, "
+                        "with no isolation)")
+    retries = 2 if args.retries is None else args.retries
+    if retries < 0:
+        raise UserError(f"--retries {retries}: give 0 or more")
     if args.gpus is not None and args.gpus < 1:
         raise UserError(f"--gpus {args.gpus}: give 1 or more (to run without GPUs, leave CUDA cells out of the sweep)")
-    parse_memory_limit(args.worker_memory)  # a mistake here is one line, before anything runs
+    worker_memory = DEFAULT_WORKER_MEMORY if args.worker_memory is None else args.worker_memory
+    parse_memory_limit(worker_memory)  # a mistake here is one line, before anything runs
+    timeout = DEFAULT_CELL_TIMEOUT_S if args.cell_timeout is None else args.cell_timeout
+    if not math.isfinite(timeout) or timeout < 0:
+        raise UserError(f"--cell-timeout {args.cell_timeout}: give a number of seconds, or 0 for no limit")
+    if args.address:
+        _check_reachable(args.address)
     outcome = run_sweep(args.config, args.results, force=args.force, executor=args.executor,
-                        address=args.address, retries=args.retries, gpus=args.gpus,
-                        worker_memory=args.worker_memory)
+                        address=args.address, retries=retries, gpus=args.gpus,
+                        worker_memory=worker_memory, cell_timeout_s=timeout or None)
     out = _console()
     table, notes = summary_table(Warehouse(args.results), outcome)
     out.print(table)
@@ -136,6 +152,22 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         for label, reason in outcome.failures:
             err.print(f"  {label}: {reason}", highlight=False)
     return outcome.exit_code
+
+
+def _check_reachable(address: str) -> None:
+    """A Ray address that nothing answers at is one line now, not a wait of many minutes in ray.init."""
+    import re
+    import socket
+
+    match = re.fullmatch(r"(?:ray://)?\[?([^\]]+?)\]?:(\d+)", address)
+    if address == "auto" or not match:  # 'auto' finds the local cluster itself, and says when there is none
+        return
+    host, port = match.group(1), int(match.group(2))
+    try:
+        socket.create_connection((host, port), timeout=10).close()
+    except OSError as exc:
+        raise UserError(f"--address {address}: nothing answers there ({exc.strerror or exc}); start the cluster "
+                        "(ray start --head) or give its address") from None
 
 
 def cmd_query(args: argparse.Namespace) -> int:
@@ -313,8 +345,20 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_dashboard(args: argparse.Namespace) -> int:
+    import socket
+
     from farm.dashboard import serve
 
+    if not 1 <= args.port <= 65535:
+        raise UserError(f"--port {args.port}: give a port from 1 to 65535")
+    try:  # a port in use or an address not of this machine: one line now, not Streamlit's traceback
+        family = socket.AF_INET6 if ":" in args.address else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((args.address, args.port))
+    except OSError as exc:
+        raise UserError(f"cannot serve on {args.address}:{args.port}: {exc.strerror or exc} "
+                        "(pick another --port, or an --address of this machine such as 127.0.0.1)") from None
     results = Path(args.results).resolve()
     if not results.is_dir():
         print(f"farm: note: no warehouse at {args.results}/ yet; the dashboard will say what to run", file=sys.stderr)

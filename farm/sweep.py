@@ -15,7 +15,7 @@ from farm import __version__
 from farm.callbacks import Callback, CallbackList
 from farm.config import LoadedConfig, load_config
 from farm.display import ProgressDisplay, render_table
-from farm.executor import DEFAULT_WORKER_MEMORY, make_executor
+from farm.executor import DEFAULT_CELL_TIMEOUT_S, DEFAULT_WORKER_MEMORY, make_executor
 from farm.plan import Cell, Plan, plan_sweep
 from farm.provenance import farm_commit, host_info
 from farm.warehouse import KEPT_STATUSES, SCHEMA_VERSION, Warehouse
@@ -51,7 +51,7 @@ class SweepOutcome:
 
 def run_sweep(config_path: str | Path, results: str | Path, *, force: bool = False, executor: str = "ray",
               address: str | None = None, retries: int = 2, gpus: int | None = None,
-              worker_memory: str = DEFAULT_WORKER_MEMORY,
+              worker_memory: str = DEFAULT_WORKER_MEMORY, cell_timeout_s: float | None = DEFAULT_CELL_TIMEOUT_S,
               console: Console | None = None) -> SweepOutcome:
     """Run a sweep file into the warehouse at `results`, skipping cells it already holds."""
     console = console or Console(stderr=True)
@@ -73,13 +73,14 @@ def run_sweep(config_path: str | Path, results: str | Path, *, force: bool = Fal
                           soft_wrap=True)
         try:
             return _run_locked(loaded, planned, warehouse, console, force=force, executor=executor, address=address,
-                               retries=retries, gpus=gpus, worker_memory=worker_memory)
+                               retries=retries, gpus=gpus, worker_memory=worker_memory,
+                               cell_timeout_s=cell_timeout_s)
         finally:
             warehouse.remove_leftovers()  # what this run's cells left in the temp area, even when it failed
 
 
 def _run_locked(loaded: LoadedConfig, plan: Plan, warehouse: Warehouse, console: Console, *, force: bool, executor: str, address: str | None,
-                retries: int, gpus: int | None, worker_memory: str) -> SweepOutcome:
+                retries: int, gpus: int | None, worker_memory: str, cell_timeout_s: float | None) -> SweepOutcome:
     prepared = warehouse.prepare_sweep(plan.sweep)
     for path, problem, moved_to in prepared.moved:
         table = path.parent.name
@@ -112,7 +113,7 @@ def _run_locked(loaded: LoadedConfig, plan: Plan, warehouse: Warehouse, console:
     callbacks.on_sweep_start(todo)
     try:
         make_executor(executor, address=address, max_retries=retries, gpus=gpus,
-                      worker_memory=worker_memory).run(
+                      worker_memory=worker_memory, cell_timeout_s=cell_timeout_s).run(
             todo, warehouse.cache_dir, callbacks)
     finally:
         callbacks.on_sweep_end()
