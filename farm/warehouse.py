@@ -288,6 +288,8 @@ class Warehouse:
         for sweep_dir in self.sweep_dirs():
             for table in ("cells", *(t for t in TABLES if t != "cells")):
                 for name in sorted(_parquet_names(sweep_dir / table))[:2]:
+                    if file_problem(sweep_dir / table / name):  # a FIFO would block the read
+                        continue
                     try:
                         metadata = pq.read_schema(sweep_dir / table / name).metadata or {}
                     except Exception:  # noqa: BLE001 - damaged or foreign: look at the next
@@ -493,7 +495,7 @@ class Warehouse:
         candidates = [p for p in self._table_files(sweep, "cells") if p.name not in measured]
         found = []
         for path in candidates:
-            if statuses is not None and statuses.get(path.stem, "ok") != "ok":
+            if statuses is not None and statuses.get(path.stem, "ok") != "ok" or file_problem(path):
                 continue
             try:
                 row = pq.read_table(path, columns=["status", "run_id"]).to_pylist()

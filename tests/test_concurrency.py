@@ -195,3 +195,22 @@ def hold_attempt(results: Path) -> int:
     return subprocess.run([sys.executable, "-c", "import sys\nfrom farm.warehouse import Warehouse, WarehouseBusy\n"
                            "try:\n    with Warehouse(sys.argv[1]).writer_lock():\n        sys.exit(0)\n"
                            "except WarehouseBusy:\n    sys.exit(2)\n", str(results)], cwd=ROOT, env=ENV).returncode
+
+
+def test_ingest_into_a_folder_farm_did_not_write_is_refused(tmp_path: Path, capsys) -> None:
+    """`farm ingest` is a writer too: a folder that is not a warehouse is refused, nothing touched."""
+    from farm.cli import main
+    from farm.warehouse import NotAWarehouse
+
+    folder = tmp_path / "project"
+    (folder / "src").mkdir(parents=True)
+    (folder / "README.md").write_text("mine")
+    with pytest.raises(NotAWarehouse) as refused:
+        with Warehouse(folder).writer_lock():
+            pass
+    assert refused.value.exit_code == 2 and "is not a farm warehouse" in str(refused.value)
+    log = ROOT.parent / "shared" / "fixtures" / "seeds" / "mnist_trt80.trtexec_perf_summary.log"
+    if log.is_file():
+        assert main(["ingest", str(log), "--results", str(folder)]) == 2
+        assert "is not a farm warehouse" in capsys.readouterr().err
+    assert sorted(p.name for p in folder.rglob("*")) == ["README.md", "src"]

@@ -406,3 +406,19 @@ def test_glob_characters_in_the_results_path(measured: Path, tmp_path: Path, cap
             assert out == "n\n1\n"
     assert len(Snapshot(results).cell_frame) == 1
     assert main(["check", *where]) == 1 and f"damaged  {victim}" in capsys.readouterr().out
+
+
+def test_a_fifo_where_farm_reads_a_footer_blocks_nothing(measured: Path, tmp_path: Path) -> None:
+    """`farm check` (statuses of cells without a measurement) and the test of whether a folder is a
+    warehouse read footers: a FIFO there is passed over, not waited on."""
+    results = copy_of(measured, tmp_path) / "results"
+    os.mkfifo(results / "tiny" / "cells" / "fifo.parquet")
+    project = tmp_path / "project"
+    (project / "x" / "cells").mkdir(parents=True)
+    os.mkfifo(project / "x" / "cells" / "a.parquet")
+    (project / "notes.txt").write_text("mine")
+    run = [sys.executable, "-m", "farm", "check", "--results"]
+    check = subprocess.run([*run, str(results)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert check.returncode == 1 and "fifo.parquet: not a Parquet file of the cells table" in check.stdout, check
+    refused = subprocess.run([*run, str(project)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "is not a farm warehouse" in refused.stderr, refused
