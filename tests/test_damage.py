@@ -404,7 +404,12 @@ def test_glob_characters_in_the_results_path(measured: Path, tmp_path: Path, cap
         assert "Traceback" not in err and err.count(f"skipped damaged file {victim}") == 1, err
         if argv[0] == "query":
             assert out == "n\n1\n"
-    assert len(Snapshot(results).cell_frame) == 1
+    other = sorted((results / "tiny" / "cells").glob("*.parquet"))[1].stem
+    for argv in (["graph", other[:8], "-o", str(tmp_path / "e.dot")], ["report", "tiny", "-o", str(tmp_path / "r.html")]):
+        assert main([*argv, *where]) == 0
+        assert "Traceback" not in capsys.readouterr().err
+    snap = Snapshot(results)
+    assert len(snap.cell_frame) == 1 and not snap.cell_file(other, "samples").empty
     assert main(["check", *where]) == 1 and f"damaged  {victim}" in capsys.readouterr().out
 
 
