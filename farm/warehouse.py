@@ -231,8 +231,6 @@ class Warehouse:
     def table_dir(self, sweep: str, table: str) -> Path:
         return self.root / sweep / table
 
-    # --- one writer at a time -------------------------------------------------------------------
-
     # --- what is a warehouse ---------------------------------------------------------------------
 
     def not_a_warehouse(self) -> str | None:
@@ -332,8 +330,6 @@ class Warehouse:
         host, command and start time are written into the file, and the marker if missing. Nests
         within one process. Raises WarehouseBusy (a UserError: one line, exit 2) naming the holder
         when another process holds it."""
-        import fcntl
-
         lock = self.root.resolve() / LOCK_NAME
         if lock in _held:
             _held[lock] += 1

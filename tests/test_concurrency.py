@@ -184,10 +184,9 @@ def test_the_lock_file_is_shared_with_the_folder_group(tmp_path: Path, monkeypat
         return real_open(path, flags, *args)
 
     monkeypatch.setattr(wh.os, "open", refuse_writing)
-    holder = None
     with Warehouse(tmp_path / "results").writer_lock():
-        holder = hold_attempt(tmp_path / "results")
-    assert holder == 2  # another writer was refused while the read-only descriptor held the lock
+        refused = hold_attempt(tmp_path / "results")
+    assert refused == 2  # another writer was refused while the read-only descriptor held the lock
 
 
 def hold_attempt(results: Path) -> int:

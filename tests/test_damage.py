@@ -369,12 +369,10 @@ def test_an_ok_cell_left_without_its_measurement_is_measured_again(measured: Pat
 
 
 def test_a_fifo_in_a_table_folder_is_moved_aside_not_waited_on(measured: Path, tmp_path: Path) -> None:
-    import os as os_
-
     base = copy_of(measured, tmp_path)
     results = base / "results"
     fifo = results / "tiny" / "samples" / "fifo.parquet"
-    os_.mkfifo(fifo)
+    os.mkfifo(fifo)
     run = [sys.executable, "-m", "farm"]
     query = subprocess.run([*run, "query", "SELECT count(*) FROM samples", "--results", str(results)],
                            cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -382,7 +380,7 @@ def test_a_fifo_in_a_table_folder_is_moved_aside_not_waited_on(measured: Path, t
     sweep = subprocess.run([*run, "sweep", str(base / "sweep.toml"), "--results", str(results), "--executor", "local"],
                            cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert sweep.returncode == 0 and f"moved damaged file {fifo}" in sweep.stderr, sweep.stderr
-    assert "not a regular file" in sweep.stderr and not os_.path.lexists(fifo)
+    assert "not a regular file" in sweep.stderr and not os.path.lexists(fifo)
 
 
 def test_glob_characters_in_the_results_path(measured: Path, tmp_path: Path, capsys) -> None:
