@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from farm.worker import CellResult
 
 from farm.errors import UserError
+from farm.layers.coverage import layer_coverage_percent
 
 SCHEMA_VERSION = 1
 CACHE_DIR_NAME = ".cache"
@@ -114,7 +115,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("warmup_queries", pa.int32()), ("warmup_ms", pa.float64()),
         ("median_ci_low_ms", pa.float64()), ("median_ci_high_ms", pa.float64()), ("median_ci_method", pa.string()),
         ("repeat_spread_percent", pa.float64()), ("stable", pa.bool_()), ("max_cv_percent", pa.float64()),
-        ("max_repeat_spread_percent", pa.float64()),
+        ("max_repeat_spread_percent", pa.float64()), ("layer_coverage_percent", pa.float64()),
         ("peak_memory_bytes", pa.int64()),
     ),
     "samples": _schema(
@@ -131,6 +132,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("total_bytes", pa.int64()), ("macs", pa.int64()), ("calls", pa.int32()),
         ("time_avg_ms", pa.float64()), ("time_median_ms", pa.float64()), ("time_share_percent", pa.float64()),
         ("host_persistent_bytes", pa.int64()), ("device_persistent_bytes", pa.int64()), ("scratch_bytes", pa.int64()),
+        ("kind", pa.string()),
     ),
     "accuracy": _schema(
         ("cell_id", pa.string()), ("output_name", pa.string()), ("reference", pa.string()), ("elements", pa.int64()),
@@ -665,7 +667,9 @@ class Warehouse:
             build = {("engine_" + k if k in _ENGINE_MEMORY else k): v for k, v in vars(result.build).items()}
             self._write("builds", sweep, cell.cell_id, [{"cell_id": cell.cell_id, **build}])
         if result.measurement is not None and result.status == "ok":
-            self._write("measurements", sweep, cell.cell_id, [{"cell_id": cell.cell_id, **result.measurement}])
+            coverage = layer_coverage_percent(result.layers, result.measurement)  # farm.layers.coverage
+            self._write("measurements", sweep, cell.cell_id, [{"cell_id": cell.cell_id, **result.measurement,
+                                                               "layer_coverage_percent": coverage}])
         if result.samples is not None and result.status == "ok":
             self._write_table("samples", sweep, cell.cell_id, _samples_table(cell, result))
         if result.accuracy and result.status == "ok":
@@ -1108,6 +1112,7 @@ def _shapes(shapes: Iterable[list[int] | None]) -> str:
 
 
 def _layer_rows(cell: Cell, result: CellResult) -> list[dict[str, Any]]:
+    from farm.layers.coverage import default_kind
     from farm.layers.memory import total_bytes
 
     averages = [layer.time_avg_ms if layer.time_avg_ms is not None else
@@ -1131,5 +1136,6 @@ def _layer_rows(cell: Cell, result: CellResult) -> list[dict[str, Any]]:
             "time_avg_ms": avg, "time_median_ms": median, "time_share_percent": share,
             "host_persistent_bytes": layer.host_persistent_bytes,
             "device_persistent_bytes": layer.device_persistent_bytes, "scratch_bytes": layer.scratch_bytes,
+            "kind": layer.kind or default_kind(cell.backend),  # ingested engines: 'engine layer'
         })
     return rows

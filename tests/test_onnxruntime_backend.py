@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from farm.backends import backend_class
 from farm.config import Measurement
@@ -114,3 +115,75 @@ def test_feeds_match_model_dtypes(tmp_path: Path) -> None:
     cell = make_cell(tmp_path, "tiny.onnx", batch=3)
     feeds = make_feeds(cell.model.inputs, cell.input_shapes, seed=1)
     assert feeds["x"].shape == (3, 3, 8, 8) and feeds["x"].dtype == np.float32
+
+
+def if_model(path: Path) -> Path:
+    """One If node whose branches each run a MatMul and an activation: all the work is in a subgraph."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    def branch(name: str, activation: str):
+        weight = numpy_helper.from_array(np.full((16, 16), 0.5, np.float32), f"{name}_w")
+        nodes = [helper.make_node("MatMul", ["x", f"{name}_w"], [f"{name}_m"], name=f"{name}_matmul"),
+                 helper.make_node(activation, [f"{name}_m"], [f"{name}_out"], name=f"{name}_act")]
+        return helper.make_graph(nodes, name, [], [helper.make_tensor_value_info(f"{name}_out", TensorProto.FLOAT,
+                                                                                 [16, 16])], initializer=[weight])
+
+    node = helper.make_node("If", ["c"], ["y"], name="the_if", then_branch=branch("then", "Relu"),
+                            else_branch=branch("else", "Sigmoid"))
+    graph = helper.make_graph([node], "if", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 16]),
+                                             helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 16])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+    return path
+
+
+def test_an_if_node_does_not_count_its_body_twice(tmp_path: Path) -> None:
+    """ONNX Runtime times the If node around its branch's nodes and each of those nodes too: the If's
+    row keeps only its own time, so the rows of one run add up to the If's duration, not more."""
+    import json
+
+    import onnx
+    import onnxruntime as ort
+
+    from farm.backends.onnxruntime import layers_from_profile
+
+    if_model(tmp_path / "if.onnx")
+    feeds = {"x": np.ones((16, 16), np.float32), "c": np.array(True)}
+    opts = ort.SessionOptions()
+    opts.enable_profiling, opts.profile_file_prefix, opts.intra_op_num_threads = True, str(tmp_path / "p"), 1
+    session = ort.InferenceSession(str(tmp_path / "if.onnx"), opts, providers=["CPUExecutionProvider"])
+    for _ in range(4):
+        session.run(None, feeds)
+    events = json.loads(Path(session.end_profiling()).read_text())
+    layers = {layer.name: layer for layer in layers_from_profile(events, onnx.load(tmp_path / "if.onnx"), 1)}
+    assert set(layers) == {"the_if", "then_matmul", "then_act"} and all(layer.kind == "graph op"
+                                                                       for layer in layers.values())
+    raw_if_ms = [e["dur"] / 1000 for e in sorted((e for e in events if e["name"] == "the_if_kernel_time"),
+                                                 key=lambda e: e["ts"])][1:]  # the first run is skipped
+    for run, raw in enumerate(raw_if_ms):
+        rows = sum(layer.times_ms[run] for layer in layers.values())
+        assert rows == pytest.approx(raw)  # each microsecond once: the If's own time + its body's
+    assert all(t <= raw for t, raw in zip(layers["the_if"].times_ms, raw_if_ms))
+
+
+def test_control_flow_subtracts_only_the_events_directly_inside_it() -> None:
+    """Nested control flow: a Loop inside an If; each row keeps its own time, each node's time
+    within a run is summed over its executions (the Loop body runs twice per run)."""
+    from farm.backends.onnxruntime import layers_from_profile
+
+    def node(name: str, ts: int, dur: int, op: str) -> dict:
+        return {"cat": "Node", "name": f"{name}_kernel_time", "ts": ts, "dur": dur, "tid": 1,
+                "args": {"op_name": op, "provider": "CPUExecutionProvider"}}
+
+    events = [{"cat": "Session", "name": "model_run", "ts": 0, "dur": 1000},
+              node("if", 10, 900, "If"), node("loop", 20, 600, "Loop"),
+              node("body_mm", 30, 200, "MatMul"), node("body_mm", 300, 250, "MatMul"),
+              node("after", 700, 100, "Relu"), node("outside", 950, 40, "Add")]
+    layers = {layer.name: layer.times_ms for layer in layers_from_profile(events, None, 0)}
+    assert layers == {"if": pytest.approx([0.2]), "loop": pytest.approx([0.15]), "body_mm": pytest.approx([0.45]),
+                      "after": pytest.approx([0.1]), "outside": pytest.approx([0.04])}
+    assert sum(t[0] for t in layers.values()) == pytest.approx(0.9 + 0.04)

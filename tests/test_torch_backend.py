@@ -87,6 +87,59 @@ def test_torch_compile_on_cpu(tmp_path: Path) -> None:
     result = run_cell(torch_cell(tmp_path, "fp32", mode="compile"), tmp_path / "cache")
     assert result.status == "ok", result.traceback
     assert result.build.build_s > 0 and result.layers and all(layer.type == "kernel" for layer in result.layers)
+    # compile-mode rows are kernels, one time per profiled query (FAST: 3), summed over its launches
+    assert all(layer.kind == "kernel" and layer.calls == 3 and len(layer.times_ms) == 3 for layer in result.layers)
+
+
+def test_eager_rows_are_graph_ops_and_coverage_is_stored(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    from farm.warehouse import Warehouse
+
+    cell = torch_cell(tmp_path, "fp32")
+    result = run_cell(cell, tmp_path / "cache")
+    assert result.status == "ok", result.traceback
+    assert {layer.kind for layer in result.layers} == {"graph op"}
+    Warehouse(tmp_path / "results").write_cell(cell, result, "r", "h")
+    layers = pq.read_table(tmp_path / "results" / "s" / "layers" / f"{cell.cell_id}.parquet").to_pandas()
+    measurement = pq.read_table(tmp_path / "results" / "s" / "measurements" / f"{cell.cell_id}.parquet").to_pylist()[0]
+    assert set(layers.kind) == {"graph op"}
+    expected = 100 * layers.time_avg_ms.sum() / measurement["compute_median_ms"]  # CPU: compute = the query
+    assert measurement["layer_coverage_percent"] == pytest.approx(expected)
+
+
+def constant_weight_model(path: Path) -> Path:
+    """x @ W + b with W and b held in Constant nodes, not initializers (as some exporters write them)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(2)
+    w = numpy_helper.from_array(rng.standard_normal((6, 4)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "b")
+    nodes = [helper.make_node("Constant", [], ["w"], name="const_w", value=w),
+             helper.make_node("Constant", [], ["b"], name="const_b", value=b),
+             helper.make_node("MatMul", ["x", "w"], ["m"], name="matmul"),
+             helper.make_node("Add", ["m", "b"], ["y"], name="add")]
+    graph = helper.make_graph(nodes, "constants", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+    return path
+
+
+def test_weights_in_constant_nodes_count_as_weights(tmp_path: Path) -> None:
+    constant_weight_model(tmp_path / "const.onnx")
+    backend = backend_class("torch")({"device": "cpu"})
+    feeds = {"x": np.ones((2, 6), np.float32)}
+    backend.build(tmp_path / "const.onnx", feeds, "fp32", tmp_path)
+    layers = {layer.name: layer for layer in backend.profile_layers(feeds, 2)}
+    backend.close()
+    matmul, add = layers["matmul"], layers["add"]
+    assert matmul.weight_bytes == 6 * 4 * 4 and matmul.input_bytes == 2 * 6 * 4  # W is a weight, not an input
+    assert matmul.input_tensors == ["x"] and matmul.macs == 2 * 4 * 6
+    assert add.weight_bytes == 4 * 4 and add.input_tensors == ["m"]
 
 
 def test_cpu_cannot_run_tf32_or_cuda_graphs(tmp_path: Path) -> None:

@@ -69,6 +69,9 @@ class LayerRecord:
     name: str
     type: str
     times_ms: list[float]
+    # What a row is (farm.layers.coverage.KINDS): 'graph op', 'kernel' or 'engine layer'; rows of
+    # different kinds are never summed or diffed together. None: the writer sets it from the backend.
+    kind: str | None = None
     fused_ops: str | None = None
     tactic: str | None = None
     input_shapes: list[list[int] | None] = dataclasses.field(default_factory=list)

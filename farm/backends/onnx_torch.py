@@ -20,6 +20,7 @@ from typing import Any, Callable
 import numpy as np
 
 SMALL_INT_CONSTANT = 64  # integer initializers up to this many elements stay Python values
+_FLOAT_TYPES = {1, 10, 11, 16}  # onnx.TensorProto FLOAT, FLOAT16, DOUBLE, BFLOAT16
 
 
 class UnsupportedOperator(RuntimeError):
@@ -60,6 +61,11 @@ def build_module(model, float_dtype=None):
                     self.buffer_of[tensor.name] = attr
             self.nodes = []
             missing = set()
+            for node in graph.node:  # a float Constant node's value is a weight, as an initializer is
+                value = next((a.t for a in node.attribute if a.name == "value"), None) \
+                    if node.op_type == "Constant" and node.domain in ("", "ai.onnx") else None
+                if value is not None and value.data_type in _FLOAT_TYPES and node.output:
+                    self.weight_shapes[node.output[0]] = list(value.dims)
             for index, node in enumerate(graph.node):
                 if node.domain not in ("", "ai.onnx") or node.op_type not in OPS:
                     missing.add(f"{node.domain + '.' if node.domain else ''}{node.op_type}")

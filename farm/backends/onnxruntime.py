@@ -7,6 +7,7 @@ Runtime's own profiler in a second session, never during the timed run.
 
 from __future__ import annotations
 
+import bisect
 import json
 import time
 from pathlib import Path
@@ -16,6 +17,7 @@ import numpy as np
 from pydantic import Field
 
 from farm.backends.base import Backend, BackendOptions, BuildStats, LayerRecord, QueryFn
+from farm.layers.coverage import GRAPH_OP
 from farm.layers.memory import conv_macs, matmul_macs, tensor_bytes, total_bytes
 
 _OPTIMIZATION_LEVELS = {
@@ -146,14 +148,20 @@ def layers_from_profile(events: list[dict[str, Any]], optimized_model, skip_runs
     nodes = {n.name: n for n in graph.node} if graph is not None else {}
     initializers = {t.name: t for t in graph.initializer} if graph is not None else {}
 
+    kernel_events = [e for e in events if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time")
+                     and e["ts"] > cutoff]
+    own_us = _own_durations(kernel_events)
+    counted = [r for r in runs if r["ts"] > cutoff]
+    starts = [r["ts"] for r in counted]
     per_node: dict[str, dict[str, Any]] = {}
-    for event in events:
-        name = event.get("name", "")
-        if event.get("cat") != "Node" or not name.endswith("_kernel_time") or event["ts"] <= cutoff:
-            continue
-        node_name = name.removesuffix("_kernel_time")
-        entry = per_node.setdefault(node_name, {"first_ts": event["ts"], "times": [], "args": event.get("args", {})})
-        entry["times"].append(event["dur"] / 1000.0)  # microseconds -> milliseconds
+    for event, own in zip(kernel_events, own_us):
+        node_name = event["name"].removesuffix("_kernel_time")
+        entry = per_node.setdefault(node_name, {"first_ts": event["ts"], "runs": {}, "args": event.get("args", {})})
+        # one time per run: a node a Loop body runs several times per run counts each time
+        run = bisect.bisect_right(starts, event["ts"]) - 1 if counted else len(entry["runs"])
+        entry["runs"][run] = entry["runs"].get(run, 0.0) + own / 1000.0  # microseconds -> milliseconds
+    for entry in per_node.values():
+        entry["times"] = list(entry["runs"].values())
 
     layers = []
     for index, (node_name, entry) in enumerate(sorted(per_node.items(), key=lambda kv: kv[1]["first_ts"])):
@@ -163,7 +171,7 @@ def layers_from_profile(events: list[dict[str, Any]], optimized_model, skip_runs
         in_types = [_type_shape(t) for t in args.get("input_type_shape", [])]
         out_types = [_type_shape(t) for t in args.get("output_type_shape", [])]
         record = LayerRecord(
-            index=index, name=node_name, type=op, times_ms=entry["times"],
+            index=index, name=node_name, type=op, times_ms=entry["times"], kind=GRAPH_OP,
             tactic=f"{args.get('provider', '?')}:{(node.domain or 'ai.onnx') if node is not None else '?'}",
             output_shapes=[s for _, s in out_types], output_dtypes=[d for d, _ in out_types],
             output_bytes=total_bytes(tensor_bytes(s, d) for d, s in out_types),
@@ -195,6 +203,28 @@ def layers_from_profile(events: list[dict[str, Any]], optimized_model, skip_runs
             record.macs = _macs(op, node, record, weight_shapes, in_types)
         layers.append(record)
     return layers
+
+
+def _own_durations(events: list[dict[str, Any]]) -> list[float]:
+    """Each node event's duration less that of the node events inside it (µs).
+
+    A control-flow node (If, Loop, Scan) runs its subgraph's nodes within its own event, and ONNX
+    Runtime times those nodes too: the outer row keeps only its own overhead, so Σ over the rows
+    counts each microsecond once. Inside = on the same thread, starting and ending within it;
+    nested control flow subtracts level by level (only the directly enclosed events)."""
+    order = sorted(range(len(events)), key=lambda i: (events[i].get("tid"), events[i]["ts"], -events[i]["dur"]))
+    own = [float(e["dur"]) for e in events]
+    stack: list[int] = []  # enclosing events, outermost first
+    for i in order:
+        event = events[i]
+        while stack and (events[stack[-1]].get("tid") != event.get("tid")
+                         or event["ts"] + event["dur"] > events[stack[-1]]["ts"] + events[stack[-1]]["dur"]
+                         or event["ts"] < events[stack[-1]]["ts"]):
+            stack.pop()
+        if stack:
+            own[stack[-1]] -= event["dur"]
+        stack.append(i)
+    return [max(t, 0.0) for t in own]
 
 
 def _type_shape(entry: dict[str, list[int]]) -> tuple[str, list[int]]:

@@ -9,6 +9,7 @@ copy, the compute and the D2H copy on one non-default stream, host time around t
 
 from __future__ import annotations
 
+import bisect
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -16,11 +17,13 @@ from typing import Any, Literal
 import numpy as np
 
 from farm.backends.base import Backend, BackendOptions, BuildStats, LayerRecord, PhaseTimes, QueryFn
+from farm.layers.coverage import GRAPH_OP, KERNEL
 from farm.layers.memory import conv_macs, matmul_macs, tensor_bytes, total_bytes
 
 _DTYPES = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 _CONV_OPS = {"Conv"}
 _MATMUL_OPS = {"MatMul", "Gemm"}
+_QUERY_RANGE = "farm.query"  # the profiler range around each profiled query of a compiled module
 
 
 class TorchOptions(BackendOptions):
@@ -237,10 +240,11 @@ class TorchBackend(Backend):
         if self.options.mode == "compile":
             with profile(activities=activities) as prof:
                 for _ in range(iterations):
-                    self.run(*self.device_inputs)
-                if cuda:
-                    torch.cuda.synchronize()
-            return _kernel_records(prof, cuda)
+                    with torch.profiler.record_function(_QUERY_RANGE):  # a query's kernels lie within it
+                        self.run(*self.device_inputs)
+                        if cuda:
+                            torch.cuda.synchronize()
+            return _kernel_records(prof, cuda, iterations)
 
         shapes = self._node_shapes()
         self.module.annotate = True
@@ -262,7 +266,7 @@ class TorchBackend(Backend):
         records = []
         for index, (name, info) in enumerate(shapes.items()):
             records.append(LayerRecord(index=index, name=name, type=info["op"], times_ms=times.get(name, []),
-                                       tactic=f"torch {self.options.mode}", **info["memory"]))
+                                       tactic=f"torch {self.options.mode}", kind=GRAPH_OP, **info["memory"]))
         return records
 
     def _node_shapes(self) -> dict[str, dict[str, Any]]:
@@ -339,15 +343,31 @@ def _device_time_us(event) -> float:
     return 0.0
 
 
-def _kernel_records(prof, cuda: bool) -> list[LayerRecord]:
-    """One row per kernel name (CUDA) or operator (CPU) of a compiled module's profile."""
+def _kernel_records(prof, cuda: bool, iterations: int) -> list[LayerRecord]:
+    """One row per kernel name (CUDA) or operator (CPU) of a compiled module's profile, kind
+    'kernel'. A row's time per query is the sum over that query's launches of the kernel (a name
+    launched three times per query counts three times); `calls` is the number of queries."""
     from torch.autograd import DeviceType
 
-    times: dict[str, list[float]] = {}
+    queries = sorted((e.time_range.start, e.time_range.end) for e in prof.events()
+                     if e.name == _QUERY_RANGE and e.device_type == DeviceType.CPU)
+    starts = [start for start, _ in queries]
+    per_query: dict[str, dict[int, float]] = {}
     for event in prof.events():
+        if event.name == _QUERY_RANGE:  # the range itself (on CUDA, also as a GPU-side annotation)
+            continue
         if cuda and event.device_type == DeviceType.CUDA:
-            times.setdefault(event.name, []).append(_device_time_us(event) / 1000.0)
+            ms = _device_time_us(event) / 1000.0
         elif not cuda and event.name.startswith(("aten::", "triton", "inductor", "cpp_fused")):
-            times.setdefault(event.name, []).append(event.self_cpu_time_total / 1000.0)
-    return [LayerRecord(index=i, name=name, type="kernel", times_ms=t, tactic="torch compile")
-            for i, (name, t) in enumerate(times.items())]
+            ms = event.self_cpu_time_total / 1000.0
+        else:
+            continue
+        query = bisect.bisect_right(starts, event.time_range.start) - 1
+        if queries and not (0 <= query and event.time_range.start <= queries[query][1]):
+            continue  # outside every query (compilation, profiler setup)
+        times = per_query.setdefault(event.name, {})
+        times[query] = times.get(query, 0.0) + ms
+    count = len(queries) or iterations
+    return [LayerRecord(index=i, name=name, type="kernel", kind=KERNEL, tactic="torch compile", calls=count,
+                        times_ms=[t.get(q, 0.0) for q in range(count)] if queries else list(t.values()))
+            for i, (name, t) in enumerate(per_query.items())]
