@@ -1,20 +1,117 @@
-"""Accuracy of a cell against the FP32 reference: the original model on ONNX Runtime CPU, run once
-per model and input set and cached. Per output: max absolute and relative error, mean absolute
-error, cosine similarity, and top-1/top-5 agreement where the output is a classifier's
-([batch, classes] with at least 5 classes). A tolerance breach is a failing verdict, never an error.
+"""Accuracy of a cell against the FP32 reference (the original model on ONNX Runtime CPU), on a
+fixed evaluation set per model: `accuracy.samples` seeded inputs (64 by default), or the model's
+`[models.calibration]` data when it gives some, the same inputs whatever the cell's batch. The set
+runs through the cell's engine in chunks of its batch (the last chunk padded with repeats of its
+own inputs, the padding dropped from the outputs), and through the reference in the same chunks
+(cached). Per output: cosine similarity, max/mean absolute and relative error (Polygraphy's
+comparator), SNR, and top-1/top-5 agreement where the output is a classifier's ([n, classes ≥ 5])
+with a flip inside the reference's own near-tie margin counted as a tie. A tolerance breach is a
+failing verdict, never an error. Definitions and their sources: docs/precision.md#accuracy.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
+import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 REFERENCE = "onnxruntime-cpu fp32"
+DEFAULT_SAMPLES = 64
+DEFAULT_TIE_MARGIN = 0.01  # of the reference row's logit range (max - min)
+SEED_OFFSET = 1_000_000  # evaluation inputs are seeded apart from calibration's (seed + 1000 + i)
+
+Run = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
+
+
+@dataclasses.dataclass
+class EvaluationSet:
+    """The inputs every cell of a model is judged on: arrays stacked along each input's batch axis
+    (inputs without one: a single array fed to every chunk). `batched` False: the model has no
+    batch axis, so each of the n samples is one whole feed stacked on a new axis 0."""
+
+    arrays: dict[str, np.ndarray]
+    axes: dict[str, int | None]
+    n: int
+    batched: bool
+    source: str
+
+    def digest(self) -> str:
+        digest = hashlib.sha256(json.dumps([self.n, self.batched, sorted(self.axes.items())]).encode())
+        for name in sorted(self.arrays):
+            digest.update(name.encode())
+            digest.update(np.ascontiguousarray(self.arrays[name]).tobytes())
+        return digest.hexdigest()
+
+    def chunks(self, batch: int):
+        """(feeds, real rows) per chunk of `batch` samples; the last chunk is padded with repeats
+        of its own inputs. Unbatched models: one sample per chunk."""
+        if not self.batched:
+            for i in range(self.n):
+                yield {name: array[i] for name, array in self.arrays.items()}, 1
+            return
+        for start in range(0, self.n, batch):
+            index = np.arange(start, min(start + batch, self.n))
+            real = len(index)
+            if real < batch:
+                index = np.concatenate([index, index[np.arange(batch - real) % real]])
+            yield {name: array if self.axes[name] is None else np.take(array, index, axis=self.axes[name])
+                   for name, array in self.arrays.items()}, real
+
+
+def evaluation_set(inputs, shapes: dict[str, tuple[int, ...]], samples: int, seed: int,
+                   calibration: Any = None) -> EvaluationSet:
+    """The model's evaluation set: its calibration data (.npz/.npy/images) when given and every
+    input's batch is axis 0, else `samples` seeded inputs (sample i from seed + 1e6 + i, so it does
+    not depend on n or on the cell's batch)."""
+    from farm.models import make_feeds
+
+    batched = any(spec.batch_axis is not None for spec in inputs)
+    axes = {spec.name: spec.batch_axis if batched else 0 for spec in inputs}
+    one = {spec.name: tuple(1 if axis == spec.batch_axis else size for axis, size in enumerate(shapes[spec.name]))
+           for spec in inputs} if batched else dict(shapes)
+    if (calibration is not None and (calibration.data or calibration.images) and batched
+            and all(spec.batch_axis == 0 for spec in inputs)):
+        from farm.precision import calibration_batches
+
+        given = calibration_batches(dataclasses.replace(calibration, samples=samples), inputs, one, seed)
+        arrays = {spec.name: np.concatenate([b[spec.name] for b in given]) for spec in inputs}
+        return EvaluationSet(arrays, axes, len(given), True, (calibration.data or calibration.images))
+    feeds = [make_feeds(inputs, one, seed + SEED_OFFSET + i) for i in range(samples)]
+    if batched:
+        arrays = {spec.name: feeds[0][spec.name] if spec.batch_axis is None else
+                  np.concatenate([f[spec.name] for f in feeds], axis=spec.batch_axis) for spec in inputs}
+    else:
+        arrays = {spec.name: np.stack([f[spec.name] for f in feeds]) for spec in inputs}
+    return EvaluationSet(arrays, axes, samples, batched, f"{samples} seeded inputs")
+
+
+def evaluate(run: Run, evaluation: EvaluationSet, batch: int) -> dict[str, np.ndarray]:
+    """`run` over the evaluation set in chunks of `batch`, padding dropped: outputs whose axis 0 is
+    the chunk's batch are concatenated on it; others (no batch axis) are stacked, one per chunk."""
+    parts: dict[str, list[np.ndarray]] = {}
+    sliced: dict[str, bool] = {}
+    for feeds, real in evaluation.chunks(batch):
+        for name, value in run(feeds).items():
+            value = np.asarray(value)
+            size = batch if evaluation.batched else None
+            cut = size is not None and value.ndim > 0 and value.shape[0] == size
+            sliced[name] = sliced.get(name, True) and cut
+            parts.setdefault(name, []).append(value[:real] if cut else value)
+    return {name: np.concatenate(values) if sliced[name] else np.stack(values) for name, values in parts.items()}
+
+
+def reference_evaluation(model_path: Path, model_sha256: str, evaluation: EvaluationSet, batch: int,
+                         cache_dir: Path) -> dict[str, np.ndarray]:
+    """The FP32 reference over the evaluation set, in the same chunks as the cell (cached on disk)."""
+    key = hashlib.sha256(f"{model_sha256}:{batch}:{evaluation.digest()}".encode()).hexdigest()[:24]
+    return _cached(cache_dir / "reference" / f"eval-{key}.npz",
+                   lambda: evaluate(_reference_session(model_path), evaluation, batch))
 
 
 def reference_outputs(model_path: Path, model_sha256: str, feeds: dict[str, np.ndarray],
@@ -24,15 +121,23 @@ def reference_outputs(model_path: Path, model_sha256: str, feeds: dict[str, np.n
     for name in sorted(feeds):
         digest.update(name.encode())
         digest.update(np.ascontiguousarray(feeds[name]).tobytes())
-    path = cache_dir / "reference" / f"{digest.hexdigest()[:24]}.npz"
-    if path.is_file():
-        with np.load(path) as cached:
-            return {k: cached[k] for k in cached.files}
+    return _cached(cache_dir / "reference" / f"{digest.hexdigest()[:24]}.npz",
+                   lambda: _reference_session(model_path)(feeds))
+
+
+def _reference_session(model_path: Path) -> Run:
     import onnxruntime as ort
 
     session = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
-    outputs = dict(zip(names, session.run(names, feeds)))
+    return lambda feeds: dict(zip(names, session.run(names, feeds)))
+
+
+def _cached(path: Path, compute: Callable[[], dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    if path.is_file():
+        with np.load(path) as cached:
+            return {k: cached[k] for k in cached.files}
+    outputs = compute()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.npz")
     np.savez(tmp, **outputs)
@@ -40,12 +145,77 @@ def reference_outputs(model_path: Path, model_sha256: str, feeds: dict[str, np.n
     return outputs
 
 
-def compare(outputs: dict[str, np.ndarray], reference: dict[str, np.ndarray], tolerance) -> list[dict[str, Any]]:
-    """One `accuracy` row per reference output, each with its verdict."""
+def check(run: Run, cell: Any, feeds: dict[str, np.ndarray], cache_dir: Path,
+          log: Callable[[str], None] = lambda message: None) -> list[dict[str, Any]]:
+    """The cell's `accuracy` rows on its model's evaluation set. A backend whose `outputs` does not
+    follow the feeds it is given (returns what it was built with) is judged on the cell's own
+    feeds instead, and `n` says how many inputs that was."""
+    tolerance = cell.tolerance
+    samples = getattr(tolerance, "samples", DEFAULT_SAMPLES)
+    margin = getattr(tolerance, "tie_margin", DEFAULT_TIE_MARGIN)
+    model = cell.model
+    evaluation = evaluation_set(model.inputs, cell.input_shapes, samples, cell.measurement.seed, cell.calibration)
+    first, _ = next(evaluation.chunks(cell.batch))
+    if not all(np.array_equal(first[k], feeds[k]) for k in feeds) and _same(run(first), run(feeds)):
+        log("the backend's outputs do not follow their inputs: accuracy on the cell's own inputs")
+        reference = reference_outputs(model.path, model.sha256, feeds, cache_dir)
+        n = next((np.shape(feeds[s.name])[s.batch_axis] for s in model.inputs if s.batch_axis is not None), 1)
+        return compare(run(feeds), reference, tolerance, margin, n=int(n))
+    log(f"on {evaluation.source} ({evaluation.n} inputs) in chunks of {cell.batch}")
+    reference = reference_evaluation(model.path, model.sha256, evaluation, cell.batch, cache_dir)
+    return compare(evaluate(run, evaluation, cell.batch), reference, tolerance, margin, n=evaluation.n)
+
+
+def _same(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
+    return a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def _polygraphy_errors(got: np.ndarray, expected: np.ndarray) -> dict[str, float]:
+    """max/mean absolute and relative error from Polygraphy's comparator (SimpleCompareFunc):
+    relative = |got - expected| / |expected|, a zero in the reference raised to 2.2e-16."""
+    from polygraphy import comparator
+    from polygraphy.comparator.struct import IterationResult
+    from polygraphy.logger import G_LOGGER
+
+    G_LOGGER.module_severity = G_LOGGER.CRITICAL  # its per-output report goes to the log, not here
+    simple = getattr(comparator, "SimpleCompareFunc", None) or comparator.CompareFunc.simple  # older: the latter
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = simple(check_error_stat="max")(
+            IterationResult({"o": got}, runner_name="engine"), IterationResult({"o": expected}, runner_name="ref"))["o"]
+    return {"max_abs_error": result.max_absdiff, "mean_abs_error": result.mean_absdiff,
+            "max_rel_error": result.max_reldiff, "mean_rel_error": result.mean_reldiff}
+
+
+def top_k_agreement(got: np.ndarray, expected: np.ndarray, tie_margin: float = DEFAULT_TIE_MARGIN) -> dict[str, Any]:
+    """Top-1/top-5 agreement of a classifier output [n, classes] with the reference. A row agrees
+    when the engine's pick (top-1) or one of its top 5 is the reference's top-1, or scores within
+    the reference's near-tie margin of it: reference[pick] >= reference.max - tie_margin x (the
+    reference row's max - min). `top1_ties` counts the rows whose top-1 differs but is such a tie."""
+    got, expected = np.asarray(got, np.float64), np.asarray(expected, np.float64)
+    best = expected.max(axis=1)
+    margin = tie_margin * (best - expected.min(axis=1))
+    rows = np.arange(len(expected))
+
+    def tied(classes: np.ndarray) -> np.ndarray:
+        return expected[rows, classes] >= best - margin
+
+    pick = got.argmax(axis=1)
+    exact = pick == expected.argmax(axis=1)
+    top1 = exact | tied(pick)
+    five = np.argsort(-got, axis=1, kind="stable")[:, :5]
+    top5 = np.any([tied(five[:, j]) for j in range(5)], axis=0) | np.any(five == expected.argmax(axis=1)[:, None], axis=1)
+    return {"top1_agreement": float(top1.mean()), "top5_agreement": float(top5.mean()),
+            "top1_ties": int((top1 & ~exact).sum())}
+
+
+def compare(outputs: dict[str, np.ndarray], reference: dict[str, np.ndarray], tolerance,
+            tie_margin: float = DEFAULT_TIE_MARGIN, n: int | None = None) -> list[dict[str, Any]]:
+    """One `accuracy` row per reference output, each with its verdict; `n`: inputs compared."""
     rows = []
     for name, expected in reference.items():
         got = outputs.get(name)
-        row: dict[str, Any] = {"output_name": name, "reference": REFERENCE,
+        row: dict[str, Any] = {"output_name": name, "reference": REFERENCE, "n": n,
                                "tolerance": json.dumps(tolerance.model_dump(exclude_none=True), sort_keys=True)}
         if got is None or np.shape(got) != np.shape(expected):
             row |= {"verdict": "fail", "worst_metric": "shape",
@@ -54,29 +224,25 @@ def compare(outputs: dict[str, np.ndarray], reference: dict[str, np.ndarray], to
             continue
         a = np.asarray(got, dtype=np.float64).reshape(-1)
         b = np.asarray(expected, dtype=np.float64).reshape(-1)
-        diff = np.abs(a - b)
         finite = bool(np.isfinite(a).all())
         norm = np.linalg.norm(a) * np.linalg.norm(b)
+        noise = float(np.sum((a - b) ** 2))
+        signal = float(np.sum(b ** 2))
         row |= {
             "elements": int(a.size),
-            "max_abs_error": float(diff.max()) if a.size else 0.0,
-            "max_rel_error": float((diff / (np.abs(b) + 1e-8)).max()) if a.size else 0.0,
-            "mean_abs_error": float(diff.mean()) if a.size else 0.0,
+            "max_abs_error": 0.0, "mean_abs_error": 0.0, "max_rel_error": 0.0, "mean_rel_error": 0.0,
             "cosine_similarity": float(np.dot(a, b) / norm) if norm > 0 and finite else (1.0 if norm == 0 and
-                                                                                        finite and not diff.any() else None),
-            "top1_agreement": None, "top5_agreement": None,
+                                                                                        finite and noise == 0 else None),
+            "snr_db": float(10 * np.log10(signal / noise)) if finite and noise > 0 and signal > 0 else None,
+            "top1_agreement": None, "top5_agreement": None, "top1_ties": None,
         }
-        if np.ndim(expected) == 2 and np.shape(expected)[1] >= 5:
-            got2, exp2 = np.asarray(got, np.float64), np.asarray(expected, np.float64)
-            top1 = exp2.argmax(axis=1)
-            row["top1_agreement"] = float(np.mean(got2.argmax(axis=1) == top1))
-            top5 = np.argsort(-got2, axis=1)[:, :5]
-            row["top5_agreement"] = float(np.mean([t in five for t, five in zip(top1, top5)]))
+        if a.size:
+            row |= _polygraphy_errors(a, b)
+        if np.ndim(expected) == 2 and np.shape(expected)[1] >= 5 and finite:
+            row |= top_k_agreement(got, expected, tie_margin)
         row |= _verdict(row, tolerance, finite)
         rows.append(row)
     return rows
-
-
 def _verdict(row: dict[str, Any], tolerance, finite: bool) -> dict[str, Any]:
     if not finite:
         return {"verdict": "fail", "worst_metric": "non-finite outputs", "worst_value": None}

@@ -230,14 +230,25 @@ DEFAULT_TOLERANCES = {
 }
 
 
+class AppliedTolerance(Tolerance):
+    """A precision's tolerance with the evaluation set and tie margin it is judged on (a cell's)."""
+
+    samples: int = 64
+    tie_margin: float = 0.01
+
+
 class AccuracySettings(Strict):
-    """Accuracy against the FP32 reference (ONNX Runtime CPU) for every measured cell."""
+    """Accuracy against the FP32 reference (ONNX Runtime CPU) for every measured cell, on a fixed
+    evaluation set per model (docs/precision.md#accuracy)."""
 
     enabled: bool = True
+    samples: Annotated[int, Field(ge=1, le=100_000)] = 64  # seeded inputs when no calibration data is given
+    tie_margin: Annotated[float, Field(ge=0, le=1)] = 0.01  # of the reference row's logit range
     tolerances: dict[Precision, Tolerance] = {}
 
-    def tolerance(self, precision: str) -> Tolerance:
-        return self.tolerances.get(precision, DEFAULT_TOLERANCES[precision])
+    def tolerance(self, precision: str) -> AppliedTolerance:
+        chosen = self.tolerances.get(precision, DEFAULT_TOLERANCES[precision])
+        return AppliedTolerance(**chosen.model_dump(), samples=self.samples, tie_margin=self.tie_margin)
 
 
 class SweepConfig(Strict):

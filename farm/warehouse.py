@@ -135,9 +135,11 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("kind", pa.string()),
     ),
     "accuracy": _schema(
-        ("cell_id", pa.string()), ("output_name", pa.string()), ("reference", pa.string()), ("elements", pa.int64()),
+        ("cell_id", pa.string()), ("output_name", pa.string()), ("reference", pa.string()), ("n", pa.int64()),
+        ("elements", pa.int64()),
         ("max_abs_error", pa.float64()), ("max_rel_error", pa.float64()), ("mean_abs_error", pa.float64()),
-        ("cosine_similarity", pa.float64()), ("top1_agreement", pa.float64()), ("top5_agreement", pa.float64()),
+        ("mean_rel_error", pa.float64()), ("cosine_similarity", pa.float64()), ("snr_db", pa.float64()),
+        ("top1_agreement", pa.float64()), ("top5_agreement", pa.float64()), ("top1_ties", pa.int64()),
         ("tolerance", pa.string()), ("verdict", pa.string()), ("worst_metric", pa.string()),
         ("worst_value", pa.float64()),
     ),

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from farm.backends import backend_class
 from farm.backends.base import Backend, BuildStats, LayerRecord
-from farm.accuracy import compare, reference_outputs
+from farm.accuracy import check as check_accuracy
 from farm.measure import Samples, run_timed, summarize
 from farm.precision import TRANSFORMS, TransformUnsupported, transform
 from farm.models import make_feeds
@@ -115,8 +115,7 @@ def _build_and_measure(backend: Backend, cell: Cell, cache_dir: Path, result: Ce
         result.measurement = measurement | backend.runtime_stats()
         if cell.tolerance is not None and backend.returns_outputs:
             log("checking accuracy against the fp32 reference")
-            reference = reference_outputs(cell.model.path, cell.model.sha256, feeds, cache_dir)
-            result.accuracy = compare(backend.outputs(feeds), reference, cell.tolerance)
+            result.accuracy = check_accuracy(backend.outputs, cell, feeds, cache_dir, log)
         if cell.measurement.layer_iterations:
             log("profiling layers")
             result.layers = backend.profile_layers(feeds, cell.measurement.layer_iterations)

@@ -86,7 +86,12 @@ def test_tolerance_breach_is_a_failing_verdict() -> None:
     far = {"logits": rng.normal(size=(8, 10))}
     (ok,) = compare(close, reference, DEFAULT_TOLERANCES["fp16"])
     assert ok["verdict"] == "pass" and ok["top1_agreement"] == 1.0 and ok["top5_agreement"] == 1.0
-    assert ok["max_abs_error"] == pytest.approx(1e-4)
+    assert ok["max_abs_error"] == pytest.approx(1e-4) and ok["mean_abs_error"] == pytest.approx(1e-4)
+    expected = reference["logits"]
+    assert ok["max_rel_error"] == pytest.approx((1e-4 / np.abs(expected)).max(), rel=1e-6)  # Polygraphy's
+    assert ok["mean_rel_error"] == pytest.approx((1e-4 / np.abs(expected)).mean(), rel=1e-6)
+    assert ok["snr_db"] == pytest.approx(10 * np.log10(np.mean(expected ** 2) / 1e-8), rel=1e-6)
+    assert ok["n"] is None and ok["top1_ties"] == 0  # n: given by the evaluation set (tests/test_accuracy.py)
     (bad,) = compare(far, reference, DEFAULT_TOLERANCES["int8"])
     assert bad["verdict"] == "fail" and bad["worst_metric"] == "cosine_similarity" and bad["worst_value"] < 0.98
     (strict,) = compare(close, reference, Tolerance(min_cosine=0.9, max_abs=1e-6))
