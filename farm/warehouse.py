@@ -117,6 +117,8 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("repeat_spread_percent", pa.float64()), ("stable", pa.bool_()), ("max_cv_percent", pa.float64()),
         ("max_repeat_spread_percent", pa.float64()), ("layer_coverage_percent", pa.float64()),
         ("peak_memory_bytes", pa.int64()),
+        ("latency_includes_transfers", pa.bool_()), ("timing_cuda_graph", pa.bool_()), ("timing_spin_wait", pa.bool_()),
+        ("timing_streams", pa.int32()), ("timing_engine_version", pa.string()),
     ),
     "samples": _schema(
         ("cell_id", pa.string()), ("repeat", pa.int32()), ("iteration", pa.int32()),

@@ -81,6 +81,9 @@ def test_build_and_run_on_tensorrt_10(double, tmp_path: Path) -> None:
     assert [layer.name for layer in result.layers] == ["conv", "relu", "pool", "flatten", "fc"]
     assert all(len(layer.times_ms) == fp32.measurement.layer_iterations for layer in result.layers)
     assert result.device["name"] == "Double GPU" and result.device["uuid"].startswith("GPU-00010203")
+    # what its latency includes: copies, no CUDA graph, waits on default-flag events (trtexec's spin wait)
+    assert (m["latency_includes_transfers"], m["timing_cuda_graph"], m["timing_spin_wait"], m["timing_streams"],
+            m["timing_engine_version"]) == (True, False, True, 1, "TensorRT 10.13.0")
     timing = list((tmp_path / "cache" / "tensorrt").glob("timing-*.cache"))
     engines = list((tmp_path / "cache" / "tensorrt" / "engines").glob("*.plan"))
     assert len(timing) == 1 and len(engines) == 1
@@ -167,19 +170,49 @@ def test_several_profiles_in_one_engine(double, tmp_path: Path) -> None:
     assert [i for i, _ in calls.find("set_optimization_profile_async")] == [0, 1]  # each cell its own
 
 
-def test_several_streams(double, tmp_path: Path) -> None:
+def test_several_streams(double, tmp_path: Path, monkeypatch) -> None:
+    from farm.backends.tensorrt import TensorRTBackend
+
     calls = double()
+    outputs_calls = []
+    real_outputs = TensorRTBackend.outputs
+    monkeypatch.setattr(TensorRTBackend, "outputs",
+                        lambda self, feeds: outputs_calls.append(1) or real_outputs(self, feeds))
     cell = cells(tmp_path, options="streams = 3")[0]
     result = run_cell(cell, tmp_path / "cache")
     assert result.status == "ok", result.traceback
     queries = result.measurement["queries"]
     contexts = calls.names().count("create_execution_context")
     assert contexts == 3
-    # every timed query enqueued on each of the 3 streams (the profiling run adds its own)
-    assert calls.names().count("execute_async_v3") == 3 * (queries + result.samples.warmup_queries) + 1 + \
-        cell.measurement.layer_iterations
+    # every timed query enqueued on each of the 3 streams (the accuracy check's output runs and the
+    # profiling run add their own, one enqueue each)
+    assert calls.names().count("execute_async_v3") == 3 * (queries + result.samples.warmup_queries) + \
+        len(outputs_calls) + cell.measurement.layer_iterations
+    assert result.measurement["timing_streams"] == 3
     walltime_s = result.measurement["host_walltime_ms"] / 1e3
     assert result.measurement["throughput_qps"] == pytest.approx(3 * queries / walltime_s)
+
+
+@pytest.mark.parametrize("capture_fails", [False, True])
+def test_the_timing_definition_says_what_ran(double, tmp_path: Path, monkeypatch, capture_fails: bool) -> None:
+    """A CUDA graph only where the capture worked (a failed one runs without, as trtexec does)."""
+    from farm.backends.cuda_runtime import CudaRuntime
+    from farm.warehouse import Warehouse
+
+    double("11.1.0")
+    if capture_fails:
+        def instantiate(self, graph):
+            raise RuntimeError("cudaGraphInstantiate failed")
+        monkeypatch.setattr(CudaRuntime, "instantiate", instantiate)
+    cell = cells(tmp_path, options="cuda_graph = true\ntransfers = false")[0]
+    result = run_cell(cell, tmp_path / "cache")
+    assert result.status == "ok", result.traceback
+    warehouse = Warehouse(tmp_path / "results")
+    warehouse.write_cell(cell, result, "run", "")
+    row = warehouse.connect().execute(
+        "SELECT latency_includes_transfers, timing_cuda_graph, timing_spin_wait, timing_streams, "
+        "timing_engine_version FROM measurements").fetchone()
+    assert row == (False, not capture_fails, True, 1, "TensorRT 11.1.0")
 
 
 def test_parser_errors_are_surfaced_per_node(double, tmp_path: Path) -> None:

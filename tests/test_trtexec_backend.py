@@ -50,7 +50,7 @@ def test_trtexec_10(fake_trtexec, tmp_path: Path, monkeypatch) -> None:
     (args,) = fake_trtexec()
     assert "--minShapes=x:1x3x8x8" in args and "--optShapes=x:2x3x8x8" in args and "--maxShapes=x:8x3x8x8" in args
     assert "--shapes=x:2x3x8x8" in args and "--noTF32" in args and "--stronglyTyped" in args
-    assert "--separateProfileRun" in args and "--profilingVerbosity=detailed" in args
+    assert "--separateProfileRun" in args and "--profilingVerbosity=detailed" in args and "--infStreams=1" in args
     assert not any(a in args for a in ("--noDataTransfers", "--useCudaGraph", "--includeDataTransfers"))
     assert any(a.startswith("--timingCacheFile=") and "trt10.1.0" in a for a in args)
     m = result.measurement
@@ -60,6 +60,11 @@ def test_trtexec_10(fake_trtexec, tmp_path: Path, monkeypatch) -> None:
     assert result.build.artifact_bytes == 1234
     assert len(result.layers) == 54 and round(sum(layer.time_avg_ms for layer in result.layers), 6) == 2.595678
     assert result.device["name"] == "NVIDIA GeForce RTX 3060 Laptop GPU"
+    # the timing definition: the replayed log prints "Inference Streams: 1" (and, an excerpt, no more
+    # of its inference options): the rest is what the command line asked of 10.x
+    assert (m["latency_includes_transfers"], m["timing_cuda_graph"], m["timing_spin_wait"], m["timing_streams"]) == \
+        (True, False, False, 1)
+    assert m["timing_engine_version"].startswith("TensorRT ")
 
 
 def test_trtexec_11_aligns_defaults(fake_trtexec, tmp_path: Path, monkeypatch) -> None:
@@ -68,8 +73,89 @@ def test_trtexec_11_aligns_defaults(fake_trtexec, tmp_path: Path, monkeypatch) -
     assert result.status == "ok", result.traceback
     (args,) = fake_trtexec()
     # 11.x turned copies off and CUDA graphs and spin wait on: farm asks for what the options say
-    assert {"--includeDataTransfers", "--noCudaGraph", "--noSpinWait"} <= set(args)
-    assert "--stronglyTyped" not in args and "--separateProfileRun" not in args
+    assert {"--includeDataTransfers", "--noCudaGraph", "--noSpinWait", "--infStreams=1",
+            "--separateProfileRun"} <= set(args)
+    assert "--stronglyTyped" not in args
+    m = result.measurement
+    assert (m["latency_includes_transfers"], m["timing_cuda_graph"], m["timing_spin_wait"], m["timing_streams"]) == \
+        (True, False, False, 1)
+
+
+def test_trtexec_measurements_rows_carry_the_timing_definition(fake_trtexec, tmp_path: Path, monkeypatch) -> None:
+    from farm.warehouse import Warehouse
+
+    monkeypatch.setenv("FAKE_TRTEXEC_VERSION", "110100")
+    cell = trtexec_cell(tmp_path, "cuda_graph = true\ntransfers = false\nspin_wait = true")
+    result = run_cell(cell, tmp_path / "cache")
+    assert result.status == "ok", result.traceback
+    warehouse = Warehouse(tmp_path / "results")
+    warehouse.write_cell(cell, result, "run", "")
+    row = warehouse.connect().execute(
+        "SELECT latency_includes_transfers, timing_cuda_graph, timing_spin_wait, timing_streams, "
+        "timing_engine_version FROM measurements").fetchone()
+    assert row[:4] == (False, True, True, 1) and row[4].startswith("TensorRT ")
+
+
+# The flags of each version, as ../shared/design/tensorrt-reference.md section 7 lists them.
+FLAGS_10 = {"--noDataTransfers", "--useCudaGraph", "--useSpinWait", "--separateProfileRun", "--infStreams"}
+FLAGS_11 = {"--includeDataTransfers", "--noCudaGraph", "--noSpinWait", "--infStreams",
+            "--noDataTransfers", "--useSpinWait", "--useCudaGraph", "--separateProfileRun"}  # the last four: no-ops
+KEY_FLAGS = {"transfers": {"--noDataTransfers", "--includeDataTransfers"},
+             "cuda_graph": {"--useCudaGraph", "--noCudaGraph"}, "spin_wait": {"--useSpinWait", "--noSpinWait"}}
+OPTION_SETS = [dict(transfers=t, cuda_graph=g, spin_wait=w, streams=n)
+               for t in (True, False) for g in (True, False) for w in (True, False) for n in (1, 3)]
+
+
+@pytest.mark.parametrize("options", OPTION_SETS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()))
+def test_10_and_11_command_lines_carry_the_same_timing_definition(options: dict) -> None:
+    from farm.backends.trtexec import TrtexecOptions, timing_flags
+    from farm.ingest.trt_files import TIMING_DEFAULTS, timing_from_command
+
+    opts = TrtexecOptions(**options)
+    flags = {major: timing_flags(major, opts) for major in (10, 11)}
+    assert all(f.split("=")[0] in FLAGS_10 for f in flags[10]) and all(f.split("=")[0] in FLAGS_11 for f in flags[11])
+    # the same explicit flag on both wherever 10.x has one; where it has none, the value is 10.x's default
+    for key, named in KEY_FLAGS.items():
+        on_10, on_11 = named & set(flags[10]), named & set(flags[11])
+        assert len(on_11) == 1 and len(on_10) <= 1  # 11.x always says it; 10.x where it has a flag for it
+        if on_10:
+            assert on_10 == on_11
+        else:
+            assert options[key] == TIMING_DEFAULTS[10][key]
+    assert f"--infStreams={options['streams']}" in flags[10] and f"--infStreams={options['streams']}" in flags[11]
+    # and each version, applying its own defaults, measures what the options say
+    expected = {"latency_includes_transfers": options["transfers"], "timing_cuda_graph": options["cuda_graph"],
+                "timing_spin_wait": options["spin_wait"], "timing_streams": options["streams"]}
+    assert timing_from_command(flags[10], 10) == expected == timing_from_command(flags[11], 11)
+    # what the defaults alone would have measured differs between the versions: the flags are needed
+    assert timing_from_command([], 10) != timing_from_command([], 11)
+
+
+def test_11_no_op_flags_in_extra_args_change_nothing() -> None:
+    from farm.ingest.trt_files import timing_from_command
+
+    assert timing_from_command(["--includeDataTransfers", "--noDataTransfers"], 11)["latency_includes_transfers"]
+    assert not timing_from_command(["--noDataTransfers"], 10)["latency_includes_transfers"]
+
+
+def test_cross_definition_comparisons_are_flagged() -> None:
+    import pandas as pd
+
+    from farm.dashboard.data import with_speedup
+
+    def cell(cell_id, series, transfers, graph, median):
+        return dict(cell_id=cell_id, series=series, model="m", batch=1, status="ok", throughput_qps=1000 / median,
+                    latency_median_ms=median, median_ci_low_ms=median * 0.99, median_ci_high_ms=median * 1.01,
+                    latency_includes_transfers=transfers, timing_cuda_graph=graph, timing_spin_wait=False,
+                    timing_streams=1)
+
+    frame = pd.DataFrame([cell("base", "trtexec 10", True, False, 2.0), cell("same", "other", True, False, 1.0),
+                          cell("gpu", "trtexec 11", False, True, 1.0), cell("old", "old", None, None, 1.0)])
+    out = with_speedup(frame, "trtexec 10").set_index("cell_id")
+    assert out.loc["base", "timing_differs"] is None and out.loc["same", "timing_differs"] is None
+    assert out.loc["gpu", "timing_differs"] == "different timing: transfers not included vs included; CUDA graph on vs off"
+    assert out.loc["gpu", "vs_baseline"] == "faster"  # the verdict stands; the flag sits beside it
+    assert out.loc["old", "timing_differs"] == "different timing: transfers unknown vs included; CUDA graph unknown vs off"
 
 
 def test_trtexec_failure_is_a_failed_cell(fake_trtexec, tmp_path: Path, monkeypatch) -> None:

@@ -83,6 +83,8 @@ class TensorRTBackend(Backend):
         self.bindings: list[dict[str, Any]] = []
         self.context = self.engine = self.graph_exec = None
         self.log_lines: list[str] = []
+        self.trt = None
+        self.graph_used = False  # every stream's enqueue captured as a CUDA graph (timing_cuda_graph)
 
     @classmethod
     def device_kind(cls, options: dict[str, Any]) -> str:
@@ -326,6 +328,7 @@ class TensorRTBackend(Backend):
         h2d_start, h2d_end, compute_end, d2h_end = (cuda.event() for _ in range(4))
         launches = [self._graph_launcher(b["context"], b["stream"]) if self.options.cuda_graph else None
                     for b in self.bindings]
+        self.graph_used = all(launch is not None for launch in launches)  # a failed capture runs without
         clock = time.perf_counter
         transfers = self.options.transfers
 
@@ -397,8 +400,15 @@ class TensorRTBackend(Backend):
         return {name: np.array(self.buffers[f"0:{name}"]["view"]) for name in binding["out_names"]}
 
     def runtime_stats(self) -> dict[str, Any]:
+        """Peak device memory and the timing definition: copies as `transfers` says, a CUDA graph only
+        where every capture succeeded, spin wait (farm waits on default-flag events, which is what
+        trtexec's --useSpinWait does; its blocking sync uses cudaEventBlockingSync ones), streams."""
         size = getattr(self.engine, "device_memory_size_v2", None)
-        return {"peak_memory_bytes": int(size)} if size is not None else {}
+        stats: dict[str, Any] = {"peak_memory_bytes": int(size)} if size is not None else {}
+        return stats | {"latency_includes_transfers": self.options.transfers,
+                        "timing_cuda_graph": bool(self.options.cuda_graph and self.graph_used),
+                        "timing_spin_wait": True, "timing_streams": self.options.streams,
+                        "timing_engine_version": f"TensorRT {self.trt.__version__}" if self.trt else None}
 
     # --- per-layer -------------------------------------------------------------------------------
 

@@ -2,9 +2,12 @@
 
 One trtexec run per cell with `--exportTimes`, `--exportProfile` and `--exportLayerInfo`
 (`--profilingVerbosity=detailed`), the cell's shapes and profile, a timing cache per GPU and
-TensorRT version, and the flags that differ between 10.x and 11.x aligned so both measure the
-same thing (copies and CUDA graphs as the options say). Its files are read by farm.ingest's
-readers; the per-query times give the samples, with statistics computed as for farm's own runs.
+TensorRT version, and every timing-relevant flag explicit so that 10.x and 11.x measure the same
+thing whatever their defaults (copies, CUDA graph, spin wait, streams, separate profiling run: as
+the options say; `timing_flags`, from `farm.ingest.trt_files.TIMING_FLAGS`). The measurement
+records its timing definition (`runtime_stats`): what trtexec's log says it did, else what the
+command line asked of that version. Its files are read by farm.ingest's readers; the per-query
+times give the samples, with statistics computed as for farm's own runs.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from pydantic import Field
 
 from farm.backends.base import Backend, BackendOptions, BuildStats, LayerRecord, QueryFn
 from farm.backends.tensorrt import INSTALL_HINT
+from farm.ingest.trt_files import TIMING_FLAGS, flag_table
 
 if TYPE_CHECKING:
     from farm.plan import Cell
@@ -35,8 +39,16 @@ class TrtexecOptions(BackendOptions):
     cuda_graph: bool = False
     transfers: bool = True
     spin_wait: bool = False
+    streams: Annotated[int, Field(ge=1)] = 1
     timing_cache: bool = True
     extra_args: str = ""
+
+
+def timing_flags(major: int, options: TrtexecOptions) -> list[str]:
+    """The flags that pin trtexec's timing definition to `options` on this major version."""
+    table = TIMING_FLAGS[flag_table(major)]
+    flags = [table[key][getattr(options, key)] for key in ("transfers", "cuda_graph", "spin_wait")]
+    return [f for f in flags if f] + [f"--infStreams={options.streams}", "--separateProfileRun"]
 
 
 class TrtexecBackend(Backend):
@@ -54,6 +66,7 @@ class TrtexecBackend(Backend):
         self.facts = None
         self.profile = None
         self.layer_info = []
+        self.command_line: list[str] = []  # the last trtexec run's (its timing definition: runtime_stats)
 
     @classmethod
     def device_kind(cls, options: dict[str, Any]) -> str:
@@ -117,21 +130,15 @@ class TrtexecBackend(Backend):
             cmd.append(f"--timingCacheFile={cache}")
         if precision == "fp32":
             cmd.append("--noTF32")
-        if major >= 11:  # 11.x: strongly typed, no copies, CUDA graph and spin wait by default
-            cmd.append("--includeDataTransfers" if options.transfers else "")
-            cmd.append("" if options.cuda_graph else "--noCudaGraph")
-            cmd.append("" if options.spin_wait else "--noSpinWait")
+        cmd += timing_flags(major, options)  # the same definition on 10.x and 11.x (TIMING_FLAGS)
+        if major >= 11:  # 11.x: strongly typed
             if options.precision_flags and precision in ("fp16", "bf16"):
                 raise RuntimeError("trtexec 11 has no --fp16/--bf16: the precision must come from the ONNX file")
-        else:  # 10.x: weakly typed unless asked, copies on, no graph, blocking sync by default
-            cmd += ["--separateProfileRun"]
+        else:  # 10.x: weakly typed unless asked
             if options.precision_flags and precision in ("fp16", "bf16"):
                 cmd.append(f"--{precision}")
             else:
                 cmd.append("--stronglyTyped")
-            cmd.append("" if options.transfers else "--noDataTransfers")
-            cmd.append("--useCudaGraph" if options.cuda_graph else "")
-            cmd.append("--useSpinWait" if options.spin_wait else "")
         cmd += options.extra_args.split()
         return [c for c in cmd if c]
 
@@ -141,6 +148,7 @@ class TrtexecBackend(Backend):
         version = self.version()
         settings = self.cell.measurement
         cmd = self.command(model_path, precision, work_dir, settings, version)
+        self.command_line = cmd
         run = subprocess.run(cmd, capture_output=True, text=True)
         (work_dir / "trtexec.log").write_text(run.stdout + run.stderr)
         if run.returncode != 0:
@@ -174,6 +182,15 @@ class TrtexecBackend(Backend):
         if times_path.is_file():
             return _from_times(read_times_json(times_path.read_text()), batch)
         return None, _from_summary(self.facts, batch)
+
+    def runtime_stats(self) -> dict[str, Any]:
+        """The timing definition: what trtexec's "Inference Options" say it did, where they say it,
+        else what the command line asked of this version."""
+        from farm.ingest.trt_files import timing_from_log
+
+        if self.facts is None or not self.command_line:
+            return {}
+        return timing_from_log(self.facts, self.command_line)
 
     def profile_layers(self, feeds: dict[str, np.ndarray], iterations: int) -> list[LayerRecord]:
         from farm.ingest import _layer_records

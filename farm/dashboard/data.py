@@ -46,7 +46,8 @@ SELECT c.cell_id, c.sweep_id, c.model, c.precision, c.batch, c.profile, c.backen
        m.throughput_qps, m.throughput_samples_per_s, m.latency_median_ms, m.latency_p90_ms, m.latency_p95_ms,
        m.latency_p99_ms, m.latency_mean_ms, m.latency_cv_percent, m.median_ci_low_ms, m.median_ci_high_ms,
        m.median_ci_method, m.latency_p99_tail_samples, m.repeat_spread_percent, m.stable, m.queries, m.h2d_mean_ms, m.compute_mean_ms, m.d2h_mean_ms,
-       m.peak_memory_bytes, b.build_s, v.verdict, v.failed_metric, v.cosine_similarity, v.max_abs_error,
+       m.peak_memory_bytes, m.latency_includes_transfers, m.timing_cuda_graph, m.timing_spin_wait,
+       m.timing_streams, m.timing_engine_version, b.build_s, v.verdict, v.failed_metric, v.cosine_similarity, v.max_abs_error,
        v.top1_agreement
 FROM cells c
 LEFT JOIN measurements m USING (cell_id)
@@ -333,13 +334,15 @@ def with_speedup(frame: pd.DataFrame, baseline_series: str | None) -> pd.DataFra
     'faster', 'slower' or 'within noise'. The medians' intervals are the `noise_*` columns where the
     frame has them (`with_noise_intervals`: from the samples) and the stored `median_ci_*` ones
     otherwise; `noise_basis` says which: 'samples' when both cells' came from samples, else
-    'stored' (their stored intervals may be the older, looser kind: see docs/warehouse.md)."""
+    'stored' (their stored intervals may be the older, looser kind: see docs/warehouse.md).
+    `timing_differs` says where the two latencies are not defined alike (`timing_difference`)."""
     out = frame.copy()
     out["speedup"] = float("nan")
     for column in ("latency_ratio", "ratio_low", "ratio_high"):
         out[column] = float("nan")
     out["vs_baseline"] = None
     out["noise_basis"] = None
+    out["timing_differs"] = None
     if baseline_series is None or out.empty:
         return out
     if "noise_low_ms" in out:
@@ -368,7 +371,36 @@ def with_speedup(frame: pd.DataFrame, baseline_series: str | None) -> pd.DataFra
     for column in ("latency_ratio", "ratio_low", "ratio_high"):
         out.loc[~comparable, column] = float("nan")
     out.loc[verdict == "baseline", ["ratio_low", "ratio_high"]] = float("nan")  # itself: nothing to test
+    timing = [column for column, *_ in _TIMING if column in out]
+    base_timing = out.drop_duplicates("cell_id").set_index("cell_id")[timing].to_dict("index")
+    out["timing_differs"] = pd.Series(
+        [timing_difference(row, base_timing[base]) if ok else None
+         for row, base, ok in zip(out[timing].to_dict("records"), merged.base_cell_id, comparable)],
+        index=out.index, dtype=object)
     return out
+
+
+# What a latency includes (measurements' timing columns): (column, label, words for true/false/unknown).
+_TIMING = (("latency_includes_transfers", "transfers", ("included", "not included")),
+           ("timing_cuda_graph", "CUDA graph", ("on", "off")), ("timing_spin_wait", "spin-wait", ("on", "off")),
+           ("timing_streams", "streams", None))
+
+
+def timing_difference(row: dict[str, Any], base: dict[str, Any]) -> str | None:
+    """'different timing: transfers not included vs included; ...' (this cell vs its baseline) where
+    the two cells' timing definitions differ, one side unknown counting as different; None where
+    they agree or neither says (`with_speedup`'s `timing_differs`, shown beside the verdict)."""
+    parts = []
+    for column, label, words in _TIMING:
+        a, b = (None if r.get(column) is None or pd.isna(r[column]) else r[column] for r in (row, base))
+        if a == b:
+            continue
+        if words is None:
+            shown = ["unknown" if v is None else str(int(v)) for v in (a, b)]
+        else:
+            shown = ["unknown" if v is None else words[0] if bool(v) else words[1] for v in (a, b)]
+        parts.append(f"{label} {shown[0]} vs {shown[1]}")
+    return "different timing: " + "; ".join(parts) if parts else None
 
 
 def intervals_overlap(low: Any, high: Any, other_low: Any, other_high: Any) -> Any:

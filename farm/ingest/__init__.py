@@ -30,8 +30,8 @@ import numpy as np
 from farm import __version__
 from farm.backends.base import BuildStats, LayerRecord
 from farm.config import Measurement
-from farm.ingest.trt_files import HEAD_BYTES, KIND_NAMES, WHAT_FARM_READS, FormatError, LogFacts, Profile, \
-    read_layer_info_json, read_log_lines, read_profile_json, read_times_json, sniff
+from farm.ingest.trt_files import HEAD_BYTES, KIND_NAMES, WHAT_FARM_READS, FormatError, IOTensor, LogFacts, \
+    Profile, read_inspector_json, read_log_lines, read_profile_json, read_times_json, sniff, timing_from_log
 from farm.layers.engine import EngineLayer, fill_weights, join_key, join_layers
 from farm.measure import Samples, latency_stats, phase_stats
 from farm.models import ModelArtifact
@@ -59,6 +59,7 @@ class FileRead:
     profile: Profile | None = None
     times: list[dict[str, float]] | None = None
     layers: list[EngineLayer] = dataclasses.field(default_factory=list)
+    io_tensors: list[IOTensor] = dataclasses.field(default_factory=list)  # inspector "Bindings" / "I/O Tensors"
     log: LogFacts | None = None
 
     @property
@@ -158,8 +159,10 @@ def _read_content(read: FileRead, handle, encoding: str) -> None:
         read.times = read_times_json(text)
         read.found = f"per-query times: {len(read.times)} queries"
     else:
-        read.layers = read_layer_info_json(text)
+        read.layers, read.io_tensors = read_inspector_json(text)
         read.found = f"engine inspector JSON: {len(read.layers)} layers"
+        if read.io_tensors:
+            read.found += f", {len(read.io_tensors)} I/O tensors"
         if not read.layers:
             read.problem = f"recognised as {KIND_NAMES['layer_info']}, but it lists no layer: nothing farm could use"
 
@@ -215,6 +218,8 @@ def combine(name: str, reads: list[FileRead], sweep: str) -> EngineIngest:
         result.samples, result.measurement = _from_times(times, cell.batch)
     elif facts.throughput_qps is not None or facts.summary:
         result.measurement = _from_summary(facts, cell.batch)
+    if result.measurement is not None:  # what its latency includes, as the log says (null: unknown)
+        result.measurement |= timing_from_log(facts)
     if not records and result.measurement is None and result.build is None:
         what = ", ".join(f"{r.path.name} ({r.found})" for r in usable)
         failed = " trtexec reported FAILED." if facts.outcome == "FAILED" else ""
@@ -341,6 +346,9 @@ def _tensor_dims(read: FileRead) -> dict[str, list[int]]:
         for tensor in layer.inputs + layer.outputs:
             if tensor.dims and tensor.name:
                 dims.setdefault(tensor.name, tensor.dims)
+    for tensor in read.io_tensors:
+        if tensor.dims:
+            dims.setdefault(tensor.name, tensor.dims)
     if read.log:
         dims.update(read.log.input_shapes)
     return dims
@@ -446,6 +454,9 @@ def _cell(name: str, reads: list[FileRead], sweep: str, cell_id: str, layers: li
     precision = _precision(facts, layers)
     first_input = next((t for layer in layers for t in layer.inputs), None)
     batch = first_input.dims[0] if first_input is not None and first_input.dims else None
+    io_input = next((t for r in reads for t in r.io_tensors if t.is_input and t.dims), None)
+    if batch is None and io_input is not None:  # 11.x "I/O Tensors" (layers listed by name only)
+        batch = io_input.dims[0]
     paths = [r.path for r in reads]
     size = sum(r.size for r in reads)
     model = ModelArtifact(name, "ingest:" + ",".join(p.name for p in paths), paths[0].resolve(), cell_id, size, (), {})

@@ -8,6 +8,8 @@ line saying where. Formats (see ../shared/design/tensorrt-reference.md, sections
 - `--exportTimes` JSON: one object per query with h2dMs, computeMs, d2hMs, latencyMs and the
   start/end times of each phase
 - `--exportLayerInfo` / engine-inspector JSON: `{"Layers": [...], "Bindings" | "I/O Tensors": ...}`
+  (10.x `"Bindings": [names]`; 11.x `"I/O Tensors": [{Name, IOMode, DataType, Dimensions, Location,
+  IsShapeInferenceIO, ProfileInfo}]`; both read, `read_inspector_json`)
 - trtexec and verbose builder logs: options, device, performance summary, layer counts through
   fusion, per-layer memory lines, builder peak memory, "Engine Layer Information" lines, the
   `--dumpProfile` table, the command line and what it says about the model and input shapes.
@@ -25,7 +27,7 @@ import math
 import re
 from typing import Any, Iterable
 
-from farm.layers.engine import EngineLayer, layers_from_inspector, parse_layer_line
+from farm.layers.engine import EngineLayer, dtype_from_format, layers_from_inspector, parse_layer_line
 
 HEAD_BYTES = 1 << 20  # what `sniff` reads: trtexec's options and TensorRT's first lines come well within it
 WHAT_FARM_READS = ("farm reads trtexec's --exportProfile, --exportTimes and --exportLayerInfo JSON, "
@@ -208,7 +210,55 @@ def read_times_json(text: str) -> list[dict[str, float]]:
     return records
 
 
+@dataclasses.dataclass
+class IOTensor:
+    """An engine input or output as the inspector lists it: 10.x "Bindings" give the name only,
+    11.x "I/O Tensors" also its mode, type and dimensions (-1: dynamic)."""
+
+    name: str
+    mode: str | None = None  # IOMode as printed
+    dtype: str | None = None
+    dims: list[int] | None = None  # None: not given or dynamic
+
+    @property
+    def is_input(self) -> bool:
+        return (self.mode or "").strip().lower().startswith("in")
+
+
 def read_layer_info_json(text: str) -> list[EngineLayer]:
+    return read_inspector_json(text)[0]
+
+
+def _io_tensors(document: dict) -> list[IOTensor]:
+    """10.x "Bindings" (names) or 11.x "I/O Tensors" (objects); FormatError where they are neither."""
+    if "I/O Tensors" in document:
+        key, entries = "I/O Tensors", document["I/O Tensors"]
+    else:
+        key, entries = "Bindings", document.get("Bindings", [])
+    if not isinstance(entries, list):
+        raise FormatError(f'its "{key}" is {_shown(entries)}, not a list')
+    tensors = []
+    for number, entry in enumerate(entries, 1):
+        if isinstance(entry, str):
+            tensors.append(IOTensor(entry))
+            continue
+        if not isinstance(entry, dict) or not isinstance(entry.get("Name"), str):
+            raise FormatError(f'"{key}" entry {number} is {_shown(entry)}, neither a name nor an object with a `Name`')
+        where = f'"{key}" entry {number} ({entry["Name"][:40]})'
+        for field in ("IOMode", "DataType", "Datatype", "Location"):
+            if entry.get(field) is not None and not isinstance(entry[field], str):
+                raise FormatError(f"{where} has `{field}` {_shown(entry[field])}, not a string")
+        dims = entry.get("Dimensions")
+        if dims is not None and not (isinstance(dims, list) and all(_is_number(d) for d in dims)):
+            raise FormatError(f"{where} has `Dimensions` {_shown(dims)}, not a list of sizes")
+        known = [int(d) for d in dims] if dims is not None and all(d >= 0 for d in dims) else None
+        tensors.append(IOTensor(entry["Name"], entry.get("IOMode"),
+                                dtype_from_format(entry.get("DataType") or entry.get("Datatype")), known))
+    return tensors
+
+
+def read_inspector_json(text: str) -> tuple[list[EngineLayer], list[IOTensor]]:
+    """Layers and I/O tensors of engine-inspector JSON (trtexec --exportLayerInfo), 10.x or 11.x keys."""
     document = _json(text)
     if not isinstance(document, dict) or not isinstance(document.get("Layers"), list):
         raise FormatError('an engine-inspector JSON is an object with a "Layers" list; this one has none')
@@ -246,7 +296,7 @@ def read_layer_info_json(text: str) -> list[EngineLayer]:
                                         and isinstance(weights.get("Type", ""), str)):
             raise FormatError(f"{where} has `Weights` {_shown(weights)}: not an object with a number `Count` "
                               "and a `Type` name")
-    return layers_from_inspector(document)
+    return layers_from_inspector(document), _io_tensors(document)
 
 
 _STAT = re.compile(r"(min|max|mean|median|percentile\((\d+(?:\.\d+)?)%\))\s*=\s*([-\d.e+]+)\s*ms")
@@ -336,6 +386,76 @@ def read_log_lines(lines: Iterable[str]) -> LogFacts:
         facts.profile = Profile(profile_count, profile_rows)
     _layer_counts(facts, counts)
     return facts
+
+
+# Timing flags per major version (../shared/design/tensorrt-reference.md, section 7): 10.x has
+# --noDataTransfers, --useCudaGraph and --useSpinWait, and no flag naming its defaults (copies on, no
+# graph, blocking sync); 11.x turned those defaults around (copies off, graph and spin wait on), keeps
+# the 10.x flags as no-ops and adds --includeDataTransfers, --noCudaGraph and --noSpinWait. None: the
+# version has no flag for that value (it is that version's default, so nothing needs saying).
+TIMING_FLAGS: dict[int, dict[str, dict[bool, str | None]]] = {
+    10: {"transfers": {True: None, False: "--noDataTransfers"},
+         "cuda_graph": {True: "--useCudaGraph", False: None},
+         "spin_wait": {True: "--useSpinWait", False: None}},
+    11: {"transfers": {True: "--includeDataTransfers", False: "--noDataTransfers"},
+         "cuda_graph": {True: "--useCudaGraph", False: "--noCudaGraph"},
+         "spin_wait": {True: "--useSpinWait", False: "--noSpinWait"}},
+}
+TIMING_DEFAULTS = {10: {"transfers": True, "cuda_graph": False, "spin_wait": False},
+                   11: {"transfers": False, "cuda_graph": True, "spin_wait": True}}
+_TIMING_COLUMNS = {"transfers": "latency_includes_transfers", "cuda_graph": "timing_cuda_graph",
+                   "spin_wait": "timing_spin_wait"}
+
+
+def flag_table(major: int) -> int:
+    return 11 if major >= 11 else 10  # farm drives 10 and 11 (older trtexec: not documented here)
+
+
+def timing_from_command(command: list[str], major: int) -> dict[str, Any]:
+    """The timing definition a trtexec command line asks for: the version's defaults, then its
+    flags in order (extra_args included); on 11.x the 10.x flags are no-ops and change nothing.
+    Columns of `measurements`."""
+    table = flag_table(major)
+    value = dict(TIMING_DEFAULTS[table])
+    no_ops = {flag for by in TIMING_FLAGS[10].values() for flag in by.values() if flag} if table == 11 else set()
+    flag_values = {flag: (key, on) for key, by in TIMING_FLAGS[table].items() for on, flag in by.items()
+                   if flag and flag not in no_ops}
+    streams = 1
+    for arg in command:
+        name, _, rest = arg.partition("=")
+        if name in flag_values:
+            key, on = flag_values[name]
+            value[key] = on
+        elif name == "--infStreams" and rest.isdigit():
+            streams = int(rest)
+    return {_TIMING_COLUMNS[k]: v for k, v in value.items()} | {"timing_streams": streams}
+
+
+# trtexec prints its inference options under "=== Inference Options ===" (TensorRT OSS,
+# samples/common/sampleOptions.cpp: `"Data transfers: " << boolToEnabled(!skipTransfers)`, "Spin-wait: ",
+# "CUDA Graph: ", "Inference Streams: " (older: "Streams: ")); read_log_lines keeps them as
+# `inference.<label>`.
+_TIMING_LABELS = {"latency_includes_transfers": "Data transfers", "timing_cuda_graph": "CUDA Graph",
+                  "timing_spin_wait": "Spin-wait"}
+
+
+def timing_from_log(facts: LogFacts, command: list[str] | None = None) -> dict[str, Any]:
+    """The `measurements` timing-definition columns as a trtexec log states them: its "Inference
+    Options" where it prints them, else, for a 10.x or 11.x trtexec whose command line is known
+    (`command`, or the log's `&&&& RUNNING` line), that version's defaults and the flags on it
+    (`timing_from_command`). None where neither says (an excerpt, an older version, a builder log)."""
+    row: dict[str, Any] = {}
+    for column, label in _TIMING_LABELS.items():
+        row[column] = {"Enabled": True, "Disabled": False}.get(facts.options.get(f"inference.{label}", ""))
+    streams = facts.options.get("inference.Inference Streams") or facts.options.get("inference.Streams") or ""
+    row["timing_streams"] = int(streams) if streams.isdigit() else None
+    major = int(facts.tensorrt_version.split(".")[0]) if facts.tensorrt_version else None
+    command = command if command is not None else (facts.command.split() if facts.command else None)
+    if command and major in (10, 11):
+        asked = timing_from_command(command, major)
+        row = {k: asked[k] if v is None and k in asked else v for k, v in row.items()}
+    row["timing_engine_version"] = f"TensorRT {facts.tensorrt_version}" if facts.tensorrt_version else None
+    return row
 
 
 def _from_command(facts: LogFacts, command: str) -> None:
