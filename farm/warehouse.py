@@ -747,7 +747,8 @@ class Warehouse:
     def _create_view(self, con: duckdb.DuckDBPyConnection, table: str) -> None:
         import duckdb
 
-        checked, seen = False, set()
+        checked = footers_checked = False
+        seen = set()
         while True:
             sources = self._sources(table)
             if not sources:
@@ -762,19 +763,42 @@ class Warehouse:
                 return
             except duckdb.Error as exc:
                 # Binding reads every file's footer (union_by_name), so a damaged file fails here:
-                # only then are the table's files checked (their ends, ~15 µs a file), all at once.
-                if str(exc) in seen:
-                    raise
+                # only then are the table's files checked (their ends, ~15 µs a file), all at once;
+                # and if DuckDB names no file (a garbled footer: "TProtocolException: Invalid
+                # data"), their footers are parsed (~0.2 ms a file).
+                repeated = str(exc) in seen
                 seen.add(str(exc))
                 if not checked:
                     checked = True
+                    newly = False
                     for path in self._files(table):
                         if path not in self.skipped and (problem := file_problem(path)):
                             self.skip(path, problem)
-                    if self._skip_file_of(exc, skip_new=False):
+                            newly = True
+                    if newly or self._skip_file_of(exc, skip_new=False):
                         continue
-                if not self._skip_file_of(exc):
-                    raise
+                if not repeated and self._skip_file_of(exc):
+                    continue
+                if not footers_checked:
+                    footers_checked = True
+                    if self.skip_unreadable_footers(self._files(table)):
+                        continue
+                raise
+
+    def skip_unreadable_footers(self, paths: Iterable[Path]) -> bool:
+        """Skip those of `paths` whose footer does not parse; whether any was newly skipped."""
+        newly = False
+        for path in paths:
+            if path in self.skipped or file_problem(path):
+                continue
+            try:
+                pq.read_metadata(path)
+            except FileNotFoundError:
+                continue
+            except Exception as exc:  # noqa: BLE001 - whatever pyarrow says about the footer
+                self.skip(path, f"unreadable footer: {_first_line(exc)}")
+                newly = True
+        return newly
 
     def _files(self, table: str) -> list[Path]:
         return [path for sweep in self.sweep_dirs() for path in self._table_files(sweep.name, table)]

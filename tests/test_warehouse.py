@@ -193,3 +193,18 @@ def test_a_relative_root_is_made_absolute(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.chdir(tmp_path)
     assert Warehouse("results").root == tmp_path / "results"
     assert Warehouse("").root == tmp_path and Warehouse("a/../b").root == tmp_path / "b"
+
+
+def test_a_garbled_footer_that_duckdb_does_not_name_is_found_and_skipped(tmp_path: Path) -> None:
+    """Both ends whole, the whole footer garbage: DuckDB says only "TProtocolException: Invalid
+    data", naming no file; the footers are then parsed and the file left out, with a warning."""
+    warnings: list[str] = []
+    warehouse = Warehouse(tmp_path, warn=warnings.append)
+    for key in ("c0", "c1"):
+        warehouse._write("cells", "s", key, [{"cell_id": key, "status": "ok"}])
+    victim = tmp_path / "s" / "cells" / "c0.parquet"
+    data = victim.read_bytes()
+    footer = int.from_bytes(data[-8:-4], "little")
+    victim.write_bytes(data[:-8 - footer] + b"\x07" * footer + data[-8:])
+    assert warehouse.connect().execute("SELECT cell_id FROM cells").fetchall() == [("c1",)]
+    assert len(warnings) == 1 and str(victim) in warnings[0] and "unreadable footer" in warnings[0]

@@ -51,8 +51,10 @@ def load_sweep_table(con, warehouse: Warehouse, sweep: str, table: str, target: 
         except duckdb.Error as exc:
             con.execute("DROP TABLE IF EXISTS _rows")
             path = next((p for p in parquet_files_named(exc, root) if p.parent == directory), None)
-            if path is None:  # a running sweep may replace a file between listing and reading
-                unnamed += 1
+            if path is None:  # a garbled footer DuckDB does not name: parse the footers
+                if warehouse.skip_unreadable_footers(directory / name for name in sorted(_listing(directory))):
+                    continue
+                unnamed += 1  # or a running sweep replaced a file between listing and reading
                 if unnamed == 3 or not isinstance(exc, duckdb.IOException):
                     raise
                 continue
