@@ -312,6 +312,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from farm.layers.coverage import COVERAGE_WARN_PERCENT
     from farm.measure import MIN_TAIL_SAMPLES
 
     _require_sweep(args.results, args.sweep)
@@ -319,6 +320,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     # a warehouse written before the tail counts existed has no such column in its view
     measured = {d[0] for d in con.execute("SELECT * FROM measurements LIMIT 0").description}
     tail = "m.latency_p99_tail_samples" if "latency_p99_tail_samples" in measured else "CAST(NULL AS BIGINT)"
+    coverage = "m.layer_coverage_percent" if "layer_coverage_percent" in measured else "CAST(NULL AS DOUBLE)"
     columns, rows = warehouse.fetch(
         con,
         # accuracy as the end-of-sweep summary shows it (farm/sweep.py summary_table); "p99 tail":
@@ -332,13 +334,15 @@ def cmd_show(args: argparse.Namespace) -> int:
                m.latency_median_ms AS "p50 ms", m.latency_p99_ms AS "p99 ms",
                CASE WHEN {tail} < ? THEN {tail} || ' (few)' ELSE CAST({tail} AS VARCHAR) END AS "p99 tail",
                m.latency_cv_percent AS "cv %", m.stable, v.verdict AS accuracy, b.build_s AS "build s",
+               CASE WHEN {coverage} < ? THEN CAST(round({coverage}) AS INTEGER) || ' (partial)'
+                    ELSE CAST(CAST(round({coverage}) AS INTEGER) AS VARCHAR) END AS "layers % of compute",
                coalesce(c.reason, c.notes) AS note
         FROM cells c LEFT JOIN measurements m USING (cell_id) LEFT JOIN builds b USING (cell_id)
              LEFT JOIN verdicts v USING (cell_id)
         WHERE c.sweep_id = ?
         ORDER BY c.model, c.backend, c.precision, c.batch, c.profile
         """,
-        [MIN_TAIL_SAMPLES, args.sweep],
+        [MIN_TAIL_SAMPLES, COVERAGE_WARN_PERCENT, args.sweep],
     )
     _print_rows(columns, rows, args.format)
     return 0

@@ -423,11 +423,38 @@ def pareto_front(frame: pd.DataFrame, x: str = "latency_p99_ms", y: str = "throu
     return front
 
 
-def layer_diff(left: pd.DataFrame, right: pd.DataFrame) -> pd.DataFrame:
+class LayersNotComparable(ValueError):
+    """Two cells' layer rows are of different kinds (farm.layers.coverage): no sum or diff of them."""
+
+
+def layer_kinds(layers: pd.DataFrame, backend: Any = None) -> pd.Series:
+    """Each row's kind (`graph op`, `kernel`, `engine layer`); rows written before the `kind`
+    column get theirs from the cell's backend (farm.layers.coverage.row_kind)."""
+    from farm.layers.coverage import row_kind
+
+    kinds = layers["kind"] if "kind" in layers else pd.Series(None, index=layers.index, dtype=object)
+    types = layers["type"] if "type" in layers else pd.Series(None, index=layers.index, dtype=object)
+    return pd.Series([row_kind(k, backend, t) for k, t in zip(kinds, types)], index=layers.index, dtype=object)
+
+
+def layers_not_comparable(left: pd.DataFrame, right: pd.DataFrame, backend_a: Any = None,
+                          backend_b: Any = None) -> str | None:
+    """Why the two cells' layers cannot be summed against each other or diffed, or None."""
+    from farm.layers.coverage import not_comparable
+
+    return not_comparable(layer_kinds(left, backend_a), layer_kinds(right, backend_b))
+
+
+def layer_diff(left: pd.DataFrame, right: pd.DataFrame, backend_a: Any = None, backend_b: Any = None) -> pd.DataFrame:
     """Per-layer rows of two cells matched by name with TensorRT's renamings undone (PWN(...),
     profile suffixes); repeated names match in execution order. Unmatched layers appear once with
-    the other side empty, so the totals of both sides stay complete."""
+    the other side empty, so the totals of both sides stay complete. Rows of different kinds
+    (an eager cell's graph ops against a compiled cell's kernels) raise LayersNotComparable."""
     from farm.layers.engine import join_key
+
+    reason = layers_not_comparable(left, right, backend_a, backend_b)
+    if reason:
+        raise LayersNotComparable(reason)
 
     def keyed(frame: pd.DataFrame) -> pd.DataFrame:
         frame = frame.sort_values("layer_index").copy()
@@ -446,6 +473,22 @@ def layer_diff(left: pd.DataFrame, right: pd.DataFrame) -> pd.DataFrame:
     columns = ["match", "name_a", "name_b", "type_a", "type_b", "time_avg_ms_a", "time_avg_ms_b", "time_delta_ms",
                "time_delta_percent", "total_bytes_a", "total_bytes_b", "bytes_delta"]
     return merged.loc[order, columns].reset_index(drop=True)
+
+
+def layer_coverage(snap: Snapshot, cell_id: str, layers: pd.DataFrame) -> float | None:
+    """The cell's `layer_coverage_percent` (Σ layer time ÷ compute time, in %); for rows written
+    before the column existed, computed the same way from its layers and measurements rows."""
+    from farm.layers.coverage import compute_ms, coverage_percent
+
+    row = snap.query("SELECT layer_coverage_percent, compute_median_ms, latency_median_ms FROM measurements "
+                     "WHERE cell_id = ?", [cell_id])
+    if row.empty:
+        return None
+    stored = row.layer_coverage_percent.iloc[0]
+    if pd.notna(stored):
+        return float(stored)
+    measurement = {k: (None if pd.isna(v) else float(v)) for k, v in row.iloc[0].items()}
+    return coverage_percent(layers.time_avg_ms.dropna().tolist(), compute_ms(measurement))
 
 
 def top_layers(layers: pd.DataFrame, by: str, n: int = 15) -> pd.DataFrame:

@@ -15,8 +15,9 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from farm.dashboard.data import (MIN_EFFECT_PERCENT, Snapshot, number, pareto_front, series_labels, top_layers,
-                                 with_noise_intervals, with_speedup)
+from farm.dashboard.data import (MIN_EFFECT_PERCENT, Snapshot, layer_coverage, layer_kinds, number, pareto_front,
+                                 series_labels, top_layers, with_noise_intervals, with_speedup)
+from farm.layers.coverage import coverage_note
 from farm.measure import MIN_TAIL_SAMPLES
 from farm.warehouse import write_file
 
@@ -216,8 +217,17 @@ def _top_layers(snap: Snapshot, rows: pd.DataFrame) -> str:
         top = top_layers(layers, "time_avg_ms", 10)
         body = [[str(t.layer_index), _e(t.name), _e(t.type), _n(t.time_avg_ms), _n(t.time_share_percent, 3),
                  _n(t.total_bytes, 6)] for t in top.itertuples()]
+        kinds = sorted(layer_kinds(layers, cell.backend).dropna().unique())
+        coverage = layer_coverage(snap, cell.cell_id, layers)
+        if len(kinds) > 1:  # rows of different kinds are never summed together
+            summed = f"{len(layers)} rows of kinds {_e(', '.join(kinds))} (not summed together)"
+        else:
+            summed = (f"{len(layers)} {_e(kinds[0]) + ' ' if kinds else ''}rows, {layers.time_avg_ms.sum():.4g} ms "
+                      "summed" + (f", {coverage:.0f} % of the compute time" if coverage is not None else ""))
+        note = coverage_note(coverage)
+        warning = f" <span class=fail>⚠ {_e(note)}.</span>" if note else ""
         return (f"<h3>Top layers by time: {_e(cell.label)}</h3><p class=meta>The highest-throughput cell that does "
-                f"not fail accuracy; {len(layers)} layers, {layers.time_avg_ms.sum():.4g} ms summed.</p>"
+                f"not fail accuracy; {summed}.{warning}</p>"
                 + _table(["#", "layer", "type", "mean ms", "share %", "bytes"], body, {1, 2}))
     return ""
 

@@ -9,7 +9,8 @@ import pandas as pd
 import streamlit as st
 
 from farm.dashboard.common import cell_picker, downloads, human_bytes, snapshot_or_stop
-from farm.dashboard.data import graph_rows, number, top_layers
+from farm.dashboard.data import graph_rows, layer_coverage, layer_kinds, number, top_layers
+from farm.layers.coverage import coverage_note
 
 GRAPH_LAYER_LIMIT = 400  # larger graphs take graphviz seconds to minutes: drawn on request
 
@@ -88,9 +89,20 @@ layers = snap.cell_file(cell_id, "layers")
 if layers.empty:
     st.info("No per-layer rows for this cell.")
 else:
-    total = layers.time_avg_ms.sum()
-    st.caption(f"{len(layers)} layers, {total:.4g} ms summed per query in the profiling run "
-               "(profiled apart from the timed loop).")
+    kinds = layer_kinds(layers, cell.backend)
+    coverage = layer_coverage(snap, cell_id, layers)
+    if kinds.nunique() > 1:  # never summed across kinds
+        st.caption(f"{len(layers)} layers of kinds " + ", ".join(sorted(kinds.dropna().unique())) + ": "
+                   + "; ".join(f"{k} {layers.time_avg_ms[kinds == k].sum():.4g} ms" for k in sorted(kinds.dropna().unique()))
+                   + " summed per query in the profiling run (profiled apart from the timed loop).")
+    else:
+        total = layers.time_avg_ms.sum()
+        coverage_text = f", {coverage:.0f} % of the compute time" if coverage is not None else ""
+        st.caption(f"{len(layers)} layers ({kinds.iloc[0] or 'kind unknown'} rows), {total:.4g} ms summed per query "
+                   f"in the profiling run{coverage_text} (profiled apart from the timed loop).")
+    note = coverage_note(coverage)
+    if note:
+        st.warning(note)
     by_time, by_memory = st.tabs(["Top layers by time", "Top layers by memory"])
     with by_time:
         top = top_layers(layers, "time_avg_ms")

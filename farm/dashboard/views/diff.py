@@ -6,7 +6,9 @@ import pandas as pd
 import streamlit as st
 
 from farm.dashboard.common import cell_picker, downloads, human_bytes, snapshot_or_stop
-from farm.dashboard.data import MIN_EFFECT_PERCENT, layer_diff, median_ratio, noise_verdict, number
+from farm.dashboard.data import (MIN_EFFECT_PERCENT, layer_coverage, layer_diff, layer_kinds, layers_not_comparable,
+                                 median_ratio, noise_verdict, number)
+from farm.layers.coverage import coverage_note
 
 snap = snapshot_or_stop()
 st.title("Diff")
@@ -74,7 +76,16 @@ layers_a, layers_b = snap.cell_file(a_id, "layers"), snap.cell_file(b_id, "layer
 if layers_a.empty or layers_b.empty:
     st.info("Both cells need per-layer rows for a layer diff.")
     st.stop()
-diff = layer_diff(layers_a, layers_b)
+reason = layers_not_comparable(layers_a, layers_b, a.backend, b.backend)
+if reason:  # eager graph ops against compiled kernels: neither the sums nor the rows line up
+    st.warning(f"Layers not diffed: {reason}.")
+    st.stop()
+kind = layer_kinds(layers_a, a.backend).iloc[0]
+for side, cell_id, frame in (("A", a_id, layers_a), ("B", b_id, layers_b)):
+    note = coverage_note(layer_coverage(snap, cell_id, frame))
+    if note:
+        st.warning(f"{side}: {note}.")
+diff = layer_diff(layers_a, layers_b, a.backend, b.backend)
 matched = diff[diff.match == "both"]
 columns = st.columns(4)
 columns[0].metric("Matched layers", len(matched))
@@ -83,7 +94,7 @@ columns[2].metric("Only in B", int((diff.match == "only B").sum()))
 total_a, total_b = layers_a.time_avg_ms.sum(), layers_b.time_avg_ms.sum()
 columns[3].metric("Σ layer time B − A (ms)", f"{total_b - total_a:+.4g}",
                   delta=f"{(total_b - total_a) / total_a:+.1%}" if total_a else None, delta_color="inverse")
-st.caption(f"Σ layer time A {total_a:.4g} ms, B {total_b:.4g} ms; memory A "
+st.caption(f"Rows: {kind or 'of unknown kind'}. Σ layer time A {total_a:.4g} ms, B {total_b:.4g} ms; memory A "
            f"{human_bytes(layers_a.total_bytes.sum(min_count=1))}, B {human_bytes(layers_b.total_bytes.sum(min_count=1))}. Layers match by name, with TensorRT's renamings undone; "
            "sorted by the size of the time change.")
 changed = pd.DataFrame({  # plain floats and strings: what the chart needs, nothing nullable
