@@ -124,3 +124,19 @@ def test_coverage_under_80_percent_is_said_everywhere(monkeypatch, kinds: Path, 
     assert main(["show", "kinds", "--results", str(high), "--format", "csv"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert [row["layers % of compute"] for row in rows] == ["95", "95"]
+
+
+def test_ingested_engines_are_engine_layers_and_onnxruntime_rows_graph_ops(warehouse: Path) -> None:
+    """The writer sets the kind from the backend where a row does not say: ingested TensorRT
+    engines (no ingest code sets it) are engine layers; they are not diffed against graph ops."""
+    snap = Snapshot(warehouse)
+    ok = snap.cell_frame[snap.cell_frame.status == "ok"]
+    trt = ok[ok.sweep_id == "trt"].cell_id.tolist()
+    ort = ok[ok.backend == "onnxruntime"].cell_id.iloc[0]
+    assert trt and all(set(snap.cell_file(c, "layers").kind) == {"engine layer"} for c in trt
+                       if not snap.cell_file(c, "layers").empty)
+    assert set(snap.cell_file(ort, "layers").kind) == {"graph op"}
+    engine = next(c for c in trt if not snap.cell_file(c, "layers").empty)
+    reason = layers_not_comparable(snap.cell_file(ort, "layers"), snap.cell_file(engine, "layers"),
+                                   "onnxruntime", "tensorrt")
+    assert "ONNX graph ops" in reason and "TensorRT engine layers" in reason
