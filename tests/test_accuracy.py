@@ -149,3 +149,16 @@ def test_a_backend_whose_outputs_ignore_their_inputs_is_judged_on_its_own(tmp_pa
     assert stale["n"] == 2 and stale["verdict"] == "pass"
     (honest,) = check(lambda f: dict(zip(["y"], session.run(["y"], f))), cell, feeds, tmp_path / "cache")
     assert honest["n"] == 16 and honest["verdict"] == "pass" and honest["elements"] == 16 * 5
+
+
+def test_a_model_without_a_batch_axis_runs_its_samples_one_at_a_time(tmp_path: Path) -> None:
+    import onnxruntime as ort
+
+    path = tiny_cnn(tmp_path / "fixed.onnx", batch=1)
+    spec = (InputSpec("x", "float32", (1, 3, 8, 8), -1.0, 1.0, batch_axis=None),)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    evaluation = evaluation_set(spec, {"x": (1, 3, 8, 8)}, 6, seed=1)
+    assert not evaluation.batched and evaluation.n == 6 and evaluation.arrays["x"].shape == (6, 1, 3, 8, 8)
+    outputs = evaluate(lambda f: {"y": session.run(["y"], f)[0]}, evaluation, batch=4)  # the batch does not apply
+    assert outputs["y"].shape == (6, 1, 5)
+    np.testing.assert_array_equal(outputs["y"][5], session.run(["y"], {"x": evaluation.arrays["x"][5]})[0])
