@@ -112,7 +112,12 @@ def _build_and_measure(backend: Backend, cell: Cell, cache_dir: Path, result: Ce
         else:
             result.samples = run_timed(backend.query_fn(feeds), cell.measurement)
             measurement = summarize(result.samples, cell.batch, cell.measurement, backend.inferences_per_query)
-        result.measurement = measurement | backend.runtime_stats()
+        # What the latency includes: backends that know say so in runtime_stats (TensorRT: transfers,
+        # CUDA graph, spin-wait); every backend knows its streams and its own version.
+        engine = backend.name if backend.name in result.versions else None
+        result.measurement = {"timing_streams": backend.inferences_per_query,
+                              "timing_engine_version": f"{engine} {result.versions[engine]}" if engine else None,
+                              } | measurement | backend.runtime_stats()
         if cell.tolerance is not None and backend.returns_outputs:
             log("checking accuracy against the fp32 reference")
             result.accuracy = check_accuracy(backend.outputs, cell, feeds, cache_dir, log)

@@ -88,6 +88,12 @@ def test_run_cell_ok(tmp_path: Path) -> None:
     assert result.measurement["h2d_mean_ms"] is None and result.measurement["compute_mean_ms"] > 0
     assert result.device["kind"] == "cpu" and result.layers
     assert not (tmp_path / "cache" / "work" / ("c" * 16)).exists()  # work folder cleaned
+    # what the latency includes, as for TensorRT cells: host in to host out, no graph, one stream
+    import onnxruntime
+
+    m = result.measurement
+    assert m["timing_engine_version"] == f"onnxruntime {onnxruntime.__version__}" and m["timing_streams"] == 1
+    assert m["latency_includes_transfers"] is True and m["timing_cuda_graph"] is False
 
 
 def test_unsupported_op_is_a_failed_cell(tmp_path: Path) -> None:

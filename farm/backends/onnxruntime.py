@@ -129,6 +129,10 @@ class OnnxRuntimeBackend(Backend):
             profile_path.unlink(missing_ok=True)
         return layers_from_profile(events, self.optimized, warmup_runs)
 
+    def runtime_stats(self) -> dict[str, Any]:
+        """What the latency includes: host inputs to host outputs (CPU), no graph."""
+        return {"latency_includes_transfers": True, "timing_cuda_graph": False}
+
     def close(self) -> None:
         self.session = None
         self.optimized = None

@@ -214,6 +214,13 @@ class TorchBackend(Backend):
         return query
 
     def outputs(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Outputs for `feeds` (of the cell's shapes), copied into the bound inputs: a CUDA graph or a
+        compiled module reads those very tensors."""
+        for name, bound in zip(self.input_names, self.device_inputs):
+            given = self._to_device(feeds[name])
+            if tuple(given.shape) != tuple(bound.shape):
+                raise ValueError(f"input {name}: shape {tuple(given.shape)}, the cell runs {tuple(bound.shape)}")
+            bound.copy_(given)
         outs = self.run(*self.device_inputs)
         if self.dev.type == "cuda":
             self.stream.synchronize()
@@ -221,11 +228,16 @@ class TorchBackend(Backend):
                 for name, o in zip(self.module.output_names, outs)}
 
     def runtime_stats(self) -> dict[str, Any]:
-        if self.dev.type != "cuda":
-            return {}
+        if self.dev.type != "cuda":  # host in, host out: an end-to-end latency, no graph
+            return {"latency_includes_transfers": True, "timing_cuda_graph": False}
         import torch
 
-        return {"peak_memory_bytes": int(torch.cuda.max_memory_allocated(self.dev))}
+        graphs = self.options.mode == "cudagraphs" or (
+            self.options.mode == "compile" and self.options.compile_mode in ("reduce-overhead", "max-autotune"))
+        # torch.cuda.Event without blocking=True is synchronized by polling: trtexec's spin-wait
+        return {"peak_memory_bytes": int(torch.cuda.max_memory_allocated(self.dev)),
+                "latency_includes_transfers": self.options.transfers, "timing_cuda_graph": graphs,
+                "timing_spin_wait": True}
 
     # --- per-layer ------------------------------------------------------------------------------
 

@@ -308,6 +308,7 @@ class TensorRTBackend(Backend):
         self.buffers.update({f"{len(self.bindings)}:{n}": b for n, b in buffers.items()})
         return {"stream": stream, "context": context, "done": cuda.event(),
                 "in": [(buffers[n]["device"], buffers[n]["host"], buffers[n]["nbytes"]) for n in inputs],
+                "in_names": list(inputs),
                 "out": [(buffers[n]["host"], buffers[n]["device"], buffers[n]["nbytes"]) for n in names
                         if n not in inputs],
                 "out_names": [n for n in names if n not in inputs]}
@@ -389,8 +390,16 @@ class TensorRTBackend(Backend):
         return lambda: cuda.launch(graph_exec, stream)
 
     def outputs(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """The first context's output buffers after one more enqueue and copy back."""
+        """Outputs for `feeds` (of the cell's shapes) from the first context: copied into its input
+        buffers, one more enqueue, copied back."""
         cuda, binding = self.cuda, self.bindings[0]
+        for name in binding["in_names"]:
+            view = self.buffers[f"0:{name}"]["view"]
+            if tuple(feeds[name].shape) != tuple(view.shape):
+                raise ValueError(f"input {name}: shape {tuple(feeds[name].shape)}, the engine runs {tuple(view.shape)}")
+            view[...] = feeds[name].astype(view.dtype)
+        for device, host, nbytes in binding["in"]:
+            cuda.copy_h2d(device, host, nbytes, binding["stream"])
         if not binding["context"].execute_async_v3(binding["stream"]):
             raise RuntimeError("execute_async_v3 returned False")
         for host, device, nbytes in binding["out"]:

@@ -198,7 +198,8 @@ def _cell_table(rows: pd.DataFrame) -> str:
             ci, p99, _n(r.latency_cv_percent, 3), "–" if pd.isna(r.stable) else "yes" if r.stable else "no",
             f"<span class=noise>{speedup}</span>" if noise else speedup,
             f"<span class=noise>{ratio}</span>" if noise else ratio,
-            f"<span class=noise>{_e(r.vs_baseline)}</span>" if noise else _e(r.vs_baseline or "–"),
+            (f"<span class=noise>{_e(r.vs_baseline)}</span>" if noise else _e(r.vs_baseline or "–"))
+            + (f" <em>{_e(r.timing_differs)}</em>" if getattr(r, "timing_differs", None) else ""),
             f"<span class={'fail' if r.accuracy == 'fail' else 'pass'}>{_e(verdict)}</span>",
             "●" if r.pareto else "", f"<code>{_e(r.cell_id[:8])}</code>",
         ])

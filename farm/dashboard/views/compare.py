@@ -130,7 +130,8 @@ table = compared.assign(
     link="cell?cell=" + compared.cell_id)
 table = table[["link", "model", "series", "batch", "throughput_qps", "throughput_samples_per_s",
                "latency_median_ms", "ci", "p99", "latency_p99_tail_samples", "latency_cv_percent", "stable",
-               "speedup", "latency_ratio", "ratio_ci", "vs_baseline", "noise_basis", "accuracy", "failed_metric",
+               "speedup", "latency_ratio", "ratio_ci", "vs_baseline", "timing_differs", "noise_basis", "accuracy",
+               "failed_metric",
                "pareto", "cell_id"]]
 
 
@@ -154,6 +155,8 @@ st.dataframe(styled, hide_index=True, column_config={
     "latency_cv_percent": st.column_config.NumberColumn("CV %", format="%.2f"),
     "speedup": st.column_config.NumberColumn("speedup", format="%.3f×"),
     "vs_baseline": st.column_config.TextColumn("vs baseline"),
+    "timing_differs": st.column_config.TextColumn("timed differently", help="what one latency includes and the "
+                                                  "baseline's does not (transfers, CUDA graph, spin-wait, streams)"),
     "failed_metric": st.column_config.TextColumn("failed metric"),
     "pareto": st.column_config.CheckboxColumn("on frontier"),
 })
