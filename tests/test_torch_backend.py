@@ -156,3 +156,25 @@ def test_cuda_cell_without_a_gpu_is_skipped_with_how_to_fix(tmp_path: Path) -> N
     assert cell.device_kind == "cuda"
     result = run_cell(cell, tmp_path / "cache")
     assert result.status == "skipped" and 'device = "cpu"' in result.reason
+
+
+def test_outputs_are_those_of_the_inputs_given(tmp_path: Path) -> None:
+    """Accuracy runs its own evaluation set through the cell's engine: outputs() must use it, not
+    the inputs the engine was built with."""
+    import onnx
+
+    from farm.models import make_feeds
+
+    cell = torch_cell(tmp_path, "fp32")
+    backend = backend_class("torch")(cell.options)
+    built_with = make_feeds(cell.model.inputs, cell.input_shapes, 0)
+    backend.prepare(cell, tmp_path / "cache")
+    backend.build(cell.model.path, built_with, "fp32", tmp_path / "work")
+    other = make_feeds(cell.model.inputs, cell.input_shapes, 1)
+    (expected,) = ort_outputs(onnx.load(str(cell.model.path)), other)
+    (got,) = backend.outputs(other).values()
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+    (again,) = backend.outputs(built_with).values()
+    assert not np.allclose(got, again)  # other inputs, other outputs; and `got` was not overwritten
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+    backend.close()

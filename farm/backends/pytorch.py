@@ -122,7 +122,9 @@ class TorchBackend(Backend):
     def _to_device(self, array: np.ndarray):
         import torch
 
-        tensor = torch.from_numpy(np.ascontiguousarray(array))
+        # a copy: on CPU the tensor would otherwise share the caller's array, and outputs() writes
+        # later inputs into the bound tensors
+        tensor = torch.from_numpy(np.array(array, order="C"))
         if tensor.is_floating_point():
             tensor = tensor.to(self.dtype)
         return tensor.to(self.dev)
@@ -224,7 +226,8 @@ class TorchBackend(Backend):
         outs = self.run(*self.device_inputs)
         if self.dev.type == "cuda":
             self.stream.synchronize()
-        return {name: (o.float() if o.is_floating_point() else o).cpu().numpy()
+        # copies: on CPU .numpy() would share memory with tensors the next run may reuse
+        return {name: (o.float() if o.is_floating_point() else o).cpu().numpy().copy()
                 for name, o in zip(self.module.output_names, outs)}
 
     def runtime_stats(self) -> dict[str, Any]:
