@@ -162,3 +162,25 @@ def test_a_model_without_a_batch_axis_runs_its_samples_one_at_a_time(tmp_path: P
     outputs = evaluate(lambda f: {"y": session.run(["y"], f)[0]}, evaluation, batch=4)  # the batch does not apply
     assert outputs["y"].shape == (6, 1, 5)
     np.testing.assert_array_equal(outputs["y"][5], session.run(["y"], {"x": evaluation.arrays["x"][5]})[0])
+
+
+def test_an_accuracy_check_that_cannot_run_keeps_the_measured_latency(tmp_path: Path) -> None:
+    """NonZero: how many values the output holds depends on the data, so chunks do not stack. The
+    cell stays ok with its measurement; its accuracy row fails, saying why it was not checked."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    zero = helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0])
+    graph = helper.make_graph(
+        [helper.make_node("Greater", ["x", "zero"], ["positive"]), helper.make_node("NonZero", ["positive"], ["at"])],
+        "nonzero", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
+        [helper.make_tensor_value_info("at", TensorProto.INT64, [2, "count"])], [zero])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    (tmp_path / "models").mkdir()
+    onnx.save(model, tmp_path / "models" / "nonzero.onnx")
+    con = run_sweep(tmp_path, '[[models]]\nsource = "models/nonzero.onnx"\n[axes]\nbatch_sizes = [4]\n')
+    assert con.execute("SELECT status FROM cells").fetchall() == [("ok",)]
+    assert con.execute("SELECT count(*) FROM measurements WHERE throughput_qps > 0").fetchone() == (1,)
+    (verdict, why), = con.execute("SELECT verdict, worst_metric FROM accuracy").fetchall()
+    assert verdict == "fail" and why.startswith("not checked: ")

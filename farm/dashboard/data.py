@@ -303,12 +303,14 @@ def median_ratio(median_a: Any, low_a: Any, high_a: Any, median_b: Any, low_b: A
 
 def noise_verdict(ratio: Any, low: Any, high: Any, min_effect_percent: float = MIN_EFFECT_PERCENT) -> Any:
     """'faster' / 'slower' (B's latency against A's) when the ratio's interval excludes 1 and the
-    ratio is at least `min_effect_percent` from 1; 'within noise' otherwise, and where the interval
-    is missing. Numbers or arrays (then an array of strings)."""
+    ratio is at least `min_effect_percent` from 1; 'within noise' otherwise; 'not judged' where a
+    cell has no usable interval (nothing says how noisy it was). Numbers or arrays (then an array
+    of strings)."""
     ratio, low, high = (np.asarray(v, dtype=np.float64) for v in (ratio, low, high))
     effect = np.abs(ratio - 1) * 100 >= min_effect_percent
     verdict = np.where(effect & (high < 1) & (ratio < 1), "faster",
-                       np.where(effect & (low > 1) & (ratio > 1), "slower", "within noise"))
+                       np.where(effect & (low > 1) & (ratio > 1), "slower",
+                                np.where(np.isnan(low) | np.isnan(high), "not judged", "within noise")))
     return str(verdict) if verdict.ndim == 0 else verdict.astype(object)
 
 

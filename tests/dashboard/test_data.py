@@ -80,7 +80,7 @@ def test_a_45_percent_change_is_not_within_noise_even_with_loose_stored_interval
     f["series"] = series_labels(f)
     out = with_speedup(f, "fp32 · onnxruntime").set_index("cell_id")
     assert out.loc["b", "vs_baseline"] == "faster" and out.loc["b", "ratio_high"] < 1
-    assert noise_verdict(*median_ratio(6.78, -0.445, 17.95, 3.75, 3.7, 3.8)) == "within noise"  # unusable bound
+    assert noise_verdict(*median_ratio(6.78, -0.445, 17.95, 3.75, 3.7, 3.8)) == "not judged"  # unusable bound
 
 
 def lognormal(seed: int, n: int, median: float = 5.0, sigma: float = 0.2) -> np.ndarray:
@@ -118,7 +118,7 @@ def test_noise_verdict_needs_both_the_interval_and_the_effect() -> None:
     assert noise_verdict(0.90, 0.85, 0.95) == "faster" and noise_verdict(1.10, 1.05, 1.15) == "slower"
     assert noise_verdict(0.90, 0.80, 1.01) == "within noise"  # the interval holds 1
     assert noise_verdict(1.01, 1.005, 1.015) == "within noise"  # real but under the minimum effect
-    assert noise_verdict(1.10, float("nan"), float("nan")) == "within noise"  # no interval: cannot tell
+    assert noise_verdict(1.10, float("nan"), float("nan")) == "not judged"  # no interval: cannot tell, never "noise"
     assert list(noise_verdict([0.9, 1.0], [0.8, 0.9], [0.95, 1.1])) == ["faster", "within noise"]
 
 

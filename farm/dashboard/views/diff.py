@@ -65,7 +65,8 @@ basis = ("both cells' raw samples" if set(noise.noise_source) == {"samples"}
 if pd.notna(ratio):
     interval = f"{ratio_low:.3f} – {ratio_high:.3f}" if pd.notna(ratio_low) else "no interval"
     summary = {"faster": "B is **faster**", "slower": "B is **slower**",
-               "within noise": "the latency difference is **within noise**"}[verdict]
+               "within noise": "the latency difference is **within noise**",
+               "not judged": "**not judged**: a cell has no interval to judge the difference by"}[verdict]
     st.caption(f"Median latency B / A = {ratio:.3f} (95 % interval {interval}, from {basis}): {summary} "
                f"(faster or slower needs an interval that excludes 1 and a change of at least "
                f"{MIN_EFFECT_PERCENT:g} %).")
