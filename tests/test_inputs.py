@@ -154,18 +154,27 @@ def test_unnamed_batch_axis_named_by_input_and_axis(tmp_path: Path) -> None:
     assert {b: y.shape for b, y in run_cells(cells).items()} == {1: (1, 16), 4: (4, 16)}
 
 
-def test_model_without_batch_axis_runs_as_declared_at_batch_1_only(tmp_path: Path) -> None:
+def test_an_unnamed_first_axis_of_every_input_is_the_batch(tmp_path: Path) -> None:
+    """No batch name, but every input starts with the same dynamic axis (an exporter's '?' or
+    'unk__612'): that axis is the batch, as it was before batch names were read."""
     relu_model(tmp_path / "m.onnx", ["?", 16])
-    message = plan_error(sweep(tmp_path, "m.onnx"))
-    assert "input 'x' axis 0 (unnamed: '?')" in message
-    assert 'set batch_dim instead (e.g. batch_dim = "x:0")' in message
-    cells = plan(sweep(tmp_path, "m.onnx", suggestion(message))).cells  # sized as declared
+    cells = plan(sweep(tmp_path, "m.onnx")).cells
+    assert {c.batch: c.input_shapes for c in cells} == {1: {"x": (1, 16)}, 4: {"x": (4, 16)}}
+    assert {b: y.shape for b, y in run_cells(cells).items()} == {1: (1, 16), 4: (4, 16)}
+    relu_model(tmp_path / "t.onnx", ["unk__612", 16])
+    assert [c.input_shapes["x"] for c in plan(sweep(tmp_path, "t.onnx")).cells] == [(1, 16), (4, 16)]
+
+
+def test_model_without_batch_axis_runs_as_declared_at_batch_1_only(tmp_path: Path) -> None:
+    lstm_model(tmp_path / "lstm.onnx", batch="p2o.DynamicDimension.0")  # the state's axis 0 is fixed: no batch
+    message = plan_error(sweep(tmp_path, "lstm.onnx"))
+    cells = plan(sweep(tmp_path, "lstm.onnx", suggestion(message))).cells  # sized as declared
     by_batch = {c.batch: c for c in cells}
-    assert by_batch[1].unsupported_reason is None and by_batch[1].input_shapes == {"x": (128, 16)}
-    assert by_batch[4].unsupported_reason.startswith("model 'm' has no batch axis (no input has a dynamic "
+    assert by_batch[1].unsupported_reason is None and by_batch[1].input_shapes["x"] == (128, 16)
+    assert by_batch[4].unsupported_reason.startswith("model 'lstm' has no batch axis (no input has a dynamic "
                                                      "dimension named batch, batch_size")
     assert 'batch_dim = "NAME" or "INPUT:AXIS"' in by_batch[4].unsupported_reason
-    assert run_cells(cells)[1].shape == (128, 16)
+    assert run_cells([by_batch[1]], "h")[1].shape == (2, 128, HIDDEN)
 
 
 def test_batch_dim_empty_list_means_no_batch_axis(tmp_path: Path) -> None:

@@ -195,6 +195,15 @@ def resolve_model(spec: ModelSpec, index: int, base_dir: Path, cache_dir: Path) 
                          declared_batch=declared)
 
 
+def _common_dynamic_first_axis(shapes: dict[str, tuple[int | str, ...]]) -> bool:
+    """Every input has a dynamic axis 0, and those axes share one name (or are all unnamed)."""
+    firsts = [shape[0] if shape else None for shape in shapes.values()]
+    if not firsts or not all(isinstance(d, str) for d in firsts):
+        return False
+    named = {d for d in firsts if not is_unnamed(d)}
+    return len(named) <= 1 and (not named or len(named) == 1 and all(not is_unnamed(d) for d in firsts))
+
+
 def _batch_axes(name: str, shapes: dict[str, tuple[int | str, ...]], batch_dim: str | list[str] | None,
                 where: str) -> dict[str, int | None]:
     """Each input's batch axis: where the dimension that `batch_dim` names (a name or "INPUT:AXIS"),
@@ -211,6 +220,10 @@ def _batch_axes(name: str, shapes: dict[str, tuple[int | str, ...]], batch_dim: 
             named = "; ".join(f"{dim!r} ({', '.join(places)})" for dim, places in found.items())
             raise ConfigError(f"{where}: model {name!r} has several dimensions named like a batch: {named}; "
                               f"say which one is in {where}: batch_dim = {toml_key_value(next(iter(found)))}")
+        if not found and _common_dynamic_first_axis(shapes):
+            # No batch name, but every input starts with the same dynamic axis (tf2onnx's 'unk__612',
+            # an unnamed '?'): that axis is the batch, as exporters mean it.
+            return dict.fromkeys(shapes, 0)
         refs = list(found)
     else:
         refs = [batch_dim] if isinstance(batch_dim, str) else list(batch_dim)
