@@ -238,6 +238,25 @@ def test_integer_input_without_range_is_an_error_with_a_fix(tmp_path: Path) -> N
     assert plan(sweep(tmp_path, "sr.onnx", suggestion(message))).cells  # pasted as printed, it plans
 
 
+@pytest.mark.parametrize("table, expected", [
+    ("inputs.sample_rate.range = [0.5, 0.7]", "range: [0.5, 0.7) holds no integer"),
+    ("inputs.sample_rate.range = [3.2, 3.9]", "range: [3.2, 3.9) holds no integer"),
+    ("inputs.sample_rate.range = [0, 1e30]", "range: [0, 1e+30) does not fit the int64 of input 'sample_rate'"),
+    ("inputs.sample_rate.value = 1e30", "value: 1e+30 does not fit the int64 of input 'sample_rate'"),
+])
+def test_integer_values_that_cannot_be_fed_are_errors_at_planning(table: str, expected: str, tmp_path: Path) -> None:
+    """Not a numpy error in every cell at run time, nor a silently wrapped value."""
+    sample_rate_model(tmp_path / "sr.onnx")
+    message = plan_error(sweep(tmp_path, "sr.onnx", table))
+    assert f"models[0].inputs.sample_rate.{expected}" in message and "\n" not in message
+
+
+def test_a_fractional_integer_range_feeds_the_integers_inside_it(tmp_path: Path) -> None:
+    sample_rate_model(tmp_path / "sr.onnx")
+    cell = plan(sweep(tmp_path, "sr.onnx", "inputs.sample_rate.range = [3, 3.5]")).cells[0]
+    assert make_feeds(cell.model.inputs, cell.input_shapes, 0)["sample_rate"] == 3  # [3, 3.5) holds 3 alone
+
+
 @pytest.mark.parametrize("table", ["[models.inputs.sample_rate]\nvalue = 16000",
                                    "[models.inputs.sample_rate]\nrange = [16000, 16001]",
                                    "inputs.sample_rate.value = 16000"])

@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import re
 import zlib
@@ -269,8 +270,19 @@ def _value_range(input_name: str, dtype: str, shape: tuple[int | str, ...], over
             raise ConfigError(f"{key}.value: {value} is not an integer, and input {input_name!r} is {dtype}")
         if kind == "b" and value not in (0, 1):
             raise ConfigError(f"{key}.value: {value} is not a bool: input {input_name!r} takes 0 or 1")
+        if kind in "iu" and not np.iinfo(dtype).min <= value <= np.iinfo(dtype).max:
+            raise ConfigError(f"{key}.value: {value:g} does not fit the {dtype} of input {input_name!r}")
         return float(value), float(value)
     if override is not None and override.range is not None:
+        low, high = override.range
+        if kind in "iu":  # integers in [low, high): at least one, and within the dtype
+            info = np.iinfo(dtype)
+            if math.ceil(low) >= high:
+                raise ConfigError(f"{key}.range: [{low:g}, {high:g}) holds no integer, and input {input_name!r} "
+                                  f"is {dtype}: e.g. range = [{math.floor(low):d}, {math.floor(low) + 2:d}]")
+            if low < info.min or high - 1 > info.max:
+                raise ConfigError(f"{key}.range: [{low:g}, {high:g}) does not fit the {dtype} of input "
+                                  f"{input_name!r} ({info.min} to {info.max})")
         return override.range
     if input_name in zoo_ranges:
         return zoo_ranges[input_name]
@@ -386,7 +398,8 @@ def make_feeds(inputs: tuple[InputSpec, ...], shapes: dict[str, tuple[int, ...]]
         elif spec.dtype == "bool":
             values = rng.integers(int(spec.low), max(int(spec.high), 2), size=shape).astype(bool)
         else:
-            values = rng.integers(int(spec.low), int(spec.high), size=shape).astype(spec.dtype)
+            # the integers in [low, high): from ceil(low) up to, not including, ceil(high)
+            values = rng.integers(math.ceil(spec.low), math.ceil(spec.high), size=shape).astype(spec.dtype)
         feeds[spec.name] = values
     return feeds
 
