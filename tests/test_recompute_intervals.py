@@ -62,15 +62,21 @@ def test_recompute_rewrites_only_the_interval_columns(copy: Path) -> None:
                   "latency_p90_tail_samples", "latency_p95_tail_samples", "latency_p99_tail_samples"}
     for cell_id, new in after.items():
         old = before[cell_id]
-        assert {k: v for k, v in new.items() if k not in recomputed} == {k: v for k, v in old.items()
-                                                                            if k not in recomputed}
+        # columns newer than the file come back empty (the file is rewritten in today's schema)
+        added = {k for k in new if k not in old}
+        assert all(new[k] is None for k in added - recomputed), {k: new[k] for k in added}
+        assert {k: v for k, v in new.items() if k not in recomputed | added} == {k: v for k, v in old.items()
+                                                                                 if k not in recomputed}
         assert new["median_ci_method"] == "order_statistic_neff"
         assert 0 < new["latency_min_ms"] <= new["median_ci_low_ms"] <= new["latency_median_ms"] <= new["median_ci_high_ms"]
         assert new["median_ci_high_ms"] <= new["latency_max_ms"]
-        assert (new["median_ci_high_ms"] - new["median_ci_low_ms"]) / new["latency_median_ms"] < 0.5
+        if new["repeat_spread_percent"] < 50:  # repeats far apart make the median truly uncertain: wide is right
+            assert (new["median_ci_high_ms"] - new["median_ci_low_ms"]) / new["latency_median_ms"] < 0.5
         assert 0 <= new["latency_p99_tail_samples"] <= new["latency_p95_tail_samples"] <= new["queries"]
         assert new["stable"] == (new["latency_cv_percent"] <= new["max_cv_percent"]
                                  and new["repeat_spread_percent"] <= MAX_REPEAT_SPREAD_PERCENT)
-    assert counts["negative_before"] == 6 and counts["wide_after"] == counts["negative_after"] == 0
+    wide = [r for r in after.values() if r["median_ci_high_ms"] - r["median_ci_low_ms"] >= 0.5 * r["latency_median_ms"]]
+    assert counts["negative_before"] == 6 and counts["negative_after"] == 0 and counts["wide_after"] == len(wide)
+    assert all(r["repeat_spread_percent"] >= 50 and not r["stable"] for r in wide)  # only where repeats disagree
     snap = Snapshot(copy)  # the dashboard reads the new columns (its consolidated copy refreshed)
     assert snap.cell_frame.median_ci_low_ms.gt(0).all() and snap.cell_frame.latency_p99_tail_samples.notna().all()
