@@ -310,18 +310,7 @@ class Warehouse:
         from farm import __version__
 
         text = json.dumps({"farm_version": __version__, "schema_version": SCHEMA_VERSION}) + "\n"
-        tmp = marker.with_name(f"{marker.name}.{os.getpid()}.tmp")
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
-            try:
-                os.write(fd, text.encode())
-            finally:
-                os.close(fd)
-            os.replace(tmp, marker)
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
-            raise write_error(marker, exc) from None
+        write_file(marker, text)  # whole or not at all, one line when refused
 
     # --- one writer at a time -------------------------------------------------------------------
 
