@@ -138,3 +138,14 @@ def test_stress_workers_quick() -> None:
     verdicts = re.findall(r"^(PASS|FAIL)\s+(.*)$", out, re.MULTILINE)
     assert verdicts, out
     assert [name for verdict, name in verdicts if verdict != "PASS"] == [], out
+
+
+def test_interval_coverage_quick() -> None:
+    out = run_benchmark("interval_coverage.py", "--quick", timeout=300)
+    rows = re.findall(rf"^\s*{NUMBER}\s+{NUMBER} \|" + rf"\s+{NUMBER}" * 2 + r" \|" + rf"\s+{NUMBER}" * 2
+                      + r" \|" + rf"\s+{NUMBER}" * 2 + r" \|" + rf"\s+{NUMBER}" * 2 + r"\s*$", out, re.MULTILINE)
+    assert len(rows) == 2, out
+    for row in rows:
+        shares = [figure(v) for v in row[2:4] + row[6:]]
+        assert all(0 <= share <= 1 for share in shares), row
+        assert all(positive(width) for width in row[4:6])

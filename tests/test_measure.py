@@ -11,8 +11,8 @@ from farm.backends.base import PhaseTimes
 from farm.config import Measurement
 from scipy import stats
 
-from farm.measure import (MAX_REPEAT_SPREAD_PERCENT, Samples, effective_sample_size, latency_stats,
-                          median_confidence_interval, percentile, run_timed, summarize)
+from farm.measure import (MAX_REPEAT_SPREAD_PERCENT, SAMPLE_INTERVAL_METHOD, Samples, effective_sample_size,
+                          latency_stats, median_confidence_interval, percentile, run_timed, summarize)
 
 
 def trtexec_percentile_reference(values: list[float], p: float) -> float:
@@ -107,7 +107,7 @@ def test_summarize_throughput() -> None:
     assert row["throughput_qps"] == pytest.approx(400.0)
     assert row["throughput_samples_per_s"] == pytest.approx(3200.0)
     assert summarize(samples, batch=8, settings=settings, inferences_per_query=2)["throughput_qps"] == pytest.approx(800.0)
-    assert row["median_ci_method"] == "order_statistic_neff" and row["repeat_spread_percent"] == 0.0
+    assert row["median_ci_method"] == SAMPLE_INTERVAL_METHOD and row["repeat_spread_percent"] == 0.0
     assert row["median_ci_low_ms"] == row["median_ci_high_ms"] == 2.0
 
 
@@ -121,7 +121,7 @@ def test_summarize_a_real_timed_loop() -> None:
     assert row["throughput_qps"] < 1000  # each query sleeps 1 ms, and a sleep never ends early
     assert row["latency_min_ms"] <= row["median_ci_low_ms"] <= row["latency_median_ms"] <= row["median_ci_high_ms"]
     assert row["median_ci_high_ms"] <= row["latency_max_ms"]
-    assert row["median_ci_method"] == "order_statistic_neff"
+    assert row["median_ci_method"] == SAMPLE_INTERVAL_METHOD
 
 
 def test_stable_is_the_latency_cv_within_the_threshold() -> None:
@@ -139,7 +139,7 @@ def test_stable_is_the_latency_cv_within_the_threshold() -> None:
 def test_median_interval_single_repeat_brackets_the_median() -> None:
     values = np.random.default_rng(3).normal(10, 1, 500)
     low, high, method = median_confidence_interval(values, np.zeros(500, dtype=int))
-    assert method == "order_statistic_neff"
+    assert method == SAMPLE_INTERVAL_METHOD
     assert low < np.median(values) < high and high - low < 0.5
 
 
@@ -231,15 +231,43 @@ def test_median_interval_of_few_samples_is_within_min_and_max(n: int) -> None:
 
 def test_three_noisy_repeats_no_longer_give_an_interval_below_zero() -> None:
     """The case that misled: three repeats whose medians disagree (6.8, 7.0 and 17 ms) made a
-    t-interval over 3 repeat medians run from below zero to 18 ms. From the samples, the interval
-    stays inside the samples, and the disagreement shows as the repeat spread and an unstable cell."""
+    t-interval over 3 repeat medians run from below zero to 18 ms. Now the repeats' part is on the
+    log scale: wide (nobody can say whether the next run gives 7 or 17 ms), but positive and around
+    the median; the disagreement also shows as the repeat spread and an unstable cell."""
     rng = np.random.default_rng(5)
     latency = np.concatenate([rng.normal(6.8, 0.1, 100), rng.normal(7.0, 0.1, 100), rng.normal(17.0, 0.3, 100)])
     samples = synthetic(list(latency), repeats=3, walltime_ms=float(latency.sum()))
     row = summarize(samples, 1, Measurement(max_cv_percent=1e9))
-    assert 0 < row["latency_min_ms"] <= row["median_ci_low_ms"] <= row["latency_median_ms"] <= row["median_ci_high_ms"]
-    assert row["median_ci_high_ms"] <= row["latency_max_ms"]
+    assert 0 < row["median_ci_low_ms"] < row["latency_min_ms"] and row["median_ci_high_ms"] > row["latency_max_ms"]
+    assert row["median_ci_low_ms"] * row["median_ci_high_ms"] == pytest.approx(row["latency_median_ms"] ** 2)
     assert row["repeat_spread_percent"] > 100 and row["stable"] is False  # the CV test alone would pass it
+
+
+def repeat_levels(tau: float):
+    """3 repeats of log-normal AR(1) latencies (phi 0.5), each repeat at its own level (sd tau on
+    the log scale): what moves a whole run. The median a run-to-run average gives is 1."""
+    inner = ar1_lognormal(0.5)
+
+    def draw(rng: np.random.Generator, n: int) -> np.ndarray:
+        size = -(-n // 3)
+        return np.concatenate([np.exp(rng.normal(0, tau)) * inner(rng, size) for _ in range(3)])[:n]
+    return draw
+
+
+def test_median_interval_covers_what_runs_move_by() -> None:
+    """Each repeat at its own level (sd 3 %, against a query sd of 30 %): the samples alone cover
+    the run-to-run median far less often than 95 % (they cannot see between runs); with the
+    repeats' t-interval the farm's interval keeps at least the nominal rate."""
+    draw = repeat_levels(0.03)
+    share, intervals = covered(draw, 1.0, 600)
+    low_bound, _ = coverage_bounds(0.95, DRAWS)
+    assert share >= low_bound, share
+    repeat = np.repeat(np.arange(3), 200)
+    alone = np.mean([low <= 1.0 <= high for low, high, _ in
+                     (median_confidence_interval(v, repeat, across_repeats=False) for _, _, v in intervals)])
+    assert alone < low_bound, alone
+    for low, high, values in intervals:
+        assert 0 < low <= np.median(values) <= high
 
 
 def test_stable_needs_the_repeats_to_agree() -> None:

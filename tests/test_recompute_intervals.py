@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from farm.dashboard.data import Snapshot
-from farm.measure import MAX_REPEAT_SPREAD_PERCENT
+from farm.measure import MAX_REPEAT_SPREAD_PERCENT, SAMPLE_INTERVAL_METHOD
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "results" / "examples"
@@ -67,16 +67,16 @@ def test_recompute_rewrites_only_the_interval_columns(copy: Path) -> None:
         assert all(new[k] is None for k in added - recomputed), {k: new[k] for k in added}
         assert {k: v for k, v in new.items() if k not in recomputed | added} == {k: v for k, v in old.items()
                                                                                  if k not in recomputed}
-        assert new["median_ci_method"] == "order_statistic_neff"
-        assert 0 < new["latency_min_ms"] <= new["median_ci_low_ms"] <= new["latency_median_ms"] <= new["median_ci_high_ms"]
-        assert new["median_ci_high_ms"] <= new["latency_max_ms"]
-        if new["repeat_spread_percent"] < 50:  # repeats far apart make the median truly uncertain: wide is right
+        assert new["median_ci_method"] == SAMPLE_INTERVAL_METHOD
+        assert 0 < new["median_ci_low_ms"] <= new["latency_median_ms"] <= new["median_ci_high_ms"]
+        if new["repeat_spread_percent"] < 10:  # repeats far apart make the median truly uncertain: wide is right
             assert (new["median_ci_high_ms"] - new["median_ci_low_ms"]) / new["latency_median_ms"] < 0.5
         assert 0 <= new["latency_p99_tail_samples"] <= new["latency_p95_tail_samples"] <= new["queries"]
         assert new["stable"] == (new["latency_cv_percent"] <= new["max_cv_percent"]
                                  and new["repeat_spread_percent"] <= MAX_REPEAT_SPREAD_PERCENT)
     wide = [r for r in after.values() if r["median_ci_high_ms"] - r["median_ci_low_ms"] >= 0.5 * r["latency_median_ms"]]
     assert counts["negative_before"] == 6 and counts["negative_after"] == 0 and counts["wide_after"] == len(wide)
-    assert all(r["repeat_spread_percent"] >= 50 and not r["stable"] for r in wide)  # only where repeats disagree
+    # wide only where the repeats disagree (their t-interval on the log scale: a run may sit anywhere among them)
+    assert all(r["repeat_spread_percent"] >= 10 and not r["stable"] for r in wide)
     snap = Snapshot(copy)  # the dashboard reads the new columns (its consolidated copy refreshed)
     assert snap.cell_frame.median_ci_low_ms.gt(0).all() and snap.cell_frame.latency_p99_tail_samples.notna().all()
