@@ -65,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sweep", default="ingested", help="sweep to add the engines to (default: ingested)")
     p.add_argument("--engine", default=None, help="engine name (default: the first file's name up to its first '.')")
     p.add_argument("--separate", action="store_true", help="each file is a different engine")
+    p.add_argument("--run", type=int, default=None, metavar="N",
+                   help="of a log that holds several trtexec runs, ingest only run N (1 = the first); without it, "
+                        "such a log given alone becomes one cell per run")
 
     p = add("graph", "Draw a cell's engine graph (layers with type, precision, time share and memory).")
     p.add_argument("cell", help="cell id, or a unique prefix of one (see `farm show`)")
@@ -75,6 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("show", "Show the cells of one sweep with their figures.")
     p.add_argument("sweep", help="sweep name (see `farm ls`)")
     p.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output format")
+    p.add_argument("--all", action="store_true",
+                   help="also the cells of earlier plans of this sweep (before its sweep file changed)")
 
     p = add("dashboard", "Serve the comparison dashboard (Streamlit) on localhost: overview, compare, cell, diff "
                          "and a read-only SQL console over the warehouse.")
@@ -195,7 +200,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     import re
 
     from farm.config import SweepConfig
-    from farm.ingest import IngestWarehouse, NotOneEngine, combine, describe_skip, read_file
+    from farm.ingest import IngestWarehouse, NotOneEngine, combine, describe_skip, read_file, split_runs
 
     try:
         SweepConfig.model_validate({"name": args.sweep, "models": [{"source": "x"}]})
@@ -206,8 +211,18 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                         "engine, named after the file: give one of the two")
     paths = list({Path(p).resolve(): Path(p) for p in args.paths}.values())  # a file given twice is read once
     # Everything is read and checked before anything is written: an ingest that fails writes nothing.
-    reads = [read_file(path) for path in paths]
-    errors = [f"{read.path}: {read.problem}" for read in reads if read.error]
+    reads, errors = [], []
+    for read in map(read_file, paths):
+        try:
+            reads.extend(split_runs(read, args.run) if read.usable else [read])
+        except ValueError as exc:
+            errors.append(str(exc))
+    several = sorted({str(read.path) for read in reads if read.run is not None and args.run is None})
+    if several and (len({read.path for read in reads if read.usable}) > 1 or args.engine):
+        errors.append(f"{', '.join(several)} holds several trtexec runs: give it alone (one cell per run), or pick "
+                      "one with --run N")
+    errors += [f"{read.path}" + (f" (run {read.run})" if read.run else "") + f": {read.problem}"
+               for read in reads if read.error]
     skipped = [read for read in reads if not read.usable and not read.error]
     usable = [read for read in reads if read.usable]
     if not usable and not errors:
@@ -219,8 +234,11 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     for read in skipped:
         print(f"farm: skipped {describe_skip(read)}", file=sys.stderr)
     engines = []
-    for group in ([[read] for read in usable] if args.separate else [usable] if usable else []):
+    by_run = bool(several) and not errors
+    for group in ([[read] for read in usable] if args.separate or by_run else [usable] if usable else []):
         name = args.engine or re.sub(r"\..*$", "", group[0].path.name)
+        if group[0].run is not None and args.run is None:
+            name += f".run{group[0].run}"
         try:
             engines.append(combine(name, group, args.sweep))
         except NotOneEngine as exc:
@@ -321,6 +339,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     measured = {d[0] for d in con.execute("SELECT * FROM measurements LIMIT 0").description}
     tail = "m.latency_p99_tail_samples" if "latency_p99_tail_samples" in measured else "CAST(NULL AS BIGINT)"
     coverage = "m.layer_coverage_percent" if "layer_coverage_percent" in measured else "CAST(NULL AS DOUBLE)"
+    plan = None if args.all else warehouse.latest_plan(args.sweep)
     columns, rows = warehouse.fetch(
         con,
         # accuracy as the end-of-sweep summary shows it (farm/sweep.py summary_table); "p99 tail":
@@ -339,12 +358,17 @@ def cmd_show(args: argparse.Namespace) -> int:
                coalesce(c.reason, c.notes) AS note
         FROM cells c LEFT JOIN measurements m USING (cell_id) LEFT JOIN builds b USING (cell_id)
              LEFT JOIN verdicts v USING (cell_id)
-        WHERE c.sweep_id = ?
+        WHERE c.sweep_id = ? AND (? OR list_contains(?, c.cell_id))
         ORDER BY c.model, c.backend, c.precision, c.batch, c.profile
         """,
-        [MIN_TAIL_SAMPLES, COVERAGE_WARN_PERCENT, args.sweep],
+        [MIN_TAIL_SAMPLES, COVERAGE_WARN_PERCENT, args.sweep, plan is None, plan or []],
     )
     _print_rows(columns, rows, args.format)
+    if plan is not None:
+        total = con.execute("SELECT count(*) FROM cells WHERE sweep_id = ?", [args.sweep]).fetchone()[0]
+        if total > len(rows):
+            print(f"farm: {total - len(rows)} cell(s) of earlier plans of sweep {args.sweep!r} not shown "
+                  "(its sweep file changed since they ran): --all shows them", file=sys.stderr)
     return 0
 
 

@@ -197,7 +197,7 @@ class TrtexecBackend(Backend):
         from farm.layers.engine import fill_weights
 
         layers = self.layer_info or self.facts.layers
-        fill_weights(layers, self.facts.conv_weight_shapes)
+        fill_weights(layers, self.facts.conv_weight_shapes, self.facts.weight_shapes)
         records, _, _ = _layer_records(layers, self.profile, self.facts)
         return records
 

@@ -31,7 +31,8 @@ from farm import __version__
 from farm.backends.base import BuildStats, LayerRecord
 from farm.config import Measurement
 from farm.ingest.trt_files import HEAD_BYTES, KIND_NAMES, WHAT_FARM_READS, FormatError, IOTensor, LogFacts, \
-    Profile, read_inspector_json, read_log_lines, read_profile_json, read_times_json, sniff, timing_from_log
+    Profile, read_inspector_json, read_log_runs, read_profile_json, read_times_json, sniff, timing_from_log
+from farm.ingest.trt_versions import rules_for
 from farm.layers.engine import EngineLayer, fill_weights, join_key, join_layers
 from farm.measure import Samples, latency_stats, phase_stats
 from farm.models import ModelArtifact
@@ -61,6 +62,8 @@ class FileRead:
     layers: list[EngineLayer] = dataclasses.field(default_factory=list)
     io_tensors: list[IOTensor] = dataclasses.field(default_factory=list)  # inspector "Bindings" / "I/O Tensors"
     log: LogFacts | None = None
+    runs: list[LogFacts] = dataclasses.field(default_factory=list)  # a log's trtexec runs (`log` when one)
+    run: int | None = None  # which run of the file this read stands for (1-based), when it holds several
 
     @property
     def usable(self) -> bool:
@@ -140,13 +143,13 @@ def _read_content(read: FileRead, handle, encoding: str) -> None:
     if read.kind == "log":
         text = io.TextIOWrapper(handle, encoding=encoding, errors="strict", newline=None)
         try:
-            read.log = read_log_lines(text)
+            read.runs = read_log_runs(text)
         finally:
             text.detach()  # the caller closes the file
-        read.found = _describe_log(read.log)
-        if _log_is_empty(read.log):
-            read.problem = (f"recognised as {KIND_NAMES['log']}, but it holds nothing farm could use (no performance "
-                            "summary, per-layer profile, layer information, build figures, device or TensorRT version)")
+        if len(read.runs) == 1:
+            _set_run(read, read.runs[0])
+        else:
+            read.found = f"log of {len(read.runs)} trtexec runs"
         return
     text = handle.read().decode(encoding)
     if read.kind == "profile":
@@ -167,9 +170,48 @@ def _read_content(read: FileRead, handle, encoding: str) -> None:
             read.problem = f"recognised as {KIND_NAMES['layer_info']}, but it lists no layer: nothing farm could use"
 
 
-def _log_is_empty(log: LogFacts) -> bool:
-    return all(getattr(log, f.name) in (None, {}, []) for f in dataclasses.fields(LogFacts)
-               if f.name not in ("options", "command", "outcome"))
+def _set_run(read: FileRead, log: LogFacts) -> None:
+    read.log = log
+    read.found = _describe_log(log)
+    if _is_empty(log) or (read.run and not _has_figures(log)):
+        what = f"run {read.run} of it" if read.run else "it"
+        read.problem = (f"recognised as {KIND_NAMES['log']}, but {what} holds nothing farm could use (no performance "
+                        f"summary, per-layer profile, layer information or build figures; {read.found})")
+
+
+def _is_empty(log: LogFacts) -> bool:
+    """Nothing at all: no figure, and no device, version or options that could go with other files."""
+    return not (_has_figures(log) or log.device or log.tensorrt_version or log.options or log.model_files)
+
+
+def _has_figures(log: LogFacts) -> bool:
+    """A figure farm stores as a measurement, a layer or a build (a device, a version, options or a
+    model name alone are not a cell)."""
+    return bool(log.summary or log.throughput_qps is not None or log.profile or log.layers or log.layer_memory
+                or log.build_s is not None or log.layers_after_parsing is not None
+                or log.builder_peak_device_bytes is not None or log.host_persistent_bytes is not None
+                or log.scratch_bytes is not None)
+
+
+def split_runs(read: FileRead, run: int | None = None) -> list[FileRead]:
+    """A log of several trtexec runs as one read per run (`run`: only that one, 1-based); any other
+    file as itself. ValueError where `run` names a run the file does not hold."""
+    if read.kind != "log" or len(read.runs) < 2:
+        if run is not None and run != 1 and read.kind == "log":
+            raise ValueError(f"{read.path}: --run {run}: it holds one trtexec run")
+        return [read]
+    if run is not None and not 1 <= run <= len(read.runs):
+        raise ValueError(f"{read.path}: --run {run}: it holds {len(read.runs)} trtexec runs (1 to {len(read.runs)})")
+    reads = []
+    for number, log in enumerate(read.runs, 1):
+        if run is not None and number != run:
+            continue
+        one = dataclasses.replace(read, runs=[log], run=number, problem=None,
+                                  digest=hashlib.sha256(read.digest + str(number).encode()).digest())
+        _set_run(one, log)
+        one.found = f"run {number} of {len(read.runs)}: {one.found}"
+        reads.append(one)
+    return reads
 
 
 def describe_skip(read: FileRead) -> str:
@@ -197,7 +239,7 @@ def combine(name: str, reads: list[FileRead], sweep: str) -> EngineIngest:
     for read in usable:
         digest.update(read.digest)
 
-    fill_weights(layers, facts.conv_weight_shapes)
+    fill_weights(layers, facts.conv_weight_shapes, facts.weight_shapes)
     records, unmatched_rows, unmatched_layers = _layer_records(layers, profile, facts)
     cell = _cell(name, usable, sweep, digest.hexdigest()[:16], layers, facts)
     # Where and with what it ran: only what the files say. No host, CPU or library of this machine.
@@ -457,10 +499,27 @@ def _cell(name: str, reads: list[FileRead], sweep: str, cell_id: str, layers: li
     io_input = next((t for r in reads for t in r.io_tensors if t.is_input and t.dims), None)
     if batch is None and io_input is not None:  # 11.x "I/O Tensors" (layers listed by name only)
         batch = io_input.dims[0]
+    firsts = {dims[0] for dims in facts.input_shapes.values() if dims}
+    if batch is None and len(firsts) == 1:  # the inference shapes (dynamic-shape engines); all inputs agree
+        batch = firsts.pop()
+    definition = summary_definition(facts)
+    if definition["batch"] == "implicit":  # --batch=N: each query ran N samples, whatever the layers say
+        batch = facts.inference_batch
     paths = [r.path for r in reads]
     size = sum(r.size for r in reads)
     model = ModelArtifact(name, "ingest:" + ",".join(p.name for p in paths), paths[0].resolve(), cell_id, size, (), {})
     options = {"ingested_files": [str(p) for p in paths], "trtexec_options": facts.options}
+    runs = [r.run for r in reads if r.run]
+    if runs:
+        options["ingested_run"] = runs[0]
+    if facts.throughput_qps is not None or facts.queries_printed is not None:
+        # what the printed figures meant in that version; throughput_qps is stored as queries/s
+        options["trtexec_definitions"] = {
+            "batch": definition["batch"], "samples_per_printed_query": definition["per_query"],
+            "printed_throughput": facts.throughput_qps, "printed_queries": facts.queries_printed,
+            "printed_figures_are_zeros_of_explicit_batch": definition["zeros"]}
+    if facts.build_passes > 1:
+        options["build_passes"] = facts.build_passes  # build figures are the last (the engine's) pass's
     notes = f"ingested from {len(paths)} file(s) of real TensorRT output"
     if facts.tensorrt_version:
         notes += f" (TensorRT {facts.tensorrt_version})"
@@ -486,13 +545,41 @@ def _device_row(device: dict[str, Any]) -> dict[str, Any]:
     return {"device_id": f"gpu-{ident}", "kind": "cuda", **device}
 
 
+def summary_definition(facts: LogFacts) -> dict[str, Any]:
+    """How to read a log's printed Throughput and query count in its version (trt_versions): the
+    number of samples each printed query stands for (`per_query`; None: unknown, so queries/s are
+    unknown), whether the figures are the 7.x explicit-batch zeros (not figures), and what the
+    batch was ('implicit' with --batch / "Batch: N", 'explicit', or None)."""
+    rules = rules_for(facts.tensorrt_version, facts.layout_major)
+    stated = facts.inference_batch
+    if rules.explicit_batch_prints_zero and stated == 0:
+        return {"per_query": None, "zeros": True, "batch": "explicit"}
+    if stated:
+        return {"per_query": stated, "zeros": False, "batch": "implicit"}
+    if rules.major == 7:  # implicit or explicit, with a batch the log does not state
+        return {"per_query": None, "zeros": facts.throughput_qps == 0, "batch": None}
+    return {"per_query": 1, "zeros": False, "batch": "explicit" if stated == 0 else None}
+
+
 def _from_summary(facts: LogFacts, batch: int | None) -> dict[str, Any]:
-    """A measurements row from trtexec's performance summary (its statistics, as printed)."""
+    """A measurements row from trtexec's performance summary (its statistics, as printed), its
+    throughput and query count as queries (what a query meant in that version: summary_definition)."""
     latency = facts.summary.get("latency", {})
-    row: dict[str, Any] = {"throughput_qps": facts.throughput_qps,
-                           "throughput_samples_per_s": facts.throughput_qps * batch
-                           if facts.throughput_qps is not None and batch else None,
-                           "host_walltime_ms": facts.host_walltime_s * 1e3 if facts.host_walltime_s else None}
+    definition = summary_definition(facts)
+    per_query, printed = definition["per_query"], facts.throughput_qps
+    qps = samples = queries = None
+    if printed is not None and not definition["zeros"]:
+        if per_query is not None:
+            qps = printed / per_query
+        if definition["batch"] == "implicit" or (definition["batch"] is None and definition["per_query"] is None):
+            samples = printed  # batch x queries / walltime
+        elif qps is not None and batch:
+            samples = qps * batch
+    if facts.queries_printed is not None and not definition["zeros"] and per_query:
+        queries = facts.queries_printed // per_query
+    walltime = facts.host_walltime_s if facts.host_walltime_s is not None else facts.trace_walltime_s
+    row: dict[str, Any] = {"queries": queries, "throughput_qps": qps, "throughput_samples_per_s": samples,
+                           "host_walltime_ms": walltime * 1e3 if walltime else None}
     for stat in ("min", "mean", "median", "p90", "p95", "p99", "max"):
         row[f"latency_{stat}_ms"] = latency.get(stat)
     for phase in ("enqueue", "h2d", "compute", "d2h"):

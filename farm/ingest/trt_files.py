@@ -27,6 +27,7 @@ import math
 import re
 from typing import Any, Iterable
 
+from farm.ingest.trt_versions import profile_layout, profile_row, rules_for, strip_prefix, version_from_int
 from farm.layers.engine import EngineLayer, dtype_from_format, layers_from_inspector, parse_layer_line
 
 HEAD_BYTES = 1 << 20  # what `sniff` reads: trtexec's options and TensorRT's first lines come well within it
@@ -38,9 +39,6 @@ KIND_NAMES = {"profile": "an --exportProfile JSON", "times": "an --exportTimes J
 
 class FormatError(ValueError):
     """A file recognised as TensorRT output that does not hold what its kind must (one line)."""
-
-
-_STAMP = r"^(?:\S*\]\s*)?(?:\[\w\]\s*)?(?:\[TRT\]\s*)?"  # "[08/20/2023-11:59:45] [I] [TRT] " (first '[' may be cut)
 
 
 @dataclasses.dataclass
@@ -86,12 +84,24 @@ class LogFacts:
     outcome: str | None = None  # PASSED or FAILED, as trtexec's last line says
     model_files: list[str] = dataclasses.field(default_factory=list)  # ONNX files the log names
     input_shapes: dict[str, list[int]] = dataclasses.field(default_factory=dict)  # --shapes / inference shapes
+    # What the performance figures mean (trt_versions): the printed Throughput and "Timing trace has N
+    # queries" count `inference_batch` samples per query for an implicit-batch engine (--batch=N;
+    # 7.x and 8.x); 0 = explicit batch (7.x then prints those figures as 0); None = not stated.
+    inference_batch: int | None = None
+    queries_printed: int | None = None  # "Timing trace has N queries over T s", N as printed
+    trace_walltime_s: float | None = None  # its T
+    layout_major: int | None = None  # the major version the summary's layout belongs to (7, or 8 and later)
+    build_passes: int = 0  # builder passes the log holds; every build figure is from the last (the engine's)
+    initializers: set[str] = dataclasses.field(default_factory=set)  # ONNX initializers the parser imported
+    node_inputs: dict[str, list[tuple[str, str, list[int]]]] = dataclasses.field(default_factory=dict)
+    weight_shapes: dict[str, list[list[int]]] = dataclasses.field(default_factory=dict)  # MatMul/Gemm node -> its initializer inputs' shapes
 
 
 _PROFILE_HEAD = re.compile(r'\A\s*\[\s*\{\s*"count"\s*:')
 _TIMES_HEAD = re.compile(r'\A\s*\[\s*\{[^{}\[\]]*"(?:startEnqMs|endEnqMs|startH2dMs|endH2dMs|startComputeMs|'
-                         r'endComputeMs|startD2hMs|endD2hMs|h2dMs|computeMs|d2hMs|latencyMs)"\s*:')
-_LOG_MARKERS = re.compile(r"^Layer\(\w*\): |=== Performance summary ===|\[TRT\]|=== Profile \(|"
+                         r'endComputeMs|startD2hMs|endD2hMs|h2dMs|computeMs|d2hMs|latencyMs|startInMs|endInMs|inMs)"\s*:')
+_LOG_MARKERS = re.compile(r"^Layer\(\w*\): |=== Performance summary ===|\[TRT\]|=== Profile \(|\[TensorRT\] [A-Z]+: |"
+                          r"Timing trace has \d+ queries over|Average on \d+ runs - GPU latency|Throughput: [\d.e+]+ qps|"
                           r"=== Device Information ===|TensorRT\.trtexec|=== (?:Model|Build|System|Inference|Reporting) Options ?===|"
                           r"TensorRT version: \d+\.\d+\.\d+|Engine Layer Information:\s*$", re.MULTILINE)
 
@@ -206,8 +216,17 @@ def read_times_json(text: str) -> list[dict[str, float]]:
         for key in TIMES_KEYS:
             if key in record and not _is_number(record[key]):
                 raise FormatError(f"query {number} has `{key}` {_shown(record[key])}, not a number")
-        records.append({k: float(v) for k, v in record.items() if _is_number(v)})
+        values = {k: float(v) for k, v in record.items() if _is_number(v)}
+        for old, new in _TIMES_7X.items():  # 7.x names the copies "in" and "out"
+            if old in values and new not in values:
+                values[new] = values.pop(old)
+        records.append(values)
     return records
+
+
+# 7.x `--exportTimes` keys (sampleReporting.cpp exportJSONTrace, 7.0 to 7.2) and their 8.0-on names
+_TIMES_7X = {"startInMs": "startH2dMs", "endInMs": "endH2dMs", "startOutMs": "startD2hMs", "endOutMs": "endD2hMs",
+             "inMs": "h2dMs", "outMs": "d2hMs"}
 
 
 @dataclasses.dataclass
@@ -302,90 +321,237 @@ def read_inspector_json(text: str) -> tuple[list[EngineLayer], list[IOTensor]]:
 _STAT = re.compile(r"(min|max|mean|median|percentile\((\d+(?:\.\d+)?)%\))\s*=\s*([-\d.e+]+)\s*ms")
 _SUMMARY_METRICS = {"Latency": "latency", "Enqueue Time": "enqueue", "H2D Latency": "h2d",
                     "GPU Compute Time": "compute", "D2H Latency": "d2h", "End-to-End Host Latency": "end_to_end"}
-_SIZE = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+# 7.x prints its summary as blocks: a heading line, then `min: X ms (end to end Y ms)` lines.
+_BLOCK_7X = {"Host Latency": "latency", "Host latency": "latency", "Enqueue Time": "enqueue",
+             "GPU Compute": "compute"}
+_SIZE = {"B": 1, "bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+_BUILD_PASS_FIELDS = ("layers_after_parsing", "layers_after_fusion", "layers_after_reformat", "host_persistent_bytes",
+                      "device_persistent_bytes", "scratch_bytes")
+_NUMBER = r"([-\d.e+]+)"
 
 
 def read_log(text: str) -> LogFacts:
-    """Facts from a trtexec log or a verbose TensorRT builder log (complete or cut)."""
+    """Facts from a trtexec log or a verbose TensorRT builder log (complete or cut) of one run."""
     return read_log_lines(text.splitlines())
 
 
 def read_log_lines(lines: Iterable[str]) -> LogFacts:
-    """`read_log` over lines as they are read (a verbose build log can be hundreds of MB)."""
-    facts = LogFacts()
-    section = None
-    counts: list[tuple[str, int]] = []
-    profile_rows: list[ProfileRow] = []
-    profile_count = None
+    """`read_log` over lines as they are read (a verbose build log can be hundreds of MB).
+    A log of several trtexec runs is a FormatError here: `read_log_runs` splits it."""
+    runs = read_log_runs(lines)
+    if len(runs) > 1:
+        raise FormatError(f"it holds {len(runs)} trtexec runs; read them with read_log_runs")
+    return runs[0]
+
+
+def read_log_runs(lines: Iterable[str]) -> list[LogFacts]:
+    """One LogFacts per trtexec run in the log, in order (a run begins at trtexec's `&&&& RUNNING`
+    line, or at a second "=== Model Options ==="); always at least one."""
+    reader = _LogReader()
     for raw in lines:
+        reader.feed(raw)
+    return reader.finish()
+
+
+class _LogReader:
+    """The state of reading one log: the run being read, its section, and its build pass."""
+
+    def __init__(self) -> None:
+        self.runs: list[LogFacts] = []
+        self._new_run()
+
+    def _new_run(self) -> None:
+        self.facts = LogFacts()
+        self.runs.append(self.facts)
+        self.section: str | None = None
+        self.block: str | None = None  # 7.x summary block being read
+        self.profile_rows: list[ProfileRow] = []
+        self.profile_count: int | None = None
+        self.profile_layout: str | None = None
+        self.passes: list[dict[str, Any]] = []
+        self.build_finished = False
+        self.seen_model_options = False
+        self.seen_running = False
+        self._new_pass()
+
+    def _new_pass(self) -> None:
+        self.build = {"counts": [], "layer_memory": {}, "totals": {}, "layers": []}
+        self.passes.append(self.build)
+
+    def _pass_has_content(self) -> bool:
+        return any(self.build.values())
+
+    def _run_has_content(self) -> bool:
+        f = self.facts
+        return bool(f.summary or f.throughput_qps is not None or self.profile_rows
+                    or any(p[k] for p in self.passes for k in p) or f.build_s is not None)
+
+    def feed(self, raw: str) -> None:
         raw = raw.rstrip("\r\n")
+        facts = self.facts
         if layer := parse_layer_line(raw):
-            facts.layers.append(layer)
-            continue
-        line = re.sub(_STAMP, "", raw).rstrip()
-        if line != raw.rstrip() and (layer := parse_layer_line(line)):  # a layer line with a log stamp
-            facts.layers.append(layer)
-            continue
-        if m := re.search(r"&+ (RUNNING|PASSED|FAILED) TensorRT\.trtexec \[TensorRT v\d+\] # (.*)$", line):
-            facts.command = m.group(2).strip()
+            self.build["layers"].append(layer)
+            return
+        line = strip_prefix(raw)
+        if line != raw.strip() and (layer := parse_layer_line(line)):  # a layer line with a log stamp
+            self.build["layers"].append(layer)
+            return
+        if m := re.search(r"&+ (RUNNING|PASSED|FAILED) TensorRT\.trtexec \[TensorRT v(\d+)\](?: \[\w+\])? # (.*)$", line):
+            if m.group(1) == "RUNNING":
+                if self.seen_running or self._run_has_content():
+                    self._finish_run()
+                    self._new_run()
+                    facts = self.facts
+                self.seen_running = True
+            facts.command = m.group(3).strip()
+            facts.tensorrt_version = facts.tensorrt_version or version_from_int(m.group(2))
             facts.outcome = m.group(1) if m.group(1) != "RUNNING" else facts.outcome
             _from_command(facts, facts.command)
-        if m := re.match(r"=== (.+?) ?===$", line.strip()):
-            section = m.group(1).strip()
-            if pm := re.match(r"Profile \((\d+) iterations", section):
-                profile_count = int(pm.group(1))
-            continue
-        if m := re.search(r"TensorRT v(\d+)\]", line):
-            facts.tensorrt_version = _version_from_int(m.group(1))
-        elif m := re.search(r"TensorRT version: ([\d.]+)", line):
-            facts.tensorrt_version = m.group(1)
-        if section and section.endswith("Options") and (m := re.match(r"([^:]+): ?(.*)$", line.strip())):
+            return
+        if m := re.match(r"=== (.+?) ?===$", line):
+            self.section = m.group(1).strip()
+            self.block = None
+            if self.section == "Model Options":
+                if self.seen_model_options and self._run_has_content():  # no RUNNING line between two runs
+                    self._finish_run()
+                    self._new_run()
+                self.seen_model_options = True
+            if pm := re.match(r"Profile \((\d+) iterations", self.section):
+                self.profile_count = int(pm.group(1))
+                self.profile_rows = []  # a second table (a cut-off first one) replaces it
+                self.profile_layout = None
+            return
+        self._version(line)
+        section = self.section
+        if section and section.endswith("Options") and (m := re.match(r"([^:]+): ?(.*)$", line)):
             facts.options[f"{section.removesuffix(' Options').lower()}.{m.group(1).strip()}"] = m.group(2).strip()
-        if section == "Device Information" and (m := re.match(r"([^:]+): (.*)$", line.strip())):
+            if section == "Inference Options" and m.group(1).strip() == "Batch":
+                value = m.group(2).strip()
+                facts.inference_batch = int(value) if value.isdigit() else (0 if value == "Explicit" else None)
+        if section == "Device Information" and (m := re.match(r"([^:]+): (.*)$", line)):
             _device_fact(facts.device, m.group(1).strip(), m.group(2).strip())
-        if m := re.match(r"Input inference shape\s*(?:\(profile \d+\))?\s*: (.+)=([\dx]+)$", line.strip()):
+        if m := re.match(r"Input inference shape\s*(?:\(profile \d+\))?\s*: (.+)=([\dx]+)$", line):
             facts.input_shapes[m.group(1).strip()] = [int(d) for d in m.group(2).split("x")]
         if m := re.search(r"Input filename:\s+(\S.*)$", line):
             _add_model(facts, m.group(1).strip())
-        if m := re.match(r"Throughput: ([\d.e+]+) qps", line.strip()):
+        self._performance(line)
+        self._build(line)
+        if section and section.startswith("Profile ("):
+            layout = profile_layout(line)
+            if layout:
+                self.profile_layout = layout
+            elif row := profile_row(line, self.profile_layout):
+                self.profile_rows.append(ProfileRow(row[0], row[2], row[3], row[1], row[4]))
+
+    def _version(self, line: str) -> None:
+        facts = self.facts
+        if m := re.search(r"TensorRT v(\d+)\]", line):
+            facts.tensorrt_version = facts.tensorrt_version or version_from_int(m.group(1))
+        elif m := re.search(r"TensorRT version: ([\d.]+\d)", line):
+            facts.tensorrt_version = m.group(1)
+
+    def _performance(self, line: str) -> None:
+        facts = self.facts
+        if m := re.match(r"Timing trace has (\d+) queries over " + _NUMBER + " s", line):
+            facts.queries_printed, facts.trace_walltime_s = int(m.group(1)), float(m.group(2))
+        if m := re.match(r"Throughput: " + _NUMBER + " qps", line):
             facts.throughput_qps = float(m.group(1))
+            facts.layout_major = facts.layout_major or 8
         for label, key in _SUMMARY_METRICS.items():
-            if line.strip().startswith(f"{label}: "):
+            if line.startswith(f"{label}: "):
                 stats = {}
                 for stat, pct, value in _STAT.findall(line):
                     stats[f"p{_pct_key(pct)}" if pct else stat] = float(value)
                 if stats:  # not the "=== Explanations ===" line of the same name
                     facts.summary[key] = stats
-        if m := re.match(r"Total Host Walltime: ([\d.e+]+) s", line.strip()):
+                    if key == "end_to_end":
+                        facts.layout_major = 8  # 8.0 to 8.5 print it; 8.6 on do not
+        if m := re.match(r"Total Host Walltime: " + _NUMBER + " s", line):
             facts.host_walltime_s = float(m.group(1))
-        if m := re.match(r"Total GPU Compute Time: ([\d.e+]+) s", line.strip()):
+        if m := re.match(r"Total GPU Compute Time: " + _NUMBER + " s", line):
             facts.gpu_compute_total_s = float(m.group(1))
-        if m := re.match(r"After ([\w -]+): (\d+) layers", line.strip()):
-            counts.append((m.group(1), int(m.group(2))))
-        if m := re.match(r"Layer: (.+?) Host Persistent: (\d+) Device Persistent: (\d+) Scratch Memory: (\d+)",
-                         line.strip()):
-            facts.layer_memory[m.group(1)] = {"host_persistent_bytes": int(m.group(2)),
-                                              "device_persistent_bytes": int(m.group(3)),
-                                              "scratch_bytes": int(m.group(4))}
-        if m := re.match(r"Total (Host Persistent|Device Persistent|Scratch) Memory: (\d+)", line.strip()):
+        # 7.x: blocks of `min: X ms` lines under a heading
+        if line in _BLOCK_7X:
+            self.block = _BLOCK_7X[line]
+            facts.layout_major = 7
+            return
+        if self.block is None:
+            return
+        if m := re.match(r"(min|max|mean|median): " + _NUMBER + r" ms(?: \(end to end " + _NUMBER + r" ms\))?$", line):
+            facts.summary.setdefault(self.block, {})[m.group(1)] = float(m.group(2))
+            if m.group(3):
+                facts.summary.setdefault("end_to_end", {})[m.group(1)] = float(m.group(3))
+        elif m := re.match(r"percentile: " + _NUMBER + r" ms at ([\d.]+)%(?: \(end to end " + _NUMBER + " ms", line):
+            facts.summary.setdefault(self.block, {})[f"p{_pct_key(m.group(2))}"] = float(m.group(1))
+            if m.group(3):
+                facts.summary.setdefault("end_to_end", {})[f"p{_pct_key(m.group(2))}"] = float(m.group(3))
+        elif m := re.match(r"throughput: " + _NUMBER + " qps", line):
+            facts.throughput_qps = float(m.group(1))
+        elif m := re.match(r"walltime: " + _NUMBER + " s", line):
+            facts.host_walltime_s = float(m.group(1))
+        elif m := re.match(r"total compute time: " + _NUMBER + " s", line):
+            facts.gpu_compute_total_s = float(m.group(1))
+            self.block = None
+        else:
+            self.block = None
+
+    def _build(self, line: str) -> None:
+        facts, build = self.facts, self.build
+        if m := re.match(r"After ([\w -]+): (\d+) layers", line):
+            first = build["counts"][0][0] if build["counts"] else None
+            if (first == m.group(1) and len(build["counts"]) > 1) or (
+                    not build["counts"] and self._pass_has_content()):
+                self._new_pass()  # the builder's next pass (builder optimization level 5 runs several)
+                build = self.build
+            build["counts"].append((m.group(1), int(m.group(2))))
+        elif re.search(r"(?:Local|Global) timing cache in use", line) and self._pass_has_content():
+            self._new_pass()
+        unit = r"(?: bytes)?"
+        if m := re.match(r"Layer: (.+?) Host Persistent: (\d+)" + unit + r" Device Persistent: (\d+)" + unit +
+                         r" Scratch Memory: (\d+)" + unit + "$", line):
+            self.build["layer_memory"][m.group(1)] = {"host_persistent_bytes": int(m.group(2)),
+                                                      "device_persistent_bytes": int(m.group(3)),
+                                                      "scratch_bytes": int(m.group(4))}
+        if m := re.match(r"(?:Total (Host Persistent|Device Persistent|Scratch)|Max (Scratch)) Memory: (\d+)" + unit + "$",
+                         line):
             attribute = {"Host Persistent": "host_persistent_bytes", "Device Persistent": "device_persistent_bytes",
-                         "Scratch": "scratch_bytes"}[m.group(1)]
-            setattr(facts, attribute, int(m.group(2)))
+                         "Scratch": "scratch_bytes"}[m.group(1) or m.group(2)]
+            self.build["totals"][attribute] = int(m.group(3))
         if m := re.search(r"Peak memory usage of TRT CPU/GPU memory allocators: CPU (\d+) (\w+), GPU (\d+) (\w+)", line):
             facts.builder_peak_host_bytes = int(m.group(1)) * _SIZE.get(m.group(2), 1)
             facts.builder_peak_device_bytes = int(m.group(3)) * _SIZE.get(m.group(4), 1)
         if m := re.search(r"Engine generation completed in ([\d.e+]+) seconds", line):
             facts.build_s = float(m.group(1))
-        if m := re.match(r"(\S+) \[(?:Conv|ConvTranspose)\] inputs: \[[^\]]*\]\], \[[^\]]* -> \(([\d, ]+)\)\[", line.strip()):
-            facts.conv_weight_shapes[m.group(1)] = [int(d) for d in m.group(2).split(",")]
-        if section and section.startswith("Profile (") and (row := _profile_table_row(line)):
-            profile_rows.append(row)
-    if model := facts.options.get("model.Model"):
-        _add_model(facts, model)
-    if profile_rows:
-        facts.profile = Profile(profile_count, profile_rows)
-    _layer_counts(facts, counts)
-    return facts
+        if m := re.match(r"Importing initializer: (\S+)", line):
+            self.facts.initializers.add(m.group(1))
+        if m := re.match(r"(\S+) \[(\w+)\] inputs: (.*)$", line):
+            inputs = [(n, [int(d) for d in dims.split(",") if d.strip()])
+                      for n, dims in re.findall(r"\[(\S+) -> \(([-\d, ]*)\)\[", m.group(3))]
+            if m.group(2) in ("Conv", "ConvTranspose") and len(inputs) >= 2:
+                facts.conv_weight_shapes[m.group(1)] = inputs[1][1]
+            elif m.group(2) in ("MatMul", "Gemm"):
+                facts.node_inputs[m.group(1)] = [(m.group(2), n, dims) for n, dims in inputs[:2]]
+
+    def _finish_run(self) -> None:
+        facts = self.facts
+        if model := facts.options.get("model.Model"):
+            _add_model(facts, model)
+        if self.profile_rows:
+            facts.profile = Profile(self.profile_count, self.profile_rows)
+        engine_pass = next((p for p in reversed(self.passes) if any(p.values())), self.passes[-1])
+        facts.build_passes = sum(1 for p in self.passes if any(p.values()))
+        _layer_counts(facts, engine_pass["counts"])
+        facts.layer_memory = engine_pass["layer_memory"]
+        for attribute, value in engine_pass["totals"].items():
+            setattr(facts, attribute, value)
+        facts.layers = engine_pass["layers"]
+        facts.weight_shapes = {node: [dims for op, name, dims in inputs if name in facts.initializers]
+                               for node, inputs in facts.node_inputs.items()}
+        facts.weight_shapes = {k: v for k, v in facts.weight_shapes.items() if v}
+
+    def finish(self) -> list[LogFacts]:
+        self._finish_run()
+        return self.runs
 
 
 # Timing flags per major version (../shared/design/tensorrt-reference.md, section 7): 10.x has
@@ -450,6 +616,11 @@ def timing_from_log(facts: LogFacts, command: list[str] | None = None) -> dict[s
     streams = facts.options.get("inference.Inference Streams") or facts.options.get("inference.Streams") or ""
     row["timing_streams"] = int(streams) if streams.isdigit() else None
     major = int(facts.tensorrt_version.split(".")[0]) if facts.tensorrt_version else None
+    rules = rules_for(facts.tensorrt_version, facts.layout_major)
+    printed_inference = any(k.startswith("inference.") for k in facts.options)
+    if row["latency_includes_transfers"] is None and (rules.transfers_always_included or (
+            rules.major == 7 and printed_inference and "inference.Data transfers" not in facts.options)):
+        row["latency_includes_transfers"] = True  # 7.0 and 7.1 always copy (no --noDataTransfers yet)
     command = command if command is not None else (facts.command.split() if facts.command else None)
     if command and major in (10, 11):
         asked = timing_from_command(command, major)
@@ -464,6 +635,8 @@ def _from_command(facts: LogFacts, command: str) -> None:
         name, _, value = arg.partition("=")
         if name in ("--onnx", "--deploy", "--uff", "--model") and value:
             _add_model(facts, value)
+        elif name == "--batch" and value.isdigit() and facts.inference_batch is None:
+            facts.inference_batch = int(value)  # implicit batch (7.x, 8.x); "Batch: N" says the same
         elif name == "--shapes":
             for spec in value.split(","):
                 tensor, _, dims = spec.rpartition(":")
@@ -492,14 +665,6 @@ def _layer_counts(facts: LogFacts, counts: list[tuple[str, int]]) -> None:
         facts.layers_after_fusion = before_reformat[-1]
 
 
-def _profile_table_row(line: str) -> ProfileRow | None:
-    m = re.match(r"^\s*(?P<name>.*?)\s+(?P<t>[\d.]+)\s+(?P<avg>[\d.]+)\s+(?:(?P<med>[\d.]+)\s+)?(?P<pct>[\d.]+)\s*$",
-                 line)
-    if not m or m["name"].strip() in ("", "Layer") or m["name"].strip().startswith("Total"):
-        return None
-    return ProfileRow(m["name"].strip(), float(m["avg"]), _float(m["med"]), float(m["t"]), float(m["pct"]))
-
-
 def _device_fact(device: dict[str, Any], key: str, value: str) -> None:
     if key == "Selected Device":
         device["name"] = value
@@ -511,9 +676,9 @@ def _device_fact(device: dict[str, Any], key: str, value: str) -> None:
         device["memory_bytes"] = int(m.group(1)) * _SIZE.get(m.group(2), 1)
     elif key == "Memory Bus Width" and (m := re.match(r"(\d+) bits", value)):
         device["memory_bus_width_bits"] = int(m.group(1))
-    elif key == "Application Compute Clock Rate" and (m := re.match(r"([\d.]+) GHz", value)):
+    elif key in ("Application Compute Clock Rate", "Compute Clock Rate") and (m := re.match(r"([\d.]+) GHz", value)):
         device["clock_graphics_mhz"] = round(float(m.group(1)) * 1000)
-    elif key == "Application Memory Clock Rate" and (m := re.match(r"([\d.]+) GHz", value)):
+    elif key in ("Application Memory Clock Rate", "Memory Clock Rate") and (m := re.match(r"([\d.]+) GHz", value)):
         device["clock_memory_mhz"] = round(float(m.group(1)) * 1000)
     elif key in ("UUID", "Selected Device UUID"):
         device["uuid"] = value
@@ -523,12 +688,7 @@ def _pct_key(pct: str) -> str:
     return pct.rstrip("0").rstrip(".") if "." in pct else pct
 
 
-def _version_from_int(number: str) -> str:
-    """trtexec's [TensorRT v8003] -> 8.0.3; v8601 -> 8.6.1; v100100 -> 10.1.0."""
-    value = int(number)
-    if value >= 100000:
-        return f"{value // 10000}.{value // 100 % 100}.{value % 100}"
-    return f"{value // 1000}.{value // 100 % 10}.{value % 100}"
+_version_from_int = version_from_int  # the trtexec backend's name for it
 
 
 def _float(value: Any) -> float | None:

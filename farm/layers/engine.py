@@ -16,6 +16,22 @@ from typing import Iterable
 
 from farm.layers.memory import conv_macs, element_bytes, tensor_bytes, total_bytes
 
+# Engine layer types that hold no weights: a layer of one of these with no weight figure has 0 weight
+# bytes. Any other layer the source gives no weights for (Myelin `ForeignNode`s, cuBLAS MatMul/Gemm,
+# Scale, plugins, types farm does not know) has unknown weights (None), never 0.
+WEIGHTLESS_TYPES = {"Reformat", "NoOp", "Shuffle", "PointWise", "PointWiseV2", "ElementWise", "Activation",
+                    "Pooling", "CudaPooling", "CaskPooling", "Softmax", "SoftMax", "CudaSoftMax", "Concatenation",
+                    "Slice", "Resize", "Reduce", "Gather", "TrainStation", "Identity", "Cast", "Padding", "Unary",
+                    "Select", "TopK", "Shape", "Signal", "Wait"}
+_WEIGHTLESS_ENDINGS = ("Pooling", "Reformat", "SoftMax", "Softmax", "Shuffle", "Slice", "Resize", "Reduce", "Gather",
+                      "Concatenation", "PointWise", "PointWiseV2")
+
+
+def is_weightless(layer_type: str | None) -> bool:
+    """A layer type that holds no weights (`WEIGHTLESS_TYPES`, or a kernel family of one: CudnnPooling)."""
+    return bool(layer_type) and (layer_type in WEIGHTLESS_TYPES or layer_type.endswith(_WEIGHTLESS_ENDINGS))
+
+
 CONVOLUTION_TYPES = {"CaskConvolution", "CudaDepthwiseConvolution", "Convolution", "CaskDeconvolution",
                      "Deconvolution", "CudnnConvolution", "CaskGemmConvolution", "CudaGroupConvolution"}
 
@@ -138,7 +154,7 @@ def layers_from_inspector(document: dict) -> list[EngineLayer]:
         if "Count" in weights:
             size = element_bytes(weights.get("Type", "")) or element_bytes(dtype_from_format(weights.get("Type")) or "")
             weight_bytes = int(math.ceil(weights["Count"] * size)) if size is not None else None
-        elif entry.get("LayerType") not in CONVOLUTION_TYPES:
+        elif is_weightless(entry.get("LayerType")):
             weight_bytes = 0
         layers.append(EngineLayer(entry.get("Name", ""), entry.get("LayerType"), entry.get("TacticName") or
                                   entry.get("TacticValue"), tensors(entry.get("Inputs")), tensors(entry.get("Outputs")),
@@ -159,20 +175,29 @@ def member_nodes(layer_name: str) -> list[str]:
     return names
 
 
-def fill_weights(layers: list[EngineLayer], conv_weight_shapes: dict[str, list[int]]) -> None:
+def fill_weights(layers: list[EngineLayer], conv_weight_shapes: dict[str, list[int]],
+                 weight_shapes: dict[str, list[list[int]]] | None = None) -> None:
     """Weights and MACs of convolution layers from the ONNX kernel shapes (K, C/G, R, S) that the
-    parser logged, in the layer's input type; layers with no weights get 0; the rest stay unknown."""
+    parser logged, and weights of MatMul/Gemm layers from the shapes of their initializer inputs
+    (`weight_shapes`; Gemm's bias left out, as the engine explorer does), in the layer's input type;
+    layers of a weightless type get 0; the rest stay unknown (None)."""
+    weight_shapes = weight_shapes or {}
     for layer in layers:
         if layer.weight_bytes is not None:
             continue
-        shapes = [conv_weight_shapes[n] for n in member_nodes(layer.name) if n in conv_weight_shapes]
+        members = member_nodes(layer.name)
+        shapes = [conv_weight_shapes[n] for n in members if n in conv_weight_shapes]
+        other = [shape for n in members for shape in weight_shapes.get(n, [])]
         is_conv = layer.type in CONVOLUTION_TYPES
-        if not shapes:
-            layer.weight_bytes = None if is_conv else 0
-            continue
         dtype = layer.inputs[0].dtype if layer.inputs else None
         size = element_bytes(dtype) if dtype else None
-        layer.weight_bytes = None if size is None else int(sum(math.prod(s) for s in shapes) * size)
+        if not shapes:
+            if other and size is not None:
+                layer.weight_bytes = int(sum(math.prod(s) for s in other) * size)
+            elif is_weightless(layer.type) and not is_conv:
+                layer.weight_bytes = 0
+            continue
+        layer.weight_bytes = None if size is None else int(sum(math.prod(s) for s in shapes + other) * size)
         if layer.outputs and len(shapes) == len(layer.outputs):
             macs = [conv_macs(out.dims, shape) for out, shape in zip(layer.outputs, shapes)]
             layer.macs = None if any(m is None for m in macs) else sum(macs)
