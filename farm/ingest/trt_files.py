@@ -396,7 +396,8 @@ class _LogReader:
         if line != raw.strip() and (layer := parse_layer_line(line)):  # a layer line with a log stamp
             self.build["layers"].append(layer)
             return
-        if m := re.search(r"&+ (RUNNING|PASSED|FAILED) TensorRT\.trtexec \[TensorRT v(\d+)\](?: \[\w+\])? # (.*)$", line):
+        # 8.0 on name the version ([TensorRT v8601]); 7.x does not
+        if m := re.search(r"&+ (RUNNING|PASSED|FAILED) TensorRT\.trtexec(?: \[TensorRT v(\d+)\])?(?: \[\w+\])? # (.*)$", line):
             if m.group(1) == "RUNNING":
                 if self.seen_running or self._run_has_content():
                     self._finish_run()
@@ -404,7 +405,8 @@ class _LogReader:
                     facts = self.facts
                 self.seen_running = True
             facts.command = m.group(3).strip()
-            facts.tensorrt_version = facts.tensorrt_version or version_from_int(m.group(2))
+            if m.group(2):
+                facts.tensorrt_version = facts.tensorrt_version or version_from_int(m.group(2))
             facts.outcome = m.group(1) if m.group(1) != "RUNNING" else facts.outcome
             _from_command(facts, facts.command)
             return
@@ -481,7 +483,7 @@ class _LogReader:
             facts.summary.setdefault(self.block, {})[m.group(1)] = float(m.group(2))
             if m.group(3):
                 facts.summary.setdefault("end_to_end", {})[m.group(1)] = float(m.group(3))
-        elif m := re.match(r"percentile: " + _NUMBER + r" ms at ([\d.]+)%(?: \(end to end " + _NUMBER + " ms", line):
+        elif m := re.match(r"percentile: " + _NUMBER + r" ms at ([\d.]+)%(?: \(end to end " + _NUMBER + " ms)?", line):
             facts.summary.setdefault(self.block, {})[f"p{_pct_key(m.group(2))}"] = float(m.group(1))
             if m.group(3):
                 facts.summary.setdefault("end_to_end", {})[f"p{_pct_key(m.group(2))}"] = float(m.group(3))
