@@ -98,7 +98,10 @@ def _run_locked(loaded: LoadedConfig, plan: Plan, warehouse: Warehouse, console:
                   + (f", {resumed} already in {warehouse.root}" if resumed else ""))
 
     run_id = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ-") + secrets.token_hex(3)
-    if not todo:  # a rerun with nothing to do writes nothing at all
+    planned = [c.cell_id for c in plan.cells]
+    # a rerun with nothing to do writes nothing at all, unless its plan is not the one recorded
+    # last (a narrowed sweep file): then a run row records the plan, so `farm show` follows it
+    if not todo and warehouse.latest_plan(plan.sweep) in (planned, None):
         return SweepOutcome(plan.sweep, run_id, plan.cells, 0, resumed, _failures(warehouse, plan.cells))
     sweep_row = {
         "run_id": run_id, "sweep_id": plan.sweep, "name": loaded.config.name,
@@ -107,7 +110,13 @@ def _run_locked(loaded: LoadedConfig, plan: Plan, warehouse: Warehouse, console:
         "schema_version": SCHEMA_VERSION, "host": host_info()["host"], "command": " ".join(sys.argv),
         "executor": executor + (f" {address}" if address else ""), "cells_planned": len(plan.cells), "cells_to_run": len(todo),
         "cells_resumed": resumed, "started_at": dt.datetime.now(dt.timezone.utc), "finished_at": None,
+        # what this plan is: a changed sweep file (or a farm that names cells differently) leaves
+        # the earlier plan's cells beside these; `farm show` shows this plan's unless asked
+        "planned_cell_ids": planned,
     }
+    if not todo:  # only the plan to record: a run that ran nothing
+        warehouse.write_sweep_run({**sweep_row, "finished_at": sweep_row["started_at"]})
+        return SweepOutcome(plan.sweep, run_id, plan.cells, 0, resumed, _failures(warehouse, plan.cells))
     warehouse.write_sweep_run(sweep_row)
     callbacks = CallbackList([WarehouseWriter(warehouse, run_id, loaded.config_hash), ProgressDisplay(console)])
     callbacks.on_sweep_start(todo)
@@ -147,7 +156,8 @@ def summary_table(warehouse: Warehouse, outcome: SweepOutcome) -> tuple[Table, l
     _, rows = warehouse.fetch(
         con,
         """
-        WITH measured AS (SELECT * FROM cells JOIN measurements USING (cell_id) WHERE sweep_id = $sweep),
+        WITH measured AS (SELECT * FROM cells JOIN measurements USING (cell_id)
+                          WHERE sweep_id = $sweep AND list_contains($ids, cell_id)),
         verdicts AS (SELECT cell_id, CASE WHEN bool_and(verdict = 'pass') THEN 'pass'
                                           ELSE 'fail: ' || min(worst_metric) FILTER (verdict = 'fail') END AS verdict
                      FROM accuracy GROUP BY cell_id)

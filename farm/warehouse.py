@@ -76,7 +76,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("farm_version", pa.string()), ("farm_commit", pa.string()), ("schema_version", pa.int32()),
         ("host", pa.string()), ("command", pa.string()), ("executor", pa.string()),
         ("cells_planned", pa.int32()), ("cells_to_run", pa.int32()), ("cells_resumed", pa.int32()),
-        ("started_at", _ts), ("finished_at", _ts),
+        ("started_at", _ts), ("finished_at", _ts), ("planned_cell_ids", pa.list_(pa.string())),
     ),
     "cells": _schema(
         ("cell_id", pa.string()), ("sweep_id", pa.string()), ("run_id", pa.string()),
@@ -689,6 +689,27 @@ class Warehouse:
 
     # --- reading --------------------------------------------------------------------------------
 
+    def latest_plan(self, sweep: str) -> list[str] | None:
+        """The cell ids the sweep's latest recorded run planned; None where no run recorded them
+        (older warehouses, ingested sweeps). Unreadable `sweeps` files are skipped, with a warning."""
+        latest: tuple | None = None
+        for path in self._table_files(sweep, "sweeps"):
+            if path in self.skipped:
+                continue
+            try:
+                table = pq.read_table(path)
+            except FileNotFoundError:
+                continue
+            except Exception as exc:  # noqa: BLE001 - any reason a file cannot be read makes it damaged
+                self.skip(path, f"unreadable: {_first_line(exc)}")
+                continue
+            if "planned_cell_ids" not in table.column_names:
+                continue
+            for row in table.select(["started_at", "planned_cell_ids"]).to_pylist():
+                if row["planned_cell_ids"] is not None and (latest is None or row["started_at"] > latest[0]):
+                    latest = (row["started_at"], row["planned_cell_ids"])
+        return None if latest is None else list(latest[1])
+
     def sweeps(self) -> list[str]:
         """The sweeps' names (`sweep_dirs`)."""
         return [p.name for p in self.sweep_dirs()]
@@ -903,6 +924,8 @@ def _kind(t: pa.DataType) -> str | None:
         return "string"
     if pa.types.is_timestamp(t) or pa.types.is_date(t):
         return "time"
+    if pa.types.is_list(t) or pa.types.is_large_list(t):  # the item field's name varies by writer
+        return f"list<{_kind(t.value_type)}>"
     return str(t)
 
 

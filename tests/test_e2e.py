@@ -216,3 +216,45 @@ def test_every_table_is_queryable_after_a_sweep(models_dir: Path) -> None:
     con = Warehouse(results).connect()
     for table in TABLES:
         assert count(con, f"SELECT count(*) FROM {table}") > 0, table
+
+
+def test_show_follows_the_latest_plan(models_dir: Path, capsys) -> None:
+    """A sweep file changed so that some cells are named anew (here: accuracy on a different number
+    of inputs, which names every cell anew) leaves the earlier cells in the warehouse; `farm show` and the end-of-sweep table
+    show the latest plan's cells, say how many earlier ones they leave out, and `--all` shows
+    every one. A narrowed sweep file (nothing to run) is recorded as the plan too."""
+    results = str(models_dir.parent / "results")
+    sweep = TINY_SWEEP.replace('precisions = ["fp32", "fp16", "bf16"]', 'precisions = ["fp32", "fp16"]')
+    config = write_sweep(models_dir.parent, sweep)
+    assert main(["sweep", str(config), "--results", results, "--executor", "local"]) == 0
+    first = set(Warehouse(results).cell_statuses("tiny"))
+    capsys.readouterr()
+    config = write_sweep(models_dir.parent, sweep + "[accuracy]\nsamples = 8\n")
+    assert main(["sweep", str(config), "--results", results, "--executor", "local"]) == 0
+    out = capsys.readouterr().out
+    statuses = Warehouse(results).cell_statuses("tiny")
+    second = set(statuses) - first
+    assert len(second) == 4 and len(statuses) == 8  # every cell named anew (the fp32 ones are the reference)
+    in_summary = {line[2:10] for line in out.splitlines() if line.startswith("│ ")} & {c[:8] for c in statuses}
+    assert in_summary == {c[:8] for c in second}
+
+    def shown(*extra: str) -> tuple[set[str], str]:
+        assert main(["show", "tiny", "--results", results, "--format", "csv", *extra]) == 0
+        captured = capsys.readouterr()
+        return {line.split(",")[0] for line in captured.out.strip().splitlines()[1:]}, captured.err
+
+    latest, err = shown()
+    assert len(latest) == 4 and {c[:8] for c in second} <= latest
+    assert "4 cell(s) of earlier plans of sweep 'tiny' not shown" in err and "--all" in err
+    everything, err = shown("--all")
+    assert everything == {c[:8] for c in statuses} and err == ""
+
+    narrowed = write_sweep(models_dir.parent, sweep.replace("batch_sizes = [1, 2]", "batch_sizes = [1]")
+                           + "[accuracy]\nsamples = 8\n")
+    assert main(["sweep", str(narrowed), "--results", results, "--executor", "local"]) == 0
+    capsys.readouterr()
+    latest, err = shown()
+    assert len(latest) == 2 and "6 cell(s) of earlier plans" in err
+    files = parquet_files(Path(results))
+    assert main(["sweep", str(narrowed), "--results", results, "--executor", "local"]) == 0
+    assert parquet_files(Path(results)) == files  # the same plan again: nothing written
