@@ -13,7 +13,8 @@ the median wide and below zero for two cells. This rewrites, for every cell with
     they were thinned, the count trtexec's percentile rule leaves above it among `queries`
     samples, int((1 - p/100) * queries) (exact unless the slowest queries tie).
   - `stable` and `max_repeat_spread_percent`: the CV test against the row's own `max_cv_percent`
-    and the repeat spread against farm.measure.MAX_REPEAT_SPREAD_PERCENT, from the row's own
+    and the repeat spread against the row's own `max_repeat_spread_percent` (rows written before
+    it: farm.measure.MAX_REPEAT_SPREAD_PERCENT), from the row's own
     `latency_cv_percent` and `repeat_spread_percent` (computed from the full run: kept as they are).
 
 Every measured figure (throughput, latencies, percentiles, CV, repeat spread) is left as it is.
@@ -67,8 +68,9 @@ def recomputed(row: dict[str, Any], samples: pa.Table) -> tuple[dict[str, Any], 
     new |= tails
     cv, spread, max_cv = row.get("latency_cv_percent"), row.get("repeat_spread_percent"), row.get("max_cv_percent")
     if cv is not None and max_cv is not None:
-        new["stable"] = bool(cv <= max_cv and (spread is None or spread <= MAX_REPEAT_SPREAD_PERCENT))
-        new["max_repeat_spread_percent"] = MAX_REPEAT_SPREAD_PERCENT
+        max_spread = row.get("max_repeat_spread_percent") or MAX_REPEAT_SPREAD_PERCENT  # the row's own, if set
+        new["stable"] = bool(cv <= max_cv and (spread is None or spread <= max_spread))
+        new["max_repeat_spread_percent"] = max_spread
     return new, estimated
 
 

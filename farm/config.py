@@ -203,6 +203,7 @@ class Measurement(Strict):
     repeats: Annotated[int, Field(ge=1, le=1000)] = 3
     seed: Annotated[int, Field(ge=0)] = 1  # numpy seeds are non-negative
     max_cv_percent: Annotated[float, Field(gt=0)] = 2.5
+    max_repeat_spread_percent: Annotated[float, Field(gt=0)] = 5.0
     layer_iterations: Annotated[int, Field(ge=0, le=100_000)] = 20
 
 

@@ -23,8 +23,8 @@ CI_LEVEL = 0.95
 # above it, p99 is one or two queries' latency, and shown with a marker (`latency_pNN_tail_samples`).
 MIN_TAIL_SAMPLES = 10
 # `stable` also asks that the repeats agree: (slowest - fastest repeat median) / median at most
-# this. Not a sweep-file setting yet (farm.config.Measurement has only max_cv_percent).
-MAX_REPEAT_SPREAD_PERCENT = 5.0
+# this, by default (the sweep file's `measurement.max_repeat_spread_percent`).
+MAX_REPEAT_SPREAD_PERCENT = Measurement.model_fields["max_repeat_spread_percent"].default
 # median_ci_method of median_confidence_interval: the order-statistic interval at the effective
 # sample size, widened where the repeats disagree more than it allows (see that function)
 SAMPLE_INTERVAL_METHOD = "order_statistic_neff_repeats"
@@ -291,7 +291,7 @@ def summarize(samples: Samples, batch: int, settings: Measurement, inferences_pe
     cv, spread = row["latency_cv_percent"], row["repeat_spread_percent"]
     # stable: the queries agree (CV) and so do the repeats (one repeat: nothing to disagree)
     row["stable"] = bool(cv is not None and cv <= settings.max_cv_percent
-                         and (spread is None or spread <= MAX_REPEAT_SPREAD_PERCENT))
+                         and (spread is None or spread <= settings.max_repeat_spread_percent))
     row["max_cv_percent"] = settings.max_cv_percent
-    row["max_repeat_spread_percent"] = MAX_REPEAT_SPREAD_PERCENT
+    row["max_repeat_spread_percent"] = settings.max_repeat_spread_percent
     return row

@@ -122,6 +122,16 @@ def plan_sweep(loaded: LoadedConfig, cache_dir: Path) -> Plan:
     return Plan(config.name, cells, models)
 
 
+def _measurement_identity(measurement: Measurement) -> dict[str, Any]:
+    """The measurement settings a cell id covers. Settings added after ids were in use count only
+    when set to something other than their default, so that existing cells keep their ids."""
+    dumped = measurement.model_dump(mode="json")
+    for name in ("max_repeat_spread_percent",):
+        if dumped[name] == Measurement.model_fields[name].default:
+            del dumped[name]
+    return dumped
+
+
 def _make_cell(sweep: str, model: ModelArtifact, precision: str, batch: int, profile: Profile | None,
                backend: str, options: dict[str, Any], measurement: Measurement, unsupported: str | None,
                note: str | None, device_kind: str, all_profiles: tuple[Profile, ...] = (),
@@ -137,7 +147,7 @@ def _make_cell(sweep: str, model: ModelArtifact, precision: str, batch: int, pro
         "profile": dataclasses.asdict(profile) if profile else None,
         "backend": backend,
         "options": options,
-        "measurement": measurement.model_dump(mode="json"),
+        "measurement": _measurement_identity(measurement),
         "farm_version": __version__,
     }
     if precision in ("fp16", "int8"):  # what the precision transform depends on

@@ -278,6 +278,8 @@ def test_stable_needs_the_repeats_to_agree() -> None:
         row = summarize(samples, 1, Measurement(max_cv_percent=50))
         assert row["repeat_spread_percent"] == pytest.approx(spread)
         assert row["stable"] is stable and row["max_repeat_spread_percent"] == MAX_REPEAT_SPREAD_PERCENT
+        wider = summarize(samples, 1, Measurement(max_cv_percent=50, max_repeat_spread_percent=spread + 1))
+        assert wider["stable"] is True and wider["max_repeat_spread_percent"] == spread + 1  # the sweep file's
     single = summarize(synthetic([10.0, 11.0] * 10, repeats=1, walltime_ms=210.0), 1, Measurement(max_cv_percent=50))
     assert single["repeat_spread_percent"] is None and single["stable"] is True  # one repeat: nothing to disagree
 
