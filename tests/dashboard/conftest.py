@@ -5,6 +5,7 @@ precisions and three batch sizes, one model that fails to build, and an unsuppor
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -79,8 +80,11 @@ class Dashboard:
     """`farm dashboard` in a child process, on a free loopback port; `stop()` ends it (the
     `dashboard` fixture stops every one it started, whatever the test did)."""
 
-    def __init__(self, results: Path) -> None:
+    def __init__(self, results: Path, hangup: signal.Handlers = signal.SIG_DFL) -> None:
         self.results = results
+        # SIGHUP's disposition as the server inherits it: default (started from a terminal),
+        # whatever the test run itself inherited (CI under nohup ignores it), or SIG_IGN (nohup)
+        self.hangup = hangup
         self.process: subprocess.Popen | None = None
         self.port = 0
         self.log = results.parent / "dashboard.log"
@@ -99,7 +103,7 @@ class Dashboard:
                 self.process = subprocess.Popen(
                     [sys.executable, "-m", "farm", "dashboard", "--results", str(self.results), "--port",
                      str(self.port)], env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=log,
-                    stderr=subprocess.STDOUT)
+                    stderr=subprocess.STDOUT, preexec_fn=lambda: signal.signal(signal.SIGHUP, self.hangup))
             if self._wait_until_it_serves():
                 return self
             if "is not available" not in self.log.read_text():
@@ -140,8 +144,8 @@ def dashboard():
     one started is stopped when the test ends."""
     started: list[Dashboard] = []
 
-    def start(results: Path) -> Dashboard:
-        server = Dashboard(results)
+    def start(results: Path, **options) -> Dashboard:
+        server = Dashboard(results, **options)
         started.append(server)
         return server.start()
 

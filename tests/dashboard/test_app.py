@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -275,6 +276,19 @@ def test_farm_dashboard_ends_with_its_server(tmp_path: Path, dashboard, signum: 
         time.sleep(0.2)
     assert still_running(tree) == [] and not sockets & listening_sockets(server.port)
     assert "Traceback" not in server.log.read_text()
+
+
+@pytest.mark.slow
+def test_farm_dashboard_under_nohup_outlives_a_hangup(tmp_path: Path, dashboard) -> None:
+    """Started with SIGHUP ignored (nohup, or a CI runner's shell), the server keeps serving when
+    its terminal goes: that is what nohup asks for. SIGTERM still ends it."""
+    server = dashboard(tmp_path / "results", hangup=signal.SIG_IGN)
+    os.kill(server.process.pid, signal.SIGHUP)
+    with pytest.raises(subprocess.TimeoutExpired):
+        server.process.wait(5)
+    assert listening_sockets(server.port)
+    os.kill(server.process.pid, signal.SIGTERM)
+    assert server.process.wait(120) in {0, -signal.SIGTERM}
 
 
 def test_dashboard_on_a_port_in_use_is_one_line(tmp_path: Path, capsys) -> None:
