@@ -14,12 +14,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import warnings
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
+
+from farm.files import write_atomic
 
 REFERENCE = "onnxruntime-cpu fp32"
 DEFAULT_SAMPLES = 64
@@ -138,10 +139,12 @@ def _cached(path: Path, compute: Callable[[], dict[str, np.ndarray]]) -> dict[st
         with np.load(path) as cached:
             return {k: cached[k] for k in cached.files}
     outputs = compute()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.npz")
-    np.savez(tmp, **outputs)
-    os.replace(tmp, path)
+
+    def save(tmp: Path) -> None:
+        with tmp.open("wb") as handle:  # a file object: np.savez adds no .npz to its name
+            np.savez(handle, **outputs)
+
+    write_atomic(path, save, make_parents=True)
     return outputs
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import json
 import math
 import re
 import tomllib

@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
-import errno
 import functools
 import json
 import os
@@ -51,6 +50,8 @@ if TYPE_CHECKING:
     from farm.worker import CellResult
 
 from farm.errors import UserError
+from farm.files import os_reason, write_error
+from farm.files import write_atomic as _write_atomic
 from farm.layers.coverage import layer_coverage_percent
 
 SCHEMA_VERSION = 1
@@ -861,7 +862,7 @@ def file_problem(path: str | Path) -> str | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        return f"cannot open it: {_reason(exc)}"
+        return f"cannot open it: {os_reason(exc)}"
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -871,7 +872,7 @@ def file_problem(path: str | Path) -> str | None:
             return f"not a Parquet file: {size} bytes"
         head, tail = os.pread(fd, 4, 0), os.pread(fd, 8, size - 8)
     except OSError as exc:
-        return f"cannot read it: {_reason(exc)}"
+        return f"cannot read it: {os_reason(exc)}"
     finally:
         os.close(fd)
     if tail[4:] != PARQUET_MAGIC:
@@ -929,60 +930,14 @@ def _kind(t: pa.DataType) -> str | None:
     return str(t)
 
 
-def write_error(path: str | Path, exc: OSError) -> UserError:
-    """One line for a write the file system refused, saying what to do."""
-    code = exc.errno
-    if code in (errno.ENOSPC, errno.EDQUOT):
-        hint = "free some space, then run the same command again (a sweep resumes)"
-    elif code == errno.EFBIG:
-        hint = "the file is larger than this process may write (ulimit -f): raise the limit, then run the same " \
-               "command again (a sweep resumes)"
-    elif code in (errno.EACCES, errno.EPERM, errno.EROFS):
-        hint = "the folder is not writable: fix its permissions or choose another folder"
-    elif code in (errno.ENOTDIR, errno.EEXIST):
-        hint = "a file stands where a folder should be: choose another folder"
-    elif code == errno.ENOENT:
-        hint = "its folder does not exist: create it or choose another"
-    else:
-        hint = "run the same command again (a sweep resumes)"
-    return UserError(f"cannot write {path}: {_reason(exc)}; {hint}")
-
-
 def write_atomic(table: pa.Table, path: Path) -> None:
-    """Write a Parquet file under a temporary name, flush it to disk, then rename it into place.
-    A failed write leaves no temporary file (a partial one would keep a full disk full) and
-    raises a UserError saying what to do."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        pq.write_table(table, tmp)
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise write_error(path, exc) from None
-        raise
+    """Write a warehouse Parquet file whole or not at all, flushed to disk (farm.files)."""
+    _write_atomic(path, lambda tmp: pq.write_table(table, tmp), fsync=True)
 
 
 def write_file(path: Path, data: bytes | str) -> None:
-    """Write an output file (a report, a graph) whole or not at all; one line (UserError) saying
-    what to do when the file system refuses, and no temporary file left behind."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        if isinstance(data, str):
-            tmp.write_text(data, encoding="utf-8")
-        else:
-            tmp.write_bytes(data)
-        os.replace(tmp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
-        raise write_error(path, exc) from None
+    """Write an output file (a report, a graph) whole or not at all (farm.files)."""
+    _write_atomic(path, data)
 
 
 def sql_string(text: str) -> str:
@@ -1079,10 +1034,6 @@ def _remove(path: Path) -> None:
     else:
         with contextlib.suppress(OSError):
             path.unlink()
-
-
-def _reason(exc: OSError) -> str:
-    return os.strerror(exc.errno) if exc.errno else _first_line(exc)
 
 
 def _first_line(exc: BaseException) -> str:

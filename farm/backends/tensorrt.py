@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import re
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import numpy as np
 from pydantic import Field, field_validator
 
+from farm.files import write_atomic
 from farm.backends.base import Backend, BackendOptions, BuildStats, LayerRecord, PhaseTimes, QueryFn
 
 if TYPE_CHECKING:
@@ -139,7 +139,7 @@ class TensorRTBackend(Backend):
         else:
             plan, layers_before = self._build_plan(trt, logger, model_path, precision, work_dir)
             if engine_path is not None:
-                _write_atomic(engine_path, plan)
+                write_atomic(engine_path, lambda tmp: tmp.write_bytes(plan), make_parents=True)
         build_s = time.perf_counter() - start
         runtime = trt.Runtime(logger)
         self.engine = runtime.deserialize_cuda_engine(plan)
@@ -248,7 +248,7 @@ class TensorRTBackend(Backend):
         with _locked(path.with_suffix(".lock")):
             if path.is_file():
                 cache.combine(config.create_timing_cache(path.read_bytes()), False)
-            _write_atomic(path, bytes(cache.serialize()))
+            write_atomic(path, bytes(cache.serialize()), make_parents=True)
 
     def _timing_cache_path(self) -> Path:
         device = re.sub(r"[^A-Za-z0-9]+", "-", self._device_name())
@@ -516,13 +516,6 @@ def _peak_device_bytes(lines: list[str]) -> int | None:
     from farm.ingest.trt_files import read_log
 
     return read_log("\n".join(line[4:] for line in lines)).builder_peak_device_bytes
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 @contextlib.contextmanager

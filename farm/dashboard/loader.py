@@ -134,16 +134,13 @@ def _load(con, warehouse: Warehouse, root: Path, sweep: str, table: str, target:
 
 def _save(con, cached: Path) -> None:
     """Write the consolidated copy atomically; skipped where the warehouse is not writable."""
-    tmp = cached.with_name(f".{cached.name}.{os.getpid()}.tmp")
+    from farm.files import write_atomic
+
     try:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        con.execute(f"COPY _rows TO '{sql_string(str(tmp))}' (FORMAT parquet)")
-        os.replace(tmp, cached)
+        write_atomic(cached, lambda tmp: con.execute(f"COPY _rows TO '{sql_string(str(tmp))}' (FORMAT parquet)"),
+                     make_parents=True)
     except Exception:  # noqa: BLE001 - read-only folder, full disk: the dashboard works without it
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
+        pass
 
 
 def refresh(root: str | Path, sweep: str) -> None:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from farm.callbacks import Callback
+from farm.files import write_atomic
 from farm.executor import MemoryLimit
 from farm.executor.cell_process import CellDeath, CellProcess
 from farm.plan import Cell
@@ -131,10 +132,7 @@ def _with_local_model(cell: Cell, cache_dir: Path, model_ref: list) -> Cell:
 
     local = cache_dir / "models" / f"{cell.model.sha256}.onnx"
     if not local.is_file():
-        local.parent.mkdir(parents=True, exist_ok=True)
-        tmp = local.with_name(f".{local.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(ray.get(model_ref[0]))
-        os.replace(tmp, local)
+        write_atomic(local, ray.get(model_ref[0]), make_parents=True)
     return dataclasses.replace(cell, model=dataclasses.replace(cell.model, path=local))
 
 

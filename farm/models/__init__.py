@@ -7,12 +7,10 @@ hash (of its bytes) is part of every cell id. Hashes and input specs are cached 
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import json
 import math
-import os
 import re
 import zlib
 from pathlib import Path
@@ -21,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from farm.config import ModelSpec, model_display_name
-from farm.errors import ConfigError
+from farm.errors import ConfigError, UserError
+from farm.files import write_atomic
 
 FLOAT_RANGE = (-1.0, 1.0)  # trtexec fills inputs with U(-1, 1)
 BOOL_RANGE = (0.0, 2.0)
@@ -309,21 +308,12 @@ def zoo_model_path(zoo_name: str, cache_dir: Path) -> Path:
     temp area (`<cache>/tmp/`, emptied by the next sweep if this one is killed) and renamed into
     place; a failed write leaves nothing and is one line (UserError)."""
     from farm.models.zoo import ZOO, ZOO_VERSION
-    from farm.warehouse import TEMP_DIR_NAME, write_error
+    from farm.warehouse import TEMP_DIR_NAME
 
     path = cache_dir / "zoo" / f"{zoo_name}-v{ZOO_VERSION}.onnx"
     if not path.exists():
-        tmp = cache_dir / TEMP_DIR_NAME / f"{path.name}.{os.getpid()}.tmp"
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_bytes(ZOO[zoo_name].build().SerializeToString())
-            os.replace(tmp, path)
-        except OSError as exc:
-            raise write_error(path, exc) from None
-        finally:  # also on Ctrl-C: a partial file must not stay (on a full disk, it keeps it full)
-            with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
+        write_atomic(path, lambda tmp: tmp.write_bytes(ZOO[zoo_name].build().SerializeToString()),
+                     tmp_dir=cache_dir / TEMP_DIR_NAME, make_parents=True)
     return path
 
 
@@ -345,10 +335,8 @@ def _read_metadata(path: Path) -> dict[str, Any]:
     except Exception as exc:  # a corrupt file is a failed cell, not a crash
         meta["error"] = f"cannot read {path.name} as an ONNX model: {type(exc).__name__}: {_first_line(exc)}"
     try:
-        tmp = sidecar.with_name(f".{sidecar.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(meta))
-        os.replace(tmp, sidecar)
-    except OSError:
+        write_atomic(sidecar, json.dumps(meta))
+    except UserError:
         pass  # read-only model folder: recompute next time
     return meta
 

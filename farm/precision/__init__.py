@@ -23,16 +23,17 @@ import dataclasses
 import hashlib
 import heapq
 import json
-import os
 import shutil
 import tempfile
 import time
 import zlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from farm.errors import ConfigError
+from farm.errors import ConfigError, UserError
+from farm.files import write_atomic
 from farm.precision.checks import (FP16_MAX, TransformUnsupported, census, graphs, nodes, one_line, short_error,
                                    verify)
 
@@ -103,38 +104,35 @@ def transform(model_path: Path, model_sha256: str, precision: str, inputs, shape
     from farm.warehouse import TEMP_DIR_NAME
 
     temp_area = cache_dir / TEMP_DIR_NAME  # emptied by the next sweep if this one is killed
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temp_area.mkdir(parents=True, exist_ok=True)
-    tmp = temp_area / f"{path.name}.{os.getpid()}.tmp"
     start = time.perf_counter()
-    try:
+    done: dict[str, Any] = {}
+
+    def transform(tmp: Path) -> None:  # checked in its temporary file, renamed into place only if good
         if precision == "fp16":
             report = _fp16(model_path, tmp, keep_io_types, inputs, shapes, seed)
         elif precision == "int8":
             report = _int8(model_path, tmp, calibration_batches(calibration, inputs, shapes, seed), temp_area)
         else:
             raise ValueError(f"no ONNX transform for {precision}")
-        seconds = time.perf_counter() - start
+        done["seconds"] = time.perf_counter() - start
         report["onnxruntime_cpu"], skipped = verify(tmp, _label(precision), temp_area, model_path,
                                                     quantized=precision == "int8")
         report["summary"] += skipped
-        os.replace(tmp, path)
-        _write_json(report_path, report, temp_area)
+        done["report"] = report
+
+    try:
+        write_atomic(path, transform, tmp_dir=temp_area, make_parents=True)
+        _write_json(report_path, done["report"], temp_area)
     except TransformUnsupported as exc:
-        with contextlib.suppress(OSError):  # the verdict stands even where it cannot be cached
+        with contextlib.suppress(UserError):  # the verdict stands even where it cannot be cached
             if exc.cacheable:
                 _write_json(report_path, {"unsupported": exc.reason, "detail": exc.detail}, temp_area)
         raise
-    finally:  # a failed transform leaves no partial file (on a full disk it would keep it full)
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
-    return Transformed(path, seconds, False, described, **report)
+    return Transformed(path, done["seconds"], False, described, **done["report"])
 
 
 def _write_json(path: Path, report: dict, temp_area: Path) -> None:
-    tmp = temp_area / f"{path.name}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(report, sort_keys=True))
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(report, sort_keys=True), tmp_dir=temp_area)
 
 
 def _label(precision: str) -> str:
