@@ -18,7 +18,8 @@ from farm.callbacks import Callback  # noqa: E402
 from farm.cli import main  # noqa: E402
 from farm.config import load_config  # noqa: E402
 from farm.executor import MemoryLimit, parse_memory_limit  # noqa: E402
-from farm.executor.ray_farm import RayExecutor, _with_local_model  # noqa: E402
+from farm.executor.ray_actor import with_local_model  # noqa: E402
+from farm.executor.ray_farm import RayExecutor  # noqa: E402
 from farm.plan import plan_sweep  # noqa: E402
 from farm.warehouse import Warehouse  # noqa: E402
 from tests.conftest import tiny_cnn, write_sweep  # noqa: E402
@@ -246,7 +247,7 @@ def test_model_bytes_travel_to_nodes_without_the_file(ray_two_gpus, tmp_path: Pa
     cell = plan.cells[0]
     ref = ray.put(cell.model.path.read_bytes())
     (tmp_path / "tiny.onnx").unlink()  # as on a node that never saw the driver's folder
-    local = _with_local_model(cell, tmp_path / "node-cache", [ref])
+    local = with_local_model(cell, tmp_path / "node-cache", [ref])
     assert local.model.path == tmp_path / "node-cache" / "models" / f"{cell.model.sha256}.onnx"
     assert local.model.path.stat().st_size == cell.model.size_bytes
 

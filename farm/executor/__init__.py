@@ -10,11 +10,13 @@ from __future__ import annotations
 import dataclasses
 import re
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from farm.callbacks import Callback
 from farm.errors import UserError
 from farm.plan import Cell
+
+if TYPE_CHECKING:
+    from farm.worker import CellResult
 
 EXECUTORS = ("ray", "local")
 DEFAULT_WORKER_MEMORY = "80%"
@@ -61,8 +63,18 @@ def parse_memory_limit(text: str) -> MemoryLimit:
                     "such as 12GiB or 512MB, or none")
 
 
+class CellEvents(Protocol):
+    """What an executor tells the driver (farm.callbacks.Callback is one), in the driver process."""
+
+    def on_cell_start(self, cell: Cell, worker: dict[str, Any] | None = None) -> None: ...
+
+    def on_cell_log(self, cell: Cell, message: str) -> None: ...
+
+    def on_cell_result(self, cell: Cell, result: CellResult) -> None: ...
+
+
 class Executor(Protocol):
-    def run(self, cells: list[Cell], cache_dir: Path, callbacks: Callback) -> None:
+    def run(self, cells: list[Cell], cache_dir: Path, callbacks: CellEvents) -> None:
         """Run every cell and report each result through `callbacks.on_cell_result`."""
 
 

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from farm.callbacks import Callback
+from farm.executor import CellEvents
 from farm.plan import Cell
 from farm.worker import run_cell
 
 
 class LocalExecutor:
-    def run(self, cells: list[Cell], cache_dir: Path, callbacks: Callback) -> None:
+    """No scheduler needed: one slot, and no retries (a cell that kills this process ends the sweep)."""
+
+    def run(self, cells: list[Cell], cache_dir: Path, callbacks: CellEvents) -> None:
         for cell in cells:
             callbacks.on_cell_start(cell)
             callbacks.on_cell_result(cell, run_cell(cell, cache_dir))

@@ -12,11 +12,13 @@
 - Results come back to the driver, which alone writes the warehouse; model bytes travel through
   Ray's object store, so a cluster needs no shared filesystem.
 - Progress lines from actors reach the driver through a queue and are shown tagged with the cell.
+
+Which cell runs where, and what each outcome means (retries), is farm.scheduler's to decide;
+this module starts the actors (ray_actor.py), submits cells, waits, and reports outcomes.
 """
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import functools
 import logging
@@ -24,11 +26,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from farm.callbacks import Callback
-from farm.files import write_atomic
-from farm.executor import MemoryLimit
-from farm.executor.cell_process import CellDeath, CellProcess
+from farm.executor import CellEvents, MemoryLimit
+from farm.executor.cell_process import CellDeath
+from farm.executor.ray_actor import CellWorker
 from farm.plan import Cell
+from farm.scheduler import (Attempt, CellScheduler, Died, Failed, Finished, Raised, Retry, Returned, Start,
+                            Stranded, failure_reason)
 from farm.worker import CellResult, now
 
 POLL_S = 0.2
@@ -42,101 +45,7 @@ def use_loopback_only() -> None:
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 
-class CellWorker:
-    """The actor: hands cells one at a time to its cell process, on the device Ray gave it."""
-
-    def __init__(self, kind: str, log_queue, memory_limit: MemoryLimit, workers_on_node: int,
-                 cell_timeout_s: float | None = None) -> None:
-        import psutil
-
-        self.kind = kind
-        self.log_queue = log_queue
-        self.cores = _size_thread_pools()  # before the cell process starts: it inherits the settings
-        self.memory_limit_bytes = memory_limit.for_worker(psutil.virtual_memory().total, workers_on_node)
-        self.cells = CellProcess(self.memory_limit_bytes, cell_timeout_s)
-        try:
-            self.cells.start()  # now, so the first cell does not wait for it
-        except RuntimeError:  # killed while starting: run() starts another
-            pass
-
-    def describe(self) -> dict[str, Any]:
-        import socket
-
-        import ray
-
-        return {
-            "kind": self.kind, "pid": os.getpid(), "cell_pid": self.cells.pid, "host": socket.gethostname(),
-            "node_id": ray.get_runtime_context().get_node_id(),
-            "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
-            "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-            "cpu_cores": self.cores,
-            "omp_threads": os.environ.get("OMP_NUM_THREADS"),
-            "memory_limit_bytes": self.memory_limit_bytes,
-        }
-
-    def run(self, cell: Cell, cache_dir: str, model_ref: list) -> CellResult | CellDeath:
-        cell = _with_local_model(cell, Path(cache_dir), model_ref)
-
-        def log(message: str) -> None:
-            try:
-                self.log_queue.put_nowait((cell.cell_id, message))
-            except Exception:  # a full or gone queue must not fail the cell
-                pass
-
-        if not self.cells.alive():
-            for tries_left in reversed(range(3)):
-                try:
-                    self.cells.start()
-                    break
-                except RuntimeError as exc:
-                    if not tries_left:
-                        return CellDeath(f"the cell process could not be started: {exc}", worker=self.describe())
-        description = self.describe()  # before the cell: which process runs it
-        outcome = self.cells.run(cell, Path(cache_dir), log)
-        if isinstance(outcome, CellResult):
-            outcome.worker = description
-        else:  # ready for the next cell, and the driver learns the new process's pid
-            try:
-                self.cells.start()
-            except Exception:  # tried again before the next cell
-                pass
-            outcome.worker = self.describe()
-        return outcome
-
-    def stop(self) -> None:
-        self.cells.stop()
-
-
-def _size_thread_pools() -> int:
-    """Size CPU thread pools to the host's cores before any engine is imported.
-
-    Ray sets OMP_NUM_THREADS=1 in actors that reserve no CPUs, which would make CPU-side
-    PyTorch single-threaded. (Splitting the cores between the GPU actors of a node was tried
-    and measured slower for compile-heavy sweeps: compilation wants every core.)
-    """
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[variable] = str(cores)
-    return cores
-
-
-def _with_local_model(cell: Cell, cache_dir: Path, model_ref: list) -> Cell:
-    """Use the driver's model file where this node can see it, else write the shipped bytes."""
-    path = cell.model.path
-    if cell.model.error or (path.is_file() and path.stat().st_size == cell.model.size_bytes):
-        return cell
-    import ray
-
-    local = cache_dir / "models" / f"{cell.model.sha256}.onnx"
-    if not local.is_file():
-        write_atomic(local, ray.get(model_ref[0]), make_parents=True)
-    return dataclasses.replace(cell, model=dataclasses.replace(cell.model, path=local))
-
-
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)  # hashed by identity: the scheduler's slot keys
 class _Slot:
     """A place for one actor: a GPU of a node, or a node's CPU. Its actor is replaced when it dies."""
 
@@ -146,15 +55,6 @@ class _Slot:
     actor: Any = None
     description: dict[str, Any] = dataclasses.field(default_factory=dict)
     start_error: str | None = None
-
-
-@dataclasses.dataclass
-class _Attempt:
-    cell: Cell
-    number: int = 1
-    deaths: list[CellDeath] = dataclasses.field(default_factory=list)
-    started_at: Any = None  # when the first attempt was handed to a worker
-    worker: dict[str, Any] | None = None  # the worker of the latest attempt
 
 
 class RayExecutor:
@@ -170,7 +70,7 @@ class RayExecutor:
         self.start_errors: list[str] = []  # why actors that never started did not
         self.workers: list[dict[str, Any]] = []  # describe() of every actor started
 
-    def run(self, cells: list[Cell], cache_dir: Path, callbacks: Callback) -> None:
+    def run(self, cells: list[Cell], cache_dir: Path, callbacks: CellEvents) -> None:
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         if not self.address:
             use_loopback_only()
@@ -234,7 +134,6 @@ class RayExecutor:
         return [s for s in slots if s.actor is not None]
 
     def _launch(self, slot: _Slot, log_queue) -> None:
-        import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         # No restarts by Ray: a dead actor is replaced by a fresh one here (_replace), so the
@@ -285,64 +184,59 @@ class RayExecutor:
     # --- cells ------------------------------------------------------------------------------------
 
     def _run_phase(self, cells: list[Cell], slots: list[_Slot], cache_dir: Path,
-                   model_refs: dict, log_queue, callbacks: Callback) -> None:
+                   model_refs: dict, log_queue, callbacks: CellEvents) -> None:
+        """Hand the scheduler's cells to the slots' actors and their outcomes back, until every cell ended."""
         import ray
-        from ray.exceptions import RayActorError, RayError, RayTaskError
 
         by_id = {c.cell_id: c for c in cells}
-        queue = collections.deque(_Attempt(cell) for cell in cells)
-        idle = list(slots)
-        pending: dict[Any, tuple[_Attempt, _Slot]] = {}
-        while queue or pending:
-            while idle and queue:
-                slot = idle.pop(0)
-                attempt = queue.popleft()
-                attempt.started_at = attempt.started_at or now()
-                attempt.worker = slot.description
-                callbacks.on_cell_start(attempt.cell, slot.description)
-                ref = slot.actor.run.remote(attempt.cell, str(cache_dir), [model_refs.get(attempt.cell.model.sha256)])
-                pending[ref] = (attempt, slot)
-            if not pending:  # cells left, no worker left to run them
-                reason = "no worker left to run this cell: " + "; ".join(
-                    sorted(set(self.start_errors)) or ["every worker failed to start"])
-                while queue:
-                    attempt = queue.popleft()
-                    callbacks.on_cell_result(attempt.cell, _crashed(attempt, reason))
-                break
+        scheduler = CellScheduler(cells, slots, self.max_retries)
+        pending: dict[Any, _Slot] = {}
+        while not scheduler.done:
+            for decision in scheduler.step():
+                if isinstance(decision, Stranded):
+                    why = "; ".join(sorted(set(self.start_errors)) or ["every worker failed to start"])
+                    reason = failure_reason(decision.attempt.deaths, f"no worker left to run this cell: {why}")
+                    callbacks.on_cell_result(decision.attempt.cell, _crashed(decision.attempt, reason))
+                else:
+                    pending[self._start(decision, cache_dir, model_refs, callbacks)] = decision.slot
+            if not pending:
+                continue  # the queue was stranded: every cell has ended
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=POLL_S)
             self._drain_logs(log_queue, by_id, callbacks)
             for ref in ready:
-                attempt, slot = pending.pop(ref)
-                try:
-                    outcome = ray.get(ref)
-                except RayTaskError as exc:  # run_cell never raises: a bug, or a result that cannot travel
-                    callbacks.on_cell_result(attempt.cell, _crashed(attempt, f"the worker failed: {_first_line(exc)}",
-                                                                    traceback=str(exc)))
-                    idle.append(slot)
-                    continue
-                except (RayActorError, RayError) as exc:  # the actor itself died: killed, Ray OOM, node lost
-                    outcome = _actor_death(exc)
-                    self._replace(slot, log_queue)
-                if slot.actor is not None:
-                    if getattr(outcome, "worker", None):
-                        slot.description = outcome.worker
-                    idle.append(slot)
-                if isinstance(outcome, CellDeath):
-                    attempt.deaths.append(outcome)
-                    if attempt.number <= self.max_retries and outcome.retry:
-                        callbacks.on_cell_log(attempt.cell, f"worker died during the cell (attempt {attempt.number}: "
-                                                            f"{outcome.reason}); retrying on a fresh process")
-                        queue.appendleft(_Attempt(attempt.cell, attempt.number + 1, attempt.deaths, attempt.started_at))
-                        continue
-                    outcome = _crashed(attempt, "")
-                else:
-                    outcome.attempts = attempt.number
-                    outcome.earlier_attempts = [d.reason for d in attempt.deaths]
-                callbacks.on_cell_result(attempt.cell, outcome)
+                slot = pending.pop(ref)
+                _tell(scheduler.report(slot, self._outcome(ref, slot, log_queue)), callbacks)
         self._drain_logs(log_queue, by_id, callbacks)
 
     @staticmethod
-    def _drain_logs(log_queue, by_id: dict[str, Cell], callbacks: Callback) -> None:
+    def _start(start: Start, cache_dir: Path, model_refs: dict, callbacks: CellEvents) -> Any:
+        """Submit the cell to the slot's actor; the reference its outcome will come through."""
+        attempt, slot = start.attempt, start.slot
+        attempt.started_at = attempt.started_at or now()
+        attempt.worker = slot.description
+        callbacks.on_cell_start(attempt.cell, slot.description)
+        return slot.actor.run.remote(attempt.cell, str(cache_dir), [model_refs.get(attempt.cell.model.sha256)])
+
+    def _outcome(self, ref: Any, slot: _Slot, log_queue) -> Returned | Died | Raised:
+        """What came back through `ref`; a dead actor is replaced first (the slot is lost if that fails)."""
+        import ray
+        from ray.exceptions import RayError, RayTaskError
+
+        try:
+            outcome = ray.get(ref)
+        except RayTaskError as exc:  # run_cell never raises: a bug, or a result that cannot travel
+            return Raised(f"the worker failed: {_first_line(exc)}", traceback=str(exc))
+        except RayError as exc:  # the actor itself died: killed, Ray OOM, node lost
+            outcome = _actor_death(exc)
+            self._replace(slot, log_queue)
+        if slot.actor is not None and getattr(outcome, "worker", None):
+            slot.description = outcome.worker  # the fresh cell process's pid
+        if isinstance(outcome, CellDeath):
+            return Died(outcome, worker_lost=slot.actor is None)
+        return Returned(outcome)
+
+    @staticmethod
+    def _drain_logs(log_queue, by_id: dict[str, Cell], callbacks: CellEvents) -> None:
         while True:
             try:
                 batch = log_queue.get_nowait_batch(log_queue.qsize())
@@ -400,25 +294,26 @@ def _kill_quietly(actor) -> None:
         pass
 
 
-def _crashed(attempt: _Attempt, reason: str, traceback: str | None = None) -> CellResult:
+def _tell(decision: Finished | Retry | Failed, callbacks: CellEvents) -> None:
+    cell = decision.attempt.cell
+    if isinstance(decision, Retry):
+        callbacks.on_cell_log(cell, f"worker died during the cell (attempt {decision.attempt.number}: "
+                                    f"{decision.death.reason}); retrying on a fresh process")
+    elif isinstance(decision, Failed):
+        callbacks.on_cell_result(cell, _crashed(decision.attempt, decision.reason, decision.traceback))
+    else:
+        callbacks.on_cell_result(cell, decision.result)
+
+
+def _crashed(attempt: Attempt, reason: str, traceback: str | None = None) -> CellResult:
     """The failed result of a cell no attempt of which returned one. Host and worker are those of
     its last attempt; library versions are unknown (the process that would have said is gone)."""
     from farm.provenance import farm_commit
 
     deaths = attempt.deaths
     worker = attempt.worker or next((d.worker for d in reversed(deaths) if d.worker), None)
-    if deaths:
-        kinds = collections.Counter(d.kind for d in deaths)
-        reason = deaths[0].reason if len(deaths) == 1 else f"the cell's worker died {len(deaths)} time(s)"
-        if len(kinds) > 1:
-            reason += " (" + ", ".join(f"{n}x {kind}" for kind, n in kinds.most_common()) + ")"
-        if len(deaths) > 1:
-            reason += f"; last: {deaths[-1].reason}"
-        if not deaths[-1].retry:
-            reason += (" (not retried: it would grow as far again)" if deaths[-1].out_of_memory else
-                       " (not retried: it would likely time out again)" if deaths[-1].timed_out else " (not retried)")
     return CellResult(
-        attempt.cell.cell_id, "failed", reason=reason[:1000], attempts=attempt.number,
+        attempt.cell.cell_id, "failed", reason=reason, attempts=attempt.number,
         earlier_attempts=[d.reason for d in deaths[:-1]],
         traceback=traceback or "\n".join(f"attempt {i}: {d.reason}" for i, d in enumerate(deaths, 1)) or None,
         started_at=attempt.started_at or now(), finished_at=now(), worker=worker,

@@ -1,0 +1,113 @@
+"""The Ray actor of the farm: one per GPU or per node's CPU, running its cells in a cell process.
+
+It runs on the worker's node: it sizes the thread pools to the node's cores, writes the model
+the driver shipped where the node cannot see the driver's file, and reports how each cell
+ended (a CellResult, or a CellDeath with a fresh cell process ready for the next cell).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any
+
+from farm.executor import MemoryLimit
+from farm.executor.cell_process import CellDeath, CellProcess
+from farm.files import write_atomic
+from farm.plan import Cell
+from farm.worker import CellResult
+
+
+class CellWorker:
+    """The actor: hands cells one at a time to its cell process, on the device Ray gave it."""
+
+    def __init__(self, kind: str, log_queue, memory_limit: MemoryLimit, workers_on_node: int,
+                 cell_timeout_s: float | None = None) -> None:
+        import psutil
+
+        self.kind = kind
+        self.log_queue = log_queue
+        self.cores = _size_thread_pools()  # before the cell process starts: it inherits the settings
+        self.memory_limit_bytes = memory_limit.for_worker(psutil.virtual_memory().total, workers_on_node)
+        self.cells = CellProcess(self.memory_limit_bytes, cell_timeout_s)
+        try:
+            self.cells.start()  # now, so the first cell does not wait for it
+        except RuntimeError:  # killed while starting: run() starts another
+            pass
+
+    def describe(self) -> dict[str, Any]:
+        import socket
+
+        import ray
+
+        return {
+            "kind": self.kind, "pid": os.getpid(), "cell_pid": self.cells.pid, "host": socket.gethostname(),
+            "node_id": ray.get_runtime_context().get_node_id(),
+            "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
+            "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "cpu_cores": self.cores,
+            "omp_threads": os.environ.get("OMP_NUM_THREADS"),
+            "memory_limit_bytes": self.memory_limit_bytes,
+        }
+
+    def run(self, cell: Cell, cache_dir: str, model_ref: list) -> CellResult | CellDeath:
+        cell = with_local_model(cell, Path(cache_dir), model_ref)
+
+        def log(message: str) -> None:
+            try:
+                self.log_queue.put_nowait((cell.cell_id, message))
+            except Exception:  # a full or gone queue must not fail the cell
+                pass
+
+        if not self.cells.alive():
+            for tries_left in reversed(range(3)):
+                try:
+                    self.cells.start()
+                    break
+                except RuntimeError as exc:
+                    if not tries_left:
+                        return CellDeath(f"the cell process could not be started: {exc}", worker=self.describe())
+        description = self.describe()  # before the cell: which process runs it
+        outcome = self.cells.run(cell, Path(cache_dir), log)
+        if isinstance(outcome, CellResult):
+            outcome.worker = description
+        else:  # ready for the next cell, and the driver learns the new process's pid
+            try:
+                self.cells.start()
+            except Exception:  # tried again before the next cell
+                pass
+            outcome.worker = self.describe()
+        return outcome
+
+    def stop(self) -> None:
+        self.cells.stop()
+
+
+def _size_thread_pools() -> int:
+    """Size CPU thread pools to the host's cores before any engine is imported.
+
+    Ray sets OMP_NUM_THREADS=1 in actors that reserve no CPUs, which would make CPU-side
+    PyTorch single-threaded. (Splitting the cores between the GPU actors of a node was tried
+    and measured slower for compile-heavy sweeps: compilation wants every core.)
+    """
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[variable] = str(cores)
+    return cores
+
+
+def with_local_model(cell: Cell, cache_dir: Path, model_ref: list) -> Cell:
+    """Use the driver's model file where this node can see it, else write the shipped bytes."""
+    path = cell.model.path
+    if cell.model.error or (path.is_file() and path.stat().st_size == cell.model.size_bytes):
+        return cell
+    import ray
+
+    local = cache_dir / "models" / f"{cell.model.sha256}.onnx"
+    if not local.is_file():
+        write_atomic(local, ray.get(model_ref[0]), make_parents=True)
+    return dataclasses.replace(cell, model=dataclasses.replace(cell.model, path=local))
