@@ -21,59 +21,16 @@ import numpy as np
 from farm.config import ModelSpec, model_display_name
 from farm.errors import ConfigError, UserError
 from farm.files import write_atomic
+from farm.records import (BATCH_NAMES, UNNAMED, InputSpec, ModelArtifact,  # noqa: F401  moved to farm.records
+                          axis_key, is_unnamed)
 
 FLOAT_RANGE = (-1.0, 1.0)  # trtexec fills inputs with U(-1, 1)
 BOOL_RANGE = (0.0, 2.0)
-# A dynamic dimension with one of these names (case-insensitive) is the batch, unless the model's
-# table names its batch with `batch_dim`. Documented in docs/config.md.
-BATCH_NAMES = ("batch", "batch_size", "batchsize", "batch_dim", "nbatch", "n", "b", "bs")
-# A dynamic dimension with no usable name (no dim_param, an empty one, or "?") is shown as "?"
-# and sized by its location, "INPUT:AXIS"; it is never the same as another "?".
-UNNAMED = "?"
 # Integer inputs that any model takes these values for: all-ones masks, token type 0. Every
 # other integer input needs a range or a value in the sweep file (farm cannot know a vocabulary
 # size or a sample rate).
 KNOWN_INT_RANGES = {"attention_mask": (1.0, 2.0), "input_mask": (1.0, 2.0),
                     "token_type_ids": (0.0, 1.0), "segment_ids": (0.0, 1.0)}
-
-
-@dataclasses.dataclass(frozen=True)
-class InputSpec:
-    """One model input: shape entries are ints (static) or dimension names (dynamic)."""
-
-    name: str
-    dtype: str  # numpy dtype name
-    shape: tuple[int | str, ...]
-    low: float
-    high: float  # low == high: every element is low (a `value`)
-    batch_axis: int | None = 0  # the axis that is the batch; None: the input is fed as declared
-
-    def concrete_shape(self, batch: int, dims: dict[str, int]) -> tuple[int, ...]:
-        """The shape a cell runs: the batch axis is `batch`, other dynamic axes come from `dims`,
-        by location ("INPUT:AXIS") first, then by name."""
-        out = []
-        for axis, dim in enumerate(self.shape):
-            if axis == self.batch_axis:
-                out.append(batch)
-            elif isinstance(dim, int):
-                out.append(dim)
-            else:
-                location = axis_key(self.name, axis)
-                out.append(dims[location] if location in dims else dims[dim])
-        return tuple(out)
-
-    def profile_key(self, axis: int) -> str | None:
-        """What a profile range for this axis is keyed by: 'batch', a dimension name, or None
-        (a fixed or unnamed axis)."""
-        dim = self.shape[axis]
-        if axis == self.batch_axis:
-            return "batch"
-        return dim if isinstance(dim, str) and not is_unnamed(dim) else None
-
-
-def axis_key(input_name: str, axis: int) -> str:
-    """The `dims` / `batch_dim` key of one axis of one input: "INPUT:AXIS"."""
-    return f"{input_name}:{axis}"
 
 
 def parse_axis_key(key: str, input_names) -> tuple[str, int] | None:
@@ -82,10 +39,6 @@ def parse_axis_key(key: str, input_names) -> tuple[str, int] | None:
     if sep and name in input_names and axis.isascii() and axis.isdigit():
         return name, int(axis)
     return None
-
-
-def is_unnamed(dim: int | str) -> bool:
-    return isinstance(dim, str) and dim.strip() in ("", UNNAMED)
 
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
@@ -104,47 +57,6 @@ def toml_inline_table(values: dict[str, Any]) -> str:
 
 def shape_text(shape: tuple[int | str, ...]) -> str:
     return "[" + ", ".join(str(d) for d in shape) + "]"
-
-
-@dataclasses.dataclass(frozen=True)
-class ModelArtifact:
-    """A resolved model: where its ONNX file is, its hash, and its inputs (or why unreadable)."""
-
-    name: str
-    source: str
-    path: Path
-    sha256: str
-    size_bytes: int
-    inputs: tuple[InputSpec, ...]
-    dims: dict[str, int]
-    error: str | None = None  # set when the file is not a readable ONNX model
-    declared_batch: int | None = None  # no input has a batch axis: the one batch size it runs
-
-    def dynamic_dims(self) -> set[str]:
-        """Names of the dynamic dimensions that `dims` sizes (not the batch, not unnamed ones)."""
-        return {d for spec in self.inputs for axis, d in enumerate(spec.shape)
-                if isinstance(d, str) and axis != spec.batch_axis and not is_unnamed(d)}
-
-    def unnamed_dims(self) -> list[str]:
-        """"INPUT:AXIS" of every dynamic dimension with no usable name (sized by that key)."""
-        return [axis_key(spec.name, axis) for spec in self.inputs for axis, d in enumerate(spec.shape)
-                if axis != spec.batch_axis and is_unnamed(d)]
-
-    def batch_names(self) -> set[str]:
-        return {spec.shape[spec.batch_axis] for spec in self.inputs  # type: ignore[misc]
-                if spec.batch_axis is not None and isinstance(spec.shape[spec.batch_axis], str)}
-
-    def batch_unsupported(self, batch: int) -> str | None:
-        """Why this model cannot run at `batch` (it has no batch axis), or None."""
-        if self.error or self.declared_batch is None or batch == self.declared_batch:
-            return None
-        if all(spec.shape and spec.shape[0] == self.declared_batch for spec in self.inputs):
-            return (f"model {self.name!r} has a fixed batch of {self.declared_batch} (axis 0 of every input), "
-                    f"so it runs at batch {self.declared_batch} only: export it with a dynamic batch dimension "
-                    "to sweep batch sizes")
-        return (f"model {self.name!r} has no batch axis (no input has a dynamic dimension named "
-                f"{', '.join(BATCH_NAMES)} or set by batch_dim), so it runs as declared, at batch 1 only: "
-                "name its batch dimension with batch_dim = \"NAME\" or \"INPUT:AXIS\" in the model's table")
 
 
 def resolve_model(spec: ModelSpec, index: int, base_dir: Path, cache_dir: Path) -> ModelArtifact:

@@ -34,6 +34,7 @@ import numpy as np
 
 from farm.errors import ConfigError, UserError
 from farm.files import write_atomic
+from farm.records import Calibration  # moved to farm.records
 from farm.precision.checks import (FP16_MAX, TransformUnsupported, census, graphs, nodes, one_line, short_error,
                                    verify)
 
@@ -46,26 +47,6 @@ TRANSFORMS = ("fp16", "int8")
 SENSITIVE_OPS = ["LayerNormalization", "Softmax", "ReduceMean", "ReduceSum", "Pow", "Exp", "Log", "Erf", "Sqrt"]
 SUBGRAPH_OPS = ("If", "Loop", "Scan")
 WEIGHTED_OPS = ("Conv", "ConvTranspose", "MatMul", "Gemm")  # int8's gains: a model with any gets int8 weights
-
-
-@dataclasses.dataclass(frozen=True)
-class Calibration:
-    """Where int8 calibration data comes from (all None: seeded synthetic inputs)."""
-
-    data: str | None = None  # .npz file or folder of .npy files, relative to the sweep file
-    images: str | None = None  # folder of images
-    size: tuple[int, int] | None = None  # images: resized to (height, width)
-    mean: tuple[float, ...] = (0.485, 0.456, 0.406)
-    std: tuple[float, ...] = (0.229, 0.224, 0.225)
-    samples: int = 16
-    base_dir: str = "."
-
-    def describe(self) -> str:
-        if self.data:
-            return f"calibrated on {self.data}"
-        if self.images:
-            return f"calibrated on images in {self.images}"
-        return f"calibrated on seeded synthetic data ({self.samples} samples): no calibration data given"
 
 
 @dataclasses.dataclass
