@@ -375,8 +375,9 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_dashboard(args: argparse.Namespace) -> int:
     import socket
 
-    from farm.dashboard import serve
+    from farm.dashboard import require_dashboard_extra, serve
 
+    require_dashboard_extra("farm dashboard", "streamlit")
     if not 1 <= args.port <= 65535:
         raise UserError(f"--port {args.port}: give a port from 1 to 65535")
     try:  # a port in use or an address not of this machine: one line now, not Streamlit's traceback
@@ -396,8 +397,10 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from farm.dashboard import require_dashboard_extra
     from farm.dashboard.report import write_report
 
+    require_dashboard_extra("farm report", "matplotlib")
     _require_sweep(args.results, args.sweep)
     summary = write_report(args.results, args.sweep, Path(args.output), baseline=args.baseline)
     print(f"wrote {args.output} ({summary})")

@@ -2,17 +2,30 @@
 
 data.py computes every comparison from the warehouse with no Streamlit import, so the report
 and the tests use it directly; sql.py is the read-only console; app.py and views/ are the
-Streamlit scripts.
+Streamlit scripts. Streamlit and matplotlib come with the `dashboard` extra
+(`pip install 'farm[dashboard]'`); data.py, sql.py and loader.py need neither.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 from pathlib import Path
 
+from farm.errors import UserError
+
 RESULTS_ENV = "FARM_RESULTS"  # `farm dashboard --results DIR` hands the folder to the app in this variable
 APP = Path(__file__).parent / "app.py"
+
+
+def require_dashboard_extra(command: str, *modules: str) -> None:
+    """One line (a UserError) instead of an ImportError's traceback when `command` needs a
+    module of the `dashboard` extra that is not installed."""
+    missing = [name for name in modules if importlib.util.find_spec(name) is None]
+    if missing:
+        raise UserError(f"{command} needs {' and '.join(missing)}, which come with farm's dashboard extra: "
+                        "pip install 'farm[dashboard]' (bin/farm installs it by itself)")
 
 
 def serve(results: Path, address: str, port: int) -> int:
@@ -22,6 +35,7 @@ def serve(results: Path, address: str, port: int) -> int:
     ends `farm dashboard` (a signal, SIGKILL included, or its terminal closing) ends the server
     with it, and nothing is left listening. Returns the exit status (0 after a signal).
     """
+    require_dashboard_extra("farm dashboard", "streamlit")
     import click
     from streamlit.web import cli as streamlit_cli
 
