@@ -140,72 +140,20 @@ def make_bert(layers: int = 12, hidden: int = 768, heads: int = 12, intermediate
     """A BERT encoder with dynamic batch and sequence length."""
     from onnx import TensorProto, helper
 
+    # The pieces are added in the order they always were: the same bytes, so the same model hash.
     g = GraphBuilder(name)
-    head_dim = hidden // heads
-
-    def linear(x: str, c_in: int, c_out: int, name: str) -> str:
-        w = g.weight(f"{name}.weight", (c_in, c_out), std=0.02)
-        b = g.weight(f"{name}.bias", (c_out,), std=0.02)
-        return g.node("Add", [g.node("MatMul", [x, w], f"{name}.matmul"), b], f"{name}.add")
-
-    def layer_norm(x: str, name: str) -> str:
-        scale = g.uniform(f"{name}.weight", (hidden,), 0.9, 1.1)
-        bias = g.weight(f"{name}.bias", (hidden,), std=0.02)
-        return g.node("LayerNormalization", [x, scale, bias], name, axis=-1, epsilon=1e-12)
-
-    # Embeddings: word + position + token type, then LayerNorm.
-    int64 = lambda n, v: g.constant(n, np.asarray(v, dtype=np.int64))  # noqa: E731
-    words = g.node("Gather", [g.weight("embeddings.word", (vocab, hidden), std=0.02), "input_ids"],
-                   "embeddings.word_lookup")
-    # Position embeddings: the first `sequence` rows of the table (broadcast over the batch).
-    seq_len = g.node("Shape", ["input_ids"], "embeddings.seq_len", start=1, end=2)
-    pos = g.node("Slice", [g.weight("embeddings.position", (max_positions, hidden), std=0.02),
-                           int64("const.zero", [0]), seq_len, int64("const.axis0", [0])], "embeddings.positions")
-    types = g.node("Gather", [g.weight("embeddings.token_type", (2, hidden), std=0.02), "token_type_ids"],
-                   "embeddings.token_type_lookup")
-    x = g.node("Add", [g.node("Add", [words, pos], "embeddings.add_position"), types], "embeddings.add_type")
-    x = layer_norm(x, "embeddings.layer_norm")
-
-    # Additive attention mask: 0 where attended, -10000 where masked, shaped [batch, 1, 1, seq].
-    mask = g.node("Cast", ["attention_mask"], "mask.cast", to=TensorProto.FLOAT)
-    mask = g.node("Sub", [g.constant("const.onef", np.asarray(1.0, np.float32)), mask], "mask.invert")
-    mask = g.node("Mul", [mask, g.constant("const.neg", np.asarray(-10000.0, np.float32))], "mask.scale")
-    mask = g.node("Unsqueeze", [mask, int64("const.axes12", [1, 2])], "mask.unsqueeze")
-
-    split_heads = int64("const.split_heads", [0, 0, heads, head_dim])
-    merge_heads = int64("const.merge_heads", [0, 0, hidden])
-    scale = g.constant("const.scale", np.asarray(1.0 / math.sqrt(head_dim), np.float32))
-    half = g.constant("const.half", np.asarray(0.5, np.float32))
-    one = g.constant("const.one_f", np.asarray(1.0, np.float32))
-    sqrt2 = g.constant("const.sqrt2", np.asarray(math.sqrt(2.0), np.float32))
+    x = _bert_embeddings(g, hidden, vocab, max_positions)
+    mask = _bert_attention_mask(g)
+    consts = _BertConstants(g, hidden, heads)
     for i in range(layers):
-        p = f"encoder.layer.{i}"
-        q = g.node("Reshape", [linear(x, hidden, hidden, f"{p}.attention.query"), split_heads], f"{p}.q.reshape")
-        k = g.node("Reshape", [linear(x, hidden, hidden, f"{p}.attention.key"), split_heads], f"{p}.k.reshape")
-        v = g.node("Reshape", [linear(x, hidden, hidden, f"{p}.attention.value"), split_heads], f"{p}.v.reshape")
-        q = g.node("Transpose", [q], f"{p}.q.transpose", perm=[0, 2, 1, 3])
-        k = g.node("Transpose", [k], f"{p}.k.transpose", perm=[0, 2, 3, 1])
-        v = g.node("Transpose", [v], f"{p}.v.transpose", perm=[0, 2, 1, 3])
-        scores = g.node("Mul", [g.node("MatMul", [q, k], f"{p}.scores"), scale], f"{p}.scores.scale")
-        probs = g.node("Softmax", [g.node("Add", [scores, mask], f"{p}.scores.mask")], f"{p}.softmax", axis=-1)
-        context = g.node("Transpose", [g.node("MatMul", [probs, v], f"{p}.context")], f"{p}.context.transpose",
-                         perm=[0, 2, 1, 3])
-        context = g.node("Reshape", [context, merge_heads], f"{p}.context.reshape")
-        attn = linear(context, hidden, hidden, f"{p}.attention.output")
-        x = layer_norm(g.node("Add", [attn, x], f"{p}.attention.residual"), f"{p}.attention.layer_norm")
-        h = linear(x, hidden, intermediate, f"{p}.intermediate")
-        erf = g.node("Erf", [g.node("Div", [h, sqrt2], f"{p}.gelu.div")], f"{p}.gelu.erf")
-        h = g.node("Mul", [g.node("Mul", [h, g.node("Add", [erf, one], f"{p}.gelu.add")], f"{p}.gelu.mul"), half],
-                   f"{p}.gelu.half")
-        h = linear(h, intermediate, hidden, f"{p}.output")
-        x = layer_norm(g.node("Add", [h, x], f"{p}.output.residual"), f"{p}.output.layer_norm")
+        x = _bert_layer(g, x, mask, consts, intermediate, f"encoder.layer.{i}")
 
     g.nodes.append(helper.make_node("Identity", [x], ["last_hidden_state"], name="last_hidden_state"))
     # Index [0] then Squeeze, not a scalar index: ONNX Runtime's optimizer rewrites a scalar-index
     # Gather on axis 1 into a Slice it then cannot run.
-    first = g.node("Gather", [x, int64("const.zero_idx", [0])], "pooler.first_token", axis=1)
-    first = g.node("Squeeze", [first, int64("const.axis1", [1])], "pooler.squeeze")
-    pooled = g.node("Tanh", [linear(first, hidden, hidden, "pooler.dense")], "pooler.tanh")
+    first = g.node("Gather", [x, _int64(g, "const.zero_idx", [0])], "pooler.first_token", axis=1)
+    first = g.node("Squeeze", [first, _int64(g, "const.axis1", [1])], "pooler.squeeze")
+    pooled = g.node("Tanh", [_linear(g, first, hidden, hidden, "pooler.dense")], "pooler.tanh")
     g.nodes.append(helper.make_node("Identity", [pooled], ["pooler_output"], name="pooler_output"))
     ids = lambda n: helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "sequence"])  # noqa: E731
     return g.model(
@@ -214,6 +162,84 @@ def make_bert(layers: int = 12, hidden: int = 768, heads: int = 12, intermediate
          helper.make_tensor_value_info("pooler_output", TensorProto.FLOAT, ["batch", hidden])],
         f"BERT encoder ({layers} layers, hidden {hidden}), random weights seeded by name; farm zoo v{ZOO_VERSION}",
     )
+
+
+def _int64(g: GraphBuilder, name: str, values: list[int]) -> str:
+    return g.constant(name, np.asarray(values, dtype=np.int64))
+
+
+def _linear(g: GraphBuilder, x: str, c_in: int, c_out: int, name: str) -> str:
+    w = g.weight(f"{name}.weight", (c_in, c_out), std=0.02)
+    b = g.weight(f"{name}.bias", (c_out,), std=0.02)
+    return g.node("Add", [g.node("MatMul", [x, w], f"{name}.matmul"), b], f"{name}.add")
+
+
+def _layer_norm(g: GraphBuilder, x: str, hidden: int, name: str) -> str:
+    scale = g.uniform(f"{name}.weight", (hidden,), 0.9, 1.1)
+    bias = g.weight(f"{name}.bias", (hidden,), std=0.02)
+    return g.node("LayerNormalization", [x, scale, bias], name, axis=-1, epsilon=1e-12)
+
+
+def _bert_embeddings(g: GraphBuilder, hidden: int, vocab: int, max_positions: int) -> str:
+    """Word + position + token type embeddings, then LayerNorm."""
+    words = g.node("Gather", [g.weight("embeddings.word", (vocab, hidden), std=0.02), "input_ids"],
+                   "embeddings.word_lookup")
+    # Position embeddings: the first `sequence` rows of the table (broadcast over the batch).
+    seq_len = g.node("Shape", ["input_ids"], "embeddings.seq_len", start=1, end=2)
+    pos = g.node("Slice", [g.weight("embeddings.position", (max_positions, hidden), std=0.02),
+                           _int64(g, "const.zero", [0]), seq_len, _int64(g, "const.axis0", [0])],
+                 "embeddings.positions")
+    types = g.node("Gather", [g.weight("embeddings.token_type", (2, hidden), std=0.02), "token_type_ids"],
+                   "embeddings.token_type_lookup")
+    x = g.node("Add", [g.node("Add", [words, pos], "embeddings.add_position"), types], "embeddings.add_type")
+    return _layer_norm(g, x, hidden, "embeddings.layer_norm")
+
+
+def _bert_attention_mask(g: GraphBuilder) -> str:
+    """Additive attention mask: 0 where attended, -10000 where masked, shaped [batch, 1, 1, seq]."""
+    from onnx import TensorProto
+
+    mask = g.node("Cast", ["attention_mask"], "mask.cast", to=TensorProto.FLOAT)
+    mask = g.node("Sub", [g.constant("const.onef", np.asarray(1.0, np.float32)), mask], "mask.invert")
+    mask = g.node("Mul", [mask, g.constant("const.neg", np.asarray(-10000.0, np.float32))], "mask.scale")
+    return g.node("Unsqueeze", [mask, _int64(g, "const.axes12", [1, 2])], "mask.unsqueeze")
+
+
+class _BertConstants:
+    """The constants every encoder layer shares."""
+
+    def __init__(self, g: GraphBuilder, hidden: int, heads: int) -> None:
+        self.hidden, self.head_dim = hidden, hidden // heads
+        self.split_heads = _int64(g, "const.split_heads", [0, 0, heads, self.head_dim])
+        self.merge_heads = _int64(g, "const.merge_heads", [0, 0, hidden])
+        self.scale = g.constant("const.scale", np.asarray(1.0 / math.sqrt(self.head_dim), np.float32))
+        self.half = g.constant("const.half", np.asarray(0.5, np.float32))
+        self.one = g.constant("const.one_f", np.asarray(1.0, np.float32))
+        self.sqrt2 = g.constant("const.sqrt2", np.asarray(math.sqrt(2.0), np.float32))
+
+
+def _bert_layer(g: GraphBuilder, x: str, mask: str, c: _BertConstants, intermediate: int, p: str) -> str:
+    """One encoder layer: self-attention, then the GELU feed-forward, each with residual and LayerNorm."""
+    hidden = c.hidden
+    q = g.node("Reshape", [_linear(g, x, hidden, hidden, f"{p}.attention.query"), c.split_heads], f"{p}.q.reshape")
+    k = g.node("Reshape", [_linear(g, x, hidden, hidden, f"{p}.attention.key"), c.split_heads], f"{p}.k.reshape")
+    v = g.node("Reshape", [_linear(g, x, hidden, hidden, f"{p}.attention.value"), c.split_heads], f"{p}.v.reshape")
+    q = g.node("Transpose", [q], f"{p}.q.transpose", perm=[0, 2, 1, 3])
+    k = g.node("Transpose", [k], f"{p}.k.transpose", perm=[0, 2, 3, 1])
+    v = g.node("Transpose", [v], f"{p}.v.transpose", perm=[0, 2, 1, 3])
+    scores = g.node("Mul", [g.node("MatMul", [q, k], f"{p}.scores"), c.scale], f"{p}.scores.scale")
+    probs = g.node("Softmax", [g.node("Add", [scores, mask], f"{p}.scores.mask")], f"{p}.softmax", axis=-1)
+    context = g.node("Transpose", [g.node("MatMul", [probs, v], f"{p}.context")], f"{p}.context.transpose",
+                     perm=[0, 2, 1, 3])
+    context = g.node("Reshape", [context, c.merge_heads], f"{p}.context.reshape")
+    attn = _linear(g, context, hidden, hidden, f"{p}.attention.output")
+    x = _layer_norm(g, g.node("Add", [attn, x], f"{p}.attention.residual"), hidden, f"{p}.attention.layer_norm")
+    h = _linear(g, x, hidden, intermediate, f"{p}.intermediate")
+    erf = g.node("Erf", [g.node("Div", [h, c.sqrt2], f"{p}.gelu.div")], f"{p}.gelu.erf")
+    h = g.node("Mul", [g.node("Mul", [h, g.node("Add", [erf, c.one], f"{p}.gelu.add")], f"{p}.gelu.mul"), c.half],
+               f"{p}.gelu.half")
+    h = _linear(g, h, intermediate, hidden, f"{p}.output")
+    return _layer_norm(g, g.node("Add", [h, x], f"{p}.output.residual"), hidden, f"{p}.output.layer_norm")
 
 
 BERT_VOCAB = 30522
