@@ -144,7 +144,7 @@ def test_invalid_output_is_unsupported_naming_the_transform(tmp_path: Path, monk
         return converted
 
     monkeypatch.setattr(float16, "convert_float_to_float16", broken)
-    monkeypatch.setattr("farm.precision._sort_graphs", lambda model: None)
+    monkeypatch.setattr("farm.precision.fp16._sort_graphs", lambda model: None)
     with pytest.raises(TransformUnsupported) as caught:
         _transform(if_model(tmp_path / "if.onnx"), "fp16", VECTOR, VECTOR_SHAPES, tmp_path / "cache")
     reason = caught.value.reason

@@ -245,3 +245,12 @@ def onnxruntime_cpu_note(transformed, optimized) -> str | None:
         return f"on ONNX Runtime CPU: {fp16_nodes} fp16 nodes run fp16 kernels"
     return (f"on ONNX Runtime CPU: {fp32_in_ort} of {fp16_nodes} fp16 nodes run fp32 kernels, ONNX Runtime "
             f"casting around them ({inserted} Casts inserted: its CPU EP has fp16 kernels for few operators)")
+
+
+def transform_label(precision: str) -> str:
+    """The transform, named in every reason: its precision, library and version."""
+    from importlib.metadata import version
+
+    if precision == "fp16":
+        return f"fp16 transform (onnxconverter-common {version('onnxconverter-common')})"
+    return f"int8 transform (onnxruntime.quantization {version('onnxruntime')})"
