@@ -40,14 +40,14 @@ Three locks, each enough for what it guards, and a wall around them (4):
    without enforcing it), the child runs without the cap and locks 1 to 3 hold as before.
 
 Errors are one line, with the warehouse's and the spill folder's paths replaced by `<results>`
-and `<temp>`.
+and `<temp>`. Locks 1 and 2 live in sql_sandbox.py; this module is the console: limits (3) and
+the query process (4).
 """
 
 from __future__ import annotations
 
 import atexit
 import dataclasses
-import functools
 import json
 import os
 import re
@@ -63,17 +63,19 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from farm.warehouse import SCHEMAS, TABLES, Warehouse, file_problem
+# The sandbox (locks 1 and 2) is sql_sandbox.py's; its names are this console's API too.
+from farm.dashboard.sql_sandbox import (THREADS, QueryRefused, Sandbox, check_statement, one_line,
+                                        sandboxed_connection, scrub)
 
 if TYPE_CHECKING:  # pandas is imported where a frame is made: the query process never makes one
     import pandas as pd
 
+__all__ = ["Console", "QueryRefused", "QueryResult", "Sandbox", "check_statement", "run_query",
+           "sandboxed_connection"]
+
 DEFAULT_ROW_LIMIT = 10_000
 DEFAULT_BYTE_LIMIT = 50 * 2**20  # Arrow bytes, as DuckDB hands them over; the browser gets about as much
 DEFAULT_TIME_LIMIT_S = 30.0  # a GROUP BY over 1,000,000 layer rows in 10,000 files takes ~8 s on 2 cores
-MEMORY_LIMIT = "2GB"
-SPILL_LIMIT = "4GB"
-THREADS = max(1, min(4, os.cpu_count() or 1))  # a shared dashboard: a console query takes a few cores
 BATCH_ROWS = 1024  # rows per Arrow batch fetched: the byte limit is checked this often
 # The query process's address space (RLIMIT_AS), in bytes: an idle child takes ~0.7 GB of it,
 # DuckDB's MEMORY_LIMIT 2 GB more, the rest is for results and what DuckDB's limit misses.
@@ -82,20 +84,6 @@ GRACE_S = 30.0  # past the time limit, the parent kills a query process that has
 START_LIMIT_S = 120.0  # for a new query process to import DuckDB and pyarrow and say it is ready
 IDLE_EXIT_S = 600.0  # a query process with no query for this long ends; the next query starts one
 
-# Table functions a query may call; every other one (duckdb_settings(), glob(), query(),
-# enable_logging(), ...) shows the server's configuration, runs SQL from a string, or writes.
-# The file readers stay so that a path reads as DuckDB's own refusal (lock 1).
-TABLE_FUNCTIONS = frozenset({
-    "range", "generate_series", "unnest", "repeat", "repeat_row", "json_each", "json_tree",
-    "read_text", "read_blob", "read_csv", "read_csv_auto", "read_json", "read_json_auto", "read_ndjson",
-    "read_ndjson_auto", "read_parquet", "parquet_scan"})
-HIDDEN_FUNCTIONS = frozenset({"current_setting", "write_log", "sleep_ms"})  # settings; a log; a stall
-SHOW_LISTS = frozenset({'"tables"', "__show_tables_expanded"})  # SHOW TABLES, SHOW ALL TABLES
-
-
-class QueryRefused(Exception):
-    """A statement the console does not run, or one that failed; the message is one line."""
-
 
 @dataclasses.dataclass
 class QueryResult:
@@ -103,125 +91,6 @@ class QueryResult:
     truncated: bool  # cut at the row or the byte limit: only the first rows are in `frame`
     seconds: float
     byte_limited: bool = False  # the cut was the byte limit
-
-
-class Sandbox:
-    """An in-memory DuckDB whose views read the warehouse through pyarrow; DuckDB itself can open
-    no file outside its private spill folder (a fresh temporary folder, or `temp_dir`, an empty
-    one made for it). `close` removes that folder."""
-
-    def __init__(self, root: str | Path, memory_limit: str = MEMORY_LIMIT, spill_limit: str = SPILL_LIMIT,
-                 threads: int = THREADS, temp_dir: str | Path | None = None) -> None:
-        import duckdb
-        import pyarrow.dataset as ds
-
-        self.root = Path(root).resolve()
-        self.memory_limit, self.spill_limit = memory_limit, spill_limit
-        self.temp_dir = Path(temp_dir or tempfile.mkdtemp(prefix="farm-sql-")).resolve()
-        self.con = None
-        self._root_given = root
-        if self.temp_dir.is_relative_to(self.root):
-            self.close()
-            raise QueryRefused(f"the temporary folder {self.temp_dir.parent} is inside the warehouse: "
-                               "set TMPDIR to a folder outside it")
-        try:
-            self.con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False,
-                                                          "autoload_known_extensions": False,
-                                                          "threads": threads})  # not one per core first
-            warehouse = Warehouse(self.root)
-            for table in TABLES:
-                # A damaged file is left out (the pages list it), as every other reader does.
-                files = [str(p) for glob in warehouse.table_globs(table)
-                         for p in sorted(Path(glob).parent.glob("*.parquet"))
-                         if not p.name.startswith(".") and file_problem(p) is None]
-                # Files an older farm wrote lack newer columns (read as nulls) or have older types (cast).
-                source = ds.dataset(files, schema=SCHEMAS[table], format="parquet") if files \
-                    else SCHEMAS[table].empty_table()
-                view = self.con.from_arrow(source)
-                if table == "devices":  # one file per sweep that used the device
-                    view = view.query("_files", "SELECT DISTINCT ON (device_id) * FROM _files")
-                view.create_view(table)
-            spill = str(self.temp_dir)
-            for setting, value in (("enable_progress_bar", False), ("python_enable_replacements", False),
-                                   ("threads", threads), ("memory_limit", memory_limit),
-                                   ("temp_directory", spill), ("max_temp_directory_size", spill_limit),
-                                   # no setting names a folder outside the spill folder
-                                   ("secret_directory", f"{spill}/secrets"),
-                                   ("extension_directory", f"{spill}/extensions"),
-                                   ("enable_external_access", False), ("lock_configuration", True)):
-                self.con.execute(f"SET {setting} = ?", [value])
-        except BaseException:
-            self.close()
-            raise
-
-    def execute(self, sql: str, parameters=None):
-        return self.con.execute(sql, parameters)
-
-    def sql(self, sql: str):
-        return self.con.sql(sql)
-
-    def interrupt(self) -> None:
-        self.con.interrupt()
-
-    def close(self) -> None:
-        try:
-            if self.con is not None:
-                self.con.close()
-        finally:
-            shutil.rmtree(self.temp_dir, ignore_errors=True)
-
-    def __enter__(self) -> Sandbox:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def scrub(self, text: str) -> str:
-        """`text` without this machine's paths of the warehouse and the spill folder."""
-        return _scrub(text, self._root_given, self.temp_dir)
-
-
-def _scrub(text: str, root: str | Path, temp_dir: str | Path) -> str:
-    """`text` with the warehouse's paths (as given and resolved) as `<results>` and the spill
-    folder's as `<temp>`."""
-    paths = {(str(Path(temp_dir).resolve()), "<temp>"), (str(temp_dir), "<temp>"),
-             (str(Path(root).resolve()), "<results>"), (str(Path(root).absolute()), "<results>")}
-    for path, placeholder in sorted(paths, key=lambda p: -len(p[0])):  # one path may contain another
-        text = text.replace(path, placeholder)
-    return text
-
-
-def sandboxed_connection(root: str | Path, **limits) -> Sandbox:
-    """A read-only DuckDB over the warehouse's tables (see `Sandbox`); close it when done."""
-    return Sandbox(root, **limits)
-
-
-def check_statement(sql: str) -> str:
-    """The statement to run for `sql`: one query reading only what the console allows; raises
-    QueryRefused otherwise. EXPLAIN comes back rebuilt as a plain EXPLAIN of the checked query."""
-    import duckdb
-
-    kind = _one_statement(sql).type
-    if kind == duckdb.StatementType.EXPLAIN:
-        inner = _after_first_token(sql)
-        try:
-            plain = _first_word(sql) == "explain" and _one_statement(inner).type == duckdb.StatementType.SELECT
-        except QueryRefused:
-            plain = False
-        if not plain:
-            raise QueryRefused("EXPLAIN ANALYZE and EXPLAIN options are not allowed (they run the statement or "
-                               "are not a query): write EXPLAIN SELECT ...")
-        _check_tree(inner)
-        return f"EXPLAIN {inner}"
-    if kind == duckdb.StatementType.MULTI and _first_word(sql) in ("pivot", "unpivot"):
-        raise QueryRefused("a PIVOT without an IN list is not allowed (DuckDB creates a type for it first): "
-                           "name the values, e.g. PIVOT cells ON precision IN ('fp16', 'fp32') "
-                           "USING count(*) GROUP BY model")
-    if kind != duckdb.StatementType.SELECT:
-        raise QueryRefused(f"{kind.name} statements are not allowed: the console is read-only "
-                           "(SELECT, PIVOT and EXPLAIN only)")
-    _check_tree(sql)
-    return sql
 
 
 def run_query(root: str | Path, sql: str, row_limit: int = DEFAULT_ROW_LIMIT,
@@ -361,7 +230,7 @@ class Console:
                 stdout=subprocess.DEVNULL, cwd="/", env=env)
         except OSError as exc:
             ours.close()
-            raise QueryRefused(f"the console's query process did not start: {_one_line(exc)}") from None
+            raise QueryRefused(f"the console's query process did not start: {one_line(exc)}") from None
         finally:
             theirs.close()
         self._conn = Connection(ours.detach())
@@ -471,11 +340,11 @@ def _serve(fd: int, parent: int, walled: bool, idle_s: float) -> None:
         except _OutOfMemory as exc:
             header = {"memory": str(exc), "retire": True}
         except MemoryError as exc:
-            header = {"memory": _one_line(exc) if str(exc) else "MemoryError", "retire": True}
+            header = {"memory": one_line(exc) if str(exc) else "MemoryError", "retire": True}
         except QueryRefused as exc:
             header = {"error": str(exc)}
         except Exception as exc:  # noqa: BLE001 - one line back, never a traceback
-            message = _scrub(_one_line(exc), request["root"], request["spill"])
+            message = scrub(one_line(exc), request["root"], request["spill"])
             # Out of memory outside the query's fetch (setting up the connection): the process's limit.
             header = {"memory": message, "retire": True} if message.startswith("Out of Memory Error") \
                 else {"error": message}
@@ -521,7 +390,7 @@ def _execute(root: str | Path, statement: str, row_limit: int, time_limit_s: flo
     except duckdb.InterruptException:
         raise QueryRefused(_time_message(time_limit_s)) from None
     except (duckdb.Error, pa.ArrowException, OSError) as exc:
-        message = _one_line(exc)
+        message = one_line(exc)
         if isinstance(exc, MemoryError) or message.startswith("Out of Memory Error"):
             if not _DUCKDB_ACCOUNTED.search(message):  # malloc refused: the process's limit
                 raise _OutOfMemory(sandbox.scrub(message)) from None
@@ -561,126 +430,6 @@ def _gigabytes(size: int) -> str:
     return f"{size / 1e9:g} GB"
 
 
-def _one_statement(sql: str):
-    import duckdb
-
-    try:
-        statements = duckdb.extract_statements(sql)
-    except duckdb.Error as exc:
-        raise QueryRefused(_one_line(exc)) from None
-    if not statements:
-        raise QueryRefused("no statement: write a query, e.g. SELECT * FROM cells LIMIT 10")
-    if len(statements) > 1:
-        raise QueryRefused(f"{len(statements)} statements: the console runs one query at a time")
-    return statements[0]
-
-
-def _tokens(sql: str) -> list[tuple[int, int]]:
-    """(start, end) byte offsets of `sql`'s tokens, comments left out."""
-    import duckdb
-
-    raw = sql.encode()
-    found = duckdb.tokenize(sql)
-    spans = [(start, found[i + 1][0] if i + 1 < len(found) else len(raw), kind)
-             for i, (start, kind) in enumerate(found)]
-    return [(start, end) for start, end, kind in spans if kind != duckdb.token_type.comment]
-
-
-def _first_word(sql: str) -> str:
-    tokens = _tokens(sql)
-    return sql.encode()[tokens[0][0]:tokens[0][1]].decode().strip().lower() if tokens else ""
-
-
-def _after_first_token(sql: str) -> str:
-    """`sql` from its second token on (what follows EXPLAIN)."""
-    tokens = _tokens(sql)
-    return sql.encode()[tokens[1][0]:].decode() if len(tokens) > 1 else ""
-
-
-def _check_tree(sql: str) -> None:
-    """Refuse a query whose parse tree names anything but the warehouse's tables, its own CTEs and
-    the allowed table functions, or a hidden function."""
-    import duckdb
-
-    parser = duckdb.connect(":memory:")  # parses only; a connection of its own, as threads share nothing
-    try:
-        tree = json.loads(parser.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()[0])
-    finally:
-        parser.close()
-    if tree.get("error"):
-        raise QueryRefused(f"{tree.get('error_type', 'parser')}: {tree.get('error_message', '')}".splitlines()[0])
-    names: dict[str, set[str]] = {"function": set(), "table_function": set(), "table": set(), "show": set(),
-                                  "cte": set()}
-    _collect(tree, names)
-    refused_functions, catalog_views = _catalog()
-    hidden = sorted(names["function"] & refused_functions | names["table_function"] - TABLE_FUNCTIONS)
-    if hidden:
-        raise QueryRefused(f"{hidden[0]}() is not available in the console (it keeps the server's settings, "
-                           "files and logs out of reach): query the warehouse's tables")
-    shown = sorted(names["show"] - SHOW_LISTS - set(TABLES))
-    if shown:
-        raise QueryRefused(f"SHOW {shown[0]} is not available in the console (it shows a setting): "
-                           "use SHOW TABLES or DESCRIBE <table>")
-    shadowing = sorted(names["cte"] & catalog_views)
-    if shadowing:
-        raise QueryRefused(f"a CTE named {shadowing[0]} is not allowed (DuckDB has a catalog view of that name): "
-                           "rename it")
-    unknown = sorted(names["table"] - set(TABLES) - names["cte"])
-    if unknown:
-        raise QueryRefused(f"no table {unknown[0]} in the console: its tables are {', '.join(TABLES)}")
-
-
-@functools.cache
-def _catalog() -> tuple[frozenset[str], frozenset[str]]:
-    """(functions refused, DuckDB's catalog views). Refused: HIDDEN_FUNCTIONS and DuckDB's macros
-    built on one or on a table function not allowed (pg_get_viewdef() reads duckdb_views()), as a
-    macro's body is not in the parse tree. The views (pg_settings, ...) may not be shadowed by a
-    CTE, which would let the view's name through the table check outside the CTE's scope."""
-    import duckdb
-
-    con = duckdb.connect(":memory:")
-    try:
-        functions = con.execute("SELECT DISTINCT lower(function_name), function_type, lower(macro_definition) "
-                                "FROM duckdb_functions()").fetchall()
-        views = frozenset(v for (v,) in con.execute("SELECT DISTINCT lower(view_name) FROM duckdb_views() "
-                                                     "WHERE internal").fetchall())
-    finally:
-        con.close()
-    tables = {name for name, kind, _ in functions if kind in ("table", "table_macro") and name not in TABLE_FUNCTIONS}
-    macros = {name: body for name, kind, body in functions if kind == "macro" and body}
-    hidden = set(HIDDEN_FUNCTIONS)
-    while True:  # a macro may call a macro that calls a hidden function
-        calls = re.compile(r"\b(" + "|".join(re.escape(n) for n in sorted(hidden | tables)) + r")\s*\(")
-        more = {name for name, body in macros.items() if name not in hidden and calls.search(body)}
-        if not more:
-            return frozenset(hidden), views
-        hidden |= more
-
-
-def _collect(node, names: dict[str, set[str]]) -> None:
-    if isinstance(node, list):
-        for item in node:
-            _collect(item, names)
-        return
-    if not isinstance(node, dict):
-        return
-    kind = node.get("type")
-    if "function_name" in node:
-        names["function"].add(node["function_name"].lower())
-    if kind == "TABLE_FUNCTION":
-        names["table_function"].add(str((node.get("function") or {}).get("function_name", "")).lower())
-    elif kind == "BASE_TABLE":
-        qualified = node.get("catalog_name") not in ("", "memory") or node.get("schema_name") not in ("", "main")
-        table = node.get("table_name", "").lower()
-        names["table"].add(f"{node.get('schema_name')}.{table}" if qualified else table)
-    elif kind == "SHOW_REF" and not node.get("query"):
-        names["show"].add(node.get("table_name", "").lower())
-    for entry in (node.get("cte_map") or {}).get("map", []):
-        names["cte"].add(str(entry.get("key", "")).lower())
-    for value in node.values():
-        _collect(value, names)
-
-
 def _fit(batch, room: int):
     """The longest head of `batch` within `room` bytes."""
     low, high = 0, batch.num_rows
@@ -717,6 +466,3 @@ def _unique(columns: list[str]) -> list[str]:
     return out
 
 
-def _one_line(exc: Exception) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
