@@ -22,10 +22,17 @@ APP = Path(__file__).parent / "app.py"
 def require_dashboard_extra(command: str, *modules: str) -> None:
     """One line (a UserError) instead of an ImportError's traceback when `command` needs a
     module of the `dashboard` extra that is not installed."""
-    missing = [name for name in modules if importlib.util.find_spec(name) is None]
+    missing = [name for name in modules if not _installed(name)]
     if missing:
         raise UserError(f"{command} needs {' and '.join(missing)}, which come with farm's dashboard extra: "
                         "pip install 'farm[dashboard]' (bin/farm installs it by itself)")
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package missing, or a broken install
+        return False
 
 
 def serve(results: Path, address: str, port: int) -> int:
