@@ -12,6 +12,7 @@ import pytest
 from farm import __version__
 from farm.cli import main
 from farm.warehouse import Warehouse
+from farm.warehouse.rows import write_cell_result
 from tests.ingest.test_trt_fixtures import SEEDS
 
 FPN = [SEEDS / "fpn_int8.profile.json", SEEDS / "fpn_int8.build_verbose.log"]
@@ -90,8 +91,8 @@ def test_several_unrecognised_files_are_each_named(tmp_path: Path, capsys) -> No
 
 
 def test_a_large_unrelated_file_is_sniffed_not_read(tmp_path: Path, monkeypatch) -> None:
-    import farm.ingest
-    from farm.ingest.trt_files import HEAD_BYTES
+    import farm.ingest.files
+    from farm.ingest.sniff import HEAD_BYTES
 
     big = tmp_path / "capture.txt"
     with big.open("w") as handle:
@@ -117,8 +118,8 @@ def test_a_large_unrelated_file_is_sniffed_not_read(tmp_path: Path, monkeypatch)
         def __getattr__(self, name: str):
             return getattr(self.handle, name)
 
-    monkeypatch.setattr(farm.ingest, "open", lambda path, mode="r": Counting(open(path, mode)), raising=False)
-    read = farm.ingest.read_file(big)
+    monkeypatch.setattr(farm.ingest.files, "open", lambda path, mode="r": Counting(open(path, mode)), raising=False)
+    read = farm.ingest.files.read_file(big)
     assert read.kind is None and not read.error
     assert sum(read_sizes) <= HEAD_BYTES + 1
 
@@ -275,7 +276,7 @@ def test_cells_not_ingested_have_no_ingested_on(tmp_path: Path) -> None:
     from farm.ingest import IngestWarehouse, combine, read_file
 
     engine = combine("mnist", [read_file(MNIST)], "plain")
-    Warehouse(tmp_path / "plain").write_cell(engine.cell, engine.result, "run", "")  # how farm writes measured cells
+    write_cell_result(Warehouse(tmp_path / "plain"), engine.cell, engine.result, "run", "")  # how farm writes measured cells
     IngestWarehouse(tmp_path / "ingested", "lab-3 (farm 9)").write_engine(engine)
     assert Warehouse(tmp_path / "plain").connect().execute("SELECT ingested_on FROM cells").fetchone() == (None,)
     assert Warehouse(tmp_path / "ingested").connect().execute("SELECT ingested_on FROM cells").fetchone() == (
@@ -342,16 +343,16 @@ def test_a_utf16_log_is_read(tmp_path: Path) -> None:
 
 
 def test_a_failed_write_leaves_no_partial_cell(tmp_path: Path, capsys, monkeypatch) -> None:
-    import farm.warehouse
+    import farm.warehouse.store
 
-    real = farm.warehouse.write_atomic
+    real = farm.warehouse.store.write_parquet
 
     def failing(table, path: Path) -> None:
         if path.parent.name == "cells":
             raise OSError(28, "No space left on device")
         real(table, path)
 
-    monkeypatch.setattr(farm.warehouse, "write_atomic", failing)
+    monkeypatch.setattr(farm.warehouse.store, "write_parquet", failing)
     results = tmp_path / "results"
     assert ingest(*RESNET, "--results", results) == 2  # builds, measurements, layers and devices went first
     (line,) = error_lines(capsys)

@@ -47,9 +47,9 @@ def test_11x_io_tensors_give_the_batch_when_layers_are_names_only(tmp_path: Path
 
 
 def test_10x_bindings_still_read() -> None:
-    from farm.ingest.trt_files import read_inspector_json
+    from farm.trt_output import EngineInfoFromInspectorJson
 
-    layers, tensors = read_inspector_json(json.dumps({"Layers": ["a"], "Bindings": ["input", "output"]}))
+    tensors = EngineInfoFromInspectorJson(json.dumps({"Layers": ["a"], "Bindings": ["input", "output"]})).io_tensors
     assert [t.name for t in tensors] == ["input", "output"] and all(t.dims is None for t in tensors)
 
 
@@ -91,9 +91,9 @@ def test_recorded_logs_give_what_they_say_and_null_for_the_rest(tmp_path: Path) 
 
 
 def test_a_10x_command_line_gives_the_definition_where_options_are_not_printed() -> None:
-    from farm.ingest.trt_files import read_log, timing_from_log
+    from farm.trt_output import LogFactsFromTrtexecLog, TimingFromLog
 
-    facts = read_log("&&&& RUNNING TensorRT.trtexec [TensorRT v101300] # trtexec --loadEngine=e.plan --useCudaGraph")
-    assert timing_from_log(facts) == {"latency_includes_transfers": True, "timing_cuda_graph": True,
+    facts = LogFactsFromTrtexecLog("&&&& RUNNING TensorRT.trtexec [TensorRT v101300] # trtexec --loadEngine=e.plan --useCudaGraph")
+    assert TimingFromLog(facts) == {"latency_includes_transfers": True, "timing_cuda_graph": True,
                                       "timing_spin_wait": False, "timing_streams": 1,
                                       "timing_engine_version": "TensorRT 10.13.0"}

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 
-from farm.ingest.trt_files import detect_kind, read_log, read_profile_json
-from farm.layers.engine import fill_weights, join_layers, parse_layer_lines
+from farm.ingest.sniff import detect_kind
+from farm.trt_output import (LayersFromLogText, LogFactsFromTrtexecLog, ProfileFromProfileJson, fill_weights,
+                             join_layers)
 
 SEEDS = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "seeds"
 if not SEEDS.is_dir():  # a checkout with shared/ inside it
@@ -30,7 +31,7 @@ def test_fixture_kinds_are_recognised_by_content() -> None:
 
 
 def test_fpn_profile() -> None:
-    profile = read_profile_json(text("fpn_int8.profile.json"))
+    profile = ProfileFromProfileJson(text("fpn_int8.profile.json"))
     assert profile.count == 625 and len(profile.rows) == 113
     assert round(sum(r.average_ms for r in profile.rows), 6) == 4.871083
     assert round(sum(r.percentage for r in profile.rows), 3) == 100.0  # 100.00005 as printed
@@ -40,7 +41,7 @@ def test_fpn_profile() -> None:
 
 
 def fpn_layers():
-    facts = read_log(text("fpn_int8.build_verbose.log"))
+    facts = LogFactsFromTrtexecLog(text("fpn_int8.build_verbose.log"))
     fill_weights(facts.layers, facts.conv_weight_shapes)
     return facts, {layer.name: layer for layer in facts.layers}
 
@@ -60,8 +61,8 @@ def test_fpn_add133_memory_and_join_through_pwn() -> None:
     add = layers["PWN(Add_133)"]
     assert [t.bytes for t in add.inputs] == [196_608, 196_608] and add.weight_bytes == 0
     assert add.output_bytes == 196_608 and add.total_bytes == 589_824
-    profile = read_profile_json(text("fpn_int8.profile.json"))
-    facts = read_log(text("fpn_int8.build_verbose.log"))
+    profile = ProfileFromProfileJson(text("fpn_int8.profile.json"))
+    facts = LogFactsFromTrtexecLog(text("fpn_int8.build_verbose.log"))
     matched, _, unmatched_layers = join_layers(facts.layers, [r.name for r in profile.rows])
     assert facts.layers[matched["Add_133"]].name == "PWN(Add_133)"
     assert not unmatched_layers  # every layer of the (cut) log has its profile row
@@ -73,8 +74,8 @@ def test_conv_without_logged_kernel_has_unknown_weights() -> None:
 
 
 def test_centernet_layers_and_profile() -> None:
-    layers = parse_layer_lines(text("centernet_int8.layer_info.log"))
-    profile = read_profile_json(text("centernet_int8.profile.json"))
+    layers = LayersFromLogText(text("centernet_int8.layer_info.log"))
+    profile = ProfileFromProfileJson(text("centernet_int8.profile.json"))
     assert profile.count == 961 and len(layers) == 54 and len(profile.rows) == 54
     assert [layer.name for layer in layers] == [r.name for r in profile.rows]
     assert round(sum(r.average_ms for r in profile.rows), 6) == 2.595678
@@ -89,7 +90,7 @@ def test_centernet_layers_and_profile() -> None:
 
 
 def test_mnist_performance_summary() -> None:
-    facts = read_log(text("mnist_trt80.trtexec_perf_summary.log"))
+    facts = LogFactsFromTrtexecLog(text("mnist_trt80.trtexec_perf_summary.log"))
     assert facts.throughput_qps == 6430.89
     latency = facts.summary["latency"]
     assert (latency["mean"], latency["median"], latency["p99"]) == (0.160129, 0.159668, 0.165771)
@@ -99,7 +100,7 @@ def test_mnist_performance_summary() -> None:
 
 
 def test_resnet50_build_log() -> None:
-    facts = read_log(text("resnet50_trt86.build_verbose_excerpt.log"))
+    facts = LogFactsFromTrtexecLog(text("resnet50_trt86.build_verbose_excerpt.log"))
     assert facts.device == {"name": "NVIDIA GeForce RTX 3060 Laptop GPU", "compute_capability": "8.6", "sm_count": 30,
                             "memory_bytes": 6143 * 2**20, "memory_bus_width_bits": 192,
                             "clock_graphics_mhz": 1702, "clock_memory_mhz": 7001}
@@ -121,7 +122,7 @@ def test_resnet50_build_log() -> None:
 
 
 def test_resnet50_dump_profile_table() -> None:
-    facts = read_log(text("resnet50_trt86.dump_profile_table.log"))  # its first line lost its '['
+    facts = LogFactsFromTrtexecLog(text("resnet50_trt86.dump_profile_table.log"))  # its first line lost its '['
     assert facts.profile.count == 32
     assert [(r.name, r.total_ms, r.average_ms, r.median_ms, r.percentage) for r in facts.profile.rows] == [
         ("Reformatting CopyNode for Input Tensor 0 to Conv_0 + Relu_1", 18.53, 0.5790, 0.5765, 0.6),

@@ -1,4 +1,4 @@
-"""trtexec output of TensorRT 7.x to 11.x read by each version's rules (farm/ingest/trt_versions.py).
+"""trtexec output of TensorRT 7.x to 11.x read by each version's rules (farm/trt_output/versions.py).
 
 Two kinds of input:
 - fixtures in written_from_docs/ (see its README): written by hand from each version's output format
@@ -15,10 +15,9 @@ from pathlib import Path
 import pytest
 
 from farm.cli import main
-from farm.ingest import _from_summary, summary_definition
-from farm.ingest.trt_files import detect_kind, read_log, read_log_runs, timing_from_log
-from farm.ingest.trt_versions import strip_prefix
-from farm.layers.engine import fill_weights
+from farm.ingest.sniff import detect_kind
+from farm.trt_output import (LogFactsFromTrtexecLog, LogRunsFromTrtexecLog, MeasurementFromSummary, TimingFromLog,
+                             fill_weights, strip_prefix, summary_definition)
 from farm.warehouse import Warehouse
 
 DOCS = Path(__file__).resolve().parent / "written_from_docs"
@@ -46,7 +45,7 @@ def excerpt(text: str, tmp_path: Path, name: str) -> Path:
 # --- 7.x --------------------------------------------------------------------------------------------
 
 def test_7x_implicit_batch_throughput_is_samples_and_is_divided_by_the_batch(tmp_path: Path) -> None:
-    facts = read_log((DOCS / "trt7_implicit_batch.log").read_text())
+    facts = LogFactsFromTrtexecLog((DOCS / "trt7_implicit_batch.log").read_text())
     assert (facts.tensorrt_version, facts.layout_major, facts.inference_batch) == (None, 7, 8)
     code, results = ingest(tmp_path, DOCS / "trt7_implicit_batch.log")
     assert code == 0
@@ -65,10 +64,10 @@ def test_7x_implicit_batch_throughput_is_samples_and_is_divided_by_the_batch(tmp
 
 
 def test_7x_explicit_batch_zeros_are_null_and_runs_are_cells(tmp_path: Path) -> None:
-    runs = read_log_runs((DOCS / "trt7_explicit_two_runs.log").read_text().splitlines())
+    runs = LogRunsFromTrtexecLog((DOCS / "trt7_explicit_two_runs.log").read_text().splitlines())
     assert len(runs) == 2 and [r.summary["latency"]["min"] for r in runs] == [2.0, 1.875]
     with pytest.raises(ValueError, match="2 trtexec runs"):
-        read_log((DOCS / "trt7_explicit_two_runs.log").read_text())
+        LogFactsFromTrtexecLog((DOCS / "trt7_explicit_two_runs.log").read_text())
     code, results = ingest(tmp_path, DOCS / "trt7_explicit_two_runs.log")
     assert code == 0
     rows = measurement(results)
@@ -107,7 +106,7 @@ def test_7x_export_times_keys(tmp_path: Path) -> None:
 # --- 10.x: several build passes, wrapper prefixes, the name-last profile, TensorRT 10 wording -------
 
 def test_10x_build_figures_come_from_the_engine_pass_only(tmp_path: Path) -> None:
-    facts = read_log((DOCS / "trt10_multipass_prefixed.log").read_text())
+    facts = LogFactsFromTrtexecLog((DOCS / "trt10_multipass_prefixed.log").read_text())
     assert facts.tensorrt_version == "10.16.0" and facts.build_passes == 3
     # pass 1 logged 5 layers with reformats, pass 2 four; the engine (pass 3) has 3
     assert (facts.layers_after_parsing, facts.layers_after_fusion, facts.layers_after_reformat) == (4, 3, 3)
@@ -119,7 +118,7 @@ def test_10x_build_figures_come_from_the_engine_pass_only(tmp_path: Path) -> Non
 
 
 def test_10x_device_profile_and_dynamic_batch(tmp_path: Path) -> None:
-    facts = read_log((DOCS / "trt10_multipass_prefixed.log").read_text())
+    facts = LogFactsFromTrtexecLog((DOCS / "trt10_multipass_prefixed.log").read_text())
     assert facts.device == {"name": "NVIDIA H100 PCIe", "uuid": "GPU-00000000-1111-2222-3333-444444444444",
                             "compute_capability": "9.0", "sm_count": 114, "memory_bytes": 81000 * 2**20,
                             "memory_bus_width_bits": 5120, "clock_graphics_mhz": 1755, "clock_memory_mhz": 1593}
@@ -151,7 +150,7 @@ def test_10x_device_profile_and_dynamic_batch(tmp_path: Path) -> None:
 
 
 def test_unexposed_weights_stay_unknown() -> None:
-    from farm.layers.engine import EngineLayer, Tensor
+    from farm.trt_output import EngineLayer, Tensor
 
     layers = [EngineLayer("{ForeignNode[a...b]}", "Myelin", inputs=[Tensor("x", "Float", [1, 4])]),
               EngineLayer("mm", "MatrixMultiply", inputs=[Tensor("x", "Float", [1, 4])]),
@@ -171,7 +170,7 @@ def test_unexposed_weights_stay_unknown() -> None:
 ])
 def test_known_prefixes_are_tolerated(line: str) -> None:
     assert strip_prefix(line) == "Throughput: 12.5 qps"
-    assert detect_kind(line) == "log" and read_log(line).throughput_qps == 12.5
+    assert detect_kind(line) == "log" and LogFactsFromTrtexecLog(line).throughput_qps == 12.5
 
 
 # --- public examples (short excerpts of real trtexec output; source named on each) ---------------------
@@ -195,7 +194,7 @@ META_TEGRA_952 = """
 
 def test_public_8_4_implicit_batch_16(tmp_path: Path) -> None:
     path = excerpt(META_TEGRA_952, tmp_path, "mnist16.log")
-    facts = read_log(path.read_text())
+    facts = LogFactsFromTrtexecLog(path.read_text())
     assert facts.tensorrt_version == "8.4.0" and facts.inference_batch == 16
     code, results = ingest(tmp_path, path)
     (row,) = measurement(results)
@@ -225,13 +224,13 @@ TRT_2054 = """
 
 
 def test_public_7x_summary_with_its_zero_throughput(tmp_path: Path) -> None:
-    facts = read_log(excerpt(TRT_2054, tmp_path, "a.log").read_text())
+    facts = LogFactsFromTrtexecLog(excerpt(TRT_2054, tmp_path, "a.log").read_text())
     assert facts.layout_major == 7 and facts.summary["latency"] == {
         "min": 1.64058, "max": 6.2915, "mean": 1.66069, "median": 1.65601, "p99": 1.67065}
     assert facts.summary["end_to_end"] == {"min": 1.66368, "max": 7.65552, "mean": 3.00909, "median": 3.01636,
                                            "p99": 3.03931}
     assert summary_definition(facts)["zeros"]
-    row = _from_summary(facts, None)
+    row = MeasurementFromSummary(facts, None)
     assert row["throughput_qps"] is None and row["throughput_samples_per_s"] is None
     assert row["host_walltime_ms"] == pytest.approx(3004.61)
 
@@ -248,10 +247,10 @@ TRT_1162 = """
 def test_public_7x_zero_query_count_is_not_a_count(tmp_path: Path) -> None:
     path = excerpt(TRT_1162, tmp_path, "b.log")
     assert detect_kind(path.read_text()) == "log"
-    facts = read_log(path.read_text())
+    facts = LogFactsFromTrtexecLog(path.read_text())
     assert (facts.queries_printed, facts.trace_walltime_s) == (0, 3.06459)
     facts.layout_major = 7  # what the rest of that log's summary says (its "Host Latency" block)
-    assert _from_summary(facts, None)["queries"] is None
+    assert MeasurementFromSummary(facts, None)["queries"] is None
 
 
 # NVIDIA/TensorRT issue 3842 (comment, 2024-05-08): the --dumpProfile table in the 8.6.1-on layout.
@@ -266,7 +265,7 @@ TRT_3842 = """
 
 def test_public_name_last_profile(tmp_path: Path) -> None:
     path = excerpt(TRT_3842, tmp_path, "c.log")
-    facts = read_log(path.read_text())
+    facts = LogFactsFromTrtexecLog(path.read_text())
     assert facts.profile.count == 2094
     assert [(r.total_ms, r.average_ms, r.median_ms, r.percentage) for r in facts.profile.rows] == [
         (16.15, 0.0077, 0.0075, 0.5), (47.82, 0.0228, 0.0225, 1.6), (14.02, 0.0067, 0.0069, 0.5)]
@@ -294,7 +293,7 @@ TRT_3747 = """
 
 
 def test_public_8_6_device(tmp_path: Path) -> None:
-    facts = read_log(excerpt(TRT_3747, tmp_path, "d.log").read_text())
+    facts = LogFactsFromTrtexecLog(excerpt(TRT_3747, tmp_path, "d.log").read_text())
     assert facts.tensorrt_version == "8.6.3"
     assert facts.device == {"name": "NVIDIA GeForce RTX 2080", "compute_capability": "7.5", "sm_count": 46,
                             "memory_bytes": 7974 * 2**20, "memory_bus_width_bits": 256, "clock_graphics_mhz": 1710,
@@ -303,7 +302,7 @@ def test_public_8_6_device(tmp_path: Path) -> None:
 
 def test_pre_8_6_clock_names() -> None:
     """7.2 to 8.5 print "Compute Clock Rate" and "Memory Clock Rate" (sampleDevice.h)."""
-    facts = read_log("[I] === Device Information ===\n[I] Selected Device: Tesla T4\n"
+    facts = LogFactsFromTrtexecLog("[I] === Device Information ===\n[I] Selected Device: Tesla T4\n"
                      "[I] Compute Clock Rate: 1.59 GHz\n[I] Memory Clock Rate: 5.001 GHz\n")
     assert (facts.device["clock_graphics_mhz"], facts.device["clock_memory_mhz"]) == (1590, 5001)
 
@@ -327,14 +326,14 @@ TRT_4136 = """
 
 
 def test_public_build_totals(tmp_path: Path) -> None:
-    facts = read_log(excerpt(WHISPERLIVE_369, tmp_path, "e.log").read_text())
+    facts = LogFactsFromTrtexecLog(excerpt(WHISPERLIVE_369, tmp_path, "e.log").read_text())
     assert (facts.build_s, facts.builder_peak_host_bytes, facts.builder_peak_device_bytes) == (3.00621, 0, 150 * 2**20)
-    facts = read_log(excerpt(TRT_4136, tmp_path, "f.log").read_text())
+    facts = LogFactsFromTrtexecLog(excerpt(TRT_4136, tmp_path, "f.log").read_text())
     assert (facts.host_persistent_bytes, facts.device_persistent_bytes, facts.scratch_bytes) == (
         170400, 125895680, 59641344)
     assert (facts.builder_peak_host_bytes, facts.builder_peak_device_bytes) == (116 * 2**20, 4 * 2**20)
 
 
 def test_the_timing_definition_of_a_10x_log() -> None:
-    facts = read_log((DOCS / "trt10_multipass_prefixed.log").read_text())
-    assert timing_from_log(facts)["latency_includes_transfers"] is True
+    facts = LogFactsFromTrtexecLog((DOCS / "trt10_multipass_prefixed.log").read_text())
+    assert TimingFromLog(facts)["latency_includes_transfers"] is True

@@ -1,5 +1,6 @@
-"""TensorRT engine layers as farm sees them, whatever file they came from, and how they are
-sized and joined to per-layer times.
+"""TensorRT engine layers as farm sees them, whatever file or API they came from, and how they
+are sized and joined to per-layer times: the one place for engine-layer logic (`farm ingest`,
+the trtexec backend and the TensorRT backend all use it).
 
 Sources: the verbose build log's "Engine Layer Information" lines (two text formats: 8.0-8.5
 `name[Int8(1,3,512,768)]`, 8.6+ `name (Float[1,3:4,224,224])`) and engine-inspector JSON (10.x
@@ -100,7 +101,7 @@ def _tensors(text: str) -> list[Tensor]:
     return [Tensor(m["name"].strip(), m["dtype"], parse_dims(m["dims"]), m["dims"]) for m in pattern.finditer(text)]
 
 
-def parse_layer_line(line: str) -> EngineLayer | None:
+def LayerFromLogLine(line: str) -> EngineLayer | None:
     """One `Layer(Type): name, Tactic: t, inputs -> outputs` line (None if it is not one)."""
     match = _LAYER_LINE.match(line.strip())
     if not match:
@@ -109,8 +110,9 @@ def parse_layer_line(line: str) -> EngineLayer | None:
     return EngineLayer(match["name"], match["type"], match["tactic"], _tensors(inputs), _tensors(outputs))
 
 
-def parse_layer_lines(text: str) -> list[EngineLayer]:
-    return [layer for layer in map(parse_layer_line, text.splitlines()) if layer is not None]
+def LayersFromLogText(text: str) -> list[EngineLayer]:
+    """Every "Engine Layer Information" line of a verbose build log's text, in order."""
+    return [layer for layer in map(LayerFromLogLine, text.splitlines()) if layer is not None]
 
 
 # --- engine inspector JSON ------------------------------------------------------------------------
@@ -131,8 +133,10 @@ def dtype_from_format(text: str | None) -> str | None:
     return None
 
 
-def layers_from_inspector(document: dict) -> list[EngineLayer]:
-    """Engine-inspector JSON (trtexec --exportLayerInfo, 10.x or 11.x keys)."""
+def LayersFromInspector(document: dict) -> list[EngineLayer]:
+    """Layers of a parsed engine-inspector document (trtexec --exportLayerInfo, or TensorRT's
+    `IEngineInspector` JSON per layer under "Layers"), 10.x or 11.x keys; not validated (the JSON
+    file reader, `LayersFromInspectorJson`, checks a file first)."""
     layers = []
     for entry in document.get("Layers", []):
         if isinstance(entry, str):  # built without detailed profiling verbosity: names only

@@ -1,0 +1,353 @@
+"""The reader of trtexec logs and verbose TensorRT builder logs (complete or cut, with or
+without log stamps, 7.x to 11.x): options, device, performance summary, layer counts through
+fusion, per-layer memory lines, builder peak memory, "Engine Layer Information" lines, the
+`--dumpProfile` table, the command line and what it says about the model and input shapes.
+
+A log is read line by line (a verbose build log can be hundreds of MB), split into its trtexec
+runs (`LogRunsFromTrtexecLog`) and, within a run, into its builder passes: every build figure is
+the last pass's, the engine's. What each version printed and meant: `farm.trt_output.versions`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any, Iterable
+
+from farm.trt_output.engine_layers import EngineLayer, LayerFromLogLine
+from farm.trt_output.json_files import FormatError, Profile, ProfileRow
+from farm.trt_output.versions import profile_layout, profile_row, strip_prefix, version_from_int
+
+
+@dataclasses.dataclass
+class LogFacts:
+    """Everything a trtexec / verbose log said that farm stores."""
+
+    tensorrt_version: str | None = None
+    options: dict[str, str] = dataclasses.field(default_factory=dict)
+    device: dict[str, Any] = dataclasses.field(default_factory=dict)
+    summary: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)  # metric -> stat -> value
+    throughput_qps: float | None = None
+    host_walltime_s: float | None = None
+    gpu_compute_total_s: float | None = None
+    layers_after_parsing: int | None = None
+    layers_after_fusion: int | None = None
+    layers_after_reformat: int | None = None
+    layer_memory: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
+    host_persistent_bytes: int | None = None
+    device_persistent_bytes: int | None = None
+    scratch_bytes: int | None = None
+    builder_peak_host_bytes: int | None = None
+    builder_peak_device_bytes: int | None = None
+    build_s: float | None = None
+    conv_weight_shapes: dict[str, list[int]] = dataclasses.field(default_factory=dict)
+    layers: list[EngineLayer] = dataclasses.field(default_factory=list)
+    profile: Profile | None = None
+    command: str | None = None  # trtexec's command line, from its `&&&& RUNNING/PASSED/FAILED` line
+    outcome: str | None = None  # PASSED or FAILED, as trtexec's last line says
+    model_files: list[str] = dataclasses.field(default_factory=list)  # ONNX files the log names
+    input_shapes: dict[str, list[int]] = dataclasses.field(default_factory=dict)  # --shapes / inference shapes
+    # What the performance figures mean (farm.trt_output.versions): the printed Throughput and "Timing trace has N
+    # queries" count `inference_batch` samples per query for an implicit-batch engine (--batch=N;
+    # 7.x and 8.x); 0 = explicit batch (7.x then prints those figures as 0); None = not stated.
+    inference_batch: int | None = None
+    queries_printed: int | None = None  # "Timing trace has N queries over T s", N as printed
+    trace_walltime_s: float | None = None  # its T
+    layout_major: int | None = None  # the major version the summary's layout belongs to (7, or 8 and later)
+    build_passes: int = 0  # builder passes the log holds; every build figure is from the last (the engine's)
+    initializers: set[str] = dataclasses.field(default_factory=set)  # ONNX initializers the parser imported
+    node_inputs: dict[str, list[tuple[str, str, list[int]]]] = dataclasses.field(default_factory=dict)
+    weight_shapes: dict[str, list[list[int]]] = dataclasses.field(default_factory=dict)  # MatMul/Gemm node -> its initializer inputs' shapes
+
+
+_STAT = re.compile(r"(min|max|mean|median|percentile\((\d+(?:\.\d+)?)%\))\s*=\s*([-\d.e+]+)\s*ms")
+_SUMMARY_METRICS = {"Latency": "latency", "Enqueue Time": "enqueue", "H2D Latency": "h2d",
+                    "GPU Compute Time": "compute", "D2H Latency": "d2h", "End-to-End Host Latency": "end_to_end"}
+# 7.x prints its summary as blocks: a heading line, then `min: X ms (end to end Y ms)` lines.
+_BLOCK_7X = {"Host Latency": "latency", "Host latency": "latency", "Enqueue Time": "enqueue",
+             "GPU Compute": "compute"}
+_SIZE = {"B": 1, "bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+_NUMBER = r"([-\d.e+]+)"
+
+
+def LogFactsFromTrtexecLog(text: str | Iterable[str]) -> LogFacts:
+    """Facts from a trtexec log or a verbose TensorRT builder log (complete or cut) of one run:
+    its text, or its lines as they are read. A log of several trtexec runs is a FormatError here:
+    `LogRunsFromTrtexecLog` splits it."""
+    runs = LogRunsFromTrtexecLog(text.splitlines() if isinstance(text, str) else text)
+    if len(runs) > 1:
+        raise FormatError(f"it holds {len(runs)} trtexec runs; read them with LogRunsFromTrtexecLog")
+    return runs[0]
+
+
+def LogRunsFromTrtexecLog(lines: Iterable[str]) -> list[LogFacts]:
+    """One LogFacts per trtexec run in the log, in order (a run begins at trtexec's `&&&& RUNNING`
+    line, or at a second "=== Model Options ==="); always at least one."""
+    reader = _LogReader()
+    for raw in lines:
+        reader.feed(raw)
+    return reader.finish()
+
+
+class _LogReader:
+    """The state of reading one log: the run being read, its section, and its build pass."""
+
+    def __init__(self) -> None:
+        self.runs: list[LogFacts] = []
+        self._new_run()
+
+    def _new_run(self) -> None:
+        self.facts = LogFacts()
+        self.runs.append(self.facts)
+        self.section: str | None = None
+        self.block: str | None = None  # 7.x summary block being read
+        self.profile_rows: list[ProfileRow] = []
+        self.profile_count: int | None = None
+        self.profile_layout: str | None = None
+        self.passes: list[dict[str, Any]] = []
+        self.build_finished = False
+        self.seen_model_options = False
+        self.seen_running = False
+        self._new_pass()
+
+    def _new_pass(self) -> None:
+        self.build = {"counts": [], "layer_memory": {}, "totals": {}, "layers": []}
+        self.passes.append(self.build)
+
+    def _pass_has_content(self) -> bool:
+        return any(self.build.values())
+
+    def _run_has_content(self) -> bool:
+        f = self.facts
+        return bool(f.summary or f.throughput_qps is not None or self.profile_rows
+                    or any(p[k] for p in self.passes for k in p) or f.build_s is not None)
+
+    def feed(self, raw: str) -> None:
+        raw = raw.rstrip("\r\n")
+        facts = self.facts
+        if layer := LayerFromLogLine(raw):
+            self.build["layers"].append(layer)
+            return
+        line = strip_prefix(raw)
+        if line != raw.strip() and (layer := LayerFromLogLine(line)):  # a layer line with a log stamp
+            self.build["layers"].append(layer)
+            return
+        # 8.0 on name the version ([TensorRT v8601]); 7.x does not
+        if m := re.search(r"&+ (RUNNING|PASSED|FAILED) TensorRT\.trtexec(?: \[TensorRT v(\d+)\])?(?: \[\w+\])? # (.*)$", line):
+            if m.group(1) == "RUNNING":
+                if self.seen_running or self._run_has_content():
+                    self._finish_run()
+                    self._new_run()
+                    facts = self.facts
+                self.seen_running = True
+            facts.command = m.group(3).strip()
+            if m.group(2):
+                facts.tensorrt_version = facts.tensorrt_version or version_from_int(m.group(2))
+            facts.outcome = m.group(1) if m.group(1) != "RUNNING" else facts.outcome
+            _from_command(facts, facts.command)
+            return
+        if m := re.match(r"=== (.+?) ?===$", line):
+            self.section = m.group(1).strip()
+            self.block = None
+            if self.section == "Model Options":
+                if self.seen_model_options and self._run_has_content():  # no RUNNING line between two runs
+                    self._finish_run()
+                    self._new_run()
+                self.seen_model_options = True
+            if pm := re.match(r"Profile \((\d+) iterations", self.section):
+                self.profile_count = int(pm.group(1))
+                self.profile_rows = []  # a second table (a cut-off first one) replaces it
+                self.profile_layout = None
+            return
+        self._version(line)
+        section = self.section
+        if section and section.endswith("Options") and (m := re.match(r"([^:]+): ?(.*)$", line)):
+            facts.options[f"{section.removesuffix(' Options').lower()}.{m.group(1).strip()}"] = m.group(2).strip()
+            if section == "Inference Options" and m.group(1).strip() == "Batch":
+                value = m.group(2).strip()
+                facts.inference_batch = int(value) if value.isdigit() else (0 if value == "Explicit" else None)
+        if section == "Device Information" and (m := re.match(r"([^:]+): (.*)$", line)):
+            _device_fact(facts.device, m.group(1).strip(), m.group(2).strip())
+        if m := re.match(r"Input inference shape\s*(?:\(profile \d+\))?\s*: (.+)=([\dx]+)$", line):
+            facts.input_shapes[m.group(1).strip()] = [int(d) for d in m.group(2).split("x")]
+        if m := re.search(r"Input filename:\s+(\S.*)$", line):
+            _add_model(facts, m.group(1).strip())
+        self._performance(line)
+        self._build(line)
+        if section and section.startswith("Profile ("):
+            layout = profile_layout(line)
+            if layout:
+                self.profile_layout = layout
+            elif row := profile_row(line, self.profile_layout):
+                self.profile_rows.append(ProfileRow(row[0], row[2], row[3], row[1], row[4]))
+
+    def _version(self, line: str) -> None:
+        facts = self.facts
+        if m := re.search(r"TensorRT v(\d+)\]", line):
+            facts.tensorrt_version = facts.tensorrt_version or version_from_int(m.group(1))
+        elif m := re.search(r"TensorRT version: ([\d.]+\d)", line):
+            facts.tensorrt_version = m.group(1)
+
+    def _performance(self, line: str) -> None:
+        facts = self.facts
+        if m := re.match(r"Timing trace has (\d+) queries over " + _NUMBER + " s", line):
+            facts.queries_printed, facts.trace_walltime_s = int(m.group(1)), float(m.group(2))
+        if m := re.match(r"Throughput: " + _NUMBER + " qps", line):
+            facts.throughput_qps = float(m.group(1))
+            facts.layout_major = facts.layout_major or 8
+        for label, key in _SUMMARY_METRICS.items():
+            if line.startswith(f"{label}: "):
+                stats = {}
+                for stat, pct, value in _STAT.findall(line):
+                    stats[f"p{_pct_key(pct)}" if pct else stat] = float(value)
+                if stats:  # not the "=== Explanations ===" line of the same name
+                    facts.summary[key] = stats
+                    if key == "end_to_end":
+                        facts.layout_major = 8  # 8.0 to 8.5 print it; 8.6 on do not
+        if m := re.match(r"Total Host Walltime: " + _NUMBER + " s", line):
+            facts.host_walltime_s = float(m.group(1))
+        if m := re.match(r"Total GPU Compute Time: " + _NUMBER + " s", line):
+            facts.gpu_compute_total_s = float(m.group(1))
+        # 7.x: blocks of `min: X ms` lines under a heading
+        if line in _BLOCK_7X:
+            self.block = _BLOCK_7X[line]
+            facts.layout_major = 7
+            return
+        if self.block is None:
+            return
+        if m := re.match(r"(min|max|mean|median): " + _NUMBER + r" ms(?: \(end to end " + _NUMBER + r" ms\))?$", line):
+            facts.summary.setdefault(self.block, {})[m.group(1)] = float(m.group(2))
+            if m.group(3):
+                facts.summary.setdefault("end_to_end", {})[m.group(1)] = float(m.group(3))
+        elif m := re.match(r"percentile: " + _NUMBER + r" ms at ([\d.]+)%(?: \(end to end " + _NUMBER + " ms)?", line):
+            facts.summary.setdefault(self.block, {})[f"p{_pct_key(m.group(2))}"] = float(m.group(1))
+            if m.group(3):
+                facts.summary.setdefault("end_to_end", {})[f"p{_pct_key(m.group(2))}"] = float(m.group(3))
+        elif m := re.match(r"throughput: " + _NUMBER + " qps", line):
+            facts.throughput_qps = float(m.group(1))
+        elif m := re.match(r"walltime: " + _NUMBER + " s", line):
+            facts.host_walltime_s = float(m.group(1))
+        elif m := re.match(r"total compute time: " + _NUMBER + " s", line):
+            facts.gpu_compute_total_s = float(m.group(1))
+            self.block = None
+        else:
+            self.block = None
+
+    def _build(self, line: str) -> None:
+        facts, build = self.facts, self.build
+        if m := re.match(r"After ([\w -]+): (\d+) layers", line):
+            first = build["counts"][0][0] if build["counts"] else None
+            if (first == m.group(1) and len(build["counts"]) > 1) or (
+                    not build["counts"] and self._pass_has_content()):
+                self._new_pass()  # the builder's next pass (builder optimization level 5 runs several)
+                build = self.build
+            build["counts"].append((m.group(1), int(m.group(2))))
+        elif re.search(r"(?:Local|Global) timing cache in use", line) and self._pass_has_content():
+            self._new_pass()
+        unit = r"(?: bytes)?"
+        if m := re.match(r"Layer: (.+?) Host Persistent: (\d+)" + unit + r" Device Persistent: (\d+)" + unit +
+                         r" Scratch Memory: (\d+)" + unit + "$", line):
+            self.build["layer_memory"][m.group(1)] = {"host_persistent_bytes": int(m.group(2)),
+                                                      "device_persistent_bytes": int(m.group(3)),
+                                                      "scratch_bytes": int(m.group(4))}
+        if m := re.match(r"(?:Total (Host Persistent|Device Persistent|Scratch)|Max (Scratch)) Memory: (\d+)" + unit + "$",
+                         line):
+            attribute = {"Host Persistent": "host_persistent_bytes", "Device Persistent": "device_persistent_bytes",
+                         "Scratch": "scratch_bytes"}[m.group(1) or m.group(2)]
+            self.build["totals"][attribute] = int(m.group(3))
+        if m := re.search(r"Peak memory usage of TRT CPU/GPU memory allocators: CPU (\d+) (\w+), GPU (\d+) (\w+)", line):
+            facts.builder_peak_host_bytes = int(m.group(1)) * _SIZE.get(m.group(2), 1)
+            facts.builder_peak_device_bytes = int(m.group(3)) * _SIZE.get(m.group(4), 1)
+        if m := re.search(r"Engine generation completed in ([\d.e+]+) seconds", line):
+            facts.build_s = float(m.group(1))
+        if m := re.match(r"Importing initializer: (\S+)", line):
+            self.facts.initializers.add(m.group(1))
+        if m := re.match(r"(\S+) \[(\w+)\] inputs: (.*)$", line):
+            inputs = [(n, [int(d) for d in dims.split(",") if d.strip()])
+                      for n, dims in re.findall(r"\[(\S+) -> \(([-\d, ]*)\)\[", m.group(3))]
+            if m.group(2) in ("Conv", "ConvTranspose") and len(inputs) >= 2:
+                facts.conv_weight_shapes[m.group(1)] = inputs[1][1]
+            elif m.group(2) in ("MatMul", "Gemm"):
+                facts.node_inputs[m.group(1)] = [(m.group(2), n, dims) for n, dims in inputs[:2]]
+
+    def _finish_run(self) -> None:
+        facts = self.facts
+        if model := facts.options.get("model.Model"):
+            _add_model(facts, model)
+        if self.profile_rows:
+            facts.profile = Profile(self.profile_count, self.profile_rows)
+        engine_pass = next((p for p in reversed(self.passes) if any(p.values())), self.passes[-1])
+        facts.build_passes = sum(1 for p in self.passes if any(p.values()))
+        _layer_counts(facts, engine_pass["counts"])
+        facts.layer_memory = engine_pass["layer_memory"]
+        for attribute, value in engine_pass["totals"].items():
+            setattr(facts, attribute, value)
+        facts.layers = engine_pass["layers"]
+        facts.weight_shapes = {node: [dims for op, name, dims in inputs if name in facts.initializers]
+                               for node, inputs in facts.node_inputs.items()}
+        facts.weight_shapes = {k: v for k, v in facts.weight_shapes.items() if v}
+
+    def finish(self) -> list[LogFacts]:
+        self._finish_run()
+        return self.runs
+
+
+def _from_command(facts: LogFacts, command: str) -> None:
+    """The model and input shapes named on trtexec's command line."""
+    for arg in command.split():
+        name, _, value = arg.partition("=")
+        if name in ("--onnx", "--deploy", "--uff", "--model") and value:
+            _add_model(facts, value)
+        elif name == "--batch" and value.isdigit() and facts.inference_batch is None:
+            facts.inference_batch = int(value)  # implicit batch (7.x, 8.x); "Batch: N" says the same
+        elif name == "--shapes":
+            for spec in value.split(","):
+                tensor, _, dims = spec.rpartition(":")
+                if tensor and re.fullmatch(r"\d+(?:x\d+)*", dims):
+                    facts.input_shapes.setdefault(tensor.strip("'\""), [int(d) for d in dims.split("x")])
+
+
+def _add_model(facts: LogFacts, path: str) -> None:
+    if path and path not in facts.model_files:
+        facts.model_files.append(path)
+
+
+def _layer_counts(facts: LogFacts, counts: list[tuple[str, int]]) -> None:
+    """Layers after parsing (the first count the builder logs), after fusion (the last count before
+    reformat layers are added) and after reformat layers."""
+    if not counts:
+        return
+    facts.layers_after_parsing = counts[0][1]
+    before_reformat = []
+    for step, number in counts:
+        if step == "reformat layers":
+            facts.layers_after_reformat = number
+            break
+        before_reformat.append(number)
+    if before_reformat:
+        facts.layers_after_fusion = before_reformat[-1]
+
+
+def _device_fact(device: dict[str, Any], key: str, value: str) -> None:
+    if key == "Selected Device":
+        device["name"] = value
+    elif key == "Compute Capability":
+        device["compute_capability"] = value
+    elif key == "SMs":
+        device["sm_count"] = int(value)
+    elif key == "Device Global Memory" and (m := re.match(r"(\d+) (\w+)", value)):
+        device["memory_bytes"] = int(m.group(1)) * _SIZE.get(m.group(2), 1)
+    elif key == "Memory Bus Width" and (m := re.match(r"(\d+) bits", value)):
+        device["memory_bus_width_bits"] = int(m.group(1))
+    elif key in ("Application Compute Clock Rate", "Compute Clock Rate") and (m := re.match(r"([\d.]+) GHz", value)):
+        device["clock_graphics_mhz"] = round(float(m.group(1)) * 1000)
+    elif key in ("Application Memory Clock Rate", "Memory Clock Rate") and (m := re.match(r"([\d.]+) GHz", value)):
+        device["clock_memory_mhz"] = round(float(m.group(1)) * 1000)
+    elif key in ("UUID", "Selected Device UUID"):
+        device["uuid"] = value
+
+
+def _pct_key(pct: str) -> str:
+    return pct.rstrip("0").rstrip(".") if "." in pct else pct
+
+
