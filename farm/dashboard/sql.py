@@ -50,7 +50,6 @@ import atexit
 import dataclasses
 import json
 import os
-import re
 import shutil
 import signal
 import socket
@@ -64,8 +63,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 # The sandbox (locks 1 and 2) is sql_sandbox.py's; its names are this console's API too.
-from farm.dashboard.sql_sandbox import (THREADS, QueryRefused, Sandbox, check_statement, one_line,
-                                        sandboxed_connection, scrub)
+from farm.dashboard.sql_process import IDLE_EXIT_STATUS, time_message
+from farm.dashboard.sql_sandbox import QueryRefused, Sandbox, check_statement, one_line, sandboxed_connection
 
 if TYPE_CHECKING:  # pandas is imported where a frame is made: the query process never makes one
     import pandas as pd
@@ -76,7 +75,6 @@ __all__ = ["Console", "QueryRefused", "QueryResult", "Sandbox", "check_statement
 DEFAULT_ROW_LIMIT = 10_000
 DEFAULT_BYTE_LIMIT = 50 * 2**20  # Arrow bytes, as DuckDB hands them over; the browser gets about as much
 DEFAULT_TIME_LIMIT_S = 30.0  # a GROUP BY over 1,000,000 layer rows in 10,000 files takes ~8 s on 2 cores
-BATCH_ROWS = 1024  # rows per Arrow batch fetched: the byte limit is checked this often
 # The query process's address space (RLIMIT_AS), in bytes: an idle child takes ~0.7 GB of it,
 # DuckDB's MEMORY_LIMIT 2 GB more, the rest is for results and what DuckDB's limit misses.
 PROCESS_MEMORY_LIMIT = 4 * 10**9
@@ -196,12 +194,12 @@ class Console:
                 conn.send_bytes(json.dumps(request).encode())
                 if not conn.poll(timeout_s):
                     self._stop()
-                    raise QueryRefused(_time_message(request["time_limit_s"]))
+                    raise QueryRefused(time_message(request["time_limit_s"]))
                 header = json.loads(conn.recv_bytes())
                 payload = conn.recv_bytes()
             except (EOFError, OSError):
                 status = self._reap()
-                if status == _IDLE_EXIT:  # it ended for want of queries as this one came: start another
+                if status == IDLE_EXIT_STATUS:  # it ended for want of queries as this one came: start another
                     continue
                 return {"memory": f"its process ended ({_status_text(status)})"}, b""
             if header.pop("retire", False):  # it ran out of memory: the next query gets a fresh process
@@ -278,8 +276,6 @@ def _close_consoles() -> None:
         console.close()
 
 
-_IDLE_EXIT = 75  # the exit status of a query process that ended for want of queries
-
 # The query process: its address space capped first, before anything is imported; Ctrl-C in a
 # terminal reaches the whole process group, and the query process ends with the dashboard.
 _CHILD = """import sys
@@ -293,126 +289,9 @@ except (ImportError, AttributeError, ValueError, OSError):
     pass
 import signal
 signal.signal(signal.SIGINT, signal.SIG_IGN)
-from farm.dashboard.sql import _serve
-_serve(fd, parent, walled, idle)
+from farm.dashboard.sql_process import serve
+serve(fd, parent, walled, idle)
 """
-
-
-def _serve(fd: int, parent: int, walled: bool, idle_s: float) -> None:
-    """The query process's loop: one request (JSON) in, a header (JSON) and Arrow IPC bytes out."""
-    from multiprocessing.connection import Connection
-
-    import duckdb  # noqa: F401 - imported before "ready": the first query does not wait for it
-    import pyarrow as pa
-    import pyarrow.dataset  # noqa: F401
-
-    pa.set_cpu_count(THREADS)  # not a thread (and its stack's address space) per core
-    conn = Connection(fd)
-    under_way: dict[str, str | None] = {"spill": None}
-
-    def watch_parent() -> None:
-        while os.getppid() == parent:
-            time.sleep(0.2)
-        if under_way["spill"]:
-            shutil.rmtree(under_way["spill"], ignore_errors=True)
-        os._exit(0)
-
-    threading.Thread(target=watch_parent, name="watch-parent", daemon=True).start()
-    conn.send_bytes(json.dumps({"ready": True, "walled": walled}).encode())
-    while True:
-        if not conn.poll(idle_s):
-            os._exit(_IDLE_EXIT)
-        try:
-            request = json.loads(conn.recv_bytes())
-        except (EOFError, OSError):
-            os._exit(0)
-        under_way["spill"] = request["spill"]
-        header, payload = {}, b""
-        try:
-            os.chdir(request["spill"])  # what DuckDB writes next to itself lands in the spill folder
-            table, cut = _execute(request["root"], request["sql"], request["row_limit"], request["time_limit_s"],
-                                  request["byte_limit"], temp_dir=request["spill"], **request["limits"])
-            sink = pa.BufferOutputStream()
-            with pa.ipc.new_stream(sink, table.schema) as writer:
-                writer.write_table(table)
-            del table
-            header, payload = {"cut": cut}, sink.getvalue()
-        except _OutOfMemory as exc:
-            header = {"memory": str(exc), "retire": True}
-        except MemoryError as exc:
-            header = {"memory": one_line(exc) if str(exc) else "MemoryError", "retire": True}
-        except QueryRefused as exc:
-            header = {"error": str(exc)}
-        except Exception as exc:  # noqa: BLE001 - one line back, never a traceback
-            message = scrub(one_line(exc), request["root"], request["spill"])
-            # Out of memory outside the query's fetch (setting up the connection): the process's limit.
-            header = {"memory": message, "retire": True} if message.startswith("Out of Memory Error") \
-                else {"error": message}
-        finally:
-            os.chdir("/")
-            under_way["spill"] = None
-        try:
-            conn.send_bytes(json.dumps(header).encode())
-            conn.send_bytes(payload)
-        except OSError:
-            os._exit(0)
-        if header.get("retire"):
-            os._exit(0)
-
-
-class _OutOfMemory(Exception):
-    """An allocation refused outside DuckDB's own memory accounting: the query process's limit."""
-
-
-def _execute(root: str | Path, statement: str, row_limit: int, time_limit_s: float, byte_limit: int,
-             **limits):
-    """Run a checked statement in a fresh Sandbox in this process: (Arrow table, "rows", "bytes"
-    or "" for the cut). `limits`: Sandbox's."""
-    import duckdb
-    import pyarrow as pa
-
-    sandbox = Sandbox(root, **limits)
-    timer = threading.Timer(time_limit_s, sandbox.interrupt)
-    timer.start()
-    try:
-        reader = sandbox.sql(statement).to_arrow_reader(BATCH_ROWS)
-        batches, rows, size, cut = [], 0, 0, ""
-        for batch in reader:
-            if rows + batch.num_rows > row_limit:
-                batch, cut = batch.slice(0, row_limit - rows), "rows"
-            if size + batch.nbytes > byte_limit:
-                batch, cut = _fit(batch, byte_limit - size), "bytes"
-            batches.append(batch)
-            rows, size = rows + batch.num_rows, size + batch.nbytes
-            if cut:
-                break
-        table = pa.Table.from_batches(batches, schema=reader.schema)
-    except duckdb.InterruptException:
-        raise QueryRefused(_time_message(time_limit_s)) from None
-    except (duckdb.Error, pa.ArrowException, OSError) as exc:
-        message = one_line(exc)
-        if isinstance(exc, MemoryError) or message.startswith("Out of Memory Error"):
-            if not _DUCKDB_ACCOUNTED.search(message):  # malloc refused: the process's limit
-                raise _OutOfMemory(sandbox.scrub(message)) from None
-            raise QueryRefused(f"the query needs more than the console's {sandbox.memory_limit} of memory and "
-                               f"{sandbox.spill_limit} of spill space: narrow it (a WHERE, fewer columns, "
-                               "a LIMIT)") from None
-        raise QueryRefused(sandbox.scrub(message)) from None
-    finally:
-        timer.cancel()
-        sandbox.close()
-    return table, cut
-
-
-# DuckDB's own memory limit reached: its buffer manager says how much of the limit is used
-# ("could not allocate block of size 256.0 KiB (28.6 MiB/28.6 MiB used)"); a refused malloc says
-# "(bad allocation)", "Allocation failure" or "failed to allocate N bytes" instead.
-_DUCKDB_ACCOUNTED = re.compile(r"\([^()]*/[^()]* used\)")
-
-
-def _time_message(time_limit_s: float) -> str:
-    return (f"stopped after the time limit of {time_limit_s:g} s: narrow the query "
-            "(a WHERE on sweep_id or cell_id, or a LIMIT)")
 
 
 def _status_text(status: int | None) -> str:
@@ -428,15 +307,6 @@ def _status_text(status: int | None) -> str:
 
 def _gigabytes(size: int) -> str:
     return f"{size / 1e9:g} GB"
-
-
-def _fit(batch, room: int):
-    """The longest head of `batch` within `room` bytes."""
-    low, high = 0, batch.num_rows
-    while low < high:
-        middle = (low + high + 1) // 2
-        low, high = (middle, high) if batch.slice(0, middle).nbytes <= room else (low, middle - 1)
-    return batch.slice(0, low)
 
 
 def _frame(table) -> pd.DataFrame:

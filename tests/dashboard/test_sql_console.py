@@ -20,7 +20,7 @@ from farm.dashboard import sql as console_module
 from farm.dashboard.sql import Console, QueryRefused, Sandbox, run_query
 from farm.warehouse import TABLES
 
-CHILD = "farm.dashboard.sql import _serve"  # in the query process's command line
+CHILD = "farm.dashboard.sql_process import serve"  # in the query process's command line
 HUGE = "SELECT repeat('x', 10000000) AS s FROM range(3000)"  # 10 MB rows: GBs in one Arrow batch
 HUGER = "SELECT range(10000000) AS l FROM range(3000)"  # 80 MB rows: past 8 GB in-process before
 LINUX = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS and /proc: Linux")
