@@ -50,23 +50,23 @@ class Sniff:
 def sniff(head: bytes, complete: bool) -> Sniff:
     """A file's kind from its first bytes (`complete`: they are the whole file)."""
     if not head.strip():
-        return Sniff(None, problem="empty" if not head else "only blank space")
+        return Sniff(kind=None, problem="empty" if not head else "only blank space")
     encoding = "utf-8"
     if head.startswith(codecs.BOM_UTF8):
         encoding = "utf-8-sig"
     elif head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         encoding = "utf-16"  # Windows PowerShell's `>` writes a trtexec log so
     elif b"\0" in head:
-        return Sniff(None, problem="binary (a serialized engine? farm reads what trtexec writes about an engine, "
-                                   "not the engine)")
+        return Sniff(kind=None, problem="binary (a serialized engine? farm reads what trtexec writes about an "
+                                        "engine, not the engine)")
     try:
         text = codecs.getincrementaldecoder(encoding)().decode(head, final=complete)
     except UnicodeDecodeError as exc:
         where = f"byte 0x{head[exc.start]:02x} at offset {exc.start}"
         kind = detect_kind(head.decode(encoding, errors="replace"))
         if kind is None:
-            return Sniff(None, problem=f"not UTF-8 text ({where})")
-        return Sniff(kind, problem=f"looks like {KIND_NAMES[kind]} but is not UTF-8 text ({where}); TensorRT "
-                                   "writes UTF-8: convert it, e.g. `iconv -f latin1 -t utf-8`")
-    return Sniff(detect_kind(text), encoding)
+            return Sniff(kind=None, problem=f"not UTF-8 text ({where})")
+        return Sniff(kind=kind, problem=f"looks like {KIND_NAMES[kind]} but is not UTF-8 text ({where}); "
+                                        "TensorRT writes UTF-8: convert it, e.g. `iconv -f latin1 -t utf-8`")
+    return Sniff(kind=detect_kind(text), encoding=encoding)
 

@@ -31,10 +31,10 @@ from farm.trt_output.figures import (BuildStatsFromLog, DeviceRowFromLog, Measur
 from farm.trt_output.timing import TIMING_DEFAULTS, TIMING_FLAGS, TimingFromLog, TimingFromTrtexecCommand, flag_table
 from farm.trt_output.versions import rules_for, strip_prefix, version_from_int
 
-__all__ = ["BuildStatsFromLog", "DeviceRowFromLog", "EngineInfo", "EngineInfoFromInspectorJson", "EngineLayer", "FormatError", "IOTensor",
-           "LayerFromLogLine", "LayerRecords", "LayerRecordsFromEngineLayers", "LayersFromInspector",
-           "LayersFromInspectorJson", "LayersFromLogText", "LogFacts", "LogFactsFromTrtexecLog",
-           "LogRunsFromTrtexecLog", "MeasurementFromSummary", "MeasurementFromTimes", "Profile",
-           "ProfileFromProfileJson", "ProfileRow", "SamplesFromTimes", "TIMING_DEFAULTS", "TIMING_FLAGS", "Tensor",
-           "TimesFromTimesJson", "TimingFromLog", "TimingFromTrtexecCommand", "fill_weights", "flag_table", "join_key",
-           "join_layers", "rules_for", "strip_prefix", "summary_definition", "version_from_int"]
+__all__ = ["BuildStatsFromLog", "DeviceRowFromLog", "EngineInfo", "EngineInfoFromInspectorJson", "EngineLayer",
+           "fill_weights", "flag_table", "FormatError", "IOTensor", "join_key", "join_layers", "LayerFromLogLine",
+           "LayerRecords", "LayerRecordsFromEngineLayers", "LayersFromInspector", "LayersFromInspectorJson",
+           "LayersFromLogText", "LogFacts", "LogFactsFromTrtexecLog", "LogRunsFromTrtexecLog",
+           "MeasurementFromSummary", "MeasurementFromTimes", "Profile", "ProfileFromProfileJson", "ProfileRow",
+           "rules_for", "SamplesFromTimes", "strip_prefix", "summary_definition", "Tensor", "TimesFromTimesJson",
+           "TIMING_DEFAULTS", "TIMING_FLAGS", "TimingFromLog", "TimingFromTrtexecCommand", "version_from_int"]

@@ -93,7 +93,8 @@ def test_recorded_logs_give_what_they_say_and_null_for_the_rest(tmp_path: Path) 
 def test_a_10x_command_line_gives_the_definition_where_options_are_not_printed() -> None:
     from farm.trt_output import LogFactsFromTrtexecLog, TimingFromLog
 
-    facts = LogFactsFromTrtexecLog("&&&& RUNNING TensorRT.trtexec [TensorRT v101300] # trtexec --loadEngine=e.plan --useCudaGraph")
+    facts = LogFactsFromTrtexecLog("&&&& RUNNING TensorRT.trtexec [TensorRT v101300] # trtexec --loadEngine=e.plan "
+                                   "--useCudaGraph")
     assert TimingFromLog(facts) == {"latency_includes_transfers": True, "timing_cuda_graph": True,
-                                      "timing_spin_wait": False, "timing_streams": 1,
-                                      "timing_engine_version": "TensorRT 10.13.0"}
+                                    "timing_spin_wait": False, "timing_streams": 1,
+                                    "timing_engine_version": "TensorRT 10.13.0"}

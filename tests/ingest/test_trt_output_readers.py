@@ -51,10 +51,11 @@ def test_the_layer_readers_read_the_fixtures() -> None:
     assert len(joined.records) >= len(layers) and any(r.time_avg_ms is not None for r in joined.records)
     inspector = (DOCS / "trt11_inspector.layers.json").read_text()
     info = trt_output.EngineInfoFromInspectorJson(inspector)
-    assert [layer.name for layer in trt_output.LayersFromInspectorJson(inspector)] == [layer.name for layer in info.layers]
+    names = [layer.name for layer in info.layers]
+    assert [layer.name for layer in trt_output.LayersFromInspectorJson(inspector)] == names
     assert info.io_tensors and info.layers[0].weight_bytes == 216 * 2  # 216 Half weights
     document = json.loads(inspector)
-    assert [layer.name for layer in trt_output.LayersFromInspector(document)] == [layer.name for layer in info.layers]
+    assert [layer.name for layer in trt_output.LayersFromInspector(document)] == names
 
 
 def test_the_times_readers_read_a_trace() -> None:
