@@ -11,7 +11,8 @@ import onnxruntime as ort
 import pytest
 
 from farm.config import ModelSpec
-from farm.models import InputSpec, make_feeds, resolve_model, zoo_model_path
+from farm.models import make_feeds, resolve_model, zoo_model_path
+from farm.records import InputSpec
 from farm.models.zoo import ZOO, make_bert, make_resnet
 
 

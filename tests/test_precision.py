@@ -10,8 +10,8 @@ import pytest
 from farm.accuracy import compare
 from farm.config import DEFAULT_TOLERANCES, Tolerance
 from farm.errors import ConfigError
-from farm.models import InputSpec
-from farm.precision import Calibration, calibration_batches, transform
+from farm.precision import calibration_batches, transform
+from farm.records import Calibration, InputSpec
 from tests.conftest import tiny_cnn
 
 SPEC = (InputSpec("x", "float32", ("batch", 3, 8, 8), -1.0, 1.0),)

@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from farm.models import InputSpec, make_feeds
-from farm.precision import Calibration, TransformUnsupported, transform
+from farm.models import make_feeds
+from farm.precision import TransformUnsupported, transform
 from farm.precision.checks import census, one_line
+from farm.records import Calibration, InputSpec
 from tests.precision_models import (big_activation_model, big_variance_bn, cosine, elementwise_model, if_model,
                                     plugin_model, run, state_model)
 
