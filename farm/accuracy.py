@@ -21,6 +21,7 @@ from typing import Any, Callable
 import numpy as np
 
 from farm.files import write_atomic
+from farm.records import Calibration, Cell, InputSpec, Tolerance
 
 REFERENCE = "onnxruntime-cpu fp32"
 DEFAULT_SAMPLES = 64
@@ -65,8 +66,8 @@ class EvaluationSet:
                    for name, array in self.arrays.items()}, real
 
 
-def evaluation_set(inputs, shapes: dict[str, tuple[int, ...]], samples: int, seed: int,
-                   calibration: Any = None) -> EvaluationSet:
+def evaluation_set(inputs: tuple[InputSpec, ...], shapes: dict[str, tuple[int, ...]], samples: int, seed: int,
+                   calibration: Calibration | None = None) -> EvaluationSet:
     """The model's evaluation set: its calibration data (.npz/.npy/images) when given and every
     input's batch is axis 0, else `samples` seeded inputs (sample i from seed + 1e6 + i, so it does
     not depend on n or on the cell's batch)."""
@@ -148,14 +149,13 @@ def _cached(path: Path, compute: Callable[[], dict[str, np.ndarray]]) -> dict[st
     return outputs
 
 
-def check(run: Run, cell: Any, feeds: dict[str, np.ndarray], cache_dir: Path,
+def check(run: Run, cell: Cell, feeds: dict[str, np.ndarray], cache_dir: Path,
           log: Callable[[str], None] = lambda message: None) -> list[dict[str, Any]]:
     """The cell's `accuracy` rows on its model's evaluation set. A backend whose `outputs` does not
     follow the feeds it is given (returns what it was built with) is judged on the cell's own
     feeds instead, and `n` says how many inputs that was."""
-    tolerance = cell.tolerance
-    samples = getattr(tolerance, "samples", DEFAULT_SAMPLES)
-    margin = getattr(tolerance, "tie_margin", DEFAULT_TIE_MARGIN)
+    tolerance = cell.tolerance or Tolerance()
+    samples, margin = tolerance.samples, tolerance.tie_margin
     model = cell.model
     evaluation = evaluation_set(model.inputs, cell.input_shapes, samples, cell.measurement.seed, cell.calibration)
     first, _ = next(evaluation.chunks(cell.batch))
@@ -219,7 +219,7 @@ def compare(outputs: dict[str, np.ndarray], reference: dict[str, np.ndarray], to
     for name, expected in reference.items():
         got = outputs.get(name)
         row: dict[str, Any] = {"output_name": name, "reference": REFERENCE, "n": n,
-                               "tolerance": json.dumps(tolerance.model_dump(exclude_none=True), sort_keys=True)}
+                               "tolerance": tolerance_text(tolerance)}
         if got is None or np.shape(got) != np.shape(expected):
             row |= {"verdict": "fail", "worst_metric": "shape",
                     "worst_value": None, "elements": int(np.size(expected))}
@@ -246,6 +246,13 @@ def compare(outputs: dict[str, np.ndarray], reference: dict[str, np.ndarray], to
         row |= _verdict(row, tolerance, finite)
         rows.append(row)
     return rows
+def tolerance_text(tolerance: Any) -> str:
+    """The `tolerance` column: the bounds that are set, as JSON. `tolerance` is a farm.records.Tolerance
+    or one of farm.config's tolerance tables (what a caller outside a cell passes)."""
+    fields = dataclasses.asdict(tolerance) if dataclasses.is_dataclass(tolerance) else tolerance.model_dump()
+    return json.dumps({k: v for k, v in fields.items() if v is not None}, sort_keys=True)
+
+
 def _verdict(row: dict[str, Any], tolerance, finite: bool) -> dict[str, Any]:
     if not finite:
         return {"verdict": "fail", "worst_metric": "non-finite outputs", "worst_value": None}

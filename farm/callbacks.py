@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from farm.plan import Cell
-    from farm.worker import CellResult
+    from farm.records import Cell
+    from farm.records import CellResult
 
 
 class Callback:

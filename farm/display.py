@@ -13,8 +13,8 @@ from rich.table import Table
 from farm.callbacks import Callback
 
 if TYPE_CHECKING:
-    from farm.plan import Cell
-    from farm.worker import CellResult
+    from farm.records import Cell
+    from farm.records import CellResult
 
 STATUS_STYLE = {"ok": "green", "failed": "red", "skipped": "yellow", "unsupported": "dim"}
 

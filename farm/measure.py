@@ -7,15 +7,13 @@ figure for a cell is the engine's figure: benchmarks/harness_overhead.py checks 
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from typing import Any
 
 import numpy as np
 
-from farm.backends.base import PhaseTimes, QueryFn
-from farm.config import Measurement
+from farm.records import MeasurementSettings, PhaseTimes, QueryFn, Samples
 
 PERCENTILES = (90, 95, 99)
 CI_LEVEL = 0.95
@@ -24,32 +22,13 @@ CI_LEVEL = 0.95
 MIN_TAIL_SAMPLES = 10
 # `stable` also asks that the repeats agree: (slowest - fastest repeat median) / median at most
 # this, by default (the sweep file's `measurement.max_repeat_spread_percent`).
-MAX_REPEAT_SPREAD_PERCENT = Measurement.model_fields["max_repeat_spread_percent"].default
+MAX_REPEAT_SPREAD_PERCENT = MeasurementSettings.max_repeat_spread_percent
 # median_ci_method of median_confidence_interval: the order-statistic interval at the effective
 # sample size, widened where the repeats disagree more than it allows (see that function)
 SAMPLE_INTERVAL_METHOD = "order_statistic_neff_repeats"
 
 
-@dataclasses.dataclass
-class Samples:
-    """Every counted query of a cell, in order. Times in milliseconds."""
-
-    repeat: np.ndarray  # which repeat the query belongs to (0-based)
-    start_ms: np.ndarray  # host start, relative to the first counted query
-    latency_ms: np.ndarray  # host walltime of the query, or h2d + compute + d2h on a device
-    enqueue_ms: np.ndarray | None = None
-    h2d_ms: np.ndarray | None = None
-    compute_ms: np.ndarray | None = None
-    d2h_ms: np.ndarray | None = None
-    walltime_ms: float = 0.0  # sum over repeats of (last end - first start)
-    warmup_queries: int = 0
-    warmup_ms: float = 0.0
-
-    def __len__(self) -> int:
-        return len(self.latency_ms)
-
-
-def run_timed(query: QueryFn, settings: Measurement) -> Samples:
+def run_timed(query: QueryFn, settings: MeasurementSettings) -> Samples:
     """Warm up, then run `settings.repeats` counted loops of `query`.
 
     The first call is always a warm-up call (it pays for lazy loading and allocation). Each
@@ -261,7 +240,7 @@ def phase_stats(samples: Samples) -> dict[str, float | None]:
     return row
 
 
-def summarize(samples: Samples, batch: int, settings: Measurement, inferences_per_query: int = 1) -> dict[str, Any]:
+def summarize(samples: Samples, batch: int, settings: MeasurementSettings, inferences_per_query: int = 1) -> dict[str, Any]:
     """One `measurements` row (without the cell id) from a cell's samples.
 
     Throughput counts inferences: `inferences_per_query` > 1 when each timed query runs several

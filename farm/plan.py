@@ -17,55 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from farm import __version__
-from farm.backends import backend_class
-from farm.config import LoadedConfig, Measurement
+from farm.backends.registry import backend_class
+from farm.config import AppliedTolerance, LoadedConfig, Measurement
 from farm.errors import ConfigError
-from farm.models import (BATCH_NAMES, ModelArtifact, axis_key, is_unnamed, parse_axis_key, resolve_model,
-                         shape_text, toml_inline_table, toml_key, toml_key_value)
-from farm.precision import Calibration
-
-
-@dataclasses.dataclass(frozen=True)
-class Profile:
-    """A named optimization profile: (min, opt, max) per dimension name ('batch' or a model dim)."""
-
-    name: str
-    ranges: dict[str, tuple[int, int, int]]
-
-    def describe(self) -> str:
-        return ", ".join(f"{dim} {lo}-{opt}-{hi}" for dim, (lo, opt, hi) in self.ranges.items())
-
-
-@dataclasses.dataclass(frozen=True)
-class Cell:
-    """One thing to build and measure. Picklable, so executors can ship it to workers."""
-
-    cell_id: str
-    sweep: str
-    model: ModelArtifact
-    precision: str
-    batch: int
-    profile: Profile | None
-    backend: str
-    options: dict[str, Any]
-    measurement: Measurement
-    input_shapes: dict[str, tuple[int, ...]]
-    unsupported_reason: str | None = None
-    notes: str | None = None
-    device_kind: str = "cpu"  # 'cpu' or 'cuda': the kind of worker that must run it
-    all_profiles: tuple[Profile, ...] = ()  # every swept profile, for engines that hold several
-    calibration: Any = None  # farm.precision.Calibration, for int8 transforms
-    keep_io_types: bool = True
-    tolerance: Any = None  # farm.config.Tolerance of this precision; None: no accuracy check
-
-    @property
-    def label(self) -> str:
-        parts = [self.model.name, self.precision, f"b{self.batch}"]
-        if self.profile is not None:
-            parts.append(self.profile.name)
-        parts.append(self.backend)
-        return " ".join(parts)
-
+from farm.models import (BATCH_NAMES, axis_key, is_unnamed, parse_axis_key, resolve_model, shape_text,
+                         toml_inline_table, toml_key, toml_key_value)
+from farm.records import (Calibration, Cell, InputSpec, MeasurementSettings, ModelArtifact, ProfileShapes,
+                          ShapeProfile, Tolerance)
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
@@ -84,7 +42,7 @@ def plan_sweep(loaded: LoadedConfig, cache_dir: Path) -> Plan:
         except ConfigError as exc:  # a mistake about the model's inputs: name the file too
             raise ConfigError(f"{loaded.path}: {exc}") from None
     profiles = [
-        Profile(name, {dim: (r.min, r.opt, r.max) for dim, r in config.profiles[name].items()})
+        ShapeProfile(name, {dim: (r.min, r.opt, r.max) for dim, r in config.profiles[name].items()})
         for name in loaded.profile_names()
     ]
     for index, model in enumerate(models):
@@ -96,30 +54,36 @@ def plan_sweep(loaded: LoadedConfig, cache_dir: Path) -> Plan:
                 raise ConfigError(f"{loaded.path}: models[{index}].calibration.{key}: no such file or folder "
                                   f"{value!r} (paths are relative to the sweep file)")
     _check_profile_dims(loaded, models, profiles)
-
-    cells: list[Cell] = []
-    accuracy = config.accuracy
-    for index, model in enumerate(models):
-        spec = config.models[index].calibration
-        calibration = Calibration(spec.data, spec.images, spec.size, spec.mean, spec.std, spec.samples,
-                                  str(loaded.base_dir))
-        for backend in config.axes.backends:
-            cls = backend_class(backend)
-            cell_profiles: list[Profile | None] = profiles if (cls.supports_profiles and profiles) else [None]
-            note = cls.profile_note() if profiles and not cls.supports_profiles else None
-            for options in loaded.backend_options[backend]:
-                for precision in config.axes.precisions:
-                    for batch in config.axes.batch_sizes:
-                        for profile in cell_profiles:
-                            cells.append(_make_cell(config.name, model, precision, batch, profile, backend,
-                                                    options, config.measurement,
-                                                    model.batch_unsupported(batch)
-                                                    or cls.unsupported_reason(precision, options), note,
-                                                    cls.device_kind(options),
-                                                    tuple(profiles) if cls.supports_profiles else (),
-                                                    calibration, config.precision.keep_io_types,
-                                                    accuracy.tolerance(precision) if accuracy.enabled else None))
+    cells = [cell for index, model in enumerate(models) for cell in _model_cells(loaded, index, model, profiles)]
     return Plan(config.name, cells, models)
+
+
+def _model_cells(loaded: LoadedConfig, index: int, model: ModelArtifact, profiles: list[ShapeProfile]) -> list[Cell]:
+    """One model's cells: backends x option combinations x precisions x batch sizes x profiles."""
+    config = loaded.config
+    spec = config.models[index].calibration
+    calibration = Calibration(spec.data, spec.images, spec.size, spec.mean, spec.std, spec.samples,
+                              str(loaded.base_dir))
+    measurement = config.measurement
+    cells = []
+    for backend in config.axes.backends:
+        cls = backend_class(backend)
+        with_profiles = cls.capabilities.profiles
+        cell_profiles: list[ShapeProfile | None] = profiles if (with_profiles and profiles) else [None]
+        note = cls.profile_note() if profiles and not with_profiles else None
+        for options in loaded.backend_options[backend]:
+            for precision in config.axes.precisions:
+                applied = config.accuracy.tolerance(precision) if config.accuracy.enabled else None
+                for batch in config.axes.batch_sizes:
+                    for profile in cell_profiles:
+                        cell = _make_cell(config.name, model, precision, batch, profile, backend, options,
+                                          measurement, tuple(profiles) if with_profiles else (), calibration,
+                                          config.precision.keep_io_types, applied)
+                        cells.append(dataclasses.replace(
+                            cell, notes=note, device_kind=cls.device_kind(options),
+                            unsupported_reason=model.batch_unsupported(batch)
+                            or cls.unsupported_reason(precision, options)))
+    return cells
 
 
 def _measurement_identity(measurement: Measurement) -> dict[str, Any]:
@@ -132,10 +96,11 @@ def _measurement_identity(measurement: Measurement) -> dict[str, Any]:
     return dumped
 
 
-def _make_cell(sweep: str, model: ModelArtifact, precision: str, batch: int, profile: Profile | None,
-               backend: str, options: dict[str, Any], measurement: Measurement, unsupported: str | None,
-               note: str | None, device_kind: str, all_profiles: tuple[Profile, ...] = (),
-               calibration: Any = None, keep_io_types: bool = True, tolerance: Any = None) -> Cell:
+def _make_cell(sweep: str, model: ModelArtifact, precision: str, batch: int, profile: ShapeProfile | None,
+               backend: str, options: dict[str, Any], measurement: Measurement,
+               all_profiles: tuple[ShapeProfile, ...], calibration: Calibration, keep_io_types: bool,
+               tolerance: AppliedTolerance | None) -> Cell:
+    """The cell and its id: a hash of everything that changes its result (tests/test_plan.py pins it)."""
     shapes = {} if model.error else {i.name: i.concrete_shape(batch, model.dims) for i in model.inputs}
     identity = {
         "sweep": sweep,  # ids are unique across the warehouse, so joins on cell_id alone are safe
@@ -158,8 +123,30 @@ def _make_cell(sweep: str, model: ModelArtifact, precision: str, batch: int, pro
     if all_profiles:  # engines may hold every profile: they are part of what is built
         identity["all_profiles"] = [dataclasses.asdict(p) for p in all_profiles]
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
-    return Cell(digest, sweep, model, precision, batch, profile, backend, options, measurement, shapes,
-                unsupported, note, device_kind, all_profiles, calibration, keep_io_types, tolerance)
+    record = Tolerance(**tolerance.model_dump()) if tolerance is not None else None
+    return Cell(digest, sweep, model, precision, batch, profile, backend, options,
+                MeasurementSettings(**measurement.model_dump()), shapes, calibration=calibration,
+                keep_io_types=keep_io_types, tolerance=record, all_profiles=all_profiles,
+                profile_shapes=profile_shapes(profile, model.inputs, shapes) if profile else None,
+                all_profile_shapes=tuple(profile_shapes(p, model.inputs, shapes) for p in all_profiles))
+
+
+def profile_shapes(profile: ShapeProfile, inputs: tuple[InputSpec, ...],
+                   shapes: dict[str, tuple[int, ...]]) -> ProfileShapes:
+    """A profile's (min, opt, max) shape per input: the profile's range on each axis it keys
+    ('batch' or a dimension name), the cell's own size on every other axis."""
+    per_input = {}
+    for spec in inputs:
+        if spec.name not in shapes:
+            continue
+        low, opt, high = [], [], []
+        for axis in range(len(spec.shape)):
+            size = shapes[spec.name][axis]
+            key = spec.profile_key(axis)  # 'batch' on the model's batch axis, wherever it is
+            lo, op, hi = profile.ranges.get(key, (size, size, size)) if key is not None else (size, size, size)
+            low.append(lo), opt.append(op), high.append(hi)
+        per_input[spec.name] = (tuple(low), tuple(opt), tuple(high))
+    return ProfileShapes(profile.name, per_input)
 
 
 def _input_identity(spec: Any) -> dict[str, Any]:
@@ -172,10 +159,23 @@ def _input_identity(spec: Any) -> dict[str, Any]:
     return identity
 
 
-def _check_model_shapes(loaded: LoadedConfig, index: int, model: ModelArtifact, profiles: list[Profile]) -> None:
+def _check_model_shapes(loaded: LoadedConfig, index: int, model: ModelArtifact, profiles: list[ShapeProfile]) -> None:
     if model.error:
         return  # the model's cells fail with the reason; the rest of the sweep goes on
     where = f"{loaded.path}: models[{index}]"
+    _check_dims_keys(loaded, index, model, where)
+    _check_dims_given(loaded, index, model, where)
+    for profile in profiles:
+        for dim, (lo, _, hi) in profile.ranges.items():
+            if dim in model.dims and dim in model.dynamic_dims() and not lo <= model.dims[dim] <= hi:
+                raise ConfigError(
+                    f"{where}.dims.{toml_key(dim)}: {model.dims[dim]} is outside profile {profile.name!r} "
+                    f"({dim} {lo}-{hi}): widen profiles.{profile.name}.{dim} or change the size"
+                )
+
+
+def _check_dims_keys(loaded: LoadedConfig, index: int, model: ModelArtifact, where: str) -> None:
+    """Every key of the model's `dims` names a dynamic dimension or one dynamic axis ("INPUT:AXIS")."""
     spec_dims = loaded.config.models[index].dims
     dynamic = model.dynamic_dims()
     inputs = {spec.name: spec for spec in model.inputs}
@@ -205,6 +205,11 @@ def _check_model_shapes(loaded: LoadedConfig, index: int, model: ModelArtifact, 
                 f"{where}.dims.{toml_key(dim)}: model {model.name!r} has no dynamic dimension {dim!r}{note}; its dynamic "
                 f"dimensions: {known or 'none (every dimension but the batch is fixed)'}"
             )
+
+
+def _check_dims_given(loaded: LoadedConfig, index: int, model: ModelArtifact, where: str) -> None:
+    """Every dynamic dimension but the batch has a size, or the error says which `dims` to set."""
+    spec_dims = loaded.config.models[index].dims
     missing: dict[str, str] = {}  # dims key -> where it is
     first_axis: str | None = None  # the dims key of a missing axis 0: maybe the batch
     for spec in model.inputs:
@@ -233,16 +238,9 @@ def _check_model_shapes(loaded: LoadedConfig, index: int, model: ModelArtifact, 
             f"{where}.dims: dynamic dimension(s) with no size: {', '.join(missing.values())}{batch_hint}; "
             f"set in models[{index}]: dims = {suggestion}"
         )
-    for profile in profiles:
-        for dim, (lo, _, hi) in profile.ranges.items():
-            if dim in model.dims and dim in model.dynamic_dims() and not lo <= model.dims[dim] <= hi:
-                raise ConfigError(
-                    f"{where}.dims.{toml_key(dim)}: {model.dims[dim]} is outside profile {profile.name!r} "
-                    f"({dim} {lo}-{hi}): widen profiles.{profile.name}.{dim} or change the size"
-                )
 
 
-def _check_profile_dims(loaded: LoadedConfig, models: list[ModelArtifact], profiles: list[Profile]) -> None:
+def _check_profile_dims(loaded: LoadedConfig, models: list[ModelArtifact], profiles: list[ShapeProfile]) -> None:
     known = {"batch"}.union(*(m.dynamic_dims() for m in models if not m.error))
     if any(m.error for m in models):
         return  # an unreadable model's dims are unknown; do not reject its profiles

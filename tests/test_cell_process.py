@@ -17,7 +17,7 @@ import pytest
 from farm.config import load_config
 from farm.executor.cell_process import CellDeath, CellProcess
 from farm.plan import plan_sweep
-from farm.worker import CellResult
+from farm.records import CellResult
 from tests.conftest import tiny_cnn, write_sweep
 
 ROOT = Path(__file__).resolve().parent.parent

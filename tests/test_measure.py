@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from farm.backends.base import PhaseTimes
+from farm.records import PhaseTimes
 from farm.config import Measurement
 from scipy import stats
 

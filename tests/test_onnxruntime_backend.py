@@ -8,12 +8,13 @@ import numpy as np
 import pytest
 
 from farm.backends import backend_class
+from farm.backends.base import standalone_request
 from farm.config import Measurement
 from farm.models import make_feeds, resolve_model
 from farm.config import ModelSpec
-from farm.plan import Cell
+from farm.records import Cell
 from farm.precision import Calibration
-from farm.worker import run_cell
+from farm.cell_runner import run_cell
 from tests.conftest import tiny_cnn, unsupported_op_model
 
 FAST = Measurement(warmup_ms=1, min_iterations=5, min_duration_ms=10, repeats=1, layer_iterations=4)
@@ -32,7 +33,7 @@ def test_build_query_and_layers(tmp_path: Path) -> None:
     # "extended" fuses but keeps the NCHW layout, so the sizes are the model's own
     backend = backend_class("onnxruntime")({"intra_op_threads": 1, "graph_optimization": "extended"})
     feeds = {"x": np.ones((2, 3, 8, 8), np.float32)}
-    stats = backend.build(tmp_path / "tiny.onnx", feeds, "fp32", tmp_path)
+    stats = backend.build(standalone_request(tmp_path / "tiny.onnx", feeds, "fp32", tmp_path), feeds)
     assert stats.build_s > 0 and stats.artifact_bytes > 0
     assert stats.layers_before_fusion == 5 and 0 < stats.layers_after_fusion <= 5
     assert backend.query_fn(feeds)() is None
@@ -57,7 +58,7 @@ def test_layers_describe_the_optimized_graph(tmp_path: Path) -> None:
     tiny_cnn(tmp_path / "tiny.onnx", channels=4, spatial=8)
     backend = backend_class("onnxruntime")({"graph_optimization": "all"})
     feeds = {"x": np.ones((2, 3, 8, 8), np.float32)}
-    backend.build(tmp_path / "tiny.onnx", feeds, "fp32", tmp_path)
+    backend.build(standalone_request(tmp_path / "tiny.onnx", feeds, "fp32", tmp_path), feeds)
     layers = backend.profile_layers(feeds, iterations=2)
     conv = next(layer for layer in layers if layer.type == "Conv")
     [[batch, channels, height, width]] = conv.output_shapes  # as the profiler saw the output at run time

@@ -12,7 +12,7 @@ import pytest
 
 from farm.config import load_config
 from farm.plan import plan_sweep
-from farm.worker import run_cell
+from farm.cell_runner import run_cell
 from tests.conftest import tiny_cnn, unsupported_op_model, write_sweep
 from tests.doubles.tensorrt_double import EXTRA_NAMES, Recorder, make_cudart, make_tensorrt
 
@@ -196,8 +196,9 @@ def test_several_streams(double, tmp_path: Path, monkeypatch) -> None:
 @pytest.mark.parametrize("capture_fails", [False, True])
 def test_the_timing_definition_says_what_ran(double, tmp_path: Path, monkeypatch, capture_fails: bool) -> None:
     """A CUDA graph only where the capture worked (a failed one runs without, as trtexec does)."""
-    from farm.backends.cuda_runtime import CudaRuntime
+    from farm.cuda import CudaRuntime
     from farm.warehouse import Warehouse
+    from farm.warehouse.rows import write_cell_result
 
     double("11.1.0")
     if capture_fails:
@@ -208,7 +209,7 @@ def test_the_timing_definition_says_what_ran(double, tmp_path: Path, monkeypatch
     result = run_cell(cell, tmp_path / "cache")
     assert result.status == "ok", result.traceback
     warehouse = Warehouse(tmp_path / "results")
-    warehouse.write_cell(cell, result, "run", "")
+    write_cell_result(warehouse, cell, result, "run", "")
     row = warehouse.connect().execute(
         "SELECT latency_includes_transfers, timing_cuda_graph, timing_spin_wait, timing_streams, "
         "timing_engine_version FROM measurements").fetchone()
@@ -234,7 +235,8 @@ def test_without_tensorrt_cells_are_skipped_with_how_to_install(tmp_path: Path, 
 
 def test_every_tensorrt_name_the_backend_uses_is_documented() -> None:
     reference = REFERENCE.read_text()
-    source = (ROOT / "farm" / "backends" / "tensorrt.py").read_text()
+    source = "\n".join(path.read_text() for path in sorted((ROOT / "farm" / "backends" / "tensorrt").glob("*.py")))
+    assert "execute_async_v3" in source and "build_serialized_network" in source
     used = set()
     for chain in re.findall(r"\btrt\.([A-Za-z_][\w.]*)", source):
         used.update(part for part in chain.split(".") if part not in ("__version__",))

@@ -11,13 +11,15 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from farm.backends import backend_class  # noqa: E402
-from farm.backends.onnx_torch import UnsupportedOperator, build_module  # noqa: E402
+from farm.backends.base import standalone_request  # noqa: E402
+from farm.cell_runner import build_request  # noqa: E402
+from farm.onnx_torch import UnsupportedOperator, build_module  # noqa: E402
 from farm.config import Measurement  # noqa: E402
 from farm.models.zoo import make_bert, make_resnet  # noqa: E402
-from farm.plan import Cell  # noqa: E402
+from farm.records import Cell  # noqa: E402
 from farm.models import resolve_model  # noqa: E402
 from farm.config import ModelSpec  # noqa: E402
-from farm.worker import run_cell  # noqa: E402
+from farm.cell_runner import run_cell  # noqa: E402
 from tests.conftest import tiny_cnn, unsupported_op_model  # noqa: E402
 
 
@@ -95,12 +97,13 @@ def test_eager_rows_are_graph_ops_and_coverage_is_stored(tmp_path: Path) -> None
     import pyarrow.parquet as pq
 
     from farm.warehouse import Warehouse
+    from farm.warehouse.rows import write_cell_result
 
     cell = torch_cell(tmp_path, "fp32")
     result = run_cell(cell, tmp_path / "cache")
     assert result.status == "ok", result.traceback
     assert {layer.kind for layer in result.layers} == {"graph op"}
-    Warehouse(tmp_path / "results").write_cell(cell, result, "r", "h")
+    write_cell_result(Warehouse(tmp_path / "results"), cell, result, "r", "h")
     layers = pq.read_table(tmp_path / "results" / "s" / "layers" / f"{cell.cell_id}.parquet").to_pandas()
     measurement = pq.read_table(tmp_path / "results" / "s" / "measurements" / f"{cell.cell_id}.parquet").to_pylist()[0]
     assert set(layers.kind) == {"graph op"}
@@ -133,7 +136,7 @@ def test_weights_in_constant_nodes_count_as_weights(tmp_path: Path) -> None:
     constant_weight_model(tmp_path / "const.onnx")
     backend = backend_class("torch")({"device": "cpu"})
     feeds = {"x": np.ones((2, 6), np.float32)}
-    backend.build(tmp_path / "const.onnx", feeds, "fp32", tmp_path)
+    backend.build(standalone_request(tmp_path / "const.onnx", feeds, "fp32", tmp_path), feeds)
     layers = {layer.name: layer for layer in backend.profile_layers(feeds, 2)}
     backend.close()
     matmul, add = layers["matmul"], layers["add"]
@@ -168,8 +171,7 @@ def test_outputs_are_those_of_the_inputs_given(tmp_path: Path) -> None:
     cell = torch_cell(tmp_path, "fp32")
     backend = backend_class("torch")(cell.options)
     built_with = make_feeds(cell.model.inputs, cell.input_shapes, 0)
-    backend.prepare(cell, tmp_path / "cache")
-    backend.build(cell.model.path, built_with, "fp32", tmp_path / "work")
+    backend.build(build_request(cell, cell.model.path, tmp_path / "work", tmp_path / "cache"), built_with)
     other = make_feeds(cell.model.inputs, cell.input_shapes, 1)
     (expected,) = ort_outputs(onnx.load(str(cell.model.path)), other)
     (got,) = backend.outputs(other).values()

@@ -12,7 +12,7 @@ import pytest
 
 from farm.config import load_config
 from farm.plan import plan_sweep
-from farm.worker import run_cell
+from farm.cell_runner import run_cell
 from tests.conftest import tiny_cnn, write_sweep
 from tests.ingest.test_trt_fixtures import SEEDS
 
@@ -83,13 +83,14 @@ def test_trtexec_11_aligns_defaults(fake_trtexec, tmp_path: Path, monkeypatch) -
 
 def test_trtexec_measurements_rows_carry_the_timing_definition(fake_trtexec, tmp_path: Path, monkeypatch) -> None:
     from farm.warehouse import Warehouse
+    from farm.warehouse.rows import write_cell_result
 
     monkeypatch.setenv("FAKE_TRTEXEC_VERSION", "110100")
     cell = trtexec_cell(tmp_path, "cuda_graph = true\ntransfers = false\nspin_wait = true")
     result = run_cell(cell, tmp_path / "cache")
     assert result.status == "ok", result.traceback
     warehouse = Warehouse(tmp_path / "results")
-    warehouse.write_cell(cell, result, "run", "")
+    write_cell_result(warehouse, cell, result, "run", "")
     row = warehouse.connect().execute(
         "SELECT latency_includes_transfers, timing_cuda_graph, timing_spin_wait, timing_streams, "
         "timing_engine_version FROM measurements").fetchone()
@@ -109,7 +110,7 @@ OPTION_SETS = [dict(transfers=t, cuda_graph=g, spin_wait=w, streams=n)
 @pytest.mark.parametrize("options", OPTION_SETS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()))
 def test_10_and_11_command_lines_carry_the_same_timing_definition(options: dict) -> None:
     from farm.backends.trtexec import TrtexecOptions, timing_flags
-    from farm.ingest.trt_files import TIMING_DEFAULTS, timing_from_command
+    from farm.trt_output import TIMING_DEFAULTS, TimingFromTrtexecCommand
 
     opts = TrtexecOptions(**options)
     flags = {major: timing_flags(major, opts) for major in (10, 11)}
@@ -126,16 +127,16 @@ def test_10_and_11_command_lines_carry_the_same_timing_definition(options: dict)
     # and each version, applying its own defaults, measures what the options say
     expected = {"latency_includes_transfers": options["transfers"], "timing_cuda_graph": options["cuda_graph"],
                 "timing_spin_wait": options["spin_wait"], "timing_streams": options["streams"]}
-    assert timing_from_command(flags[10], 10) == expected == timing_from_command(flags[11], 11)
+    assert TimingFromTrtexecCommand(flags[10], 10) == expected == TimingFromTrtexecCommand(flags[11], 11)
     # what the defaults alone would have measured differs between the versions: the flags are needed
-    assert timing_from_command([], 10) != timing_from_command([], 11)
+    assert TimingFromTrtexecCommand([], 10) != TimingFromTrtexecCommand([], 11)
 
 
 def test_11_no_op_flags_in_extra_args_change_nothing() -> None:
-    from farm.ingest.trt_files import timing_from_command
+    from farm.trt_output import TimingFromTrtexecCommand
 
-    assert timing_from_command(["--includeDataTransfers", "--noDataTransfers"], 11)["latency_includes_transfers"]
-    assert not timing_from_command(["--noDataTransfers"], 10)["latency_includes_transfers"]
+    assert TimingFromTrtexecCommand(["--includeDataTransfers", "--noDataTransfers"], 11)["latency_includes_transfers"]
+    assert not TimingFromTrtexecCommand(["--noDataTransfers"], 10)["latency_includes_transfers"]
 
 
 def test_cross_definition_comparisons_are_flagged() -> None:

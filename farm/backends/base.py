@@ -1,8 +1,14 @@
-"""The one interface every backend implements (after Polygraphy's runner: small and stateful).
+"""The one interface every backend implements, after Polygraphy's runner: public methods check
+the backend's state and call the `*_impl` method each backend overrides.
 
-Life of a backend inside a cell: `build` (parse, optimize, compile: timed as the build),
-`query_fn` (returns the callable the timing loop calls once per query), `profile_layers`
-(a separate, untimed run with the engine's own per-layer profiler), then `close`.
+Life of a backend inside a cell: `build(request, feeds)` (parse, optimize, compile: timed as the
+build), `measure(feeds)` (samples and the measurements row), `outputs(feeds)` (for the accuracy
+check), `profile_layers(feeds, iterations)` (a separate, untimed run with the engine's own
+per-layer profiler), then `close()`. A backend receives a `BuildRequest`, never the planner's cell.
+
+What a backend can do is declared once, in its class's `capabilities`; the planner and the cell
+runner read nothing else. Backends timed by farm's loop subclass `LoopTimedBackend` and return a
+per-query callable; a tool that times itself (trtexec) overrides `measure_impl` instead.
 """
 
 from __future__ import annotations
@@ -10,10 +16,16 @@ from __future__ import annotations
 import dataclasses
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
+
+from farm.measure import run_timed, summarize
+from farm.records import BuildRequest, BuildStats, LayerRecord, MeasurementSettings, QueryFn, Samples
+
+Feeds = dict[str, np.ndarray]
+PRECISION_ORDER = ("fp32", "tf32", "fp16", "bf16", "int8", "fp8")
 
 
 class BackendOptions(BaseModel):
@@ -22,94 +34,28 @@ class BackendOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-@dataclasses.dataclass
-class BuildStats:
-    """What building the artifact (engine, optimized session) cost and produced."""
+@dataclasses.dataclass(frozen=True)
+class Capabilities:
+    """What a backend can do, declared once per backend class."""
 
-    build_s: float
-    artifact_bytes: int | None = None
-    cache_hits: int | None = None
-    builder_peak_memory_bytes: int | None = None
-    layers_before_fusion: int | None = None
-    layers_after_fusion: int | None = None
-    layers_with_reformats: int | None = None
-    builder_peak_host_memory_bytes: int | None = None
-    host_persistent_bytes: int | None = None
-    device_persistent_bytes: int | None = None
-    scratch_bytes: int | None = None
-    precision_transform_s: float | None = None
-    precision_transform_cached: bool | None = None
-    calibration: str | None = None
-    # what the precision transform did (farm.precision: checked after every transform)
-    transform_summary: str | None = None
-    transform_tool: str | None = None
-    transform_tensors_fp16: int | None = None
-    transform_nodes_kept_fp32: int | None = None
-    transform_nodes_kept_fp32_range: int | None = None
-    transform_subgraphs: int | None = None
-    transform_qdq_pairs: int | None = None
-    transform_quantized_nodes: int | None = None
-
-
-@dataclasses.dataclass
-class PhaseTimes:
-    """One query's phases in milliseconds, as trtexec splits them; None where a phase does not exist."""
-
-    enqueue_ms: float | None = None
-    h2d_ms: float | None = None
-    compute_ms: float | None = None
-    d2h_ms: float | None = None
-
-
-@dataclasses.dataclass
-class LayerRecord:
-    """One layer of the built artifact, with its measured time. Bytes follow farm.layers.memory."""
-
-    index: int
-    name: str
-    type: str
-    times_ms: list[float]
-    # What a row is (farm.layers.coverage.KINDS): 'graph op', 'kernel' or 'engine layer'; rows of
-    # different kinds are never summed or diffed together. None: the writer sets it from the backend.
-    kind: str | None = None
-    fused_ops: str | None = None
-    tactic: str | None = None
-    input_shapes: list[list[int] | None] = dataclasses.field(default_factory=list)
-    input_dtypes: list[str] = dataclasses.field(default_factory=list)
-    output_shapes: list[list[int] | None] = dataclasses.field(default_factory=list)
-    output_dtypes: list[str] = dataclasses.field(default_factory=list)
-    input_bytes: int | None = None
-    weight_bytes: int | None = None
-    output_bytes: int | None = None
-    macs: int | None = None
-    input_tensors: list[str] = dataclasses.field(default_factory=list)  # names: the graph's edges
-    output_tensors: list[str] = dataclasses.field(default_factory=list)
-    # Set where a tool reports aggregates instead of per-call times (TensorRT profiles):
-    time_avg_ms: float | None = None
-    time_median_ms: float | None = None
-    time_share_percent: float | None = None
-    calls: int | None = None
-    host_persistent_bytes: int | None = None
-    device_persistent_bytes: int | None = None
-    scratch_bytes: int | None = None
-
-
-QueryFn = Callable[[], "PhaseTimes | None"]
+    precisions: frozenset[str]  # what it runs with its default options (`unsupported_reason` may widen it)
+    profiles: bool = False  # builds optimization profiles: the sweep's profile axis applies to it
+    onnx_precision: bool = True  # fp16/int8 cells are built from farm's transformed ONNX (else it converts)
+    outputs: bool = True  # returns outputs, so its cells get accuracy rows
 
 
 class Backend(ABC):
-    """Build, time and profile one model. Subclasses set the class attributes below."""
+    """Build, time and profile one model. Subclasses set `name`, `Options` and `capabilities`."""
 
     name: ClassVar[str]
     Options: ClassVar[type[BackendOptions]]
-    precisions: ClassVar[frozenset[str]]
-    supports_profiles: ClassVar[bool] = False
-    self_timed: ClassVar[bool] = False  # a tool that times itself (trtexec): `measure_self` replaces query_fn
-    reads_precision_from_onnx: ClassVar[bool] = True  # fp16/int8 cells get the transformed ONNX file
-    returns_outputs: ClassVar[bool] = True  # `outputs` gives the tensors the accuracy check compares
+    capabilities: ClassVar[Capabilities]
 
     def __init__(self, options: dict[str, Any]) -> None:
         self.options = self.Options.model_validate(options)
+        self._request: BuildRequest | None = None
+
+    # --- what the planner asks, before anything is built ------------------------------------------
 
     @classmethod
     def device_kind(cls, options: dict[str, Any]) -> str:
@@ -119,62 +65,122 @@ class Backend(ABC):
     @classmethod
     def unsupported_reason(cls, precision: str, options: dict[str, Any]) -> str | None:
         """Why this backend cannot run `precision` with these options, or None when it can."""
-        if precision in cls.precisions:
+        if precision in cls.capabilities.precisions:
             return None
-        runs = "/".join(p for p in ("fp32", "tf32", "fp16", "bf16", "int8", "fp8") if p in cls.precisions)
+        runs = "/".join(p for p in PRECISION_ORDER if p in cls.capabilities.precisions)
         return f"{cls.name} runs {runs}; {precision} is not supported by this backend"
 
     @classmethod
     def profile_note(cls) -> str | None:
         """Said on cells whose profile axis collapsed because the backend has no profiles."""
-        if cls.supports_profiles:
+        if cls.capabilities.profiles:
             return None
         return f"profile axis collapsed: {cls.name} has no optimization profiles"
-
-    def prepare(self, cell: Any, cache_dir: Path) -> None:
-        """Called before `build` with the cell (profiles, inputs) and the warehouse's cache folder."""
 
     def unavailable_reason(self) -> str | None:
         """Why this backend cannot run here (with how to fix it), or None when it can."""
         return None
 
-    @abstractmethod
-    def build(self, model_path: Path, feeds: dict[str, np.ndarray], precision: str, work_dir: Path) -> BuildStats:
-        """Turn the ONNX file into something runnable for these inputs (compilation included)."""
+    # --- the public seam: state checked here, the work done by *_impl ----------------------------
 
-    @abstractmethod
-    def query_fn(self, feeds: dict[str, np.ndarray]) -> QueryFn:
-        """The callable the timing loop calls once per query, bound to `feeds`.
+    @property
+    def request(self) -> BuildRequest:
+        """What the backend was built for (RuntimeError before `build`)."""
+        if self._request is None:
+            raise RuntimeError(f"{self.name}: not built yet: call build() first")
+        return self._request
 
-        Host-timed backends return None from it; device backends return PhaseTimes.
-        """
+    def build(self, request: BuildRequest, feeds: Feeds) -> BuildStats:
+        """Turn the request's ONNX file into something runnable for these inputs (compilation included)."""
+        if self._request is not None:
+            raise RuntimeError(f"{self.name}: already built: one backend object builds one cell")
+        self._request = request
+        try:
+            return self.build_impl(request, feeds)
+        except BaseException:
+            self._request = None
+            raise
 
-    @abstractmethod
-    def profile_layers(self, feeds: dict[str, np.ndarray], iterations: int) -> list[LayerRecord]:
+    def measure(self, feeds: Feeds) -> tuple[Samples | None, dict[str, Any]]:
+        """(samples, measurements row) for the built artifact on `feeds`, timed as the request says."""
+        self.request  # noqa: B018  built?
+        return self.measure_impl(feeds)
+
+    def outputs(self, feeds: Feeds) -> dict[str, np.ndarray]:
+        """The model's outputs for `feeds`, as float32/int numpy arrays, by output name."""
+        self.request  # noqa: B018
+        if not self.capabilities.outputs:
+            raise RuntimeError(f"{self.name} does not return outputs")
+        return self.outputs_impl(feeds)
+
+    def profile_layers(self, feeds: Feeds, iterations: int) -> list[LayerRecord]:
         """Per-layer times from the engine's own profiler, in a run separate from the timed one."""
+        self.request  # noqa: B018
+        return self.layers_impl(feeds, iterations)
 
-    def measure_self(self, feeds: dict[str, np.ndarray], settings: Any, batch: int) -> tuple[Any, dict[str, Any]]:
-        """For self-timed backends: (Samples, measurements row) from the tool's own timing."""
-        raise NotImplementedError
+    def close(self) -> None:
+        """Release what build allocated; the backend can then build nothing more."""
+        self.close_impl()
+
+    # --- what each backend overrides ---------------------------------------------------------------
+
+    @abstractmethod
+    def build_impl(self, request: BuildRequest, feeds: Feeds) -> BuildStats:
+        ...
+
+    @abstractmethod
+    def measure_impl(self, feeds: Feeds) -> tuple[Samples | None, dict[str, Any]]:
+        ...
+
+    @abstractmethod
+    def layers_impl(self, feeds: Feeds, iterations: int) -> list[LayerRecord]:
+        ...
+
+    def outputs_impl(self, feeds: Feeds) -> dict[str, np.ndarray]:
+        raise NotImplementedError(f"{self.name} declares outputs but has no outputs_impl")
+
+    def close_impl(self) -> None:
+        """Release what build allocated (called even when build failed half-way)."""
 
     @property
     def inferences_per_query(self) -> int:
         """Inferences one timed query runs (several streams run one each): throughput counts them all."""
         return 1
 
-    def outputs(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """The model's outputs for `feeds`, as float32/int numpy arrays, by output name."""
-        raise NotImplementedError
-
     def runtime_stats(self) -> dict[str, Any]:
-        """Extra `measurements` columns gathered while timing (e.g. peak device memory)."""
+        """Extra `measurements` columns gathered while timing (e.g. peak device memory, what the
+        latency includes)."""
         return {}
 
-    def device_row(self) -> dict[str, Any]:
+    def device_row(self) -> dict[str, Any] | None:
         """The `devices` row of what the measurement ran on."""
         from farm.provenance import cpu_device_row
 
         return cpu_device_row()
 
-    def close(self) -> None:
-        """Release what build allocated."""
+
+class LoopTimedBackend(Backend):
+    """A backend timed by farm's own loop (farm.measure.run_timed): it returns the callable the
+    loop calls once per query; device backends return PhaseTimes from farm.device_timer."""
+
+    def measure_impl(self, feeds: Feeds) -> tuple[Samples | None, dict[str, Any]]:
+        request = self.request
+        samples = run_timed(self.query_fn(feeds), request.measurement)
+        return samples, summarize(samples, request.batch, request.measurement, self.inferences_per_query)
+
+    @abstractmethod
+    def query_fn(self, feeds: Feeds) -> QueryFn:
+        """The callable the timing loop calls once per query, bound to `feeds` (built first)."""
+
+
+def standalone_request(model_path: Path, feeds: Feeds, precision: str, work_dir: Path,
+                       options: dict[str, Any] | None = None, cache_dir: Path | None = None,
+                       measurement: MeasurementSettings | None = None) -> BuildRequest:
+    """A BuildRequest outside a sweep (benchmarks, tests): the feeds' shapes, batch from the first
+    feed's axis 0, no profiles (an engine gets one with the feeds' own shapes)."""
+    shapes = {name: tuple(array.shape) for name, array in feeds.items()}
+    first = next(iter(shapes.values()), ())
+    return BuildRequest(model_path=Path(model_path), model_sha256="", precision=precision,
+                        batch=first[0] if first else 1, input_shapes=shapes, options=options or {},
+                        measurement=measurement or MeasurementSettings(), work_dir=Path(work_dir),
+                        cache_dir=cache_dir, dynamic=True)

@@ -16,7 +16,8 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import Field
 
-from farm.backends.base import Backend, BackendOptions, BuildStats, LayerRecord, QueryFn
+from farm.backends.base import BackendOptions, Capabilities, LoopTimedBackend
+from farm.records import BuildRequest, BuildStats, LayerRecord, QueryFn
 from farm.layers.coverage import GRAPH_OP
 from farm.layers.memory import conv_macs, matmul_macs, tensor_bytes, total_bytes
 
@@ -41,11 +42,10 @@ class OnnxRuntimeOptions(BackendOptions):
     execution_mode: Literal["sequential", "parallel"] = "sequential"
 
 
-class OnnxRuntimeBackend(Backend):
+class OnnxRuntimeBackend(LoopTimedBackend):
     name = "onnxruntime"
     Options = OnnxRuntimeOptions
-    precisions = frozenset({"fp32", "fp16", "int8"})
-    supports_profiles = False
+    capabilities = Capabilities(precisions=frozenset({"fp32", "fp16", "int8"}))
 
     def __init__(self, options: dict[str, Any]) -> None:
         super().__init__(options)
@@ -63,7 +63,7 @@ class OnnxRuntimeBackend(Backend):
 
     @classmethod
     def unsupported_reason(cls, precision: str, options: dict[str, Any]) -> str | None:
-        if precision in cls.precisions:
+        if precision in cls.capabilities.precisions:
             return None
         return f"onnxruntime (CPU) runs fp32, fp16 and int8; {precision} is not supported"
 
@@ -80,10 +80,11 @@ class OnnxRuntimeBackend(Backend):
         opts.log_severity_level = 3  # errors only: the NCHWc "hardware specific" warning is expected
         return opts
 
-    def build(self, model_path: Path, feeds: dict[str, np.ndarray], precision: str, work_dir: Path) -> BuildStats:
+    def build_impl(self, request: BuildRequest, feeds: dict[str, np.ndarray]) -> BuildStats:
         import onnx
         import onnxruntime as ort
 
+        model_path, work_dir = request.model_path, request.work_dir
         self.model_path, self.work_dir = model_path, work_dir
         optimized_path = work_dir / "optimized.onnx"
         opts = self._session_options()
@@ -108,11 +109,11 @@ class OnnxRuntimeBackend(Backend):
 
         return query
 
-    def outputs(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def outputs_impl(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         names = [o.name for o in self.session.get_outputs()]
         return dict(zip(names, self.session.run(names, feeds)))
 
-    def profile_layers(self, feeds: dict[str, np.ndarray], iterations: int) -> list[LayerRecord]:
+    def layers_impl(self, feeds: dict[str, np.ndarray], iterations: int) -> list[LayerRecord]:
         import onnxruntime as ort
 
         warmup_runs = 2
@@ -133,7 +134,7 @@ class OnnxRuntimeBackend(Backend):
         """What the latency includes: host inputs to host outputs (CPU), no graph."""
         return {"latency_includes_transfers": True, "timing_cuda_graph": False}
 
-    def close(self) -> None:
+    def close_impl(self) -> None:
         self.session = None
         self.optimized = None
 
@@ -145,13 +146,33 @@ def layers_from_profile(events: list[dict[str, Any]], optimized_model, skip_runs
     `output_type_shape`); weights are the node's initializer inputs in the optimized graph.
     Node events of the first `skip_runs` runs are dropped (they pay for first-run setup).
     """
-    runs = sorted((e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"),
-                  key=lambda e: e["ts"])
-    cutoff = runs[skip_runs - 1]["ts"] + runs[skip_runs - 1]["dur"] if 0 < skip_runs <= len(runs) else -1
     graph = optimized_model.graph if optimized_model is not None else None
     nodes = {n.name: n for n in graph.node} if graph is not None else {}
     initializers = {t.name: t for t in graph.initializer} if graph is not None else {}
+    per_node = _node_times(events, skip_runs)
+    layers = []
+    for index, (node_name, entry) in enumerate(sorted(per_node.items(), key=lambda kv: kv[1]["first_ts"])):
+        args = entry["args"]
+        node = nodes.get(node_name)
+        op = args.get("op_name") or (node.op_type if node is not None else "?")
+        out_types = [_type_shape(t) for t in args.get("output_type_shape", [])]
+        record = LayerRecord(
+            index=index, name=node_name, type=op, times_ms=entry["times"], kind=GRAPH_OP,
+            tactic=f"{args.get('provider', '?')}:{(node.domain or 'ai.onnx') if node is not None else '?'}",
+            output_shapes=[s for _, s in out_types], output_dtypes=[d for d, _ in out_types],
+            output_bytes=total_bytes(tensor_bytes(s, d) for d, s in out_types),
+        )
+        if node is not None:
+            _describe_node(record, node, op, args, initializers)
+        layers.append(record)
+    return layers
 
+
+def _node_times(events: list[dict[str, Any]], skip_runs: int) -> dict[str, dict[str, Any]]:
+    """Per node: its first event's time, its arguments, and one time per counted run (ms)."""
+    runs = sorted((e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"),
+                  key=lambda e: e["ts"])
+    cutoff = runs[skip_runs - 1]["ts"] + runs[skip_runs - 1]["dur"] if 0 < skip_runs <= len(runs) else -1
     kernel_events = [e for e in events if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time")
                      and e["ts"] > cutoff]
     own_us = _own_durations(kernel_events)
@@ -166,47 +187,36 @@ def layers_from_profile(events: list[dict[str, Any]], optimized_model, skip_runs
         entry["runs"][run] = entry["runs"].get(run, 0.0) + own / 1000.0  # microseconds -> milliseconds
     for entry in per_node.values():
         entry["times"] = list(entry["runs"].values())
+    return per_node
 
-    layers = []
-    for index, (node_name, entry) in enumerate(sorted(per_node.items(), key=lambda kv: kv[1]["first_ts"])):
-        args = entry["args"]
-        node = nodes.get(node_name)
-        op = args.get("op_name") or (node.op_type if node is not None else "?")
-        in_types = [_type_shape(t) for t in args.get("input_type_shape", [])]
-        out_types = [_type_shape(t) for t in args.get("output_type_shape", [])]
-        record = LayerRecord(
-            index=index, name=node_name, type=op, times_ms=entry["times"], kind=GRAPH_OP,
-            tactic=f"{args.get('provider', '?')}:{(node.domain or 'ai.onnx') if node is not None else '?'}",
-            output_shapes=[s for _, s in out_types], output_dtypes=[d for d, _ in out_types],
-            output_bytes=total_bytes(tensor_bytes(s, d) for d, s in out_types),
-        )
-        if node is not None:
-            activation = next((a.s.decode() for a in node.attribute if a.name == "activation"), None)
-            record.fused_ops = f"{op.removeprefix('Fused')}+{activation}" if activation else None
-            names = [n for n in node.input if n]
-            record.input_tensors = [n for n in names if n not in initializers]
-            record.output_tensors = [n for n in node.output if n]
-            weight_sizes, weight_shapes, activation_types = [], [], []
-            aligned = len(names) == len(in_types)
-            for position, input_name in enumerate(names):
-                tensor = initializers.get(input_name)
-                if tensor is not None:
-                    if not (position == 2 and op in _BIAS_AT_2):
-                        dims = list(tensor.dims)
-                        weight_sizes.append(tensor_bytes(dims, _ONNX_DTYPES.get(tensor.data_type, "?")))
-                        weight_shapes.append(dims)
-                elif aligned:
-                    activation_types.append(in_types[position])
-            record.weight_bytes = total_bytes(weight_sizes)
-            if aligned:
-                record.input_shapes = [s for _, s in activation_types]
-                record.input_dtypes = [d for d, _ in activation_types]
-                record.input_bytes = total_bytes(tensor_bytes(s, d) for d, s in activation_types)
-            else:
-                record.input_bytes = int(args["activation_size"]) if "activation_size" in args else None
-            record.macs = _macs(op, node, record, weight_shapes, in_types)
-        layers.append(record)
-    return layers
+
+def _describe_node(record: LayerRecord, node, op: str, args: dict[str, Any], initializers: dict) -> None:
+    """Fill a row's fused ops, tensors, bytes and MACs from its node in the optimized graph."""
+    in_types = [_type_shape(t) for t in args.get("input_type_shape", [])]
+    activation = next((a.s.decode() for a in node.attribute if a.name == "activation"), None)
+    record.fused_ops = f"{op.removeprefix('Fused')}+{activation}" if activation else None
+    names = [n for n in node.input if n]
+    record.input_tensors = [n for n in names if n not in initializers]
+    record.output_tensors = [n for n in node.output if n]
+    weight_sizes, weight_shapes, activation_types = [], [], []
+    aligned = len(names) == len(in_types)
+    for position, input_name in enumerate(names):
+        tensor = initializers.get(input_name)
+        if tensor is not None:
+            if not (position == 2 and op in _BIAS_AT_2):
+                dims = list(tensor.dims)
+                weight_sizes.append(tensor_bytes(dims, _ONNX_DTYPES.get(tensor.data_type, "?")))
+                weight_shapes.append(dims)
+        elif aligned:
+            activation_types.append(in_types[position])
+    record.weight_bytes = total_bytes(weight_sizes)
+    if aligned:
+        record.input_shapes = [s for _, s in activation_types]
+        record.input_dtypes = [d for d, _ in activation_types]
+        record.input_bytes = total_bytes(tensor_bytes(s, d) for d, s in activation_types)
+    else:
+        record.input_bytes = int(args["activation_size"]) if "activation_size" in args else None
+    record.macs = _macs(op, node, record, weight_shapes, in_types)
 
 
 def _own_durations(events: list[dict[str, Any]]) -> list[float]:

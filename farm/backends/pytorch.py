@@ -1,24 +1,24 @@
 """PyTorch (CUDA or CPU): the GPU baseline every TensorRT figure is compared with.
 
-The ONNX file becomes a module through farm.backends.onnx_torch, so PyTorch runs the same
+The ONNX file becomes a module through farm.onnx_torch, so PyTorch runs the same
 weights as every other backend. Modes: eager, torch.compile, and CUDA graphs (captured once,
-replayed per query). On CUDA each query is timed as trtexec does: CUDA events around the H2D
-copy, the compute and the D2H copy on one non-default stream, host time around the launch
-(enqueue), pinned host buffers; latency = H2D + compute + D2H.
+replayed per query). On CUDA each query is timed as trtexec does, by farm.device_timer: CUDA
+events around the H2D copy, the compute and the D2H copy on one non-default stream, host time
+around the launch (enqueue), pinned host buffers; latency = H2D + compute + D2H.
 """
 
 from __future__ import annotations
 
 import bisect
 import time
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
-from farm.backends.base import Backend, BackendOptions, BuildStats, LayerRecord, PhaseTimes, QueryFn
+from farm.backends.base import BackendOptions, Capabilities, LoopTimedBackend
 from farm.layers.coverage import GRAPH_OP, KERNEL
 from farm.layers.memory import conv_macs, matmul_macs, tensor_bytes, total_bytes
+from farm.records import BuildRequest, BuildStats, LayerRecord, PhaseTimes, QueryFn
 
 _DTYPES = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 _CONV_OPS = {"Conv"}
@@ -35,12 +35,11 @@ class TorchOptions(BackendOptions):
     transfers: bool = True
 
 
-class TorchBackend(Backend):
+class TorchBackend(LoopTimedBackend):
     name = "torch"
     Options = TorchOptions
-    precisions = frozenset({"fp32", "tf32", "fp16", "bf16"})
-    supports_profiles = False
-    reads_precision_from_onnx = False  # converts the module (weights and activations) itself
+    # converts the module (weights and activations) itself: no transformed ONNX
+    capabilities = Capabilities(precisions=frozenset({"fp32", "tf32", "fp16", "bf16"}), onnx_precision=False)
 
     def __init__(self, options: dict[str, Any]) -> None:
         super().__init__(options)
@@ -79,12 +78,13 @@ class TorchBackend(Backend):
 
     # --- build --------------------------------------------------------------------------------
 
-    def build(self, model_path: Path, feeds: dict[str, np.ndarray], precision: str, work_dir: Path) -> BuildStats:
+    def build_impl(self, request: BuildRequest, feeds: dict[str, np.ndarray]) -> BuildStats:
         import onnx
         import torch
 
-        from farm.backends.onnx_torch import build_module
+        from farm.onnx_torch import build_module
 
+        precision, model_path = request.precision, request.model_path
         self.precision = precision
         self.dtype = getattr(torch, _DTYPES[precision])
         self.dev = torch.device("cuda" if self.options.device == "cuda" else "cpu")
@@ -173,6 +173,8 @@ class TorchBackend(Backend):
     def _cuda_query(self, feeds: dict[str, np.ndarray]) -> QueryFn:
         import torch
 
+        from farm.device_timer import DeviceTimer, TorchEvents
+
         stream = self.stream
         torch.cuda.set_stream(stream)  # eager and compiled launches go to the current stream
         run, device_inputs = self.run, self.device_inputs
@@ -180,42 +182,26 @@ class TorchBackend(Backend):
         outputs = run(*device_inputs)
         stream.synchronize()
         host_outputs = [o.cpu().pin_memory() for o in outputs]
-        events = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
-        h2d_start, h2d_end, compute_end, d2h_end = events
-        clock = time.perf_counter
-        pairs_in = list(zip(device_inputs, host_inputs))
-
-        if not self.options.transfers:
-            def compute_only() -> PhaseTimes:
-                h2d_end.record(stream)
-                start = clock()
-                run(*device_inputs)
-                enqueue = clock() - start
-                compute_end.record(stream)
-                compute_end.synchronize()
-                return PhaseTimes(enqueue_ms=enqueue * 1e3, compute_ms=h2d_end.elapsed_time(compute_end))
-
-            return compute_only
+        transfers = self.options.transfers
+        timer = DeviceTimer(TorchEvents(), stream, transfers)
+        pairs_in = list(zip(device_inputs, host_inputs)) if transfers else []
 
         def query() -> PhaseTimes:
-            h2d_start.record(stream)
+            timer.inputs_start()
             for device, host in pairs_in:
                 device.copy_(host, non_blocking=True)
-            h2d_end.record(stream)
-            start = clock()
-            outs = run(*device_inputs)
-            enqueue = clock() - start
-            compute_end.record(stream)
-            for host, out in zip(host_outputs, outs):
-                host.copy_(out, non_blocking=True)
-            d2h_end.record(stream)
-            d2h_end.synchronize()
-            return PhaseTimes(enqueue_ms=enqueue * 1e3, h2d_ms=h2d_start.elapsed_time(h2d_end),
-                              compute_ms=h2d_end.elapsed_time(compute_end), d2h_ms=compute_end.elapsed_time(d2h_end))
+            timer.inputs_done()
+            outs = timer.enqueue(lambda: run(*device_inputs))
+            timer.compute_done()
+            if transfers:
+                for host, out in zip(host_outputs, outs):
+                    host.copy_(out, non_blocking=True)
+            timer.outputs_done()
+            return timer.phases()
 
         return query
 
-    def outputs(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def outputs_impl(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Outputs for `feeds` (of the cell's shapes), copied into the bound inputs: a CUDA graph or a
         compiled module reads those very tensors."""
         for name, bound in zip(self.input_names, self.device_inputs):
@@ -244,7 +230,7 @@ class TorchBackend(Backend):
 
     # --- per-layer ------------------------------------------------------------------------------
 
-    def profile_layers(self, feeds: dict[str, np.ndarray], iterations: int) -> list[LayerRecord]:
+    def layers_impl(self, feeds: dict[str, np.ndarray], iterations: int) -> list[LayerRecord]:
         """Per ONNX node for eager and CUDA-graph cells (an eager run, each node a profiler
         range); per generated kernel for torch.compile cells, whose nodes no longer exist."""
         import torch
@@ -339,7 +325,7 @@ class TorchBackend(Backend):
 
         return cuda_device_row(self.dev.index or 0)
 
-    def close(self) -> None:
+    def close_impl(self) -> None:
         self.module = self.run = self.graph_outputs = None
         self.graph = None
         self.device_inputs = []

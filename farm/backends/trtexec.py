@@ -4,9 +4,9 @@ One trtexec run per cell with `--exportTimes`, `--exportProfile` and `--exportLa
 (`--profilingVerbosity=detailed`), the cell's shapes and profile, a timing cache per GPU and
 TensorRT version, and every timing-relevant flag explicit so that 10.x and 11.x measure the same
 thing whatever their defaults (copies, CUDA graph, spin wait, streams, separate profiling run: as
-the options say; `timing_flags`, from `farm.ingest.trt_files.TIMING_FLAGS`). The measurement
+the options say; `timing_flags`, from `farm.trt_output.TIMING_FLAGS`). The measurement
 records its timing definition (`runtime_stats`): what trtexec's log says it did, else what the
-command line asked of that version. Its files are read by farm.ingest's readers; the per-query
+command line asked of that version. Its files are read by farm.trt_output's readers; the per-query
 times give the samples, with statistics computed as for farm's own runs.
 """
 
@@ -15,18 +15,15 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import numpy as np
 from pydantic import Field
 
-from farm.backends.base import Backend, BackendOptions, BuildStats, LayerRecord, QueryFn
-from farm.backends.tensorrt import INSTALL_HINT
-from farm.ingest.trt_files import TIMING_FLAGS, flag_table
-
-if TYPE_CHECKING:
-    from farm.plan import Cell
+from farm.backends.base import Backend, BackendOptions, Capabilities
+from farm.backends.tensorrt.options import INSTALL_HINT, PRECISIONS, unsupported_precision
+from farm.records import BuildRequest, BuildStats, LayerRecord, ProfileShapes, Samples
+from farm.trt_output import TIMING_FLAGS, flag_table
 
 
 class TrtexecOptions(BackendOptions):
@@ -52,20 +49,19 @@ def timing_flags(major: int, options: TrtexecOptions) -> list[str]:
 
 
 class TrtexecBackend(Backend):
+    """Times itself: `measure_impl` reads trtexec's own per-query times instead of farm's loop."""
+
     name = "trtexec"
     Options = TrtexecOptions
-    precisions = frozenset({"fp32", "tf32", "fp16", "bf16", "int8", "fp8"})
-    supports_profiles = True
-    self_timed = True
-    returns_outputs = False  # trtexec's outputs are not read back: no accuracy rows for its cells
+    # trtexec's outputs are not read back: no accuracy rows for its cells
+    capabilities = Capabilities(precisions=PRECISIONS, profiles=True, outputs=False)
+    options: TrtexecOptions
 
     def __init__(self, options: dict[str, Any]) -> None:
         super().__init__(options)
-        self.cell: Cell | None = None
-        self.cache_dir: Path | None = None
-        self.facts = None
-        self.profile = None
-        self.layer_info = []
+        self.facts: Any = None  # farm.trt_output.LogFacts of the run
+        self.profile: Any = None  # farm.trt_output.Profile (--exportProfile)
+        self.layer_info: list = []  # farm.trt_output.EngineLayer (--exportLayerInfo)
         self.command_line: list[str] = []  # the last trtexec run's (its timing definition: runtime_stats)
 
     @classmethod
@@ -74,135 +70,121 @@ class TrtexecBackend(Backend):
 
     @classmethod
     def unsupported_reason(cls, precision: str, options: dict[str, Any]) -> str | None:
-        from farm.backends.tensorrt import TensorRTBackend
-
-        return TensorRTBackend.unsupported_reason(precision, options)
+        return unsupported_precision(precision, bool(options.get("precision_flags")))
 
     def unavailable_reason(self) -> str | None:
         if shutil.which(self.options.binary) is None:
             return f"no `{self.options.binary}` on PATH: {INSTALL_HINT} (trtexec ships with it), or set backends.trtexec.binary"
         return None
 
-    def prepare(self, cell: Cell, cache_dir: Path) -> None:
-        self.cell, self.cache_dir = cell, cache_dir
-
     def version(self) -> str:
+        from farm.trt_output import version_from_int
+
         out = subprocess.run([self.options.binary, "--help"], capture_output=True, text=True, timeout=60)
         match = re.search(r"TensorRT v(\d+)", out.stdout + out.stderr)
         if not match:
             raise RuntimeError(f"cannot tell the TensorRT version of {self.options.binary} from its --help")
-        from farm.ingest.trt_files import _version_from_int
+        return version_from_int(match.group(1))
 
-        return _version_from_int(match.group(1))
-
-    def command(self, model_path: Path, precision: str, work_dir: Path, settings: Any, version: str) -> list[str]:
-        """The trtexec command line for this cell (10.x and 11.x defaults aligned)."""
-        cell, options = self.cell, self.options
+    def command(self, request: BuildRequest, version: str) -> list[str]:
+        """The trtexec command line for this request (10.x and 11.x defaults aligned)."""
+        options, settings, work_dir = self.options, request.measurement, request.work_dir
         major = int(version.split(".")[0])
-        shapes = ",".join(f"{name}:{'x'.join(map(str, shape))}" for name, shape in cell.input_shapes.items())
-        cmd = [options.binary, f"--onnx={model_path}", f"--saveEngine={work_dir / 'engine.plan'}",
+        cmd = [options.binary, f"--onnx={request.model_path}", f"--saveEngine={work_dir / 'engine.plan'}",
                f"--exportTimes={work_dir / 'times.json'}", f"--exportProfile={work_dir / 'profile.json'}",
                f"--exportLayerInfo={work_dir / 'layers.json'}", "--profilingVerbosity=detailed",
                f"--builderOptimizationLevel={options.builder_optimization_level}",
                f"--warmUp={int(settings.warmup_ms)}", f"--duration={max(settings.min_duration_ms / 1e3, 0):g}",
                f"--iterations={settings.min_iterations}", "--verbose"]
-        if cell.profile is not None:
-            ranges = {"min": [], "opt": [], "max": []}
-            for spec in cell.model.inputs:
-                sizes = {k: [] for k in ranges}
-                for axis, dim in enumerate(spec.shape):
-                    key = spec.profile_key(axis)  # 'batch' on the model's batch axis, wherever it is
-                    size = cell.input_shapes[spec.name][axis]
-                    lo, op, hi = cell.profile.ranges.get(key, (size, size, size)) if key is not None else (
-                        size, size, size)
-                    for k, v in zip(ranges, (lo, op, hi)):
-                        sizes[k].append(str(v))
-                for k in ranges:
-                    ranges[k].append(f"{spec.name}:{'x'.join(sizes[k])}")
-            cmd += [f"--minShapes={','.join(ranges['min'])}", f"--optShapes={','.join(ranges['opt'])}",
-                    f"--maxShapes={','.join(ranges['max'])}"]
-        cmd.append(f"--shapes={shapes}")
+        if request.profile is not None:
+            cmd += shape_flags(request.profile)
+        cmd.append(f"--shapes={shapes_text(request.input_shapes)}")
         if options.workspace_mib:
             cmd.append(f"--memPoolSize=workspace:{options.workspace_mib}M")
-        if options.timing_cache and self.cache_dir is not None:
-            cache = self.cache_dir / "tensorrt" / f"timing-trtexec-trt{version}.cache"
+        if options.timing_cache and request.cache_dir is not None:
+            cache = request.cache_dir / "tensorrt" / f"timing-trtexec-trt{version}.cache"
             cache.parent.mkdir(parents=True, exist_ok=True)
             cmd.append(f"--timingCacheFile={cache}")
-        if precision == "fp32":
+        if request.precision == "fp32":
             cmd.append("--noTF32")
         cmd += timing_flags(major, options)  # the same definition on 10.x and 11.x (TIMING_FLAGS)
-        if major >= 11:  # 11.x: strongly typed
-            if options.precision_flags and precision in ("fp16", "bf16"):
-                raise RuntimeError("trtexec 11 has no --fp16/--bf16: the precision must come from the ONNX file")
-        else:  # 10.x: weakly typed unless asked
-            if options.precision_flags and precision in ("fp16", "bf16"):
-                cmd.append(f"--{precision}")
-            else:
-                cmd.append("--stronglyTyped")
+        cmd += precision_flags(major, options, request.precision)
         cmd += options.extra_args.split()
         return [c for c in cmd if c]
 
-    def build(self, model_path: Path, feeds: dict[str, np.ndarray], precision: str, work_dir: Path) -> BuildStats:
-        from farm.ingest.trt_files import read_layer_info_json, read_log, read_profile_json
+    def build_impl(self, request: BuildRequest, feeds: dict[str, np.ndarray]) -> BuildStats:
+        from farm.trt_output import (BuildStatsFromLog, LayersFromInspectorJson, LogFactsFromTrtexecLog,
+                                     ProfileFromProfileJson)
 
         version = self.version()
-        settings = self.cell.measurement
-        cmd = self.command(model_path, precision, work_dir, settings, version)
+        work_dir = request.work_dir
+        cmd = self.command(request, version)
         self.command_line = cmd
         run = subprocess.run(cmd, capture_output=True, text=True)
         (work_dir / "trtexec.log").write_text(run.stdout + run.stderr)
         if run.returncode != 0:
             tail = [line for line in (run.stdout + run.stderr).splitlines() if "[E]" in line][-3:]
             raise RuntimeError(f"trtexec exited with {run.returncode}: " + (" | ".join(tail) or "see its log"))
-        self.facts = read_log(run.stdout + run.stderr)
+        self.facts = LogFactsFromTrtexecLog(run.stdout + run.stderr)
         self.facts.tensorrt_version = self.facts.tensorrt_version or version
-        self.work_dir = work_dir
         if (work_dir / "profile.json").is_file():
-            self.profile = read_profile_json((work_dir / "profile.json").read_text())
+            self.profile = ProfileFromProfileJson((work_dir / "profile.json").read_text())
         if (work_dir / "layers.json").is_file():
-            self.layer_info = read_layer_info_json((work_dir / "layers.json").read_text())
+            self.layer_info = LayersFromInspectorJson((work_dir / "layers.json").read_text())
         engine = work_dir / "engine.plan"
-        facts = self.facts
-        return BuildStats(build_s=facts.build_s, artifact_bytes=engine.stat().st_size if engine.is_file() else None,
-                          builder_peak_memory_bytes=facts.builder_peak_device_bytes,
-                          builder_peak_host_memory_bytes=facts.builder_peak_host_bytes,
-                          layers_before_fusion=facts.layers_after_parsing, layers_after_fusion=facts.layers_after_fusion,
-                          layers_with_reformats=facts.layers_after_reformat,
-                          host_persistent_bytes=facts.host_persistent_bytes,
-                          device_persistent_bytes=facts.device_persistent_bytes, scratch_bytes=facts.scratch_bytes)
+        return BuildStatsFromLog(self.facts, engine.stat().st_size if engine.is_file() else None)
 
-    def query_fn(self, feeds: dict[str, np.ndarray]) -> QueryFn:
-        raise NotImplementedError("trtexec times itself: see measure_self")
+    def measure_impl(self, feeds: dict[str, np.ndarray]) -> tuple[Samples | None, dict[str, Any]]:
+        """trtexec's own per-query times (`--exportTimes`), else its printed summary."""
+        from farm.trt_output import MeasurementFromSummary, MeasurementFromTimes, SamplesFromTimes, TimesFromTimesJson
 
-    def measure_self(self, feeds: dict[str, np.ndarray], settings: Any, batch: int) -> tuple[Any, dict[str, Any]]:
-        from farm.ingest import _from_summary, _from_times
-        from farm.ingest.trt_files import read_times_json
-
-        times_path = self.work_dir / "times.json"
+        times_path, batch = self.request.work_dir / "times.json", self.request.batch
         if times_path.is_file():
-            return _from_times(read_times_json(times_path.read_text()), batch)
-        return None, _from_summary(self.facts, batch)
+            times = TimesFromTimesJson(times_path.read_text())
+            return SamplesFromTimes(times), MeasurementFromTimes(times, batch)
+        return None, MeasurementFromSummary(self.facts, batch)
 
     def runtime_stats(self) -> dict[str, Any]:
         """The timing definition: what trtexec's "Inference Options" say it did, where they say it,
         else what the command line asked of this version."""
-        from farm.ingest.trt_files import timing_from_log
+        from farm.trt_output import TimingFromLog
 
         if self.facts is None or not self.command_line:
             return {}
-        return timing_from_log(self.facts, self.command_line)
+        return TimingFromLog(self.facts, self.command_line)
 
-    def profile_layers(self, feeds: dict[str, np.ndarray], iterations: int) -> list[LayerRecord]:
-        from farm.ingest import _layer_records
-        from farm.layers.engine import fill_weights
+    def layers_impl(self, feeds: dict[str, np.ndarray], iterations: int) -> list[LayerRecord]:
+        from farm.trt_output import LayerRecordsFromEngineLayers, fill_weights
 
         layers = self.layer_info or self.facts.layers
         fill_weights(layers, self.facts.conv_weight_shapes, self.facts.weight_shapes)
-        records, _, _ = _layer_records(layers, self.profile, self.facts)
-        return records
+        return LayerRecordsFromEngineLayers(layers, self.profile, self.facts.layer_memory).records
 
     def device_row(self) -> dict[str, Any] | None:
         """From trtexec's "Device Information" (None if its log has none)."""
-        from farm.ingest import _device_row
+        from farm.trt_output import DeviceRowFromLog
 
-        return _device_row(self.facts.device) if self.facts and self.facts.device.get("name") else None
+        return DeviceRowFromLog(self.facts) if self.facts else None
+
+
+def shapes_text(shapes: dict[str, tuple[int, ...]]) -> str:
+    """trtexec's shape list: `name:AxBxC,name2:...`."""
+    return ",".join(f"{name}:{'x'.join(map(str, shape))}" for name, shape in shapes.items())
+
+
+def shape_flags(profile: ProfileShapes) -> list[str]:
+    """--minShapes/--optShapes/--maxShapes of a swept profile (the planner's shapes, per input)."""
+    flags = []
+    for flag, which in (("--minShapes", 0), ("--optShapes", 1), ("--maxShapes", 2)):
+        flags.append(f"{flag}={shapes_text({name: ranges[which] for name, ranges in profile.shapes.items()})}")
+    return flags
+
+
+def precision_flags(major: int, options: TrtexecOptions, precision: str) -> list[str]:
+    """11.x is strongly typed; 10.x is weakly typed unless asked (--stronglyTyped)."""
+    asked = options.precision_flags and precision in ("fp16", "bf16")
+    if major >= 11:
+        if asked:
+            raise RuntimeError("trtexec 11 has no --fp16/--bf16: the precision must come from the ONNX file")
+        return []
+    return [f"--{precision}"] if asked else ["--stronglyTyped"]

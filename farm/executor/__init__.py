@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from farm.errors import UserError
-from farm.plan import Cell
+from farm.records import Cell
 
 if TYPE_CHECKING:
-    from farm.worker import CellResult
+    from farm.records import CellResult
 
 EXECUTORS = ("ray", "local")
 DEFAULT_WORKER_MEMORY = "80%"

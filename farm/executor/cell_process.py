@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Callable
 
 from farm.layers.memory import format_bytes
-from farm.plan import Cell
-from farm.worker import CellResult
+from farm.records import Cell
+from farm.records import CellResult
 
 POLL_S = 0.25  # how often the worker checks the child's memory (one /proc read: ~50 µs)
 CHILDREN_EVERY = 4  # polls between rescans of the child's process tree (a /proc scan: ~1 ms)
@@ -237,7 +237,7 @@ def _watch_parent(parent: int) -> None:
 
 
 def child_main(fd: int, parent: int) -> None:
-    from farm.worker import run_cell
+    from farm.cell_runner import run_cell
 
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True, name="watch-parent").start()
     conn = Connection(fd)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from farm.executor import CellEvents
-from farm.plan import Cell
-from farm.worker import run_cell
+from farm.records import Cell
+from farm.cell_runner import run_cell
 
 
 class LocalExecutor:

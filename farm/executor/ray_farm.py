@@ -29,10 +29,10 @@ from typing import Any
 from farm.executor import CellEvents, MemoryLimit
 from farm.executor.cell_process import CellDeath
 from farm.executor.ray_actor import CellWorker
-from farm.plan import Cell
+from farm.records import Cell
 from farm.scheduler import (Attempt, CellScheduler, Died, Failed, Finished, Raised, Retry, Returned, Start,
                             Stranded, failure_reason)
-from farm.worker import CellResult, now
+from farm.records import CellResult, now
 
 POLL_S = 0.2
 ACTOR_START_TIMEOUT_S = 300.0  # a GPU actor may wait for its predecessor's GPU to be released

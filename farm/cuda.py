@@ -1,5 +1,6 @@
 """The few CUDA runtime calls the TensorRT backend needs, through cuda-python
-(`cuda.bindings.runtime`, 12.6.1+), each checked: every call returns (err, *out).
+(`cuda.bindings.runtime`, 12.6.1+), each checked: every call returns (err, *out). Event timing
+(elapsed time between events) is farm.device_timer's.
 """
 
 from __future__ import annotations
@@ -22,30 +23,30 @@ class CudaRuntime:
 
         self.rt = cudart
 
-    def _check(self, result: Any, what: str) -> Any:
+    def check(self, result: Any, what: str) -> Any:
         err, *out = result if isinstance(result, tuple) else (result,)
         if err != self.rt.cudaError_t.cudaSuccess:
             raise CudaError(f"{what} failed: {err}")
         return out[0] if len(out) == 1 else (tuple(out) if out else None)
 
     def device_count(self) -> int:
-        return int(self._check(self.rt.cudaGetDeviceCount(), "cudaGetDeviceCount"))
+        return int(self.check(self.rt.cudaGetDeviceCount(), "cudaGetDeviceCount"))
 
     def properties(self, device: int = 0) -> Any:
-        return self._check(self.rt.cudaGetDeviceProperties(device), "cudaGetDeviceProperties")
+        return self.check(self.rt.cudaGetDeviceProperties(device), "cudaGetDeviceProperties")
 
     def malloc(self, nbytes: int) -> int:
-        return int(self._check(self.rt.cudaMalloc(max(nbytes, 1)), "cudaMalloc"))
+        return int(self.check(self.rt.cudaMalloc(max(nbytes, 1)), "cudaMalloc"))
 
     def malloc_host(self, nbytes: int) -> int:
         """Pinned host memory (pageable memory would make cudaMemcpyAsync synchronous)."""
-        return int(self._check(self.rt.cudaMallocHost(max(nbytes, 1)), "cudaMallocHost"))
+        return int(self.check(self.rt.cudaMallocHost(max(nbytes, 1)), "cudaMallocHost"))
 
     def free(self, pointer: int) -> None:
-        self._check(self.rt.cudaFree(pointer), "cudaFree")
+        self.check(self.rt.cudaFree(pointer), "cudaFree")
 
     def free_host(self, pointer: int) -> None:
-        self._check(self.rt.cudaFreeHost(pointer), "cudaFreeHost")
+        self.check(self.rt.cudaFreeHost(pointer), "cudaFreeHost")
 
     def host_array(self, pointer: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         """A numpy view of pinned host memory."""
@@ -54,43 +55,38 @@ class CudaRuntime:
         return np.frombuffer(buffer, dtype=dtype, count=int(np.prod(shape))).reshape(shape)
 
     def stream(self) -> int:
-        return int(self._check(self.rt.cudaStreamCreate(), "cudaStreamCreate"))
+        return int(self.check(self.rt.cudaStreamCreate(), "cudaStreamCreate"))
 
     def event(self) -> Any:
-        return self._check(self.rt.cudaEventCreate(), "cudaEventCreate")
+        return self.check(self.rt.cudaEventCreate(), "cudaEventCreate")
 
     def record(self, event: Any, stream: int) -> None:
-        self._check(self.rt.cudaEventRecord(event, stream), "cudaEventRecord")
+        self.check(self.rt.cudaEventRecord(event, stream), "cudaEventRecord")
 
     def wait(self, event: Any) -> None:
-        self._check(self.rt.cudaEventSynchronize(event), "cudaEventSynchronize")
-
-    def elapsed_ms(self, start: Any, end: Any) -> float:
-        return float(self._check(self.rt.cudaEventElapsedTime(start, end), "cudaEventElapsedTime"))
+        self.check(self.rt.cudaEventSynchronize(event), "cudaEventSynchronize")
 
     def copy_h2d(self, device: int, host: int, nbytes: int, stream: int) -> None:
         kind = self.rt.cudaMemcpyKind.cudaMemcpyHostToDevice
-        self._check(self.rt.cudaMemcpyAsync(device, host, nbytes, kind, stream), "cudaMemcpyAsync (H2D)")
+        self.check(self.rt.cudaMemcpyAsync(device, host, nbytes, kind, stream), "cudaMemcpyAsync (H2D)")
 
     def copy_d2h(self, host: int, device: int, nbytes: int, stream: int) -> None:
         kind = self.rt.cudaMemcpyKind.cudaMemcpyDeviceToHost
-        self._check(self.rt.cudaMemcpyAsync(host, device, nbytes, kind, stream), "cudaMemcpyAsync (D2H)")
+        self.check(self.rt.cudaMemcpyAsync(host, device, nbytes, kind, stream), "cudaMemcpyAsync (D2H)")
 
     def begin_capture(self, stream: int) -> None:
         mode = self.rt.cudaStreamCaptureMode.cudaStreamCaptureModeThreadLocal
-        self._check(self.rt.cudaStreamBeginCapture(stream, mode), "cudaStreamBeginCapture")
+        self.check(self.rt.cudaStreamBeginCapture(stream, mode), "cudaStreamBeginCapture")
 
     def end_capture(self, stream: int) -> Any:
-        return self._check(self.rt.cudaStreamEndCapture(stream), "cudaStreamEndCapture")
+        return self.check(self.rt.cudaStreamEndCapture(stream), "cudaStreamEndCapture")
 
     def instantiate(self, graph: Any) -> Any:
-        return self._check(self.rt.cudaGraphInstantiate(graph, 0), "cudaGraphInstantiate")
+        return self.check(self.rt.cudaGraphInstantiate(graph, 0), "cudaGraphInstantiate")
 
     def launch(self, graph_exec: Any, stream: int) -> None:
-        self._check(self.rt.cudaGraphLaunch(graph_exec, stream), "cudaGraphLaunch")
+        self.check(self.rt.cudaGraphLaunch(graph_exec, stream), "cudaGraphLaunch")
 
     def clear_error(self) -> None:
         self.rt.cudaGetLastError()
 
-    def free_memory(self) -> tuple[int, int]:
-        return self._check(self.rt.cudaMemGetInfo(), "cudaMemGetInfo")

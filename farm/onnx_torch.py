@@ -40,8 +40,6 @@ def build_module(model, float_dtype=None):
     class OnnxModule(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            from onnx import numpy_helper
-
             graph = model.graph
             init_names = {t.name for t in graph.initializer}
             self.input_names = [i.name for i in graph.input if i.name not in init_names]
@@ -50,31 +48,8 @@ def build_module(model, float_dtype=None):
             self.constants: dict[str, Any] = {}  # small integer initializers, as numpy
             self.buffer_of: dict[str, str] = {}  # initializer name -> buffer attribute
             self.weight_shapes: dict[str, list[int]] = {}
-            for i, tensor in enumerate(graph.initializer):
-                array = numpy_helper.to_array(tensor)
-                self.weight_shapes[tensor.name] = list(array.shape)
-                if array.dtype.kind in "iub" and array.size <= SMALL_INT_CONSTANT:
-                    self.constants[tensor.name] = array
-                else:
-                    attr = f"w{i}"
-                    self.register_buffer(attr, torch.from_numpy(array.copy()))
-                    self.buffer_of[tensor.name] = attr
-            self.nodes = []
-            missing = set()
-            for node in graph.node:  # a float Constant node's value is a weight, as an initializer is
-                value = next((a.t for a in node.attribute if a.name == "value"), None) \
-                    if node.op_type == "Constant" and node.domain in ("", "ai.onnx") else None
-                if value is not None and value.data_type in _FLOAT_TYPES and node.output:
-                    self.weight_shapes[node.output[0]] = list(value.dims)
-            for index, node in enumerate(graph.node):
-                if node.domain not in ("", "ai.onnx") or node.op_type not in OPS:
-                    missing.add(f"{node.domain + '.' if node.domain else ''}{node.op_type}")
-                    continue
-                self.nodes.append((node.name or f"{node.op_type}_{index}", node.op_type, list(node.input),
-                                   list(node.output), _attrs(node)))
-            if missing:
-                raise UnsupportedOperator(f"the PyTorch backend has no implementation of ONNX operator(s) "
-                                          f"{', '.join(sorted(missing))}")
+            _load_initializers(self, graph, torch)
+            self.nodes = _graph_nodes(graph, self.weight_shapes)
             self.record: Callable[[str, list, list, list], None] | None = None  # set while profiling
             self.annotate = False
 
@@ -98,6 +73,42 @@ def build_module(model, float_dtype=None):
             return tuple(env[o] for o in self.output_names)
 
     return OnnxModule()
+
+
+def _load_initializers(module, graph, torch) -> None:
+    """Small integer initializers stay numpy constants (shape arithmetic); the rest are buffers."""
+    from onnx import numpy_helper
+
+    for i, tensor in enumerate(graph.initializer):
+        array = numpy_helper.to_array(tensor)
+        module.weight_shapes[tensor.name] = list(array.shape)
+        if array.dtype.kind in "iub" and array.size <= SMALL_INT_CONSTANT:
+            module.constants[tensor.name] = array
+        else:
+            attr = f"w{i}"
+            module.register_buffer(attr, torch.from_numpy(array.copy()))
+            module.buffer_of[tensor.name] = attr
+
+
+def _graph_nodes(graph, weight_shapes: dict[str, list[int]]) -> list[tuple]:
+    """(name, op, inputs, outputs, attributes) per node; UnsupportedOperator names every missing op.
+    A float Constant node's value is a weight, as an initializer is (added to `weight_shapes`)."""
+    for node in graph.node:
+        value = next((a.t for a in node.attribute if a.name == "value"), None) \
+            if node.op_type == "Constant" and node.domain in ("", "ai.onnx") else None
+        if value is not None and value.data_type in _FLOAT_TYPES and node.output:
+            weight_shapes[node.output[0]] = list(value.dims)
+    nodes, missing = [], set()
+    for index, node in enumerate(graph.node):
+        if node.domain not in ("", "ai.onnx") or node.op_type not in OPS:
+            missing.add(f"{node.domain + '.' if node.domain else ''}{node.op_type}")
+            continue
+        nodes.append((node.name or f"{node.op_type}_{index}", node.op_type, list(node.input),
+                      list(node.output), _attrs(node)))
+    if missing:
+        raise UnsupportedOperator(f"the PyTorch backend has no implementation of ONNX operator(s) "
+                                  f"{', '.join(sorted(missing))}")
+    return nodes
 
 
 # --- operators: fn(module, attrs, *inputs) -> output or tuple of outputs -----------------------

@@ -1,0 +1,149 @@
+"""Run one cell end to end: precision transform, build, measure, check accuracy, profile layers.
+Never raises.
+
+This is what an executor calls for each cell, in-process or inside a Ray actor. A failure
+becomes a `failed` result carrying the reason (one line) and the traceback. The backend sees only
+a `BuildRequest` and the feeds; what it can do is its declared `capabilities`.
+"""
+
+from __future__ import annotations
+
+import gc
+import shutil
+import traceback
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from farm.accuracy import REFERENCE, check as check_accuracy
+from farm.backends.base import Backend
+from farm.backends.registry import backend_class
+from farm.models import make_feeds
+from farm.precision import TRANSFORMS, TransformUnsupported, Transformed, transform
+from farm.provenance import farm_commit, host_info, library_versions
+from farm.records import BuildRequest, Cell, CellResult, now
+
+__all__ = ["CellResult", "Log", "now", "run_cell"]  # CellResult and now: from farm.records
+
+Log = Callable[[str], None]
+
+
+def run_cell(cell: Cell, cache_dir: Path, log: Log = lambda message: None) -> CellResult:
+    """Build, measure and profile one cell; any exception becomes a failed result.
+
+    `log` receives progress lines (the executor tags them with the cell and shows them)."""
+    result = CellResult(cell.cell_id, "ok", started_at=now(), host=host_info(), versions=library_versions(),
+                        farm_commit=farm_commit())
+    if cell.unsupported_reason:
+        result.status, result.reason = "unsupported", cell.unsupported_reason
+    elif cell.model.error:
+        result.status, result.reason = "failed", cell.model.error
+    else:
+        backend = backend_class(cell.backend)(cell.options)
+        unavailable = backend.unavailable_reason()
+        if unavailable:
+            result.status, result.reason = "skipped", unavailable
+        else:
+            _run_backend(backend, cell, cache_dir, result, log)
+    result.finished_at = now()
+    return result
+
+
+def build_request(cell: Cell, model_path: Path, work_dir: Path, cache_dir: Path | None) -> BuildRequest:
+    """What the backend receives for `cell`: its shapes and profiles, never the cell itself."""
+    return BuildRequest(model_path=model_path, model_sha256=cell.model.sha256, precision=cell.precision,
+                        batch=cell.batch, input_shapes=cell.input_shapes, options=cell.options,
+                        measurement=cell.measurement, work_dir=work_dir, cache_dir=cache_dir,
+                        profile=cell.profile_shapes, all_profiles=cell.all_profile_shapes,
+                        dynamic=any(spec.dynamic for spec in cell.model.inputs))
+
+
+def _run_backend(backend: Backend, cell: Cell, cache_dir: Path, result: CellResult, log: Log) -> None:
+    work_dir = cache_dir / "work" / cell.cell_id
+    shutil.rmtree(work_dir, ignore_errors=True)
+    work_dir.mkdir(parents=True)
+    try:
+        _build_and_measure(backend, cell, cache_dir, work_dir, result, log)
+    except MemoryError:
+        result.status = "failed"
+        result.reason = "out of memory while building or running: try a smaller batch size or fewer threads"
+        result.traceback = traceback.format_exc()
+    except Exception as exc:  # a failed cell is a result; the sweep goes on
+        result.status = "failed"
+        result.reason = f"{type(exc).__name__}: {_first_line(exc)}"[:500]
+        result.traceback = traceback.format_exc()
+    finally:
+        backend.close()
+        del backend
+        gc.collect()
+        shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def _build_and_measure(backend: Backend, cell: Cell, cache_dir: Path, work_dir: Path, result: CellResult,
+                       log: Log) -> None:
+    feeds = make_feeds(cell.model.inputs, cell.input_shapes, cell.measurement.seed)
+    transformed = None
+    if backend.capabilities.onnx_precision and cell.precision in TRANSFORMS:
+        log(f"converting to {cell.precision}")
+        try:
+            transformed = transform(cell.model.path, cell.model.sha256, cell.precision, cell.model.inputs,
+                                    cell.input_shapes, cell.calibration, cell.keep_io_types, cache_dir,
+                                    cell.measurement.seed)
+        except TransformUnsupported as exc:  # never stored under a precision it did not get
+            result.status, result.reason, result.traceback = "unsupported", exc.reason, exc.detail
+            return
+    log("building")
+    model_path = transformed.path if transformed is not None else cell.model.path
+    result.build = backend.build(build_request(cell, model_path, work_dir, cache_dir), feeds)
+    if transformed is not None:
+        _record_transform(result, transformed, cell.backend)
+    result.device = backend.device_row()
+    seconds = result.build.build_s
+    log(f"built in {seconds:.2f} s; measuring" if seconds is not None else "built; measuring")
+    result.samples, measurement = backend.measure(feeds)
+    # What the latency includes: backends that know say so in runtime_stats (TensorRT: transfers,
+    # CUDA graph, spin-wait); every backend knows its streams and its own version.
+    engine = backend.name if backend.name in result.versions else None
+    result.measurement = {"timing_streams": backend.inferences_per_query,
+                          "timing_engine_version": f"{engine} {result.versions[engine]}" if engine else None,
+                          } | measurement | backend.runtime_stats()
+    if cell.tolerance is not None and backend.capabilities.outputs:
+        log("checking accuracy against the fp32 reference")
+        result.accuracy = _accuracy_rows(backend, cell, feeds, cache_dir, log)
+    if cell.measurement.layer_iterations:
+        log("profiling layers")
+        result.layers = backend.profile_layers(feeds, cell.measurement.layer_iterations)
+
+
+def _record_transform(result: CellResult, transformed: Transformed, backend: str) -> None:
+    """What the precision transform did, in the build's `transform_*` columns."""
+    build = result.build
+    build.precision_transform_s = transformed.seconds
+    build.precision_transform_cached = transformed.cached
+    build.calibration = transformed.calibration
+    note = transformed.onnxruntime_cpu if backend == "onnxruntime" else None  # its CPU EP only
+    build.transform_summary = "; ".join(filter(None, [transformed.summary, note]))
+    build.transform_tool = transformed.tool
+    for name, count in transformed.counts.items():  # builds.transform_<name>
+        setattr(build, f"transform_{name}", count)
+
+
+def _accuracy_rows(backend: Backend, cell: Cell, feeds: dict[str, np.ndarray], cache_dir: Path,
+                   log: Log) -> list[dict]:
+    """The cell's accuracy rows; a check that cannot run fails the check, and the latency stands."""
+    try:
+        return check_accuracy(backend.outputs, cell, feeds, cache_dir, log)
+    except MemoryError:
+        raise
+    except Exception as exc:
+        first = _first_line(exc)
+        log(f"accuracy could not be checked: {type(exc).__name__}: {first}")
+        return [{"output_name": "(all outputs)", "reference": REFERENCE, "verdict": "fail",
+                 "tolerance": str(cell.tolerance),
+                 "worst_metric": f"not checked: {type(exc).__name__}: {first}"[:300]}]
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else "(no message)"
