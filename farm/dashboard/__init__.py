@@ -24,7 +24,7 @@ def require_dashboard_extra(command: str, *modules: str) -> None:
     module of the `dashboard` extra that is not installed."""
     missing = [name for name in modules if not _installed(name)]
     if missing:
-        raise UserError(f"{command} needs {' and '.join(missing)}, which come with farm's dashboard extra: "
+        raise UserError(f"{command} needs {' and '.join(missing)}, part of farm's dashboard extra: "
                         "pip install 'farm[dashboard]' (bin/farm installs it by itself)")
 
 
