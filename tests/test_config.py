@@ -299,3 +299,12 @@ def test_cli_unknown_dim_exits_2_and_writes_nothing(models_dir: Path, capsys) ->
     assert err.startswith(f"farm: error: {path}: models[0].dims.sequense: model 'tiny' has no dynamic dimension")
     assert len(err.splitlines()) == 1
     assert not results.exists() or not list(results.rglob("*.parquet"))
+
+
+def test_measurement_record_has_the_config_defaults() -> None:
+    """farm.records.MeasurementSettings (what cells carry) and the sweep file's [measurement]
+    table agree on every key and default."""
+    from farm.config import Measurement
+    from farm.records import MeasurementSettings
+
+    assert MeasurementSettings(**Measurement().model_dump()) == MeasurementSettings()
