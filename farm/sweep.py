@@ -18,8 +18,10 @@ from farm.display import ProgressDisplay, render_table
 from farm.executor import DEFAULT_CELL_TIMEOUT_S, DEFAULT_WORKER_MEMORY, make_executor
 from farm.plan import Cell, Plan, plan_sweep
 from farm.provenance import farm_commit, host_info
+from farm.queries import VERDICT_TEXT, baseline_positions, cells_with_figures, speedup
 from farm.warehouse import KEPT_STATUSES, SCHEMA_VERSION, Warehouse
-from farm.worker import CellResult
+from farm.warehouse.rows import write_cell_result
+from farm.records import CellResult
 
 SUMMARY_COLUMNS = ("cell", "model", "precision", "batch", "profile", "backend", "status", "qps",
                    "samples/s", "p50 ms", "p99 ms", "stable", "speedup", "accuracy", "note")
@@ -32,7 +34,7 @@ class WarehouseWriter(Callback):
         self.warehouse, self.run_id, self.config_hash = warehouse, run_id, config_hash
 
     def on_cell_result(self, cell: Cell, result: CellResult) -> None:
-        self.warehouse.write_cell(cell, result, self.run_id, self.config_hash)
+        write_cell_result(self.warehouse, cell, result, self.run_id, self.config_hash)
 
 
 @dataclasses.dataclass
@@ -127,9 +129,7 @@ def _run_locked(loaded: LoadedConfig, plan: Plan, warehouse: Warehouse, console:
     finally:
         callbacks.on_sweep_end()
     warehouse.write_sweep_run({**sweep_row, "finished_at": dt.datetime.now(dt.timezone.utc)})
-    from farm.dashboard.loader import refresh
-
-    refresh(warehouse.root, plan.sweep)  # the dashboard's consolidated copy, so its first load is quick
+    warehouse.consolidate(plan.sweep)  # the dashboard's consolidated copy, so its first load is quick
 
     return SweepOutcome(plan.sweep, run_id, plan.cells, len(todo), resumed, _failures(warehouse, plan.cells))
 
@@ -150,33 +150,25 @@ def _failures(warehouse: Warehouse, cells: list[Cell]) -> list[tuple[str, str]]:
 
 def summary_table(warehouse: Warehouse, outcome: SweepOutcome) -> tuple[Table, list[str]]:
     """The end-of-sweep table (one row per planned cell, from what the warehouse now holds) and
-    its footnotes: each distinct reason or note is printed once below the table, not per row."""
+    its footnotes: each distinct reason or note is printed once below the table, not per row.
+    Speedup (farm.queries.speedup) is over the fp32 cell of the same model, batch, profile,
+    backend and options, in this plan."""
     con = warehouse.connect()
     ids = [c.cell_id for c in outcome.cells]
-    _, rows = warehouse.fetch(
-        con,
-        """
-        WITH measured AS (SELECT * FROM cells JOIN measurements USING (cell_id)
-                          WHERE sweep_id = $sweep AND list_contains($ids, cell_id)),
-        verdicts AS (SELECT cell_id, CASE WHEN bool_and(verdict = 'pass') THEN 'pass'
-                                          ELSE 'fail: ' || min(worst_metric) FILTER (verdict = 'fail') END AS verdict
-                     FROM accuracy GROUP BY cell_id)
-        SELECT c.cell_id, c.model, c.precision, c.batch, c.profile, c.backend, c.status,
-               m.throughput_qps, m.throughput_samples_per_s, m.latency_median_ms, m.latency_p99_ms,
-               m.stable, m.throughput_qps / base.throughput_qps, v.verdict, coalesce(c.reason, c.notes), c.run_id
-        FROM cells c LEFT JOIN measurements m USING (cell_id) LEFT JOIN verdicts v USING (cell_id)
-        LEFT JOIN measured base ON base.precision = 'fp32' AND base.model = c.model AND base.batch = c.batch
-             AND base.profile IS NOT DISTINCT FROM c.profile AND base.backend = c.backend AND base.options = c.options
-        WHERE c.sweep_id = $sweep AND list_contains($ids, c.cell_id)
-        """,
-        {"sweep": outcome.sweep, "ids": ids},
-    )
+    _, rows = warehouse.fetch(con, cells_with_figures(
+        f"""c.cell_id, c.model, c.precision, c.batch, c.profile, c.backend, c.status, m.throughput_qps,
+            m.throughput_samples_per_s, m.latency_median_ms, m.latency_p99_ms, m.stable, {VERDICT_TEXT},
+            coalesce(c.reason, c.notes), c.run_id, c.options""",
+        where="c.sweep_id = $sweep AND list_contains($ids, c.cell_id)"), {"sweep": outcome.sweep, "ids": ids})
     order = {cell_id: i for i, cell_id in enumerate(ids)}
     rows.sort(key=lambda r: order[r[0]])
+    same = [(r[1], r[3], r[4], r[5], r[-1]) for r in rows]  # model, batch, profile, backend, options
+    bases = baseline_positions(same, [r[2] == "fp32" and r[7] is not None for r in rows])
     notes: list[str] = []
     shown = []
-    for row in rows:
-        *values, run_id = row
+    for row, base in zip(rows, bases):
+        *values, run_id, _ = row
+        values.insert(12, speedup(row[7], rows[base][7]) if base is not None else None)
         values[0] = values[0][:8] + ("" if run_id == outcome.run_id else " (resumed)")
         if values[-1]:
             if values[-1] not in notes:

@@ -167,7 +167,7 @@ def test_the_lock_file_is_shared_with_the_folder_group(tmp_path: Path, monkeypat
     descriptor where this user may not write another's lock file (flock needs no write access)."""
     import stat
 
-    import farm.warehouse as wh
+    import farm.warehouse.lock as wh
 
     old = os.umask(0o002)
     try:

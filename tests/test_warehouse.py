@@ -12,13 +12,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from farm.errors import UserError
-from farm.warehouse import LOCK_NAME, SCHEMAS, TABLES, Warehouse, file_problem, schema_problem, write_atomic
+from farm.warehouse import LOCK_NAME, SCHEMAS, TABLES, Warehouse, file_problem, schema_problem, write_parquet
 
 
-def test_write_atomic_leaves_only_the_final_file(tmp_path: Path) -> None:
+def test_write_parquet_leaves_only_the_final_file(tmp_path: Path) -> None:
     table = pa.table({"a": [1, 2]})
-    write_atomic(table, tmp_path / "x.parquet")
-    write_atomic(pa.table({"a": [3]}), tmp_path / "x.parquet")  # replaces in place
+    write_parquet(table, tmp_path / "x.parquet")
+    write_parquet(pa.table({"a": [3]}), tmp_path / "x.parquet")  # replaces in place
     assert [p.name for p in tmp_path.iterdir()] == ["x.parquet"]
     assert pq.read_table(tmp_path / "x.parquet").column("a").to_pylist() == [3]
 
@@ -50,7 +50,7 @@ def test_devices_view_deduplicates_across_sweeps(tmp_path: Path) -> None:
     warehouse = Warehouse(tmp_path)
     row = {"device_id": "cpu-1", "kind": "cpu", "name": "CPU"}
     for sweep in ("a", "b"):
-        warehouse._write("devices", sweep, "cpu-1", [row])
+        warehouse.write_rows("devices", sweep, "cpu-1", [row])
     assert warehouse.connect().execute("SELECT count(*) FROM devices").fetchone() == (1,)
 
 
@@ -69,7 +69,7 @@ def test_cell_keyed_tables_share_only_the_cell_id() -> None:
 def whole_file(directory: Path, table: str = "measurements", name: str = "c1") -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{name}.parquet"
-    write_atomic(pa.table({"cell_id": [name], "throughput_qps": [1.0]}), path)
+    write_parquet(pa.table({"cell_id": [name], "throughput_qps": [1.0]}), path)
     return path
 
 
@@ -130,7 +130,7 @@ def test_a_failed_write_leaves_no_temporary_file_and_says_what_to_do(tmp_path: P
     target.mkdir()  # something that is not a file stands where the file goes: the rename fails
     (target / "keep").write_text("x")
     with pytest.raises(UserError) as error:
-        write_atomic(pa.table({"a": [1]}), target)
+        write_parquet(pa.table({"a": [1]}), target)
     assert str(target) in str(error.value) and "\n" not in str(error.value)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.parquet"]  # no .x.parquet.<pid>.tmp left
 
@@ -165,10 +165,10 @@ def test_one_rule_says_which_folders_are_sweeps(tmp_path: Path) -> None:
     """A sweep is a folder of the root, not a dot folder, holding a table folder: readers, writers,
     `farm check` and the dashboard's SQL console all go by `sweep_dirs`."""
     warehouse = Warehouse(tmp_path)
-    warehouse._write("cells", "real", "c1", [{"cell_id": "c1", "status": "ok"}])
-    warehouse._write("cells", "started", "c2", [{"cell_id": "c2", "status": "ok"}])
+    warehouse.write_rows("cells", "real", "c1", [{"cell_id": "c1", "status": "ok"}])
+    warehouse.write_rows("cells", "started", "c2", [{"cell_id": "c2", "status": "ok"}])
     (tmp_path / "started" / "cells" / "c2.parquet").unlink()  # a run that wrote its sweeps row only
-    warehouse._write("sweeps", "started", "r", [{"run_id": "r", "sweep_id": "started"}])
+    warehouse.write_rows("sweeps", "started", "r", [{"run_id": "r", "sweep_id": "started"}])
     for other in (".git/cells", "notes", "examples/gpu/cells"):  # a dot folder, no table folder, a nested warehouse
         (tmp_path / other).mkdir(parents=True)
     pq.write_table(SCHEMAS["cells"].empty_table(), tmp_path / ".git" / "cells" / "x.parquet")
@@ -201,7 +201,7 @@ def test_a_garbled_footer_that_duckdb_does_not_name_is_found_and_skipped(tmp_pat
     warnings: list[str] = []
     warehouse = Warehouse(tmp_path, warn=warnings.append)
     for key in ("c0", "c1"):
-        warehouse._write("cells", "s", key, [{"cell_id": key, "status": "ok"}])
+        warehouse.write_rows("cells", "s", key, [{"cell_id": key, "status": "ok"}])
     victim = tmp_path / "s" / "cells" / "c0.parquet"
     data = victim.read_bytes()
     footer = int.from_bytes(data[-8:-4], "little")

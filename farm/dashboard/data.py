@@ -1,12 +1,12 @@
 """What the dashboard and the static report show, computed without Streamlit.
 
 `Snapshot` loads the warehouse's small tables (one row per cell or fewer) into an in-memory
-DuckDB once (through loader.py's consolidated copy), so every page queries memory rather than
+DuckDB once (through the warehouse's consolidated copy, farm.warehouse.consolidated), so every page queries memory rather than
 ten thousand Parquet files; the big tables (`samples`, `layers`) are read per cell straight
 from that cell's file. It writes nothing; a damaged file is skipped with a warning and listed
-in `Snapshot.damaged`. The functions
-below turn those rows into the comparisons: series labels, speedup over a baseline with a noise
-test, the Pareto frontier, per-layer diffs.
+in `Snapshot.damaged`. The functions below turn those rows into the comparisons: series labels,
+speedup over a baseline (farm.queries.speedup) with the noise test (noise.py), the Pareto
+frontier; layers.py compares cells layer by layer.
 """
 
 from __future__ import annotations
@@ -19,42 +19,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from farm.dashboard.loader import SMALL_TABLES, create_table, load_sweep_table
+from farm.dashboard.noise import median_ratio, noise_verdict
 from farm.measure import SAMPLE_INTERVAL_METHOD
+from farm.queries import CELL_FRAME_SQL, baseline_positions, speedup
 from farm.warehouse import SCHEMAS, Warehouse
-
-# A change in median latency counts ("faster"/"slower") only when the 95 % interval of the ratio of
-# the two medians excludes 1 and the ratio itself is at least this far from 1: smaller changes are
-# real for a large enough sample but too small to decide on (run-to-run and machine-to-machine
-# differences are of this order). docs/dashboard.md defines "within noise" with it.
-MIN_EFFECT_PERCENT = 2.0
-Z_95 = 1.959963984540054  # standard normal 97.5 % quantile: a two-sided 95 % interval
-
-
-# One row per cell with what every comparison needs; verdict is 'pass', 'fail' or null (no
-# accuracy rows: not measured, or a backend that returns no outputs).
-CELL_FRAME_SQL = """
-WITH verdicts AS (
-    SELECT cell_id,
-           CASE WHEN bool_and(verdict = 'pass') THEN 'pass' ELSE 'fail' END AS verdict,
-           min(worst_metric) FILTER (verdict = 'fail') AS failed_metric,
-           min(cosine_similarity) AS cosine_similarity, max(max_abs_error) AS max_abs_error,
-           min(top1_agreement) AS top1_agreement
-    FROM accuracy GROUP BY cell_id)
-SELECT c.cell_id, c.sweep_id, c.model, c.precision, c.batch, c.profile, c.backend, c.options, c.status,
-       c.reason, c.notes, c.device_id, d.name AS device, c.host, c.finished_at,
-       m.throughput_qps, m.throughput_samples_per_s, m.latency_median_ms, m.latency_p90_ms, m.latency_p95_ms,
-       m.latency_p99_ms, m.latency_mean_ms, m.latency_cv_percent, m.median_ci_low_ms, m.median_ci_high_ms,
-       m.median_ci_method, m.latency_p99_tail_samples, m.repeat_spread_percent, m.stable, m.queries, m.h2d_mean_ms, m.compute_mean_ms, m.d2h_mean_ms,
-       m.peak_memory_bytes, m.latency_includes_transfers, m.timing_cuda_graph, m.timing_spin_wait,
-       m.timing_streams, m.timing_engine_version, b.build_s, v.verdict, v.failed_metric, v.cosine_similarity, v.max_abs_error,
-       v.top1_agreement
-FROM cells c
-LEFT JOIN measurements m USING (cell_id)
-LEFT JOIN builds b USING (cell_id)
-LEFT JOIN verdicts v USING (cell_id)
-LEFT JOIN devices d USING (device_id)
-"""
+from farm.warehouse.consolidated import SMALL_TABLES, create_table, load_sweep_table
 
 
 class Snapshot:
@@ -274,61 +243,6 @@ def with_noise_intervals(snap: Snapshot, frame: pd.DataFrame) -> pd.DataFrame:
     return frame.join(intervals, on="cell_id")
 
 
-def median_ratio(median_a: Any, low_a: Any, high_a: Any, median_b: Any, low_b: Any, high_b: Any) -> tuple:
-    """B's median latency over A's, and a 95 % interval for that ratio, from each median's own 95 %
-    interval. Numbers or arrays.
-
-    Each interval is read as a standard error on the log scale, se = (log high - log low) / (2 z),
-    and the two combine as independent: log ratio +- z * sqrt(se_a^2 + se_b^2). The per-cell
-    intervals are the order-statistic ones of farm.measure (distribution-free, widened for
-    autocorrelated queries), so the test uses both cells' samples at the cost of one sort each, is
-    deterministic, and needs no resampling: a Compare page over hundreds of cells stays quick.
-    Testing the ratio (rather than whether the two intervals overlap) keeps its 95 % level; overlap
-    is a test at about 99.5 %, and useless with wide intervals. A bound that is missing, not
-    positive, or not around its median gives a NaN interval (the difference cannot be judged)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        arrays = [np.asarray(pd.to_numeric(pd.Series(np.atleast_1d(v), dtype=object), errors="coerce"),
-                             dtype=np.float64) for v in (median_a, low_a, high_a, median_b, low_b, high_b)]
-        ma, la, ha, mb, lb, hb = arrays
-        valid = (la > 0) & (lb > 0) & (la <= ma) & (ma <= ha) & (lb <= mb) & (mb <= hb)
-        se = np.sqrt(((np.log(ha) - np.log(la)) / (2 * Z_95)) ** 2 + ((np.log(hb) - np.log(lb)) / (2 * Z_95)) ** 2)
-        log_ratio = np.log(mb) - np.log(ma)
-        ratio = mb / ma
-        low = np.where(valid, np.exp(log_ratio - Z_95 * se), np.nan)
-        high = np.where(valid, np.exp(log_ratio + Z_95 * se), np.nan)
-    if np.ndim(median_a) == 0 and np.ndim(median_b) == 0:
-        return float(ratio[0]), float(low[0]), float(high[0])
-    return ratio, low, high
-
-
-def noise_verdict(ratio: Any, low: Any, high: Any, min_effect_percent: float = MIN_EFFECT_PERCENT) -> Any:
-    """'faster' / 'slower' (B's latency against A's) when the ratio's interval excludes 1 and the
-    ratio is at least `min_effect_percent` from 1; 'within noise' otherwise; 'not judged' where a
-    cell has no usable interval (nothing says how noisy it was). Numbers or arrays (then an array
-    of strings)."""
-    ratio, low, high = (np.asarray(v, dtype=np.float64) for v in (ratio, low, high))
-    effect = np.abs(ratio - 1) * 100 >= min_effect_percent
-    verdict = np.where(effect & (high < 1) & (ratio < 1), "faster",
-                       np.where(effect & (low > 1) & (ratio > 1), "slower",
-                                np.where(np.isnan(low) | np.isnan(high), "not judged", "within noise")))
-    return str(verdict) if verdict.ndim == 0 else verdict.astype(object)
-
-
-def compare_samples(a: Any, b: Any, repeat_a: Any = None, repeat_b: Any = None) -> tuple[float, float, float, str]:
-    """The ratio of medians (B over A), its 95 % interval and the verdict, from two sets of raw
-    latencies (repeat numbers optional: one repeat)."""
-    from farm.measure import median_confidence_interval
-
-    figures = []
-    for values, repeat in ((a, repeat_a), (b, repeat_b)):
-        values = np.asarray(values, dtype=np.float64)
-        repeat = np.zeros(len(values), dtype=np.int64) if repeat is None else np.asarray(repeat)
-        low, high, _ = median_confidence_interval(values, repeat)
-        figures += [float(np.nanmedian(values)), low, high]
-    ratio, low, high = median_ratio(*figures)
-    return ratio, low, high, noise_verdict(ratio, low, high)
-
-
 def with_speedup(frame: pd.DataFrame, baseline_series: str | None) -> pd.DataFrame:
     """Add `speedup` (throughput over the baseline series' cell of the same model and batch),
     `latency_ratio` (median latency over the baseline's) with its 95 % interval
@@ -355,12 +269,15 @@ def with_speedup(frame: pd.DataFrame, baseline_series: str | None) -> pd.DataFra
     figures = pd.DataFrame({"model": out.model, "batch": out.batch, "cell_id": out.cell_id,
                             "throughput_qps": out.throughput_qps, "median": median, "low": low, "high": high,
                             "source": source})
-    base = figures[(out.series == baseline_series) & (out.status == "ok")].drop_duplicates(["model", "batch"])
-    merged = figures[["model", "batch"]].merge(base.add_prefix("base_"), left_on=["model", "batch"],
-                                               right_on=["base_model", "base_batch"], how="left")
+    # the baseline of a cell: the baseline series' first ok cell of the same model and batch
+    keys = zip(out.model.map(_key), out.batch.map(_key))
+    positions = baseline_positions(keys, (out.series == baseline_series) & (out.status == "ok"))
+    merged = figures.reset_index(drop=True).reindex([-1 if p is None else p for p in positions]).add_prefix("base_")
     merged.index = out.index
+    speedups = pd.Series([speedup(qps, base) for qps, base in zip(out.throughput_qps, merged.base_throughput_qps)],
+                         index=out.index, dtype=float)
     comparable = (out.status == "ok") & merged.base_cell_id.notna() & (merged.base_throughput_qps > 0)
-    out.loc[comparable, "speedup"] = out.throughput_qps[comparable] / merged.base_throughput_qps[comparable]
+    out.loc[comparable, "speedup"] = speedups[comparable]
     ratio, low, high = median_ratio(merged.base_median, merged.base_low, merged.base_high, figures["median"],
                                     figures.low, figures.high)
     out["latency_ratio"], out["ratio_low"], out["ratio_high"] = ratio, low, high
@@ -380,6 +297,11 @@ def with_speedup(frame: pd.DataFrame, baseline_series: str | None) -> pd.DataFra
          for row, base, ok in zip(out[timing].to_dict("records"), merged.base_cell_id, comparable)],
         index=out.index, dtype=object)
     return out
+
+
+def _key(value: Any) -> Any:
+    """A key part that matches itself: NaN and None both as None."""
+    return None if value is None or (isinstance(value, float) and np.isnan(value)) else value
 
 
 # What a latency includes (measurements' timing columns): (column, label, words for true/false/unknown).
@@ -405,13 +327,6 @@ def timing_difference(row: dict[str, Any], base: dict[str, Any]) -> str | None:
     return "different timing: " + "; ".join(parts) if parts else None
 
 
-def intervals_overlap(low: Any, high: Any, other_low: Any, other_high: Any) -> Any:
-    """Whether [low, high] and [other_low, other_high] overlap. Works on numbers and, element by
-    element, on Series; a missing bound never overlaps (a comparison with NaN is False). No longer
-    the noise test (that is `median_ratio` + `noise_verdict`)."""
-    return (low <= other_high) & (other_low <= high)
-
-
 def pareto_front(frame: pd.DataFrame, x: str = "latency_p99_ms", y: str = "throughput_samples_per_s") -> pd.Series:
     """True for the points no other point beats: none has lower-or-equal `x` and higher-or-equal
     `y`, one of them strictly. Computed per model (different models are not alternatives)."""
@@ -425,83 +340,3 @@ def pareto_front(frame: pd.DataFrame, x: str = "latency_p99_ms", y: str = "throu
     return front
 
 
-class LayersNotComparable(ValueError):
-    """Two cells' layer rows are of different kinds (farm.layers.coverage): no sum or diff of them."""
-
-
-def layer_kinds(layers: pd.DataFrame, backend: Any = None) -> pd.Series:
-    """Each row's kind (`graph op`, `kernel`, `engine layer`); rows written before the `kind`
-    column get theirs from the cell's backend (farm.layers.coverage.row_kind)."""
-    from farm.layers.coverage import row_kind
-
-    kinds = layers["kind"] if "kind" in layers else pd.Series(None, index=layers.index, dtype=object)
-    types = layers["type"] if "type" in layers else pd.Series(None, index=layers.index, dtype=object)
-    return pd.Series([row_kind(k, backend, t) for k, t in zip(kinds, types)], index=layers.index, dtype=object)
-
-
-def layers_not_comparable(left: pd.DataFrame, right: pd.DataFrame, backend_a: Any = None,
-                          backend_b: Any = None) -> str | None:
-    """Why the two cells' layers cannot be summed against each other or diffed, or None."""
-    from farm.layers.coverage import not_comparable
-
-    return not_comparable(layer_kinds(left, backend_a), layer_kinds(right, backend_b))
-
-
-def layer_diff(left: pd.DataFrame, right: pd.DataFrame, backend_a: Any = None, backend_b: Any = None) -> pd.DataFrame:
-    """Per-layer rows of two cells matched by name with TensorRT's renamings undone (PWN(...),
-    profile suffixes); repeated names match in execution order. Unmatched layers appear once with
-    the other side empty, so the totals of both sides stay complete. Rows of different kinds
-    (an eager cell's graph ops against a compiled cell's kernels) raise LayersNotComparable."""
-    from farm.layers.engine import join_key
-
-    reason = layers_not_comparable(left, right, backend_a, backend_b)
-    if reason:
-        raise LayersNotComparable(reason)
-
-    def keyed(frame: pd.DataFrame) -> pd.DataFrame:
-        frame = frame.sort_values("layer_index").copy()
-        frame["key"] = frame["name"].map(join_key)
-        frame["occurrence"] = frame.groupby("key").cumcount()
-        return frame[["key", "occurrence", "name", "type", "time_avg_ms", "total_bytes", "layer_index"]]
-
-    merged = keyed(left).merge(keyed(right), on=["key", "occurrence"], how="outer", suffixes=("_a", "_b"))
-    merged["match"] = "both"
-    merged.loc[merged.name_b.isna(), "match"] = "only A"
-    merged.loc[merged.name_a.isna(), "match"] = "only B"
-    merged["time_delta_ms"] = merged.time_avg_ms_b.fillna(0) - merged.time_avg_ms_a.fillna(0)
-    merged["time_delta_percent"] = 100 * merged.time_delta_ms / merged.time_avg_ms_a.where(merged.time_avg_ms_a > 0)
-    merged["bytes_delta"] = merged.total_bytes_b.astype("Float64") - merged.total_bytes_a.astype("Float64")
-    order = merged.time_delta_ms.abs().sort_values(ascending=False).index
-    columns = ["match", "name_a", "name_b", "type_a", "type_b", "time_avg_ms_a", "time_avg_ms_b", "time_delta_ms",
-               "time_delta_percent", "total_bytes_a", "total_bytes_b", "bytes_delta"]
-    return merged.loc[order, columns].reset_index(drop=True)
-
-
-def layer_coverage(snap: Snapshot, cell_id: str, layers: pd.DataFrame) -> float | None:
-    """The cell's `layer_coverage_percent` (Σ layer time ÷ compute time, in %); for rows written
-    before the column existed, computed the same way from its layers and measurements rows."""
-    from farm.layers.coverage import compute_ms, coverage_percent
-
-    row = snap.query("SELECT layer_coverage_percent, compute_median_ms, latency_median_ms FROM measurements "
-                     "WHERE cell_id = ?", [cell_id])
-    if row.empty:
-        return None
-    stored = row.layer_coverage_percent.iloc[0]
-    if pd.notna(stored):
-        return float(stored)
-    measurement = {k: (None if pd.isna(v) else float(v)) for k, v in row.iloc[0].items()}
-    return coverage_percent(layers.time_avg_ms.dropna().tolist(), compute_ms(measurement))
-
-
-def top_layers(layers: pd.DataFrame, by: str, n: int = 15) -> pd.DataFrame:
-    columns = ["layer_index", "name", "type", "time_avg_ms", "time_share_percent", "input_bytes", "weight_bytes",
-               "output_bytes", "total_bytes", "tactic"]
-    return layers.dropna(subset=[by]).sort_values(by, ascending=False).head(n)[columns].reset_index(drop=True)
-
-
-def graph_rows(layers: pd.DataFrame) -> list[dict[str, Any]]:
-    """Layer rows in the shape farm.layers.graph draws (what `farm graph` reads from SQL)."""
-    columns = ["layer_index", "name", "type", "output_dtypes", "time_share_percent", "time_avg_ms", "total_bytes",
-               "input_tensors", "output_tensors"]
-    ordered = layers.sort_values("layer_index")[columns].astype(object)
-    return ordered.where(ordered.notna(), None).to_dict("records")

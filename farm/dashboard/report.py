@@ -15,8 +15,9 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from farm.dashboard.data import (MIN_EFFECT_PERCENT, Snapshot, layer_coverage, layer_kinds, number, pareto_front,
-                                 series_labels, top_layers, with_noise_intervals, with_speedup)
+from farm.dashboard.data import Snapshot, number, pareto_front, series_labels, with_noise_intervals, with_speedup
+from farm.dashboard.layers import layer_coverage, layer_kinds, top_layers
+from farm.dashboard.noise import MIN_EFFECT_PERCENT
 from farm.layers.coverage import coverage_note
 from farm.measure import MIN_TAIL_SAMPLES
 from farm.warehouse import write_file

@@ -13,9 +13,9 @@ import pyarrow.parquet as pq
 import numpy as np
 import pytest
 
-from farm.dashboard.data import (MIN_EFFECT_PERCENT, Snapshot, compare_samples, fingerprint, layer_diff,
-                                 median_ratio, noise_verdict, pareto_front, series_labels, with_noise_intervals,
-                                 with_speedup)
+from farm.dashboard.data import Snapshot, fingerprint, pareto_front, series_labels, with_noise_intervals, with_speedup
+from farm.dashboard.layers import layer_diff
+from farm.dashboard.noise import MIN_EFFECT_PERCENT, compare_samples, median_ratio, noise_verdict
 
 
 def frame(rows: list[dict]) -> pd.DataFrame:

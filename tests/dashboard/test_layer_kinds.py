@@ -16,7 +16,8 @@ import pytest
 pytest.importorskip("torch")
 
 from farm.cli import main  # noqa: E402
-from farm.dashboard.data import LayersNotComparable, Snapshot, layer_diff, layers_not_comparable  # noqa: E402
+from farm.dashboard.data import Snapshot  # noqa: E402
+from farm.dashboard.layers import LayersNotComparable, layer_diff, layers_not_comparable  # noqa: E402
 from farm.layers.coverage import COVERAGE_WARN_PERCENT  # noqa: E402
 from tests.conftest import tiny_cnn, write_sweep  # noqa: E402
 from tests.dashboard.test_app import metrics, open_page, texts  # noqa: E402

@@ -11,7 +11,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from farm.dashboard.data import Snapshot, fingerprint
-from farm.dashboard.loader import cache_path, refresh
+from farm.warehouse import Warehouse
+from farm.warehouse.consolidated import cache_path
 
 
 def copy_of(warehouse: Path, tmp_path: Path) -> Path:
@@ -52,7 +53,7 @@ def test_second_load_reads_no_cell_file_and_sees_every_change(warehouse: Path, t
     assert not cache_path(root, "dash", "cells").exists()  # the dashboard writes no copy: writers do
     assert Snapshot(root).files_read == files
 
-    refresh(root, "dash")  # what farm sweep, farm ingest and farm check --fix do
+    Warehouse(root).consolidate("dash")  # what farm sweep, farm ingest and farm check --fix do
     assert cache_path(root, "dash", "cells").is_file()
     again = Snapshot(root)
     assert again.files_read == 0
@@ -67,21 +68,21 @@ def test_second_load_reads_no_cell_file_and_sees_every_change(warehouse: Path, t
     assert third.cell(ok.cell_id).throughput_qps == ok.throughput_qps + 1000.0
     assert third.cell(gone) is None and len(third.cell_frame) == len(first.cell_frame) - 1
     assert Snapshot(root).files_read == 1  # still read from its file: the copy is the writers' to update
-    refresh(root, "dash")
+    Warehouse(root).consolidate("dash")
     assert Snapshot(root).files_read == 0
 
 
 def test_damaged_copy_or_unwritable_cache_only_costs_time(warehouse: Path, tmp_path: Path) -> None:
     root = copy_of(warehouse, tmp_path)
     expected = len(Snapshot(root).cell_frame)
-    refresh(root, "dash")
+    Warehouse(root).consolidate("dash")
     cache_path(root, "dash", "cells").write_bytes(b"not parquet")
     snap = Snapshot(root)
     assert len(snap.cell_frame) == expected and snap.files_read >= expected
 
     unwritable = copy_of(warehouse, tmp_path / "ro")
     (unwritable / ".cache").write_text("a file where the cache folder would go")
-    refresh(unwritable, "dash")  # no copy, no error
+    Warehouse(unwritable).consolidate("dash")  # no copy, no error
     for _ in range(2):
         snap = Snapshot(unwritable)
         assert len(snap.cell_frame) == expected and snap.files_read >= expected  # no copy: reads every time

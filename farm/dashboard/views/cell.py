@@ -9,7 +9,8 @@ import pandas as pd
 import streamlit as st
 
 from farm.dashboard.common import cell_picker, downloads, human_bytes, snapshot_or_stop
-from farm.dashboard.data import graph_rows, layer_coverage, layer_kinds, number, top_layers
+from farm.dashboard.data import number
+from farm.dashboard.layers import graph_rows, layer_coverage, layer_kinds, top_layers
 from farm.layers.coverage import coverage_note
 
 GRAPH_LAYER_LIMIT = 400  # larger graphs take graphviz seconds to minutes: drawn on request

@@ -6,7 +6,8 @@ import pandas as pd
 import streamlit as st
 
 from farm.dashboard.common import downloads, snapshot_or_stop
-from farm.dashboard.data import MIN_EFFECT_PERCENT, pareto_front, series_labels, with_noise_intervals, with_speedup
+from farm.dashboard.data import pareto_front, series_labels, with_noise_intervals, with_speedup
+from farm.dashboard.noise import MIN_EFFECT_PERCENT
 from farm.measure import MIN_TAIL_SAMPLES
 
 LATENCIES = {"p50 (median)": "latency_median_ms", "p90": "latency_p90_ms", "p95": "latency_p95_ms",

@@ -6,8 +6,9 @@ import pandas as pd
 import streamlit as st
 
 from farm.dashboard.common import cell_picker, downloads, human_bytes, snapshot_or_stop
-from farm.dashboard.data import (MIN_EFFECT_PERCENT, layer_coverage, layer_diff, layer_kinds, layers_not_comparable,
-                                 median_ratio, noise_verdict, number)
+from farm.dashboard.data import number
+from farm.dashboard.layers import layer_coverage, layer_diff, layer_kinds, layers_not_comparable
+from farm.dashboard.noise import MIN_EFFECT_PERCENT, median_ratio, noise_verdict
 from farm.layers.coverage import coverage_note
 
 snap = snapshot_or_stop()

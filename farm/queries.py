@@ -1,0 +1,95 @@
+"""Every SQL query that more than one reader runs, written once, and the one definition of speedup.
+
+Readers: `farm sweep`'s end-of-sweep summary (farm.sweep), `farm show` and `farm ls` (farm.cli),
+the dashboard and `farm report` (farm.dashboard). The SQL runs on the warehouse's DuckDB views
+(`Warehouse.connect`) and on the dashboard's in-memory copy alike: both have one table per
+warehouse table, of the same names and columns.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Hashable, Iterable
+
+# One row per cell that has accuracy rows: `verdict` 'pass' when every output passed, else 'fail'
+# (`failed_metric`: the first, by name, of the failing outputs' worst metrics), and the worst figures.
+CELL_VERDICTS = """cell_verdicts AS (
+    SELECT cell_id,
+           CASE WHEN bool_and(verdict = 'pass') THEN 'pass' ELSE 'fail' END AS verdict,
+           min(worst_metric) FILTER (verdict = 'fail') AS failed_metric,
+           min(cosine_similarity) AS cosine_similarity, max(max_abs_error) AS max_abs_error,
+           min(top1_agreement) AS top1_agreement
+    FROM accuracy GROUP BY cell_id)"""
+
+# The verdict as the tables print it: 'pass', 'fail: <metric>', or NULL (accuracy not checked).
+VERDICT_TEXT = "CASE WHEN v.verdict = 'pass' THEN 'pass' ELSE 'fail: ' || v.failed_metric END"
+
+# One row per cell with its figures: cells c, measurements m, builds b, cell_verdicts v, devices d
+# (each at most one row per cell, so the join never repeats a cell).
+CELLS_WITH_FIGURES = """cells c
+LEFT JOIN measurements m USING (cell_id)
+LEFT JOIN builds b USING (cell_id)
+LEFT JOIN cell_verdicts v USING (cell_id)
+LEFT JOIN devices d USING (device_id)"""
+
+
+def cells_with_figures(select: str, where: str = "", order_by: str = "") -> str:
+    """`SELECT select FROM` every cell with its figures (`CELLS_WITH_FIGURES`: aliases c, m, b, v,
+    d), optionally filtered and ordered: the query behind `farm show`, the end-of-sweep summary
+    and the dashboard's cell table."""
+    sql = f"WITH {CELL_VERDICTS}\nSELECT {select}\nFROM {CELLS_WITH_FIGURES}"
+    if where:
+        sql += f"\nWHERE {where}"
+    if order_by:
+        sql += f"\nORDER BY {order_by}"
+    return sql
+
+
+# The columns the dashboard's comparisons need (farm.dashboard.data.Snapshot.cell_frame).
+CELL_FRAME_SQL = cells_with_figures("""
+       c.cell_id, c.sweep_id, c.model, c.precision, c.batch, c.profile, c.backend, c.options, c.status,
+       c.reason, c.notes, c.device_id, d.name AS device, c.host, c.finished_at,
+       m.throughput_qps, m.throughput_samples_per_s, m.latency_median_ms, m.latency_p90_ms, m.latency_p95_ms,
+       m.latency_p99_ms, m.latency_mean_ms, m.latency_cv_percent, m.median_ci_low_ms, m.median_ci_high_ms,
+       m.median_ci_method, m.latency_p99_tail_samples, m.repeat_spread_percent, m.stable, m.queries, m.h2d_mean_ms,
+       m.compute_mean_ms, m.d2h_mean_ms, m.peak_memory_bytes, m.latency_includes_transfers, m.timing_cuda_graph,
+       m.timing_spin_wait, m.timing_streams, m.timing_engine_version, b.build_s, v.verdict, v.failed_metric,
+       v.cosine_similarity, v.max_abs_error, v.top1_agreement""")
+
+# Per sweep: its runs (how many, the last start) and its cells by status (`farm ls`, the Overview page).
+SWEEP_RUNS = "runs AS (SELECT sweep_id, count(*) AS runs, max(started_at) AS last_run{extra} FROM sweeps GROUP BY sweep_id)"
+STATUS_COUNTS = ("count(*) AS cells, count(*) FILTER (status = 'ok') AS ok, count(*) FILTER (status = 'failed') AS failed, "
+                 "count(*) FILTER (status = 'skipped') AS skipped, count(*) FILTER (status = 'unsupported') AS unsupported")
+
+
+def sweeps_with_counts(columns: str, run_columns: str = "") -> str:
+    """`SELECT c.sweep_id AS sweep, columns` per sweep, over `cells c` joined to the `runs r` of
+    `SWEEP_RUNS` (with `run_columns` added to it); `STATUS_COUNTS` is there to use in `columns`."""
+    return (f"WITH {SWEEP_RUNS.format(extra=run_columns)}\nSELECT c.sweep_id AS sweep, {columns}\n"
+            "FROM cells c LEFT JOIN runs r USING (sweep_id) GROUP BY c.sweep_id ORDER BY c.sweep_id")
+
+
+# --- speedup ---------------------------------------------------------------------------------------
+
+def baseline_positions(keys: Iterable[Hashable], is_baseline: Iterable[bool]) -> list[int | None]:
+    """For each cell (in order), the position of its baseline: the first cell marked `is_baseline`
+    whose key is the same (None: it has none). The key says what must match: model and batch for
+    the dashboard; model, batch, profile, backend and options for the end-of-sweep summary."""
+    keys = list(keys)
+    first: dict[Hashable, int] = {}
+    for position, (key, baseline) in enumerate(zip(keys, is_baseline)):
+        if baseline and key not in first:
+            first[key] = position
+    return [first.get(key) for key in keys]
+
+
+def speedup(throughput_qps: Any, baseline_throughput_qps: Any) -> float | None:
+    """**Speedup**: a cell's throughput (queries/s) over its baseline cell's (docs/dashboard.md).
+    None where either is missing or the baseline's is not positive."""
+    if not _number(throughput_qps) or not _number(baseline_throughput_qps) or baseline_throughput_qps <= 0:
+        return None
+    return float(throughput_qps) / float(baseline_throughput_qps)
+
+
+def _number(value: Any) -> bool:
+    return value is not None and isinstance(value, (int, float)) and not math.isnan(value)

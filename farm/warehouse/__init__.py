@@ -1,0 +1,30 @@
+"""The warehouse: the only place results live (Parquet, one file per cell per table, DuckDB views).
+
+A package of one concern per module, stacked as the bases of `Warehouse`:
+`schema` (tables, columns, the row and file checks), `parquet` (whole-file checks and writes),
+`layout` (paths), `lock` (one writer at a time, the marker), `repair` (resume, quarantine),
+`check` (`farm check`), `views` (DuckDB), `consolidated` (the dashboard's quick-load copy) and
+`store` (`Warehouse`, writing rows). `rows` turns a cell's result into rows; it sits above the
+storage (the storage never imports it).
+"""
+
+from farm.warehouse.check import Finding, Inspection
+from farm.warehouse.layout import Warn, warn_stderr
+from farm.warehouse.lock import NotAWarehouse, WarehouseBusy, describe_holder
+from farm.warehouse.parquet import (PARQUET_MAGIC, duckdb_glob_escape, file_problem, parquet_files_named, sql_string,
+                                    write_file, write_parquet)
+from farm.warehouse.repair import Prepared
+from farm.warehouse.schema import (CACHE_DIR_NAME, DAMAGED_DIR_NAME, KEPT_STATUSES, KEY_COLUMNS, LOCK_NAME, MARKER_NAME,
+                                   PER_CELL_TABLES, REQUIRED_COLUMNS, SCHEMA_VERSION, SCHEMAS, TABLES, TEMP_DIR_NAME,
+                                   UNMEASURED, RowError, schema_problem)
+from farm.warehouse.store import Warehouse
+
+write_atomic = write_parquet  # shim: renamed farm.warehouse.write_parquet (remove when benchmarks/ import that)
+
+__all__ = [
+    "CACHE_DIR_NAME", "DAMAGED_DIR_NAME", "KEPT_STATUSES", "KEY_COLUMNS", "LOCK_NAME", "MARKER_NAME", "PARQUET_MAGIC",
+    "PER_CELL_TABLES", "REQUIRED_COLUMNS", "SCHEMA_VERSION", "SCHEMAS", "TABLES", "TEMP_DIR_NAME", "UNMEASURED",
+    "Finding", "Inspection", "NotAWarehouse", "Prepared", "RowError", "Warehouse", "WarehouseBusy", "Warn",
+    "describe_holder", "duckdb_glob_escape", "file_problem", "parquet_files_named", "schema_problem", "sql_string",
+    "warn_stderr", "write_atomic", "write_file", "write_parquet",
+]

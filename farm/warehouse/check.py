@@ -1,0 +1,118 @@
+"""`farm check`: every damaged, orphaned or leftover file of a warehouse (`inspect`), and `fix`.
+
+`inspect` parses every file's footer and compares its schema with its table's, where readers
+check only both ends of a file (and the footers only of a table DuckDB fails on).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from farm.warehouse.parquet import file_problem, parquet_names, remove_path
+from farm.warehouse.repair import WarehouseRepair
+from farm.warehouse.schema import DAMAGED_DIR_NAME, PER_CELL_TABLES, TABLES, UNMEASURED, schema_problem
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    """Something `farm check` found: `damaged` (not whole Parquet, or not the table's schema),
+    `orphan` (a cell's file with no `cells` file, or a file or folder of no table), `temp`
+    (a temporary file an interrupted run left) or `unmeasured` (an ok cell's `cells` file with
+    no measurements file: un-marked by --fix, so that the next sweep measures the cell again)."""
+
+    kind: str
+    path: Path
+    reason: str
+    sweep: str | None = None
+
+
+@dataclasses.dataclass
+class Inspection:
+    """What `farm check` found, and what it left alone."""
+
+    findings: list[Finding]
+    files_checked: int
+    quarantined: int  # files already moved to .damaged folders
+    in_progress: int  # temporary and unfinished-cell files left alone: a writer holds the lock
+    holder: dict[str, Any] | None
+
+
+class WarehouseCheck(WarehouseRepair):
+    """`farm check` (a base of `Warehouse`)."""
+
+    def inspect(self) -> Inspection:
+        """Every damaged file (not whole Parquet, footer unreadable, or not its table's schema),
+        orphaned file and leftover temporary file of the warehouse: what `farm check` lists.
+        Reads every file's footer (about 0.3 ms a file). While a writer holds the lock, its
+        temporary files and unfinished cells are counted as in progress, not as findings."""
+        holder = self.lock_holder()
+        findings: list[Finding] = []
+        checked = quarantined = in_progress = 0
+        for sweep_dir in self.sweep_dirs():
+            sweep = sweep_dir.name
+            cells_present = parquet_names(sweep_dir / "cells")
+            for entry in sorted(sweep_dir.iterdir()):
+                if entry.name == DAMAGED_DIR_NAME:
+                    quarantined += sum(1 for p in entry.rglob("*") if p.is_file())
+                    continue
+                if entry.name not in TABLES or not entry.is_dir():
+                    what = "folder" if entry.is_dir() else "file"
+                    findings.append(Finding("orphan", entry, f"a {what} of no warehouse table", sweep))
+                    continue
+                for path in sorted(entry.iterdir()):
+                    if path.name.startswith(".") and ".tmp" in path.name:
+                        if holder is not None:
+                            in_progress += 1
+                        else:
+                            findings.append(Finding("temp", path, "temporary file of an interrupted write", sweep))
+                        continue
+                    if not path.name.endswith(".parquet") or not path.is_file():
+                        findings.append(Finding("orphan", path, f"not a Parquet file of the {entry.name} table",
+                                                sweep))
+                        continue
+                    if entry.name in PER_CELL_TABLES and path.name not in cells_present:
+                        if holder is not None:
+                            in_progress += 1
+                        else:
+                            findings.append(Finding("orphan", path, "no cells file: left by an interrupted run",
+                                                    sweep))
+                        continue
+                    checked += 1
+                    problem = file_problem(path) or schema_problem(path, entry.name)
+                    if problem:
+                        findings.append(Finding("damaged", path, problem, sweep))
+            damaged = {f.path for f in findings}
+            findings += [Finding("unmeasured", path, UNMEASURED, sweep) for path in self.unmeasured(sweep)
+                         if path not in damaged and (sweep_dir / "measurements" / path.name) not in damaged]
+        cache = self.cache_dir.absolute()
+        for path in self.leftovers():
+            if cache in path.absolute().parents:  # those of the table folders are listed above
+                if holder is not None:
+                    in_progress += 1
+                else:
+                    findings.append(Finding("temp", path, "temporary file or folder of an interrupted run"))
+        return Inspection(findings, checked, quarantined, in_progress, holder)
+
+    def fix(self, findings: list[Finding]) -> list[tuple[Finding, str]]:
+        """Resolve what `inspect` found (only while holding the writer lock): damaged files are
+        quarantined (their cells then count as not done), orphaned files and files of no table
+        moved to `.damaged` too, unmeasured cells un-marked (their `cells` file moved there), and
+        temporary files removed. Returns what was done to each."""
+        done = []
+        sweeps = set()
+        for finding in findings:
+            if finding.kind in ("damaged", "orphan", "unmeasured"):
+                moves = sorted(self.quarantine(finding.sweep, finding.path), key=lambda m: m[0] != finding.path)
+                where = ", ".join(str(to.relative_to(self.root)) for _, to in moves) or "already gone"
+                extra = " with its cell's cells file (measured again by the next sweep)" if len(moves) > 1 else \
+                    " (un-marked: the next sweep measures the cell again)" if finding.kind == "unmeasured" else ""
+                done.append((finding, f"moved to {where}{extra}"))
+                sweeps.add(finding.sweep)
+            else:
+                remove_path(finding.path)
+                done.append((finding, "removed"))
+        for sweep in sorted(s for s in sweeps if s):
+            for path in self.repair(sweep):  # the other files of the cells un-marked above
+                done.append((Finding("orphan", path, "a file of a cell un-marked above", sweep), "removed"))
+        return done

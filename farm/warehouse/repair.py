@@ -1,0 +1,176 @@
+"""Resume and repair: what a killed run left (temporary files, unfinished cells), damaged files
+moved aside (quarantine), and the status of every finished cell.
+
+A damaged file costs only its cell: writers move it to `<root>/<sweep>/.damaged/`, with its cell's
+`cells` file, so that the next sweep measures the cell again. All of this only while holding the
+writer lock: a running sweep's files look just the same.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from farm.warehouse.lock import WarehouseLocking
+from farm.warehouse.parquet import file_problem, free_name, parquet_names, remove_path
+from farm.warehouse.schema import DAMAGED_DIR_NAME, PER_CELL_TABLES, TABLES, TEMP_DIR_NAME, UNMEASURED, first_line
+
+# farm's own temporary names: `.name.<pid>.tmp` (atomic writes; `.tmp.npz` for arrays) anywhere in
+# the cache, and in the cache's temp area `name.<pid>.tmp` and quantize./verify. folders
+_TEMP_FILE = re.compile(r"^\..+\.\d+\.tmp(\.npz)?$")
+_TEMP_AREA_ENTRY = re.compile(r"^(\.?.+\.\d+\.tmp(\.npz)?|quantize\..+|verify\..+)$")
+_WORK_ENTRY = re.compile(r"^[0-9a-f]{16}$")  # <cache>/work/<cell id>/
+
+
+@dataclasses.dataclass
+class Prepared:
+    """What a writer found before running a sweep (see `Warehouse.prepare_sweep`)."""
+
+    moved: list[tuple[Path, str, Path]]  # (damaged file, why, where it went)
+    removed: list[Path]  # files of cells a killed run left unfinished, and their temporary files
+    statuses: dict[str, str]  # status of every finished cell, by cell id
+
+
+class WarehouseRepair(WarehouseLocking):
+    """Resume, repair and quarantine (a base of `Warehouse`)."""
+
+    def leftovers(self) -> list[Path]:
+        """Temporary files and folders that runs left (killed, or failed before cleaning up), by
+        farm's own names only: in the cache's temp area `name.<pid>.tmp` files and `quantize.*`,
+        `verify.*` folders, in its work area the folders named by a cell id, `.name.<pid>.tmp`
+        files anywhere in the cache, and temporary files in the sweeps' table folders. Leftovers
+        only while no writer holds the lock."""
+        found: list[Path] = []
+        cache = self.cache_dir
+        areas = {cache / TEMP_DIR_NAME: _TEMP_AREA_ENTRY, cache / "work": _WORK_ENTRY}
+        for area, names in areas.items():
+            if area.is_dir() and not area.is_symlink():
+                found += sorted(p for p in area.iterdir() if names.match(p.name))
+        if cache.is_dir() and not cache.is_symlink():
+            found += sorted(p for p in cache.rglob(".*.tmp*") if _TEMP_FILE.match(p.name)
+                            and not any(a in p.parents for a in areas) and not p.is_dir())
+        for sweep_dir in self.sweep_dirs():
+            for table in TABLES:
+                found += sorted(p for p in (sweep_dir / table).glob(".*.tmp") if _TEMP_FILE.match(p.name))
+        return found
+
+    def remove_leftovers(self) -> list[Path]:
+        """Remove `leftovers()`; only while holding the writer lock."""
+        removed = self.leftovers()
+        for path in removed:
+            remove_path(path)
+        return removed
+
+    def repair(self, sweep: str) -> list[Path]:
+        """Remove temporary files and rows of cells that a killed run left unfinished (only while
+        holding the writer lock: a running sweep's files look just the same)."""
+        removed = []
+        sweep_dir = self.root / sweep
+        if not sweep_dir.is_dir():
+            return removed
+        for table in TABLES:
+            for tmp in (sweep_dir / table).glob(".*.tmp"):
+                tmp.unlink(missing_ok=True)
+                removed.append(tmp)
+        finished = {p.stem for p in self.table_dir(sweep, "cells").glob("*.parquet")}
+        for table in PER_CELL_TABLES:
+            for path in self.table_dir(sweep, table).glob("*.parquet"):
+                if path.stem not in finished:
+                    path.unlink(missing_ok=True)
+                    removed.append(path)
+        return removed
+
+    def prepare_sweep(self, sweep: str) -> Prepared:
+        """What a writer does before it runs cells of `sweep` (holding the writer lock): move every
+        damaged file aside (quarantine: its cell is measured again), remove what a killed run
+        left of unfinished cells, and read the status of every finished cell."""
+        damaged = [(path, problem) for table in TABLES for path in self.table_files(sweep, table)
+                   if (problem := file_problem(path))]
+        moved = []
+        for path, problem in damaged:
+            moved += [(path, problem, to) for source, to in self.quarantine(sweep, path) if source == path]
+        statuses, unreadable = self._read_statuses(sweep)
+        for path, problem in unreadable:  # whole at both ends, yet unreadable or of another schema
+            moved += [(path, problem, to) for source, to in self.quarantine(sweep, path) if source == path]
+        for path in self.unmeasured(sweep, statuses):  # measured again
+            moved += [(path, UNMEASURED, to) for source, to in self.quarantine(sweep, path) if source == path]
+            statuses.pop(path.stem, None)
+        return Prepared(moved, self.repair(sweep), statuses)
+
+    def unmeasured(self, sweep: str, statuses: dict[str, str] | None = None) -> list[Path]:
+        """`cells` files of ok cells that have no measurements file (an older farm, killed while
+        it quarantined a cell's file, left them so): un-marked, they are measured again. Ingested
+        cells are left out (an ingested engine may have no measurement)."""
+        measured = parquet_names(self.table_dir(sweep, "measurements"))
+        candidates = [p for p in self.table_files(sweep, "cells") if p.name not in measured]
+        found = []
+        for path in candidates:
+            if statuses is not None and statuses.get(path.stem, "ok") != "ok" or file_problem(path):
+                continue
+            try:
+                row = pq.read_table(path, columns=["status", "run_id"]).to_pylist()
+            except Exception:  # noqa: BLE001 - damaged: found as such
+                continue
+            if row and row[0]["status"] == "ok" and row[0]["run_id"] != "ingest":
+                found.append(path)
+        return found
+
+    def quarantine(self, sweep: str, path: Path) -> list[tuple[Path, Path]]:
+        """Move a damaged file (or a folder of no table) to `<root>/<sweep>/.damaged/`, keeping its
+        table folder's name; for a file of a cell, that cell's `cells` file goes too, so the cell
+        counts as not done and the next sweep measures it again: it goes first, as `write_cell`
+        un-marks a cell before it touches its files, so that a kill in between never leaves a
+        done cell without the file. Only while holding the writer lock. Returns (from, to) of
+        every move."""
+        sources = [path]
+        if _is_cell_file(path):
+            sources.insert(0, self.table_dir(sweep, "cells") / path.name)
+        moves = []
+        for source in sources:
+            if not os.path.lexists(source):
+                continue
+            target_dir = self.root / sweep / DAMAGED_DIR_NAME
+            if source.parent != self.root / sweep:
+                target_dir = target_dir / source.parent.name
+            target_dir.mkdir(parents=True, exist_ok=True)
+            target = free_name(target_dir / source.name)
+            os.replace(source, target)
+            moves.append((source, target))
+        return moves
+
+    def cell_statuses(self, sweep: str) -> dict[str, str]:
+        """Status of every finished cell of a sweep, by cell id (unreadable `cells` files skipped,
+        with a warning)."""
+        statuses, unreadable = self._read_statuses(sweep)
+        for path, problem in unreadable:
+            self.skip(path, problem)
+        return statuses
+
+    def _read_statuses(self, sweep: str) -> tuple[dict[str, str], list[tuple[Path, str]]]:
+        files = [p for p in self.table_files(sweep, "cells") if p not in self.skipped]
+        if not files:
+            return {}, []
+        try:  # one read for all files; file by file only when one of them fails
+            table = pq.read_table(files if len(files) > 1 else files[0], columns=["cell_id", "status"])
+            return dict(zip(table.column("cell_id").to_pylist(), table.column("status").to_pylist())), []
+        except Exception:  # noqa: BLE001 - which file: see below
+            pass
+        statuses, unreadable = {}, []
+        for path in files:
+            try:
+                table = pq.read_table(path, columns=["cell_id", "status"])
+            except FileNotFoundError:
+                continue
+            except Exception as exc:  # noqa: BLE001 - any reason a file cannot be read makes it damaged
+                unreadable.append((path, f"unreadable: {first_line(exc)}"))
+                continue
+            statuses.update(zip(table.column("cell_id").to_pylist(), table.column("status").to_pylist()))
+        return statuses, unreadable
+
+
+def _is_cell_file(path: Path) -> bool:
+    return path.parent.name in PER_CELL_TABLES and path.name.endswith(".parquet")

@@ -1,0 +1,94 @@
+"""`Warehouse`: the only place results live, and how rows are written into it.
+
+Layout: `<root>/<sweep>/<table>/<key>.parquet`, one file per cell per table (per run for
+`sweeps`, per device for `devices`), each written to a temporary name and renamed into place,
+so a crash loses at most the cell in flight and never leaves half a file. A cell's `cells` file
+is written last: a cell counts as done only once it exists, and `repair` removes what a killed
+run left of a cell without it. DuckDB reads the files through one view per table.
+
+Writers give flat rows per table (`write_cell(sweep, cell_id, {table: rows})`), checked against
+the table's schema (farm.warehouse.schema): an unknown column, or a required one missing, is an
+error naming it, and nothing is written. Turning a cell's result into rows happens above the
+storage, in farm.warehouse.rows.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from farm.files import write_error
+from farm.warehouse.consolidated import refresh_consolidated
+from farm.warehouse.parquet import write_parquet
+from farm.warehouse.schema import PER_CELL_TABLES, SCHEMA_VERSION, RowError, rows_table
+from farm.warehouse.views import WarehouseViews
+
+Rows = list[dict[str, Any]] | pa.Table  # dicts; an Arrow table for a large table (samples)
+# the order a cell's tables are written in: `cells` last marks the cell done
+_CELL_WRITE_ORDER = ("builds", "measurements", "samples", "accuracy", "layers")
+
+
+class Warehouse(WarehouseViews):
+    """A results folder: writes rows atomically, reads them through DuckDB, resumes, repairs and
+    checks itself; one writer at a time (`writer_lock`)."""
+
+    def write_sweep_run(self, row: dict[str, Any]) -> None:
+        """Write (or rewrite) one run's `sweeps` row."""
+        self.write_rows("sweeps", row["sweep_id"], row["run_id"], [row])
+
+    def write_cell(self, sweep: str, cell_id: str, tables: Mapping[str, Rows]) -> None:
+        """Write one cell: `tables` maps table names to rows, `cells` (one row) required, the
+        per-cell tables and `devices` (keyed by their `device_id`) where the cell has them. Every
+        row is checked before anything is touched (RowError names the column); then the cell is
+        un-marked (a rerun replaces it), its tables written, and its `cells` row last, marking it
+        done."""
+        checked = self._checked_cell_tables(cell_id, tables)
+        # A rerun replaces a cell: un-mark it done first, so a kill in between leaves no done cell
+        # with missing or stale rows (repair then removes the leftovers).
+        for table in ("cells", *PER_CELL_TABLES):
+            path = self.table_dir(sweep, table) / f"{cell_id}.parquet"
+            try:
+                path.unlink(missing_ok=True)
+            except OSError as exc:
+                raise write_error(path, exc) from None
+        for table in _CELL_WRITE_ORDER:
+            if table in checked:
+                self._write_table(table, sweep, cell_id, checked[table])
+        devices = checked.get("devices")
+        if devices is not None:
+            for device_id in dict.fromkeys(devices.column("device_id").to_pylist()):
+                one = devices.filter(pc.equal(devices.column("device_id"), device_id))
+                self._write_table("devices", sweep, device_id, one)
+        self._write_table("cells", sweep, cell_id, checked["cells"])
+
+    def _checked_cell_tables(self, cell_id: str, tables: Mapping[str, Rows]) -> dict[str, pa.Table]:
+        unknown = sorted(set(tables) - {"cells", "devices", *PER_CELL_TABLES})
+        if unknown:
+            raise RowError(f"write_cell writes the cells, devices and per-cell tables, not {', '.join(unknown)}")
+        checked = {table: rows_table(table, rows) for table, rows in tables.items()}
+        if "cells" not in checked or checked["cells"].num_rows != 1:
+            raise RowError(f"cell {cell_id}: write_cell needs exactly one cells row")
+        for table, found in checked.items():
+            if table != "devices" and pc.any(pc.not_equal(found.column("cell_id"), cell_id)).as_py():
+                raise RowError(f"the {table} rows given for cell {cell_id} are of another cell")
+        return checked
+
+    def write_rows(self, table: str, sweep: str, key: str, rows: Rows) -> None:
+        """Write `rows` (checked against the table's schema) as `<sweep>/<table>/<key>.parquet`."""
+        self._write_table(table, sweep, key, rows_table(table, rows))
+
+    def _write_table(self, table_name: str, sweep: str, key: str, table: pa.Table) -> None:
+        directory = self.table_dir(sweep, table_name)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise write_error(directory, exc) from None
+        table = table.replace_schema_metadata({"farm.schema_version": str(SCHEMA_VERSION)})
+        write_parquet(table, directory / f"{key}.parquet")
+
+    def consolidate(self, sweep: str) -> None:
+        """Bring the consolidated copy of the sweep's small tables up to date (writers only, under
+        the writer lock; farm.warehouse.consolidated): the dashboard's first load is then quick."""
+        refresh_consolidated(self, sweep)

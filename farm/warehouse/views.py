@@ -1,0 +1,174 @@
+"""Reading a warehouse: DuckDB views over its files, leaving damaged files out.
+
+A damaged file costs only its cell: readers skip a file that is not whole Parquet with a one-line
+warning naming it (DuckDB fails on it; only then are that table's files checked, by their first
+and last bytes, ~15 µs a file). Views list one glob per sweep folder (the files by name in a
+folder holding a damaged one), never the warehouse root.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable
+
+import pyarrow.parquet as pq
+
+from farm.warehouse.check import WarehouseCheck
+from farm.warehouse.parquet import duckdb_glob_escape, file_problem, parquet_files_named, parquet_names, sql_string
+from farm.warehouse.schema import SCHEMAS, first_line
+
+if TYPE_CHECKING:
+    import duckdb
+
+
+class WarehouseViews(WarehouseCheck):
+    """DuckDB over the warehouse (a base of `Warehouse`)."""
+
+    def latest_plan(self, sweep: str) -> list[str] | None:
+        """The cell ids the sweep's latest recorded run planned; None where no run recorded them
+        (older warehouses, ingested sweeps). Unreadable `sweeps` files are skipped, with a warning."""
+        latest: tuple | None = None
+        for path in self.table_files(sweep, "sweeps"):
+            if path in self.skipped:
+                continue
+            try:
+                table = pq.read_table(path)
+            except FileNotFoundError:
+                continue
+            except Exception as exc:  # noqa: BLE001 - any reason a file cannot be read makes it damaged
+                self.skip(path, f"unreadable: {first_line(exc)}")
+                continue
+            if "planned_cell_ids" not in table.column_names:
+                continue
+            for row in table.select(["started_at", "planned_cell_ids"]).to_pylist():
+                if row["planned_cell_ids"] is not None and (latest is None or row["started_at"] > latest[0]):
+                    latest = (row["started_at"], row["planned_cell_ids"])
+        return None if latest is None else list(latest[1])
+
+    def connect(self) -> duckdb.DuckDBPyConnection:
+        """An in-memory DuckDB with one view per table over the warehouse's readable Parquet files."""
+        import duckdb
+
+        con = duckdb.connect(":memory:")
+        self.create_views(con)
+        return con
+
+    def table_globs(self, table: str) -> list[str]:
+        """One glob per sweep that has files of `table`: views list them so that DuckDB never has
+        to list the warehouse's root (the SQL console allows reading those folders only)."""
+        return [str(folder / table / "*.parquet") for folder in self.sweep_dirs()
+                if parquet_names(folder / table)]
+
+    def create_views(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Create (or replace) one view per table in `con`; an empty typed view where the table
+        has no file. Damaged files are left out, each with a one-line warning."""
+        for table in SCHEMAS:
+            self._create_view(con, table)
+
+    def fetch(self, con: duckdb.DuckDBPyConnection, sql: str,
+              params: Any = None) -> tuple[list[str] | None, list[tuple[Any, ...]]]:
+        """Run `sql` on a connection with this warehouse's views: (column names, rows), or (None, [])
+        for a statement without a result. A file that turns out unreadable only now (its ends are
+        whole, its insides are not) is left out with a warning and the query run again."""
+        import duckdb
+
+        seen = set()
+        while True:
+            try:
+                cursor = con.execute(sql, params)
+                if cursor.description is None:
+                    return None, []
+                return [d[0] for d in cursor.description], cursor.fetchall()
+            except duckdb.Error as exc:
+                if str(exc) in seen or not self._skip_file_of(exc):
+                    raise
+                seen.add(str(exc))
+                self.create_views(con)
+
+    def _create_view(self, con: duckdb.DuckDBPyConnection, table: str) -> None:
+        import duckdb
+
+        checked = footers_checked = False
+        seen = set()
+        while True:
+            sources = self._sources(table)
+            if not sources:
+                con.register(f"_empty_{table}", SCHEMAS[table].empty_table())
+                con.execute(f"CREATE OR REPLACE VIEW {table} AS SELECT * FROM _empty_{table}")
+                return
+            files = ", ".join(f"'{sql_string(s)}'" for s in sources)
+            source = f"read_parquet([{files}], union_by_name = true)"
+            select = "SELECT DISTINCT ON (device_id) *" if table == "devices" else "SELECT *"  # devices: one file
+            try:  # per sweep that used the device
+                con.execute(f"CREATE OR REPLACE VIEW {table} AS {select} FROM {source}")
+                return
+            except duckdb.Error as exc:
+                # Binding reads every file's footer (union_by_name), so a damaged file fails here:
+                # only then are the table's files checked (their ends, ~15 µs a file), all at once;
+                # and if DuckDB names no file (a garbled footer: "TProtocolException: Invalid
+                # data"), their footers are parsed (~0.2 ms a file).
+                repeated = str(exc) in seen
+                seen.add(str(exc))
+                if not checked:
+                    checked = True
+                    newly = False
+                    for path in self._files(table):
+                        if path not in self.skipped and (problem := file_problem(path)):
+                            self.skip(path, problem)
+                            newly = True
+                    if newly or self._skip_file_of(exc, skip_new=False):
+                        continue
+                if not repeated and self._skip_file_of(exc):
+                    continue
+                if not footers_checked:
+                    footers_checked = True
+                    if self.skip_unreadable_footers(self._files(table)):
+                        continue
+                raise
+
+    def skip_unreadable_footers(self, paths: Iterable[Path]) -> bool:
+        """Skip those of `paths` whose footer does not parse; whether any was newly skipped."""
+        newly = False
+        for path in paths:
+            if path in self.skipped or file_problem(path):
+                continue
+            try:
+                pq.read_metadata(path)
+            except FileNotFoundError:
+                continue
+            except Exception as exc:  # noqa: BLE001 - whatever pyarrow says about the footer
+                self.skip(path, f"unreadable footer: {first_line(exc)}")
+                newly = True
+        return newly
+
+    def _files(self, table: str) -> list[Path]:
+        return [path for sweep in self.sweep_dirs() for path in self.table_files(sweep.name, table)]
+
+    def _sources(self, table: str) -> list[str]:
+        """What a view reads, as DuckDB globs (glob characters in the path escaped): per sweep
+        folder, its glob, or where it holds a file found damaged or not a regular file (a FIFO
+        would block the read), its other files by name."""
+        sources = []
+        for folder in self.sweep_dirs():
+            directory = folder / table
+            names = parquet_names(directory, regular=False)
+            for name, regular in names.items():
+                if not regular:
+                    self.skip(directory / name, "not a regular file")
+            if any(p.parent == directory for p in self.skipped):
+                sources += [duckdb_glob_escape(str(directory / n)) for n in sorted(names)
+                            if directory / n not in self.skipped]
+            elif names:
+                sources.append(duckdb_glob_escape(str(directory)) + "/*.parquet")
+        return sources
+
+    def _skip_file_of(self, exc: Exception, skip_new: bool = True) -> bool:
+        """Whether the error names a file of this warehouse that a retry can do without: one that
+        is gone (a writer replaced it), skipped already, or (`skip_new`), now skipped, damaged."""
+        for path in parquet_files_named(exc, self.root):
+            if not path.exists() or path in self.skipped:
+                return True
+            if skip_new:
+                self.skip(path, first_line(exc))
+                return True
+        return False
