@@ -1,7 +1,9 @@
 """Backends by name, imported lazily so `farm --help`, the config and the planner never load an engine.
 
 A new backend is one module in farm/backends/ (its `Options` and a `Backend` subclass with its
-`capabilities`), one line in BACKENDS, and one entry in docs/backends.md. A backend module may
+`capabilities`), one line in BACKENDS, and one `[backends.NAME]` section in docs/config.md (its
+options; tests/test_docs.py checks it); tests/test_backend_contract.py then runs it (its LIVE table
+says with which options it runs on a CPU-only machine). A backend module may
 import only the standard library, numpy, pydantic and farm's layers below it at top level; the
 engine itself (onnxruntime, torch, tensorrt) is imported inside its methods.
 """
