@@ -208,3 +208,24 @@ def test_a_garbled_footer_that_duckdb_does_not_name_is_found_and_skipped(tmp_pat
     victim.write_bytes(data[:-8 - footer] + b"\x07" * footer + data[-8:])
     assert warehouse.connect().execute("SELECT cell_id FROM cells").fetchall() == [("c1",)]
     assert len(warnings) == 1 and str(victim) in warnings[0] and "unreadable footer" in warnings[0]
+
+
+# --- rows are checked against the table's schema, as the config checks keys -----------------------
+
+def test_an_unknown_or_missing_column_is_an_error_naming_it_and_nothing_is_written(tmp_path: Path) -> None:
+    from farm.warehouse import RowError
+
+    warehouse = Warehouse(tmp_path)
+    cells = [{"cell_id": "c1", "sweep_id": "s", "status": "ok"}]
+    with pytest.raises(RowError, match="throughput_qsp"):  # a misspelt metric is not written as NULL
+        warehouse.write_cell("s", "c1", {"cells": cells, "measurements": [{"cell_id": "c1", "throughput_qsp": 1.0}]})
+    with pytest.raises(RowError, match="status"):
+        warehouse.write_cell("s", "c1", {"cells": [{"cell_id": "c1", "sweep_id": "s"}]})
+    with pytest.raises(RowError, match="another cell"):
+        warehouse.write_cell("s", "c1", {"cells": cells, "builds": [{"cell_id": "c2", "build_s": 1.0}]})
+    with pytest.raises(RowError, match="no warehouse table"):
+        warehouse.write_rows("metrics", "s", "c1", [{"cell_id": "c1"}])
+    assert not (tmp_path / "s").exists()
+    # optional columns may be absent: they are written as NULL
+    warehouse.write_cell("s", "c1", {"cells": cells, "measurements": [{"cell_id": "c1", "throughput_qps": 2.0}]})
+    assert warehouse.connect().execute("SELECT throughput_qps, latency_p99_ms FROM measurements").fetchall() == [(2.0, None)]

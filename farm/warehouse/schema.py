@@ -152,6 +152,7 @@ def check_columns(table: str, columns: Iterable[str]) -> None:
 def rows_table(table: str, rows: list[dict[str, Any]] | pa.Table) -> pa.Table:
     """`rows` (dicts, or an Arrow table for a large table such as `samples`) as an Arrow table of
     the table's schema, absent optional columns null; RowError where they do not fit."""
+    check_columns(table, REQUIRED_COLUMNS.get(table, ()))  # an unknown table
     schema = SCHEMAS[table]
     if isinstance(rows, pa.Table):
         check_columns(table, rows.column_names)

@@ -3,6 +3,7 @@
 import streamlit as st
 
 from farm.dashboard.common import downloads, human_bytes, results_root, snapshot_or_stop
+from farm.queries import STATUS_COUNTS, sweeps_with_counts
 from farm.warehouse import TABLES
 
 snap = snapshot_or_stop()
@@ -18,16 +19,12 @@ for column, status in zip(columns[2:], ("ok", "failed", "skipped", "unsupported"
     column.metric(status.capitalize(), int(counts.get(status, 0)))
 
 st.subheader("Sweeps")
-sweeps = snap.query("""
-    WITH runs AS (SELECT sweep_id, count(*) AS runs, max(started_at) AS last_run,
-                         arg_max(description, started_at) AS description FROM sweeps GROUP BY sweep_id)
-    SELECT c.sweep_id AS sweep, any_value(r.description) AS description, count(*) AS cells,
-           count(*) FILTER (status = 'ok') AS ok, count(*) FILTER (status = 'failed') AS failed,
-           count(*) FILTER (status = 'skipped') AS skipped, count(*) FILTER (status = 'unsupported') AS unsupported,
-           string_agg(DISTINCT c.model, ', ' ORDER BY c.model) AS models,
-           string_agg(DISTINCT c.backend, ', ' ORDER BY c.backend) AS backends,
-           any_value(r.runs) AS runs, any_value(r.last_run) AS last_run
-    FROM cells c LEFT JOIN runs r USING (sweep_id) GROUP BY c.sweep_id ORDER BY c.sweep_id""")
+sweeps = snap.query(sweeps_with_counts(
+    f"""any_value(r.description) AS description, {STATUS_COUNTS},
+        string_agg(DISTINCT c.model, ', ' ORDER BY c.model) AS models,
+        string_agg(DISTINCT c.backend, ', ' ORDER BY c.backend) AS backends,
+        any_value(r.runs) AS runs, any_value(r.last_run) AS last_run""",
+    run_columns=", arg_max(description, started_at) AS description"))
 st.dataframe(sweeps, hide_index=True, column_config={
     "last_run": st.column_config.DatetimeColumn("last run (UTC)", format="YYYY-MM-DD HH:mm")})
 downloads(sweeps, "sweeps", "overview-sweeps")
