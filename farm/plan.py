@@ -20,10 +20,9 @@ from farm import __version__
 from farm.backends.registry import backend_class
 from farm.config import AppliedTolerance, LoadedConfig, Measurement
 from farm.errors import ConfigError
-from farm.models import (BATCH_NAMES, axis_key, is_unnamed, parse_axis_key, resolve_model, shape_text,
-                         toml_inline_table, toml_key, toml_key_value)
-from farm.records import (Calibration, Cell, InputSpec, MeasurementSettings, ModelArtifact, ProfileShapes,
-                          ShapeProfile, Tolerance)
+from farm.models import parse_axis_key, resolve_model, shape_text, toml_inline_table, toml_key, toml_key_value
+from farm.records import (BATCH_NAMES, Calibration, Cell, InputSpec, MeasurementSettings, ModelArtifact,
+                          ProfileShapes, ShapeProfile, Tolerance, axis_key, is_unnamed)
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
