@@ -26,7 +26,7 @@ LAYERS: dict[str, int] = {
     "farm.timing": 1, "farm.backends.registry": 1, "farm.backends.base": 1, "farm.backends.options": 1,
     "farm.torch_onnx": 1, "farm.onnx_torch": 1, "farm.cuda": 1,
     "farm.backends": 2,
-    "farm.cell_runner": 3, "farm.worker": 3,
+    "farm.cell_runner": 3,
     "farm.scheduler": 4, "farm.executor": 4,
     "farm.warehouse": 5, "farm.queries": 5,
     "farm.ingest": 6, "farm.sweep": 6, "farm.cli": 6, "farm.callbacks": 6, "farm.display": 6,

@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from farm.backends import backend_class  # noqa: E402
+from farm.backends.base import standalone_request  # noqa: E402
 from farm.config import Measurement, ModelSpec  # noqa: E402
 from farm.measure import run_timed, summarize  # noqa: E402
 from farm.models import make_feeds, resolve_model  # noqa: E402
@@ -51,7 +52,7 @@ def compare(name: str, model_path: Path, spec_inputs, shapes, rounds: int, queri
             work: Path) -> None:
     backend = backend_class("onnxruntime")({})
     feeds = make_feeds(spec_inputs, shapes, seed=1)
-    backend.build(model_path, feeds, "fp32", work)
+    backend.build(standalone_request(model_path, feeds, "fp32", work), feeds)
     query = backend.query_fn(feeds)
     settings = Measurement(warmup_ms=warmup_ms, min_iterations=queries, min_duration_ms=0, repeats=1)
 

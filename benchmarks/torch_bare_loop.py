@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from farm.backends import backend_class  # noqa: E402
+from farm.backends.base import standalone_request  # noqa: E402
 from farm.config import Measurement, ModelSpec  # noqa: E402
 from farm.measure import run_timed, summarize  # noqa: E402
 from farm.models import make_feeds, resolve_model  # noqa: E402
@@ -130,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
                     feeds = make_feeds(artifact.inputs, shapes, seed=1)
                     backend = torch_backend(options)
                     cell_dir = Path(tempfile.mkdtemp(dir=work))
-                    backend.build(artifact.path, feeds, precision, cell_dir)
+                    backend.build(standalone_request(artifact.path, feeds, precision, cell_dir), feeds)
                     farm, bare = [], []
                     for _ in range(rounds):
                         samples = run_timed(backend.query_fn(feeds), settings)

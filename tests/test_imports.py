@@ -67,7 +67,7 @@ def test_plan_and_warehouse_without_engines(tmp_path: Path) -> None:
         from farm.config import load_config
         from farm.plan import plan_sweep
         from farm.warehouse import Warehouse
-        from farm.worker import run_cell
+        from farm.cell_runner import run_cell
         plan = plan_sweep(load_config("sweep.toml"), Path("cache"))
         print("cells", len(plan.cells))
         result = run_cell(plan.cells[0], Path("cache"))
