@@ -119,8 +119,9 @@ def test_summarize_a_real_timed_loop() -> None:
     assert row["throughput_qps"] == pytest.approx(60 / (samples.walltime_ms / 1e3))
     assert row["throughput_samples_per_s"] == pytest.approx(8 * row["throughput_qps"])
     assert row["throughput_qps"] < 1000  # each query sleeps 1 ms, and a sleep never ends early
-    assert row["latency_min_ms"] <= row["median_ci_low_ms"] <= row["latency_median_ms"] <= row["median_ci_high_ms"]
-    assert row["median_ci_high_ms"] <= row["latency_max_ms"]
+    # around the median and positive; beyond [min, max] only where this machine's load made the
+    # three repeats disagree (the repeats' t-interval), so no bound on that here
+    assert 0 < row["median_ci_low_ms"] <= row["latency_median_ms"] <= row["median_ci_high_ms"]
     assert row["median_ci_method"] == SAMPLE_INTERVAL_METHOD
 
 
