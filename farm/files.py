@@ -17,6 +17,10 @@ from typing import Callable
 
 from farm.errors import UserError
 
+# <cache>/tmp/ (the cache: <results>/.cache/): where a run keeps its temporary files, emptied by the
+# next writer of the warehouse (farm.warehouse), written by the models and precision caches
+TEMP_DIR_NAME = "tmp"
+
 
 def temp_name(path: Path, tmp_dir: Path | None = None) -> Path:
     """Where `path` is written before it is renamed into place: beside it (hidden), or in

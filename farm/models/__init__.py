@@ -220,7 +220,7 @@ def zoo_model_path(zoo_name: str, cache_dir: Path) -> Path:
     temp area (`<cache>/tmp/`, emptied by the next sweep if this one is killed) and renamed into
     place; a failed write leaves nothing and is one line (UserError)."""
     from farm.models.zoo import ZOO, ZOO_VERSION
-    from farm.warehouse import TEMP_DIR_NAME
+    from farm.files import TEMP_DIR_NAME
 
     path = cache_dir / "zoo" / f"{zoo_name}-v{ZOO_VERSION}.onnx"
     if not path.exists():

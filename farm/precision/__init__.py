@@ -72,7 +72,7 @@ def transform(model_path: Path, model_sha256: str, precision: str, inputs, shape
                 raise TransformUnsupported(report["unsupported"], report.get("detail", ""))
             if path.is_file():
                 return Transformed(path, 0.0, True, described, **report)
-    from farm.warehouse import TEMP_DIR_NAME
+    from farm.files import TEMP_DIR_NAME
 
     temp_area = cache_dir / TEMP_DIR_NAME  # emptied by the next sweep if this one is killed
     start = time.perf_counter()

@@ -18,9 +18,10 @@ from typing import Any, Iterable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from farm.files import TEMP_DIR_NAME  # <root>/.cache/tmp/: every temporary file of a run (zoo, transforms, quantizer)
+
 SCHEMA_VERSION = 1
 CACHE_DIR_NAME = ".cache"
-TEMP_DIR_NAME = "tmp"  # <root>/.cache/tmp/: every temporary file of a run (zoo, transforms, quantizer)
 LOCK_NAME = ".lock"  # <root>/.lock: the writer lock; holds the holder's pid, host, command, start
 MARKER_NAME = ".farm-warehouse"  # <root>/.farm-warehouse: JSON, farm's version and the schema version
 DAMAGED_DIR_NAME = ".damaged"  # <root>/<sweep>/.damaged/<table>/: files moved aside by writers
