@@ -16,12 +16,12 @@ from farm.callbacks import Callback, CallbackList
 from farm.config import LoadedConfig, load_config
 from farm.display import ProgressDisplay, render_table
 from farm.executor import DEFAULT_CELL_TIMEOUT_S, DEFAULT_WORKER_MEMORY, make_executor
-from farm.plan import Cell, Plan, plan_sweep
+from farm.plan import Plan, plan_sweep
 from farm.provenance import farm_commit, host_info
 from farm.queries import VERDICT_TEXT, baseline_positions, cells_with_figures, speedup
+from farm.records import Cell, CellResult
 from farm.warehouse import KEPT_STATUSES, SCHEMA_VERSION, Warehouse
 from farm.warehouse.rows import write_cell_result
-from farm.records import CellResult
 
 SUMMARY_COLUMNS = ("cell", "model", "precision", "batch", "profile", "backend", "status", "qps",
                    "samples/s", "p50 ms", "p99 ms", "stable", "speedup", "accuracy", "note")

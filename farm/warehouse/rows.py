@@ -18,9 +18,8 @@ from farm.layers.coverage import default_kind, layer_coverage_percent
 from farm.layers.memory import total_bytes
 
 if TYPE_CHECKING:
-    from farm.records import Cell
+    from farm.records import Cell, CellResult
     from farm.warehouse.store import Rows, Warehouse
-    from farm.records import CellResult
 
 _ENGINE_MEMORY = ("host_persistent_bytes", "device_persistent_bytes", "scratch_bytes")  # builds: engine_*
 
