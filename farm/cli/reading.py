@@ -93,7 +93,7 @@ def cmd_show(args: argparse.Namespace) -> int:
                  ELSE CAST(CAST(round({coverage}) AS INTEGER) AS VARCHAR) END AS "layers % of compute",
             coalesce(c.reason, c.notes) AS note""",
         where="c.sweep_id = ? AND (? OR list_contains(?, c.cell_id))",
-        order_by="c.model, c.backend, c.precision, c.batch, c.profile"),
+        order_by="c.model, c.backend, c.precision, c.batch, c.profile, c.options, c.cell_id"),  # ties: in one order
         [MIN_TAIL_SAMPLES, COVERAGE_WARN_PERCENT, args.sweep, plan is None, plan or []])
     print_rows(columns, rows, args.format)
     if plan is not None:
