@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from farm.measure import SAMPLE_INTERVAL_METHOD  # noqa: E402
-from farm.warehouse import SCHEMA_VERSION, SCHEMAS, write_atomic  # noqa: E402
+from farm.warehouse import SCHEMA_VERSION, SCHEMAS, write_parquet  # noqa: E402
 
 MODELS = [f"model{i:02d}" for i in range(10)]
 PRECISIONS = ["fp32", "tf32", "fp16", "bf16", "int8"]
@@ -58,7 +58,7 @@ def write(table: str, sweep_dir: Path, key: str, columns: dict) -> None:
     directory = sweep_dir / table
     directory.mkdir(parents=True, exist_ok=True)
     data = pa.table(arrays, schema=schema).replace_schema_metadata({"farm.schema_version": str(SCHEMA_VERSION)})
-    write_atomic(data, directory / f"{key}.parquet")
+    write_parquet(data, directory / f"{key}.parquet")
 
 
 def generate(root: Path, cells: int, layers: int, samples: int) -> None:
@@ -247,14 +247,13 @@ def main(argv: list[str] | None = None) -> int:
 
     from farm.dashboard.data import Snapshot
 
-    from farm.dashboard.loader import refresh
     from farm.warehouse import Warehouse
 
     shutil.rmtree(results / ".cache" / "dashboard", ignore_errors=True)
     for state in ("no consolidated copy", "with the copy"):
         if state == "with the copy":  # what `farm sweep` and `farm ingest` leave (the dashboard writes none)
             for sweep in Warehouse(results).sweeps():
-                refresh(results, sweep)
+                Warehouse(results).consolidate(sweep)
         started = time.perf_counter()
         snap = Snapshot(results)
         print(f"snapshot load, {state}: {time.perf_counter() - started:.2f} s for {len(snap.cell_frame):,} cells "
@@ -271,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     timeout_ms = 120_000 if args.quick else 300_000
     rows = time_pages(results, args.port, ("first", "warm"), timeout_ms)
     for sweep in Warehouse(results).sweeps():  # as a sweep or ingest leaves it
-        refresh(results, sweep)
+        Warehouse(results).consolidate(sweep)
     rows += time_pages(results, args.port, ("cached",), timeout_ms)
     print(f"\n{'visit':<7} {'page':<34} {'seconds':>8}")
     for visit, name, seconds in rows:

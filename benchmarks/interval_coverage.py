@@ -9,7 +9,7 @@ median a run-to-run average gives (1.0). For each (tau, phi) it prints:
     farm's (samples, widened to the repeats' t-interval where they disagree more): should be >= 0.95;
   - their mean width, as a share of the median;
   - the false-verdict rate: two cells of the same configuration compared as the dashboard and
-    `farm compare` do (farm.dashboard.data.median_ratio and noise_verdict, 2 % minimum effect):
+    `farm compare` do (farm.dashboard.noise.median_ratio and noise_verdict, 2 % minimum effect):
     'faster' or 'slower' should come out at most about 5 % of the time;
   - the power: the same, when the second cell is truly 10 % slower (share called 'slower').
 
@@ -28,7 +28,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from farm.dashboard.data import median_ratio, noise_verdict  # noqa: E402
+from farm.dashboard.noise import median_ratio, noise_verdict  # noqa: E402
 from farm.measure import median_confidence_interval  # noqa: E402
 
 SIGMA = 0.05  # the queries' own spread (log scale)

@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from farm.measure import (MAX_REPEAT_SPREAD_PERCENT, PERCENTILES, latency_stats,  # noqa: E402
                           median_confidence_interval)
-from farm.warehouse import SCHEMAS, Warehouse, write_atomic  # noqa: E402
+from farm.warehouse import SCHEMAS, Warehouse, write_parquet  # noqa: E402
 
 
 def tail_counts(latency: np.ndarray, queries: int | None) -> tuple[dict[str, int | None], bool]:
@@ -117,13 +117,11 @@ def run(results: Path, write: bool, out=print) -> dict[str, int]:
                 # the current schema: columns the file lacked are written, the others kept as they were
                 table = pa.table({f.name: [after.get(f.name)] for f in schema}, schema=schema)
                 with warehouse.writer_lock():
-                    write_atomic(table.replace_schema_metadata(found.schema.metadata), path)
+                    write_parquet(table.replace_schema_metadata(found.schema.metadata), path)
                 changed = True
         if changed:
-            from farm.dashboard.loader import refresh
-
             with warehouse.writer_lock():
-                refresh(results, sweep)
+                warehouse.consolidate(sweep)
     out(f"{counts['recomputed']} of {counts['cells']} cells recomputed ({counts['estimated_tails']} with tail counts "
         f"estimated from thinned samples); intervals at least 50 % of the median: {counts['wide_before']} -> "
         f"{counts['wide_after']}; below zero: {counts['negative_before']} -> {counts['negative_after']}; "

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from farm.warehouse import write_atomic
+from farm.warehouse import write_parquet
 
 
 def main() -> None:
@@ -32,7 +32,7 @@ def main() -> None:
             continue
         table = pq.read_table(path)
         step = max(1, math.ceil(table.num_rows / args.max_samples))
-        write_atomic(table.take(list(range(0, table.num_rows, step))), target)
+        write_parquet(table.take(list(range(0, table.num_rows, step))), target)
 
 
 if __name__ == "__main__":

@@ -19,12 +19,11 @@ from farm.warehouse.schema import (CACHE_DIR_NAME, DAMAGED_DIR_NAME, KEPT_STATUS
                                    UNMEASURED, RowError, schema_problem)
 from farm.warehouse.store import Warehouse
 
-write_atomic = write_parquet  # shim: renamed farm.warehouse.write_parquet (remove when benchmarks/ import that)
 
 __all__ = [
     "CACHE_DIR_NAME", "DAMAGED_DIR_NAME", "KEPT_STATUSES", "KEY_COLUMNS", "LOCK_NAME", "MARKER_NAME", "PARQUET_MAGIC",
     "PER_CELL_TABLES", "REQUIRED_COLUMNS", "SCHEMA_VERSION", "SCHEMAS", "TABLES", "TEMP_DIR_NAME", "UNMEASURED",
     "Finding", "Inspection", "NotAWarehouse", "Prepared", "RowError", "Warehouse", "WarehouseBusy", "Warn",
     "describe_holder", "duckdb_glob_escape", "file_problem", "parquet_files_named", "schema_problem", "sql_string",
-    "warn_stderr", "write_atomic", "write_file", "write_parquet",
+    "warn_stderr", "write_file", "write_parquet",
 ]

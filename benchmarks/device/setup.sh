@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# On a GPU machine: gather the wheel parts this call carried (.whl/parts/NN/, made here by
+# pack_wheels.sh) in /tmp; once every part of the manifest is there, join, check and install
+# them into the Python that has the machine's torch (python3 on PATH: /opt/torch/.venv), so one
+# interpreter has torch, onnx, numpy and farm's dependencies. The machine is bare each time it
+# starts, so nothing else is touched. Prints "ready" when done, "have K of N parts" before.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+store=/tmp/farm-wheels
+mkdir -p "$store"
+if [ -f "$store/.ready" ]; then echo "ready: $(command -v python3) (already)"; exit 0; fi
+for dir in .whl/parts/*/; do
+  [ -f "$dir/manifest.sha256" ] || continue
+  cp "$dir"/manifest.sha256 "$store/"
+  for f in "$dir"/wheels.tar.*; do [ -f "$f" ] && cp "$f" "$store/"; done
+done
+[ -f "$store/manifest.sha256" ] || { echo "no parts carried: run with carry=[\".whl/parts/01\"]" >&2; exit 2; }
+total=$(wc -l < "$store/manifest.sha256")
+have=$(ls "$store"/wheels.tar.* 2>/dev/null | wc -l)
+if [ "$have" -lt "$total" ]; then echo "have $have of $total parts"; exit 0; fi
+(cd "$store" && sed 's#[0-9]*/wheels#wheels#' manifest.sha256 | sha256sum -c --quiet)
+mkdir -p "$store/wheels" && cat "$store"/wheels.tar.* | tar xf - -C "$store/wheels"
+python3 -m pip install -q --no-index --find-links "$store/wheels" "$store"/wheels/*.whl
+python3 -c "import onnxruntime as o, ray, duckdb, pydantic, torch; o.preload_dlls(); print('providers', o.get_available_providers())"
+touch "$store/.ready"
+echo "ready: $(command -v python3)"
