@@ -26,7 +26,7 @@ LAYERS: dict[str, int] = {
     "farm.timing": 1, "farm.backends.registry": 1, "farm.backends.base": 1, "farm.backends.options": 1,
     "farm.torch_onnx": 1, "farm.onnx_torch": 1, "farm.cuda": 1,
     "farm.backends": 2,
-    "farm.cell_runner": 3,
+    "farm.cell_runner": 3, "farm.worker": 3,  # farm.worker: its name before the redesign (old checkouts)
     "farm.scheduler": 4, "farm.executor": 4,
     "farm.warehouse": 5, "farm.queries": 5,
     "farm.ingest": 6, "farm.sweep": 6, "farm.cli": 6, "farm.callbacks": 6, "farm.display": 6,
@@ -39,8 +39,12 @@ MAX_MODULE_LINES, MAX_FUNCTION_LINES = 400, 60
 
 
 def layer_of(module: str) -> int | None:
+    """The layer of `module` by its longest prefix in LAYERS (`farm` itself only by name, so a
+    new top-level module is reported as in no layer rather than taken for layer 0)."""
+    if module == "farm":
+        return LAYERS["farm"]
     parts = module.split(".")
-    for i in range(len(parts), 0, -1):
+    for i in range(len(parts), 1, -1):
         prefix = ".".join(parts[:i])
         if prefix in LAYERS:
             return LAYERS[prefix]
