@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from pathlib import Path
 
 import numpy as np
@@ -194,3 +196,161 @@ def test_control_flow_subtracts_only_the_events_directly_inside_it() -> None:
     assert layers == {"if": pytest.approx([0.2]), "loop": pytest.approx([0.15]), "body_mm": pytest.approx([0.45]),
                       "after": pytest.approx([0.1]), "outside": pytest.approx([0.04])}
     assert sum(t[0] for t in layers.values()) == pytest.approx(0.9 + 0.04)
+
+
+# --- CUDA execution provider: what runs without a GPU ------------------------------------------
+
+def test_options_are_validated() -> None:
+    from farm.backends.registry import option_grid
+
+    grid = option_grid("onnxruntime", {"device": "cuda", "cuda_graph": [False, True]})
+    assert [g["cuda_graph"] for g in grid] == [False, True] and grid[0]["device"] == "cuda"
+    for bad, key in (({"device": "gpu"}, "device"), ({"trt_builder_optimization_level": 6}, "trt_builder"),
+                     ({"cudnn_conv_algo_search": "FAST"}, "cudnn_conv_algo_search"), ({"use_tf32": 1}, "use_tf32")):
+        with pytest.raises(ValueError, match=key):
+            option_grid("onnxruntime", bad)
+
+
+def test_what_each_provider_runs() -> None:
+    cls = backend_class("onnxruntime")
+    assert cls.device_kind({}) == "cpu" and cls.device_kind({"device": "cuda"}) == "cuda"
+    cuda, trt = {"device": "cuda"}, {"device": "cuda", "provider": "tensorrt"}
+    assert [p for p in ("fp32", "tf32", "fp16", "bf16", "int8") if cls.unsupported_reason(p, cuda) is None] == \
+        ["fp32", "tf32", "fp16"]
+    assert "int8" in cls.unsupported_reason("int8", cuda) and "tensorrt" in cls.unsupported_reason("int8", cuda)
+    assert [p for p in ("fp32", "tf32", "fp16", "bf16", "int8") if cls.unsupported_reason(p, trt) is None] == \
+        ["tf32", "fp16", "int8"]
+    assert "TF32" in cls.unsupported_reason("fp32", trt)  # TensorRT's fp32 is TF32: never stored as fp32
+    # options of the GPU on a CPU cell: unsupported (not a duplicate CPU cell), saying which
+    assert "cuda_graph" in cls.unsupported_reason("fp32", {"cuda_graph": True})
+    assert "provider" in cls.unsupported_reason("fp32", {"provider": "tensorrt"})
+    assert "tf32" in cls.unsupported_reason("tf32", {})
+
+
+def test_provider_options_follow_the_precision(tmp_path: Path) -> None:
+    from farm.backends.ort_cuda import provider_list
+    from farm.backends.onnxruntime import OnnxRuntimeOptions
+
+    options = OnnxRuntimeOptions(device="cuda", cuda_graph=True, cudnn_conv_algo_search="HEURISTIC")
+    [(name, cuda)] = provider_list(options, "fp32", 1234, tmp_path)
+    assert name == "CUDAExecutionProvider" and cuda["use_tf32"] == "0"  # fp32 is true FP32 on the CUDA EP
+    assert cuda["user_compute_stream"] == "1234" and cuda["enable_cuda_graph"] == "1"
+    assert cuda["cudnn_conv_algo_search"] == "HEURISTIC"
+    assert provider_list(options, "tf32", 1, tmp_path)[0][1]["use_tf32"] == "1"
+    trt_options = options.model_copy(update={"provider": "tensorrt"})
+    (trt_name, trt), (fallback, rest) = provider_list(trt_options, "fp16", 1, tmp_path)
+    assert (trt_name, fallback) == ("TensorrtExecutionProvider", "CUDAExecutionProvider")
+    assert trt["trt_fp16_enable"] == "1" and trt["trt_int8_enable"] == "0" and trt["trt_cuda_graph_enable"] == "1"
+    assert rest["enable_cuda_graph"] == "0" and trt["user_compute_stream"] == "1"
+
+
+def _cuda_ep_here() -> bool:
+    import onnxruntime
+
+    return "CUDAExecutionProvider" in onnxruntime.get_available_providers()
+
+
+@pytest.mark.skipif(_cuda_ep_here(), reason="this onnxruntime has the CUDA EP: the GPU run is the test")
+@pytest.mark.parametrize("options", [{"device": "cuda"}, {"device": "cuda", "provider": "tensorrt"}])
+def test_cuda_cells_are_skipped_with_how_to_get_them(tmp_path: Path, options: dict) -> None:
+    tiny_cnn(tmp_path / "tiny.onnx")
+    cell = make_cell(tmp_path, "tiny.onnx", precision="tf32" if "provider" in options else "fp32")
+    cell = dataclasses.replace(cell, options=options, device_kind="cuda",
+                               unsupported_reason=backend_class("onnxruntime").unsupported_reason(cell.precision,
+                                                                                                  options))
+    result = run_cell(cell, tmp_path / "cache")
+    assert result.status == "skipped" and "pip install 'farm[gpu]'" in result.reason, result.reason
+    assert result.build is None and result.traceback is None
+
+
+def test_tensorrt_ep_reason_names_what_is_missing() -> None:
+    from farm.backends.ort_cuda import tensorrt_ep_reason
+
+    reason = tensorrt_ep_reason()
+    if _cuda_ep_here() and reason is None:
+        pytest.skip("TensorRT and ONNX Runtime's TensorRT EP load here")
+    assert "TensorRT" in reason and ("farm[gpu]" in reason or "libnvinfer" in reason)
+
+
+class HostEvents:
+    """farm.device_timer's event operations on the host clock: the CUDA events' stand-in on a CPU."""
+
+    def event(self) -> list[float]:
+        return [0.0]
+
+    def record(self, event: list[float], stream) -> None:
+        event[0] = time.perf_counter()
+
+    def wait(self, event) -> None:
+        pass
+
+    def elapsed_ms(self, start: list[float], end: list[float]) -> float:
+        return (end[0] - start[0]) * 1e3
+
+
+class HostMemory:
+    """ort_cuda.DeviceMemory with OrtValues on the CPU: the binding code runs for real on ONNX Runtime."""
+
+    device_type, stream, stream_handle = "cpu", None, 0
+
+    def __init__(self) -> None:
+        self.events, self.copies = HostEvents(), []
+
+    def pinned(self, array: np.ndarray) -> np.ndarray:
+        return np.array(array)
+
+    def h2d(self, value, host: np.ndarray) -> None:
+        self.copies.append("h2d")
+        value.update_inplace(host)
+
+    def d2h(self, host: np.ndarray, value) -> None:
+        self.copies.append("d2h")
+        host[...] = value.numpy()
+
+    def synchronize(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def test_bound_session_binds_copies_and_times_on_the_cpu(tmp_path: Path) -> None:
+    """The CUDA cells' I/O binding (inputs copied into bound OrtValues, outputs bound at fixed addresses
+    and copied back) and their H2D / compute / D2H split, on ONNX Runtime's CPU EP."""
+    import onnxruntime as ort
+
+    from farm.backends.ort_cuda import BoundSession
+
+    tiny_cnn(tmp_path / "tiny.onnx")
+    session = ort.InferenceSession(str(tmp_path / "tiny.onnx"), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    feeds = {"x": rng.standard_normal((2, 3, 8, 8)).astype(np.float32)}
+    memory = HostMemory()
+    bound = BoundSession(session, memory, feeds, ort.RunOptions())
+    [(name, value, host)] = bound.outputs
+    address = value.data_ptr()
+    phases = bound.query_fn(transfers=True)()
+    assert phases.h2d_ms >= 0 and phases.compute_ms > 0 and phases.d2h_ms >= 0
+    assert host == pytest.approx(session.run(None, feeds)[0], rel=1e-5)  # D2H brought the outputs back
+    other = {"x": rng.standard_normal((2, 3, 8, 8)).astype(np.float32)}
+    assert bound.outputs_for(other)[name] == pytest.approx(session.run(None, other)[0], rel=1e-5)
+    assert bound.outputs[0][1].data_ptr() == address  # fixed addresses: what a CUDA graph replays
+    memory.copies.clear()
+    phases = bound.query_fn(transfers=False)()
+    assert memory.copies == [] and phases.h2d_ms is None and phases.d2h_ms is None and phases.compute_ms > 0
+    with pytest.raises(ValueError, match="shape"):
+        bound.outputs_for({"x": np.zeros((1, 3, 8, 8), np.float32)})
+    bound.close()
+
+
+def test_node_providers_count_each_node_once() -> None:
+    """Node events of a CUDA cell time the launch: which provider ran each node is what they say."""
+    from farm.backends.ort_profile import node_providers
+
+    def node(name: str, provider: str) -> dict:
+        return {"cat": "Node", "name": f"{name}_kernel_time", "ts": 1, "dur": 1, "args": {"provider": provider}}
+
+    events = [node("conv", "CUDAExecutionProvider"), node("conv", "CUDAExecutionProvider"),
+              node("relu", "CUDAExecutionProvider"), node("shape", "CPUExecutionProvider"),
+              {"cat": "Session", "name": "model_run", "ts": 0, "dur": 5}]
+    assert node_providers(events) == {"CUDAExecutionProvider": 2, "CPUExecutionProvider": 1}

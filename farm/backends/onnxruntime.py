@@ -1,13 +1,16 @@
-"""ONNX Runtime on the CPU: the baseline that runs everywhere.
+"""ONNX Runtime: on the CPU (the baseline that runs everywhere) or on an NVIDIA GPU through its
+CUDA execution provider (or its TensorRT execution provider).
 
 Build = creating the InferenceSession (graph optimization included), timed; the optimized graph
-is saved so per-layer rows describe what actually runs. Per-layer times come from ONNX
-Runtime's own profiler in a second session, never during the timed run.
+is saved so per-layer rows describe what actually runs. A CUDA cell also binds its inputs and
+outputs to device buffers and, with `cuda_graph`, captures the graph, within the build. On the
+CPU a query is `session.run` on host arrays (host clock); on CUDA it is H2D + run + D2H on one
+stream, timed by farm.device_timer (farm.backends.ort_cuda). Per-layer times come from a second,
+profiled session, never during the timed run (farm.backends.ort_profile).
 """
 
 from __future__ import annotations
 
-import bisect
 import json
 import time
 from pathlib import Path
@@ -17,34 +20,41 @@ import numpy as np
 from pydantic import Field
 
 from farm.backends.base import BackendOptions, Capabilities, LoopTimedBackend
+from farm.backends.ort_profile import QUERY_RANGE, kernel_layers, layers_from_profile, node_providers
 from farm.records import BuildRequest, BuildStats, LayerRecord, QueryFn
-from farm.layers.coverage import GRAPH_OP
-from farm.layers.memory import conv_macs, matmul_macs, tensor_bytes, total_bytes
+
+__all__ = ["OnnxRuntimeBackend", "OnnxRuntimeOptions", "layers_from_profile"]
 
 _OPTIMIZATION_LEVELS = {
     "disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC",
     "extended": "ORT_ENABLE_EXTENDED", "all": "ORT_ENABLE_ALL",
 }
-# Operators whose third input is a bias, which the memory rule leaves out of the weights.
-_BIAS_AT_2 = {"Conv", "FusedConv", "ConvTranspose", "Gemm", "FusedGemm", "QLinearConv"}
-_CONV_OPS = {"Conv", "FusedConv", "ConvTranspose", "QLinearConv", "ConvInteger"}
-_MATMUL_OPS = {"MatMul", "FusedMatMul", "Gemm", "FusedGemm", "MatMulInteger", "QLinearMatMul"}
-_ONNX_DTYPES = {1: "float", 2: "uint8", 3: "int8", 5: "int16", 6: "int32", 7: "int64", 9: "bool",
-                10: "float16", 11: "double", 16: "bfloat16"}
+_CUDA_ONLY = {"provider": "default", "cudnn_conv_algo_search": "EXHAUSTIVE", "prefer_nhwc": False,
+              "cuda_graph": False, "transfers": True, "trt_builder_optimization_level": 3}
+_WARMUP_RUNS = 2  # profiled runs dropped before the counted ones
 
 
 class OnnxRuntimeOptions(BackendOptions):
     """`[backends.onnxruntime]`: each may be a list, which makes it another sweep axis."""
 
+    device: Literal["cpu", "cuda"] = "cpu"
+    provider: Literal["default", "tensorrt"] = "default"
     intra_op_threads: Annotated[int, Field(ge=0)] = 0
     inter_op_threads: Annotated[int, Field(ge=0)] = 0
     graph_optimization: Literal["disable", "basic", "extended", "all"] = "all"
     execution_mode: Literal["sequential", "parallel"] = "sequential"
+    cudnn_conv_algo_search: Literal["EXHAUSTIVE", "HEURISTIC", "DEFAULT"] = "EXHAUSTIVE"
+    prefer_nhwc: bool = False
+    cuda_graph: bool = False
+    transfers: bool = True
+    trt_builder_optimization_level: Annotated[int, Field(ge=0, le=5)] = 3
 
 
 class OnnxRuntimeBackend(LoopTimedBackend):
     name = "onnxruntime"
     Options = OnnxRuntimeOptions
+    # with its default options (the CPU); on CUDA `unsupported_reason` adds tf32 and, on the CUDA EP,
+    # takes int8 away (see there)
     capabilities = Capabilities(precisions=frozenset({"fp32", "fp16", "int8"}))
 
     def __init__(self, options: dict[str, Any]) -> None:
@@ -53,19 +63,67 @@ class OnnxRuntimeBackend(LoopTimedBackend):
         self.model_path: Path | None = None
         self.work_dir: Path | None = None
         self.optimized = None
+        self.precision = "fp32"
+        self.memory = None  # CUDA: farm.backends.ort_cuda.DeviceMemory
+        self.bound = None  # CUDA: farm.backends.ort_cuda.BoundSession
 
-    def unavailable_reason(self) -> str | None:
-        try:
-            import onnxruntime  # noqa: F401
-        except ImportError as exc:
-            return f"onnxruntime is not importable ({exc}): pip install onnxruntime"
-        return None
+    @property
+    def cuda(self) -> bool:
+        return self.options.device == "cuda"
+
+    @classmethod
+    def device_kind(cls, options: dict[str, Any]) -> str:
+        return options.get("device", "cpu")
 
     @classmethod
     def unsupported_reason(cls, precision: str, options: dict[str, Any]) -> str | None:
-        if precision in cls.capabilities.precisions:
+        if options.get("device", "cpu") == "cpu":
+            wrong = [k for k, default in _CUDA_ONLY.items() if options.get(k, default) != default]
+            if wrong:
+                return f"onnxruntime: {', '.join(wrong)} apply to device = \"cuda\" only"
+            if precision in cls.capabilities.precisions:
+                return None
+            if precision == "tf32":
+                return "onnxruntime: tf32 is a CUDA tensor-core mode; device = \"cpu\" cannot run it"
+            return f"onnxruntime (CPU) runs fp32, fp16 and int8; {precision} is not supported"
+        if options.get("provider", "default") == "tensorrt":
+            if precision == "fp32":
+                return ("onnxruntime's TensorRT EP builds with TensorRT's TF32 on and has no option to turn it "
+                        "off: run its fp32 as tf32 (or fp32 on the CUDA EP)")
+            if precision in ("tf32", "fp16", "int8"):
+                return None
+            return f"onnxruntime's TensorRT EP runs tf32, fp16 and int8 here; {precision} is not supported"
+        if precision in ("fp32", "tf32", "fp16"):
             return None
-        return f"onnxruntime (CPU) runs fp32, fp16 and int8; {precision} is not supported"
+        if precision == "int8":
+            return ("onnxruntime's CUDA EP has no int8 convolution or GEMM kernels for QDQ models (it would run "
+                    "them in float between QuantizeLinear/DequantizeLinear): use provider = \"tensorrt\"")
+        return f"onnxruntime's CUDA EP runs fp32, tf32 and fp16 here; {precision} is not supported"
+
+    def unavailable_reason(self) -> str | None:
+        try:
+            import onnxruntime as ort
+        except ImportError as exc:
+            return f"onnxruntime is not importable ({exc}): pip install onnxruntime"
+        if not self.cuda:
+            return None
+        from farm.backends import ort_cuda
+
+        if ort_cuda.CUDA_EP not in ort.get_available_providers():
+            return (f"this onnxruntime ({ort.__version__}) has no CUDA execution provider: "
+                    f"pip uninstall -y onnxruntime && {ort_cuda.GPU_EXTRA} (onnxruntime-gpu)")
+        try:
+            gpus = ort_cuda.visible_gpus()
+        except ImportError as exc:
+            return f"onnxruntime on CUDA needs cuda-python or torch for its copies and events ({exc}): " \
+                   f"{ort_cuda.GPU_EXTRA}"
+        if gpus == 0:
+            return "no CUDA GPU is visible here: run on a GPU node, or set backends.onnxruntime.device = \"cpu\""
+        if self.options.provider == "tensorrt":
+            return ort_cuda.tensorrt_ep_reason()
+        return None
+
+    # --- build --------------------------------------------------------------------------------
 
     def _session_options(self):
         import onnxruntime as ort
@@ -80,28 +138,83 @@ class OnnxRuntimeBackend(LoopTimedBackend):
         opts.log_severity_level = 3  # errors only: the NCHWc "hardware specific" warning is expected
         return opts
 
-    def build_impl(self, request: BuildRequest, feeds: dict[str, np.ndarray]) -> BuildStats:
-        import onnx
+    def _providers(self, cuda_graph: bool | None = None) -> list:
+        if not self.cuda:
+            return ["CPUExecutionProvider"]
+        from farm.backends.ort_cuda import provider_list
+
+        options = self.options if cuda_graph is None else self.options.model_copy(update={"cuda_graph": cuda_graph})
+        return provider_list(options, self.precision, self.memory.stream_handle, self.work_dir)
+
+    def _new_session(self, opts, cuda_graph: bool | None = None):
         import onnxruntime as ort
 
-        model_path, work_dir = request.model_path, request.work_dir
-        self.model_path, self.work_dir = model_path, work_dir
-        optimized_path = work_dir / "optimized.onnx"
+        session = ort.InferenceSession(str(self.model_path), opts, providers=self._providers(cuda_graph))
+        if self.cuda:
+            wanted = self._providers()[0][0]
+            if wanted not in session.get_providers():  # ONNX Runtime falls back silently: not here
+                raise RuntimeError(f"onnxruntime did not start {wanted} (the session runs on "
+                                   f"{', '.join(session.get_providers())}): see ONNX Runtime's log above")
+        return session
+
+    def build_impl(self, request: BuildRequest, feeds: dict[str, np.ndarray]) -> BuildStats:
+        import onnx
+
+        self.model_path, self.work_dir, self.precision = request.model_path, request.work_dir, request.precision
+        optimized_path = self.work_dir / "optimized.onnx"
         opts = self._session_options()
-        opts.optimized_model_filepath = str(optimized_path)
+        if self.options.provider == "default":  # a TensorRT EP session holds compiled nodes: nothing to save
+            opts.optimized_model_filepath = str(optimized_path)
+        if self.cuda:
+            self._start_cuda()
         start = time.perf_counter()
-        self.session = ort.InferenceSession(str(model_path), opts, providers=["CPUExecutionProvider"])
+        self.session = self._new_session(opts)
+        if self.cuda:
+            self._bind(feeds)
         build_s = time.perf_counter() - start
-        original = onnx.load(str(model_path), load_external_data=False)
-        self.optimized = onnx.load(str(optimized_path), load_external_data=False)
+        original = onnx.load(str(self.model_path), load_external_data=False)
+        saved = optimized_path.exists()
+        self.optimized = onnx.load(str(optimized_path), load_external_data=False) if saved else None
         return BuildStats(
             build_s=build_s,
-            artifact_bytes=optimized_path.stat().st_size,
+            artifact_bytes=optimized_path.stat().st_size if saved else None,
             layers_before_fusion=len(original.graph.node),
-            layers_after_fusion=len(self.optimized.graph.node),
+            layers_after_fusion=len(self.optimized.graph.node) if saved else None,
         )
 
+    def _start_cuda(self) -> None:
+        import onnxruntime as ort
+
+        from farm.backends.ort_cuda import cuda_memory
+
+        if hasattr(ort, "preload_dlls"):  # CUDA and cuDNN from their pip packages, where installed
+            ort.preload_dlls()
+        self.memory = cuda_memory()
+
+    def _bind(self, feeds: dict[str, np.ndarray]) -> None:
+        """Bind device inputs and outputs; with CUDA graphs, run until ONNX Runtime has captured."""
+        import onnxruntime as ort
+
+        from farm.backends.ort_cuda import GRAPH_ID, BoundSession
+
+        run_options = ort.RunOptions()
+        run_options.add_run_config_entry("disable_synchronize_execution_providers", "1")
+        first = None
+        if self.options.cuda_graph and self.options.provider == "default":
+            first = ort.RunOptions()  # the run that sizes the outputs is never captured
+            first.add_run_config_entry("disable_synchronize_execution_providers", "1")
+            first.add_run_config_entry("gpu_graph_id", "-1")
+            run_options.add_run_config_entry("gpu_graph_id", GRAPH_ID)
+        self.bound = BoundSession(self.session, self.memory, feeds, run_options, first)
+        for _ in range(3 if self.options.cuda_graph else 1):  # regular runs, then the capture (CUDA EP: 2 + 1)
+            self.bound.run()
+        self.memory.synchronize()
+
+    # --- timing -------------------------------------------------------------------------------
+
     def query_fn(self, feeds: dict[str, np.ndarray]) -> QueryFn:
+        if self.cuda:
+            return self.bound.query_fn(self.options.transfers)
         run = self.session.run
 
         def query() -> None:
@@ -110,151 +223,72 @@ class OnnxRuntimeBackend(LoopTimedBackend):
         return query
 
     def outputs_impl(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if self.cuda:
+            return self.bound.outputs_for(feeds)
         names = [o.name for o in self.session.get_outputs()]
         return dict(zip(names, self.session.run(names, feeds)))
 
-    def layers_impl(self, feeds: dict[str, np.ndarray], iterations: int) -> list[LayerRecord]:
-        import onnxruntime as ort
+    def runtime_stats(self) -> dict[str, Any]:
+        """What the latency includes: host inputs to host outputs on the CPU; on CUDA the copies
+        when `transfers`, the graph when `cuda_graph`; CUDA events are waited on by polling."""
+        if not self.cuda:
+            return {"latency_includes_transfers": True, "timing_cuda_graph": False}
+        return {"latency_includes_transfers": self.options.transfers, "timing_cuda_graph": self.options.cuda_graph,
+                "timing_spin_wait": True}
 
-        warmup_runs = 2
+    # --- per-layer ------------------------------------------------------------------------------
+
+    def layers_impl(self, feeds: dict[str, np.ndarray], iterations: int) -> list[LayerRecord]:
+        """CPU: one row per node from ONNX Runtime's profile. CUDA: one row per GPU kernel from the
+        CUPTI trace (a node's profile event times only its launch), in a session without CUDA graphs;
+        no rows where PyTorch's profiler is not installed."""
         opts = self._session_options()
         opts.enable_profiling = True
         opts.profile_file_prefix = str(self.work_dir / "ort_profile")
-        session = ort.InferenceSession(str(self.model_path), opts, providers=["CPUExecutionProvider"])
-        for _ in range(warmup_runs + iterations):
+        session = self._new_session(opts, cuda_graph=False)
+        if self.cuda:
+            return self._kernel_rows(session, feeds, iterations)
+        for _ in range(_WARMUP_RUNS + iterations):
             session.run(None, feeds)
+        return layers_from_profile(self._read_profile(session), self.optimized, _WARMUP_RUNS)
+
+    def _kernel_rows(self, session, feeds: dict[str, np.ndarray], iterations: int) -> list[LayerRecord]:
+        for _ in range(_WARMUP_RUNS):
+            session.run(None, feeds)
+        try:
+            import torch
+            from torch.profiler import ProfilerActivity, profile
+        except ImportError:
+            self.placement = node_providers(self._read_profile(session))
+            return []
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(iterations):
+                with torch.profiler.record_function(QUERY_RANGE):
+                    session.run(None, feeds)  # synchronizes at its end: the run's kernels lie in its range
+        self.placement = node_providers(self._read_profile(session))
+        return kernel_layers(prof, self._providers()[0][0], iterations)
+
+    def _read_profile(self, session) -> list[dict[str, Any]]:
         profile_path = Path(session.end_profiling())
         try:
-            events = json.loads(profile_path.read_text())
+            return json.loads(profile_path.read_text())
         finally:
             profile_path.unlink(missing_ok=True)
-        return layers_from_profile(events, self.optimized, warmup_runs)
 
-    def runtime_stats(self) -> dict[str, Any]:
-        """What the latency includes: host inputs to host outputs (CPU), no graph."""
-        return {"latency_includes_transfers": True, "timing_cuda_graph": False}
+    def device_row(self) -> dict[str, Any]:
+        if not self.cuda:
+            return super().device_row()
+        from farm.backends.ort_cuda import CudartMemory
+        from farm.provenance import cuda_device_row, cuda_device_row_from_runtime
+
+        if isinstance(self.memory, CudartMemory):
+            return cuda_device_row_from_runtime(self.memory.runtime, 0)
+        return cuda_device_row(0)
 
     def close_impl(self) -> None:
-        self.session = None
-        self.optimized = None
-
-
-def layers_from_profile(events: list[dict[str, Any]], optimized_model, skip_runs: int) -> list[LayerRecord]:
-    """Per-node rows from an ONNX Runtime profile, sized from the optimized graph's initializers.
-
-    Runtime shapes and types of activations come from the profiler (`input_type_shape`,
-    `output_type_shape`); weights are the node's initializer inputs in the optimized graph.
-    Node events of the first `skip_runs` runs are dropped (they pay for first-run setup).
-    """
-    graph = optimized_model.graph if optimized_model is not None else None
-    nodes = {n.name: n for n in graph.node} if graph is not None else {}
-    initializers = {t.name: t for t in graph.initializer} if graph is not None else {}
-    per_node = _node_times(events, skip_runs)
-    layers = []
-    for index, (node_name, entry) in enumerate(sorted(per_node.items(), key=lambda kv: kv[1]["first_ts"])):
-        args = entry["args"]
-        node = nodes.get(node_name)
-        op = args.get("op_name") or (node.op_type if node is not None else "?")
-        out_types = [_type_shape(t) for t in args.get("output_type_shape", [])]
-        record = LayerRecord(
-            index=index, name=node_name, type=op, times_ms=entry["times"], kind=GRAPH_OP,
-            tactic=f"{args.get('provider', '?')}:{(node.domain or 'ai.onnx') if node is not None else '?'}",
-            output_shapes=[s for _, s in out_types], output_dtypes=[d for d, _ in out_types],
-            output_bytes=total_bytes(tensor_bytes(s, d) for d, s in out_types),
-        )
-        if node is not None:
-            _describe_node(record, node, op, args, initializers)
-        layers.append(record)
-    return layers
-
-
-def _node_times(events: list[dict[str, Any]], skip_runs: int) -> dict[str, dict[str, Any]]:
-    """Per node: its first event's time, its arguments, and one time per counted run (ms)."""
-    runs = sorted((e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"),
-                  key=lambda e: e["ts"])
-    cutoff = runs[skip_runs - 1]["ts"] + runs[skip_runs - 1]["dur"] if 0 < skip_runs <= len(runs) else -1
-    kernel_events = [e for e in events if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time")
-                     and e["ts"] > cutoff]
-    own_us = _own_durations(kernel_events)
-    counted = [r for r in runs if r["ts"] > cutoff]
-    starts = [r["ts"] for r in counted]
-    per_node: dict[str, dict[str, Any]] = {}
-    for event, own in zip(kernel_events, own_us):
-        node_name = event["name"].removesuffix("_kernel_time")
-        entry = per_node.setdefault(node_name, {"first_ts": event["ts"], "runs": {}, "args": event.get("args", {})})
-        # one time per run: a node a Loop body runs several times per run counts each time
-        run = bisect.bisect_right(starts, event["ts"]) - 1 if counted else len(entry["runs"])
-        entry["runs"][run] = entry["runs"].get(run, 0.0) + own / 1000.0  # microseconds -> milliseconds
-    for entry in per_node.values():
-        entry["times"] = list(entry["runs"].values())
-    return per_node
-
-
-def _describe_node(record: LayerRecord, node, op: str, args: dict[str, Any], initializers: dict) -> None:
-    """Fill a row's fused ops, tensors, bytes and MACs from its node in the optimized graph."""
-    in_types = [_type_shape(t) for t in args.get("input_type_shape", [])]
-    activation = next((a.s.decode() for a in node.attribute if a.name == "activation"), None)
-    record.fused_ops = f"{op.removeprefix('Fused')}+{activation}" if activation else None
-    names = [n for n in node.input if n]
-    record.input_tensors = [n for n in names if n not in initializers]
-    record.output_tensors = [n for n in node.output if n]
-    weight_sizes, weight_shapes, activation_types = [], [], []
-    aligned = len(names) == len(in_types)
-    for position, input_name in enumerate(names):
-        tensor = initializers.get(input_name)
-        if tensor is not None:
-            if not (position == 2 and op in _BIAS_AT_2):
-                dims = list(tensor.dims)
-                weight_sizes.append(tensor_bytes(dims, _ONNX_DTYPES.get(tensor.data_type, "?")))
-                weight_shapes.append(dims)
-        elif aligned:
-            activation_types.append(in_types[position])
-    record.weight_bytes = total_bytes(weight_sizes)
-    if aligned:
-        record.input_shapes = [s for _, s in activation_types]
-        record.input_dtypes = [d for d, _ in activation_types]
-        record.input_bytes = total_bytes(tensor_bytes(s, d) for d, s in activation_types)
-    else:
-        record.input_bytes = int(args["activation_size"]) if "activation_size" in args else None
-    record.macs = _macs(op, node, record, weight_shapes, in_types)
-
-
-def _own_durations(events: list[dict[str, Any]]) -> list[float]:
-    """Each node event's duration less that of the node events inside it (µs).
-
-    A control-flow node (If, Loop, Scan) runs its subgraph's nodes within its own event, and ONNX
-    Runtime times those nodes too: the outer row keeps only its own overhead, so Σ over the rows
-    counts each microsecond once. Inside = on the same thread, starting and ending within it;
-    nested control flow subtracts level by level (only the directly enclosed events)."""
-    order = sorted(range(len(events)), key=lambda i: (events[i].get("tid"), events[i]["ts"], -events[i]["dur"]))
-    own = [float(e["dur"]) for e in events]
-    stack: list[int] = []  # enclosing events, outermost first
-    for i in order:
-        event = events[i]
-        while stack and (events[stack[-1]].get("tid") != event.get("tid")
-                         or event["ts"] + event["dur"] > events[stack[-1]]["ts"] + events[stack[-1]]["dur"]
-                         or event["ts"] < events[stack[-1]]["ts"]):
-            stack.pop()
-        if stack:
-            own[stack[-1]] -= event["dur"]
-        stack.append(i)
-    return [max(t, 0.0) for t in own]
-
-
-def _type_shape(entry: dict[str, list[int]]) -> tuple[str, list[int]]:
-    ((dtype, shape),) = entry.items()
-    return dtype, list(shape)
-
-
-def _macs(op: str, node, record: LayerRecord, weight_shapes: list[list[int]],
-          in_types: list[tuple[str, list[int]]]) -> int | None:
-    out = record.output_shapes[0] if record.output_shapes else None
-    if op in _CONV_OPS and weight_shapes:
-        return conv_macs(out, weight_shapes[0])
-    if op in _MATMUL_OPS and in_types:
-        a_shape = in_types[0][1]
-        trans_a = any(a.name == "transA" and a.i for a in node.attribute)
-        if not a_shape:
-            return None
-        return matmul_macs(out, a_shape[0] if trans_a and len(a_shape) == 2 else a_shape[-1])
-    return None
+        if self.bound is not None:
+            self.bound.close()
+        self.session = self.bound = self.optimized = None
+        if self.memory is not None:
+            self.memory.close()
+            self.memory = None

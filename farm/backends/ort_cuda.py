@@ -1,0 +1,295 @@
+"""ONNX Runtime on an NVIDIA GPU: execution-provider options, what can run here, and the
+I/O-bound session a CUDA cell times.
+
+A CUDA cell runs on one non-default stream that farm creates and hands to ONNX Runtime
+(`user_compute_stream`, as its CUDA EP documentation describes), so the copies farm queues and
+the session's kernels are ordered on that one stream and farm.device_timer's four events bracket
+exactly: H2D (pinned host -> the bound input OrtValues), the session's run, D2H (the bound
+output OrtValues -> pinned host). The run is told not to synchronize (ONNX Runtime's
+`disable_synchronize_execution_providers`), so its host time is the enqueue, as trtexec's.
+
+The copies and events come from cuda-python (`farm[gpu]`) where it is installed, else from
+PyTorch: both use the CUDA runtime's primary context, which ONNX Runtime shares.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from farm.device_timer import CudaEvents, DeviceTimer
+from farm.records import PhaseTimes, QueryFn
+
+GPU_EXTRA = "pip install 'farm[gpu]'"
+CUDA_EP, TENSORRT_EP = "CUDAExecutionProvider", "TensorrtExecutionProvider"
+GRAPH_ID = "1"  # the CUDA graph annotation of every timed run (0 is ONNX Runtime's own, -1 turns capture off)
+_ORT_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64,
+              "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(int8)": np.int8,
+              "tensor(uint8)": np.uint8, "tensor(bool)": np.bool_}
+
+
+def numpy_type(ort_type: str) -> type:
+    if ort_type not in _ORT_TYPES:
+        raise TypeError(f"{ort_type}: no numpy type for this ONNX Runtime tensor type")
+    return _ORT_TYPES[ort_type]
+
+
+def provider_list(options: Any, precision: str, stream: int, work_dir: Path) -> list:
+    """The `providers` argument of a CUDA cell's InferenceSession: its EP with its options."""
+    cuda = {"device_id": "0", "user_compute_stream": str(stream), "has_user_compute_stream": "1",
+            "use_tf32": "1" if precision == "tf32" else "0",  # fp32 cells are true FP32
+            "cudnn_conv_algo_search": options.cudnn_conv_algo_search,
+            "prefer_nhwc": "1" if options.prefer_nhwc else "0",
+            "enable_cuda_graph": "1" if options.cuda_graph and options.provider == "default" else "0"}
+    if options.provider != "tensorrt":
+        return [(CUDA_EP, cuda)]
+    cache = work_dir / "trt_cache"
+    trt = {"device_id": "0", "user_compute_stream": str(stream), "has_user_compute_stream": "1",
+           "trt_fp16_enable": "1" if precision == "fp16" else "0",
+           "trt_int8_enable": "1" if precision == "int8" else "0",  # QDQ models: explicit quantization
+           "trt_builder_optimization_level": str(options.trt_builder_optimization_level),
+           "trt_cuda_graph_enable": "1" if options.cuda_graph else "0",
+           "trt_engine_cache_enable": "1", "trt_engine_cache_path": str(cache),
+           "trt_timing_cache_enable": "1", "trt_timing_cache_path": str(cache)}
+    return [(TENSORRT_EP, trt), (CUDA_EP, cuda | {"enable_cuda_graph": "0"})]  # nodes TensorRT leaves
+
+
+def tensorrt_ep_reason() -> str | None:
+    """Why ONNX Runtime's TensorRT EP cannot load here (its provider library or TensorRT's), or None."""
+    import onnxruntime
+
+    capi = Path(onnxruntime.__file__).parent / "capi"
+    library = next(iter(sorted(capi.glob("libonnxruntime_providers_tensorrt.*"))), None)
+    if library is None:
+        return (f"this onnxruntime ({onnxruntime.__version__}) has no TensorRT execution provider: "
+                f"{GPU_EXTRA} (onnxruntime-gpu)")
+    try:
+        ctypes.CDLL(str(capi / "libonnxruntime_providers_shared.so"), mode=ctypes.RTLD_GLOBAL)
+        ctypes.CDLL(str(library))
+    except OSError as exc:
+        return (f"ONNX Runtime's TensorRT execution provider cannot load TensorRT's libraries ({exc}): "
+                "install TensorRT 10 (pip install tensorrt) so that libnvinfer is found")
+    return None
+
+
+class DeviceMemory(Protocol):
+    """Copies between pinned host arrays and OrtValues' device memory, queued on one stream."""
+
+    device_type: str  # where the bound OrtValues live ('cuda')
+    stream: Any  # what the DeviceTimer records events on
+    stream_handle: int  # the same stream, as ONNX Runtime's user_compute_stream
+    events: CudaEvents
+
+    def pinned(self, array: np.ndarray) -> np.ndarray: ...
+
+    def h2d(self, value: Any, host: np.ndarray) -> None: ...
+
+    def d2h(self, host: np.ndarray, value: Any) -> None: ...
+
+    def synchronize(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class CudartMemory:
+    """cuda-python: cudaMallocHost buffers and cudaMemcpyAsync on a stream of its own."""
+
+    device_type = "cuda"
+
+    def __init__(self) -> None:
+        from farm.cuda import CudaRuntime
+        from farm.device_timer import CudartEvents
+
+        self.runtime = CudaRuntime()
+        self.stream = self.stream_handle = self.runtime.stream()
+        self.events = CudartEvents(self.runtime)
+        self._host: list[int] = []
+
+    def pinned(self, array: np.ndarray) -> np.ndarray:
+        pointer = self.runtime.malloc_host(array.nbytes)
+        self._host.append(pointer)
+        view = self.runtime.host_array(pointer, array.shape, array.dtype)
+        view[...] = array
+        return view
+
+    def h2d(self, value: Any, host: np.ndarray) -> None:
+        self.runtime.copy_h2d(value.data_ptr(), host.ctypes.data, host.nbytes, self.stream)
+
+    def d2h(self, host: np.ndarray, value: Any) -> None:
+        self.runtime.copy_d2h(host.ctypes.data, value.data_ptr(), host.nbytes, self.stream)
+
+    def synchronize(self) -> None:
+        self.runtime.check(self.runtime.rt.cudaStreamSynchronize(self.stream), "cudaStreamSynchronize")
+
+    def close(self) -> None:
+        self.synchronize()
+        for pointer in self._host:
+            self.runtime.free_host(pointer)
+        self._host = []
+        self.runtime.check(self.runtime.rt.cudaStreamDestroy(self.stream), "cudaStreamDestroy")
+
+
+class _DeviceView:
+    """An OrtValue's device memory as PyTorch reads it (the CUDA array interface, no copy)."""
+
+    def __init__(self, value: Any) -> None:
+        dtype = np.dtype(numpy_type(value.data_type()))
+        self.__cuda_array_interface__ = {"data": (value.data_ptr(), False), "shape": tuple(value.shape()),
+                                         "typestr": dtype.str, "version": 3, "strides": None, "stream": None}
+
+
+class TorchMemory:
+    """PyTorch: pinned tensors, copies on a torch.cuda.Stream into OrtValues' memory."""
+
+    device_type = "cuda"
+
+    def __init__(self) -> None:
+        import torch
+
+        from farm.device_timer import TorchEvents
+
+        self.torch = torch
+        self.stream = torch.cuda.Stream()
+        self.stream_handle = int(self.stream.cuda_stream)
+        self.events = TorchEvents()
+        self._host: dict[int, Any] = {}  # host pointer -> its pinned tensor
+        self._device: dict[int, Any] = {}  # device pointer -> a tensor over it
+
+    def pinned(self, array: np.ndarray) -> np.ndarray:
+        tensor = self.torch.from_numpy(np.ascontiguousarray(array)).pin_memory()
+        view = tensor.numpy()
+        self._host[view.ctypes.data] = tensor
+        return view
+
+    def _on_device(self, value: Any) -> Any:
+        pointer = value.data_ptr()
+        if pointer not in self._device:
+            self._device[pointer] = self.torch.as_tensor(_DeviceView(value), device="cuda")
+        return self._device[pointer]
+
+    def h2d(self, value: Any, host: np.ndarray) -> None:
+        with self.torch.cuda.stream(self.stream):
+            self._on_device(value).copy_(self._host[host.ctypes.data], non_blocking=True)
+
+    def d2h(self, host: np.ndarray, value: Any) -> None:
+        with self.torch.cuda.stream(self.stream):
+            self._host[host.ctypes.data].copy_(self._on_device(value), non_blocking=True)
+
+    def synchronize(self) -> None:
+        self.stream.synchronize()
+
+    def close(self) -> None:
+        self.synchronize()
+        self._host, self._device = {}, {}
+
+
+def cuda_memory() -> DeviceMemory:
+    """cuda-python's CUDA runtime where installed, else PyTorch's (ImportError when neither is)."""
+    try:
+        import cuda.bindings.runtime  # noqa: F401
+    except ImportError:
+        import torch  # noqa: F401  (raises the ImportError the caller reports)
+
+        return TorchMemory()
+    return CudartMemory()
+
+
+def visible_gpus() -> int:
+    """CUDA devices this process sees, through whichever API cuda_memory would use."""
+    try:
+        from farm.cuda import CudaError, CudaRuntime
+
+        try:
+            return CudaRuntime().device_count()
+        except CudaError:
+            return 0
+    except ImportError:
+        import torch
+
+        return torch.cuda.device_count()
+
+
+class BoundSession:
+    """A session whose inputs and outputs are bound OrtValues at fixed device addresses (what a
+    CUDA graph replays), with pinned host copies of the feeds and of the outputs."""
+
+    def __init__(self, session: Any, memory: DeviceMemory, feeds: dict[str, np.ndarray], run_options: Any,
+                 first_run_options: Any | None = None) -> None:
+        import onnxruntime as ort
+
+        self.session, self.memory, self.run_options = session, memory, run_options
+        self.binding = session.io_binding()
+        self.inputs: list[tuple[str, Any, np.ndarray]] = []  # name, bound OrtValue, pinned host copy
+        for spec in session.get_inputs():
+            host = np.ascontiguousarray(feeds[spec.name], dtype=numpy_type(spec.type))
+            value = ort.OrtValue.ortvalue_from_shape_and_type(host.shape, host.dtype, memory.device_type, 0)
+            self.inputs.append((spec.name, value, memory.pinned(host)))
+            self.binding.bind_ortvalue_input(spec.name, value)
+        self.copy_inputs()
+        # one run with outputs that ONNX Runtime allocates tells their shapes (not captured: -1)
+        names = [o.name for o in session.get_outputs()]
+        for name in names:
+            self.binding.bind_output(name, memory.device_type, 0)
+        session.run_with_iobinding(self.binding, first_run_options or run_options)
+        memory.synchronize()
+        self.outputs: list[tuple[str, Any, np.ndarray]] = []
+        for name, produced in zip(names, self.binding.get_outputs()):
+            dtype = numpy_type(produced.data_type())
+            value = ort.OrtValue.ortvalue_from_shape_and_type(produced.shape(), dtype, memory.device_type, 0)
+            self.outputs.append((name, value, memory.pinned(np.zeros(produced.shape(), dtype))))
+        self.binding.clear_binding_outputs()
+        for name, value, _ in self.outputs:
+            self.binding.bind_ortvalue_output(name, value)
+
+    def copy_inputs(self) -> None:
+        for _, value, host in self.inputs:
+            self.memory.h2d(value, host)
+
+    def copy_outputs(self) -> None:
+        for _, value, host in self.outputs:
+            self.memory.d2h(host, value)
+
+    def run(self) -> None:
+        self.session.run_with_iobinding(self.binding, self.run_options)
+
+    def query_fn(self, transfers: bool) -> QueryFn:
+        """One query: H2D, run, D2H on the one stream, split by farm.device_timer's events."""
+        memory = self.memory
+        timer = DeviceTimer(memory.events, memory.stream, transfers)
+        inputs = [(value, host) for _, value, host in self.inputs] if transfers else []
+        outputs = [(host, value) for _, value, host in self.outputs] if transfers else []
+        h2d, d2h, run = memory.h2d, memory.d2h, self.run
+
+        def query() -> PhaseTimes:
+            timer.inputs_start()
+            for value, host in inputs:
+                h2d(value, host)
+            timer.inputs_done()
+            timer.enqueue(run)
+            timer.compute_done()
+            for host, value in outputs:
+                d2h(host, value)
+            timer.outputs_done()
+            return timer.phases()
+
+        return query
+
+    def outputs_for(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The outputs for `feeds` (the cell's shapes), copied through the bound buffers."""
+        for name, value, host in self.inputs:
+            given = np.asarray(feeds[name], dtype=host.dtype)
+            if given.shape != host.shape:
+                raise ValueError(f"input {name}: shape {given.shape}, the cell runs {host.shape}")
+            host[...] = given
+        self.copy_inputs()
+        self.run()
+        self.copy_outputs()
+        self.memory.synchronize()
+        return {name: host.copy() for name, _, host in self.outputs}
+
+    def close(self) -> None:
+        self.binding = None
+        self.inputs, self.outputs = [], []
