@@ -180,3 +180,67 @@ def test_outputs_are_those_of_the_inputs_given(tmp_path: Path) -> None:
     assert not np.allclose(got, again)  # other inputs, other outputs; and `got` was not overwritten
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
     backend.close()
+
+
+def test_constants_are_decoded_once_at_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(constant_weight_model(tmp_path / "const.onnx"))
+    module = build_module(model).eval()
+    calls = []
+    real = numpy_helper.to_array
+    monkeypatch.setattr(numpy_helper, "to_array", lambda *a, **k: calls.append(1) or real(*a, **k))
+    x = np.ones((2, 6), np.float32)
+    (got,) = module(torch.from_numpy(x))
+    (expected,) = ort_outputs(model, {"x": x})
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-5, atol=1e-5)
+    module.annotate = True  # the node-by-node path reads the decoded values too
+    module(torch.from_numpy(x))
+    assert calls == []
+
+
+def test_forward_is_straight_line_code_with_few_compile_guards() -> None:
+    """Each node one generated line; torch.compile guards the weights and the interpreter's few
+    globals, not a loop over nodes (ResNet-50 went from about 3,000 guards to 312)."""
+    model = make_resnet(18, image=32)
+    module = build_module(model).eval()
+    lines = [line for line in module.source.splitlines() if "op_" in line]
+    assert len(lines) == len(model.graph.node) and "for " not in module.source
+    torch._dynamo.reset()
+    explain = torch._dynamo.explain(module)(torch.zeros(1, 3, 32, 32))
+    assert explain.graph_count == 1 and explain.graph_break_count == 0
+    weights = len(list(module.buffers()))
+    assert len(explain.out_guards) <= weights + 60, (len(explain.out_guards), weights)
+
+
+def test_options_memory_format_and_threads_on_cpu(tmp_path: Path) -> None:
+    cell = torch_cell(tmp_path, "fp32")
+    feeds = {"x": np.random.default_rng(3).standard_normal((2, 3, 16, 16)).astype(np.float32)}
+    (expected,) = ort_outputs(__import__("onnx").load(str(cell.model.path)), feeds)
+    for options, layout in (({}, "contiguous"), ({"memory_format": "channels_last"}, "channels_last"),
+                            ({"memory_format": "contiguous"}, "contiguous")):
+        backend = backend_class("torch")({"device": "cpu", "threads": 1, **options})
+        backend.build(standalone_request(cell.model.path, feeds, "fp32", tmp_path), feeds)
+        assert backend.memory_format(backend.module) == layout and torch.get_num_threads() == 1
+        (x,) = backend.device_inputs
+        assert x.is_contiguous(memory_format=torch.channels_last) == (layout == "channels_last")
+        (got,) = backend.outputs(feeds).values()
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+        backend.close()
+
+
+@pytest.mark.parametrize("key, value, says", [("memory_format", "nhwc", "memory_format"),
+                                               ("threads", -1, "threads"), ("cudnn_benchmark", 1, "cudnn_benchmark")])
+def test_a_wrong_option_is_one_line(tmp_path: Path, key: str, value, says: str) -> None:
+    from farm.config import ConfigError, load_config
+
+    tiny_cnn(tmp_path / "tiny.onnx")
+    text = (f'name = "t"\n[[models]]\nsource = "tiny.onnx"\n[axes]\nbackends = ["torch"]\n'
+            f'[backends.torch]\n{key} = {value!r}\n').replace("'", '"')
+    path = tmp_path / "sweep.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as error:
+        load_config(path)
+    message = str(error.value)
+    assert "\n" not in message and f"backends.torch.{says}" in message, message

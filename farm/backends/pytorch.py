@@ -9,21 +9,21 @@ around the launch (enqueue), pinned host buffers; latency = H2D + compute + D2H.
 
 from __future__ import annotations
 
-import bisect
 import time
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
+from pydantic import Field
 
 from farm.backends.base import BackendOptions, Capabilities, LoopTimedBackend
-from farm.layers.coverage import GRAPH_OP, KERNEL
+from farm.backends.pytorch_layers import QUERY_RANGE, device_time_us, kernel_records
+from farm.layers.coverage import GRAPH_OP
 from farm.layers.memory import conv_macs, matmul_macs, tensor_bytes, total_bytes
 from farm.records import BuildRequest, BuildStats, LayerRecord, PhaseTimes, QueryFn
 
 _DTYPES = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 _CONV_OPS = {"Conv"}
 _MATMUL_OPS = {"MatMul", "Gemm"}
-_QUERY_RANGE = "farm.query"  # the profiler range around each profiled query of a compiled module
 
 
 class TorchOptions(BackendOptions):
@@ -33,6 +33,11 @@ class TorchOptions(BackendOptions):
     mode: Literal["eager", "compile", "cudagraphs"] = "eager"
     compile_mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"
     transfers: bool = True
+    # "auto": channels_last on CUDA where the model has a 4-D convolution input, else contiguous
+    memory_format: Literal["auto", "channels_last", "contiguous"] = "auto"
+    cudnn_benchmark: bool = True  # fixed shapes per cell: let cuDNN time its algorithms once
+    threads: Annotated[int, Field(ge=0)] = 0  # CPU intra-op threads; 0: physical cores, as ONNX Runtime's 0
+    interop_threads: Annotated[int, Field(ge=0)] = 0  # CPU inter-op threads; 0: PyTorch's
 
 
 class TorchBackend(LoopTimedBackend):
@@ -49,6 +54,7 @@ class TorchBackend(LoopTimedBackend):
         self.device_inputs: list = []
         self.graph_outputs = None
         self.precision = "fp32"
+        self.channels_last = False
 
     @classmethod
     def device_kind(cls, options: dict[str, Any]) -> str:
@@ -93,12 +99,18 @@ class TorchBackend(LoopTimedBackend):
             # TF32 only where asked: fp32 cells are true FP32.
             torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
             torch.backends.cudnn.allow_tf32 = precision == "tf32"
+            torch.backends.cudnn.benchmark = self.options.cudnn_benchmark
             torch.cuda.reset_peak_memory_stats()
             self.stream = torch.cuda.Stream()
+        else:
+            _set_cpu_threads(torch, self.options.threads, self.options.interop_threads)
         start = time.perf_counter()
         model = onnx.load(str(model_path))
         module = build_module(model, self.dtype).to(self.dev)
         module = module.to(self.dtype).eval()
+        self.channels_last = self.memory_format(module) == "channels_last"
+        if self.channels_last:  # 4-D weights too, so convolutions run NHWC kernels without conversions
+            module = module.to(memory_format=torch.channels_last)
         torch.set_grad_enabled(False)
         self.module = module
         self.input_names = module.input_names
@@ -127,7 +139,20 @@ class TorchBackend(LoopTimedBackend):
         tensor = torch.from_numpy(np.array(array, order="C"))
         if tensor.is_floating_point():
             tensor = tensor.to(self.dtype)
-        return tensor.to(self.dev)
+        tensor = tensor.to(self.dev)
+        if self.channels_last and tensor.dim() == 4 and tensor.is_floating_point():
+            tensor = tensor.contiguous(memory_format=torch.channels_last)  # pinned copies keep it (.cpu())
+        return tensor
+
+    def memory_format(self, module) -> str:
+        """The layout this cell runs: `auto` is channels_last on CUDA for a model whose
+        convolutions take 4-D inputs (their weights are 4-D), contiguous otherwise."""
+        wanted = self.options.memory_format
+        if wanted != "auto":
+            return wanted
+        conv_4d = any(op == "Conv" and len(ins) > 1 and len(module.weight_shapes.get(ins[1], ())) == 4
+                      for _, op, ins, _, _ in module.nodes)
+        return "channels_last" if conv_4d and self.dev.type == "cuda" else "contiguous"
 
     def _call_once(self) -> None:
         import torch
@@ -241,11 +266,11 @@ class TorchBackend(LoopTimedBackend):
         if self.options.mode == "compile":
             with profile(activities=activities) as prof:
                 for _ in range(iterations):
-                    with torch.profiler.record_function(_QUERY_RANGE):  # a query's kernels lie within it
+                    with torch.profiler.record_function(QUERY_RANGE):  # a query's kernels lie within it
                         self.run(*self.device_inputs)
                         if cuda:
                             torch.cuda.synchronize()
-            return _kernel_records(prof, cuda, iterations)
+            return kernel_records(prof, cuda, iterations)
 
         shapes = self._node_shapes()
         self.module.annotate = True
@@ -262,7 +287,7 @@ class TorchBackend(LoopTimedBackend):
         times: dict[str, list[float]] = {}
         for event in prof.events():
             if event.name in shapes:
-                total = _device_time_us(event) if cuda else event.cpu_time_total
+                total = device_time_us(event) if cuda else event.cpu_time_total
                 times.setdefault(event.name, []).append(total / 1000.0)
         records = []
         for index, (name, info) in enumerate(shapes.items()):
@@ -336,39 +361,23 @@ class TorchBackend(LoopTimedBackend):
             torch.cuda.empty_cache()
 
 
-def _device_time_us(event) -> float:
-    for attribute in ("device_time_total", "cuda_time_total"):
-        value = getattr(event, attribute, None)
-        if value is not None:
-            return float(value)
-    return 0.0
+def _set_cpu_threads(torch, threads: int, interop: int) -> None:
+    """Intra-op threads: `threads`, or (0) the physical cores this process may use, which is what
+    ONNX Runtime's intra_op_threads = 0 gives its CPU cells. Inter-op: 0 leaves PyTorch's."""
+    import os
 
+    if not threads:
+        try:
+            import psutil
 
-def _kernel_records(prof, cuda: bool, iterations: int) -> list[LayerRecord]:
-    """One row per kernel name (CUDA) or operator (CPU) of a compiled module's profile, kind
-    'kernel'. A row's time per query is the sum over that query's launches of the kernel (a name
-    launched three times per query counts three times); `calls` is the number of queries."""
-    from torch.autograd import DeviceType
-
-    queries = sorted((e.time_range.start, e.time_range.end) for e in prof.events()
-                     if e.name == _QUERY_RANGE and e.device_type == DeviceType.CPU)
-    starts = [start for start, _ in queries]
-    per_query: dict[str, dict[int, float]] = {}
-    for event in prof.events():
-        if event.name == _QUERY_RANGE:  # the range itself (on CUDA, also as a GPU-side annotation)
-            continue
-        if cuda and event.device_type == DeviceType.CUDA:
-            ms = _device_time_us(event) / 1000.0
-        elif not cuda and event.name.startswith(("aten::", "triton", "inductor", "cpp_fused")):
-            ms = event.self_cpu_time_total / 1000.0
-        else:
-            continue
-        query = bisect.bisect_right(starts, event.time_range.start) - 1
-        if queries and not (0 <= query and event.time_range.start <= queries[query][1]):
-            continue  # outside every query (compilation, profiler setup)
-        times = per_query.setdefault(event.name, {})
-        times[query] = times.get(query, 0.0) + ms
-    count = len(queries) or iterations
-    return [LayerRecord(index=i, name=name, type="kernel", kind=KERNEL, tactic="torch compile", calls=count,
-                        times_ms=[t.get(q, 0.0) for q in range(count)] if queries else list(t.values()))
-            for i, (name, t) in enumerate(per_query.items())]
+            physical = psutil.cpu_count(logical=False) or os.cpu_count() or 1
+        except ImportError:
+            physical = os.cpu_count() or 1
+        threads = max(1, min(physical, len(os.sched_getaffinity(0))))
+    torch.set_num_threads(threads)
+    if interop and interop != torch.get_num_interop_threads():
+        try:
+            torch.set_num_interop_threads(interop)
+        except RuntimeError as exc:  # PyTorch allows it once, before any inter-op work
+            raise RuntimeError(f"backends.torch.interop_threads = {interop}: this process already runs "
+                               f"{torch.get_num_interop_threads()} inter-op threads ({exc})") from None

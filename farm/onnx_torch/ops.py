@@ -1,114 +1,18 @@
-"""Run an ONNX graph as a torch.nn.Module, node by node, so PyTorch runs the same weights as
-every other backend.
+"""The interpreter's operators: fn(module, attrs, *inputs) -> output or tuple of outputs.
 
-Why not onnx2torch: it imports torchvision at import time, and the torchvision wheels that
-match the torch builds available to this project do not import beside them; it also renames
-nodes into a module tree, while farm joins per-layer rows across backends by ONNX node name.
-This interpreter covers the operators of the zoo models and common CNN/transformer graphs;
-an operator it lacks makes the cell fail with the operator's name (UnsupportedOperator).
-
-Shape arithmetic (Shape, and small integer constants feeding Reshape/Slice/Unsqueeze...) is
-kept as Python integers, so the module traces cleanly under torch.compile and CUDA graphs:
-nothing reads a tensor back from the GPU in the forward pass.
+Shape arithmetic stays on the host as numpy/Python integers (see farm.onnx_torch).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
-
-SMALL_INT_CONSTANT = 64  # integer initializers up to this many elements stay Python values
-_FLOAT_TYPES = {1, 10, 11, 16}  # onnx.TensorProto FLOAT, FLOAT16, DOUBLE, BFLOAT16
 
 
 class UnsupportedOperator(RuntimeError):
     pass
-
-
-def _attrs(node) -> dict[str, Any]:
-    from onnx import helper
-
-    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
-
-
-def build_module(model, float_dtype=None):
-    """An nn.Module that computes `model` (an onnx.ModelProto). Raises UnsupportedOperator."""
-    import torch
-
-    class OnnxModule(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            graph = model.graph
-            init_names = {t.name for t in graph.initializer}
-            self.input_names = [i.name for i in graph.input if i.name not in init_names]
-            self.output_names = [o.name for o in graph.output]
-            self.float_dtype = float_dtype or torch.float32
-            self.constants: dict[str, Any] = {}  # small integer initializers, as numpy
-            self.buffer_of: dict[str, str] = {}  # initializer name -> buffer attribute
-            self.weight_shapes: dict[str, list[int]] = {}
-            _load_initializers(self, graph, torch)
-            self.nodes = _graph_nodes(graph, self.weight_shapes)
-            self.record: Callable[[str, list, list, list], None] | None = None  # set while profiling
-            self.annotate = False
-
-        def forward(self, *inputs):
-            env: dict[str, Any] = dict(self.constants)
-            for name, attr in self.buffer_of.items():
-                env[name] = getattr(self, attr)
-            env.update(zip(self.input_names, inputs))
-            for name, op, ins, outs, attrs in self.nodes:
-                args = [env[i] if i else None for i in ins]
-                if self.annotate:
-                    with torch.profiler.record_function(name):
-                        result = OPS[op](self, attrs, *args)
-                else:
-                    result = OPS[op](self, attrs, *args)
-                if not isinstance(result, tuple):
-                    result = (result,)
-                env.update(zip(outs, result))
-                if self.record is not None:
-                    self.record(name, ins, args, list(result))
-            return tuple(env[o] for o in self.output_names)
-
-    return OnnxModule()
-
-
-def _load_initializers(module, graph, torch) -> None:
-    """Small integer initializers stay numpy constants (shape arithmetic); the rest are buffers."""
-    from onnx import numpy_helper
-
-    for i, tensor in enumerate(graph.initializer):
-        array = numpy_helper.to_array(tensor)
-        module.weight_shapes[tensor.name] = list(array.shape)
-        if array.dtype.kind in "iub" and array.size <= SMALL_INT_CONSTANT:
-            module.constants[tensor.name] = array
-        else:
-            attr = f"w{i}"
-            module.register_buffer(attr, torch.from_numpy(array.copy()))
-            module.buffer_of[tensor.name] = attr
-
-
-def _graph_nodes(graph, weight_shapes: dict[str, list[int]]) -> list[tuple]:
-    """(name, op, inputs, outputs, attributes) per node; UnsupportedOperator names every missing op.
-    A float Constant node's value is a weight, as an initializer is (added to `weight_shapes`)."""
-    for node in graph.node:
-        value = next((a.t for a in node.attribute if a.name == "value"), None) \
-            if node.op_type == "Constant" and node.domain in ("", "ai.onnx") else None
-        if value is not None and value.data_type in _FLOAT_TYPES and node.output:
-            weight_shapes[node.output[0]] = list(value.dims)
-    nodes, missing = [], set()
-    for index, node in enumerate(graph.node):
-        if node.domain not in ("", "ai.onnx") or node.op_type not in OPS:
-            missing.add(f"{node.domain + '.' if node.domain else ''}{node.op_type}")
-            continue
-        nodes.append((node.name or f"{node.op_type}_{index}", node.op_type, list(node.input),
-                      list(node.output), _attrs(node)))
-    if missing:
-        raise UnsupportedOperator(f"the PyTorch backend has no implementation of ONNX operator(s) "
-                                  f"{', '.join(sorted(missing))}")
-    return nodes
 
 
 # --- operators: fn(module, attrs, *inputs) -> output or tuple of outputs -----------------------
@@ -302,12 +206,8 @@ def _reduce_mean(m, a, x, axes=None):
 
 
 def _constant(m, a):
-    from onnx import numpy_helper
-
-    array = numpy_helper.to_array(a["value"])
-    if array.dtype.kind in "iub":
-        return array
-    return _torch().from_numpy(array.copy()).to(m.float_dtype)
+    """Decoded once at build (farm.onnx_torch._fold_constants): a host array or a buffer's name."""
+    return a["array"] if "array" in a else getattr(m, a["buffer"])
 
 
 OPS: dict[str, Callable] = {

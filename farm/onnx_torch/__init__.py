@@ -1,0 +1,234 @@
+"""Run an ONNX graph as a torch.nn.Module, so PyTorch runs the same weights as every other backend.
+
+Why not onnx2torch: it imports torchvision at import time, and the torchvision wheels that
+match the torch builds available to this project do not import beside them; it also renames
+nodes into a module tree, while farm joins per-layer rows across backends by ONNX node name.
+This interpreter covers the operators of the zoo models and common CNN/transformer graphs
+(farm.onnx_torch.ops); an operator it lacks makes the cell fail with the operator's name
+(UnsupportedOperator).
+
+Everything that does not depend on the inputs is done once, at build: initializers and Constant
+nodes are decoded into buffers (floating point, moved and cast with the module) or host numpy
+values (small integers), and the graph becomes generated straight-line Python (one line per node,
+attributes as literals), so a query runs no loop over nodes and no dictionary lookups by name,
+and torch.compile traces code with few guards (tests/test_torch_backend.py counts them).
+While profiling (`annotate`, `record`) the module interprets node by node instead.
+
+Shape arithmetic (Shape, and small integer constants feeding Reshape/Slice/Unsqueeze...) is
+kept as Python integers, so the module traces cleanly under torch.compile and CUDA graphs:
+nothing reads a tensor back from the GPU in the forward pass.
+"""
+
+from __future__ import annotations
+
+import linecache
+from typing import Any, Callable
+
+from farm.onnx_torch.ops import OPS, UnsupportedOperator
+
+__all__ = ["OPS", "SMALL_INT_CONSTANT", "UnsupportedOperator", "build_module", "forward_source"]
+
+SMALL_INT_CONSTANT = 64  # integer initializers up to this many elements stay Python values
+_FLOAT_TYPES = {1, 10, 11, 16}  # onnx.TensorProto FLOAT, FLOAT16, DOUBLE, BFLOAT16
+
+
+def _attrs(node) -> dict[str, Any]:
+    from onnx import helper
+
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+def build_module(model, float_dtype=None):
+    """An nn.Module that computes `model` (an onnx.ModelProto). Raises UnsupportedOperator."""
+    import torch
+
+    class OnnxModule(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            graph = model.graph
+            init_names = {t.name for t in graph.initializer}
+            self.input_names = [i.name for i in graph.input if i.name not in init_names]
+            self.output_names = [o.name for o in graph.output]
+            self.float_dtype = float_dtype or torch.float32
+            self.constants: dict[str, Any] = {}  # small integer initializers and Constants, as numpy
+            self.buffer_of: dict[str, str] = {}  # initializer / float Constant name -> buffer attribute
+            self.weight_shapes: dict[str, list[int]] = {}
+            _load_initializers(self, graph, torch)
+            self.nodes = _graph_nodes(graph, self.weight_shapes)
+            _fold_constants(self, torch)
+            self.source, self._straight = _generate_forward(self)
+            self.record: Callable[[str, list, list, list], None] | None = None  # set while profiling
+            self.annotate = False
+
+        def forward(self, *inputs):
+            if self.annotate or self.record is not None:
+                return self._interpret(*inputs)
+            return self._straight(self, *inputs)
+
+        def _interpret(self, *inputs):
+            """Node by node through a dictionary: each node a profiler range or a record() call."""
+            env: dict[str, Any] = dict(self.constants)
+            for name, attr in self.buffer_of.items():
+                env[name] = getattr(self, attr)
+            env.update(zip(self.input_names, inputs))
+            for name, op, ins, outs, attrs in self.nodes:
+                args = [env[i] if i else None for i in ins]
+                if self.annotate:
+                    with torch.profiler.record_function(name):
+                        result = OPS[op](self, attrs, *args)
+                else:
+                    result = OPS[op](self, attrs, *args)
+                if not isinstance(result, tuple):
+                    result = (result,)
+                env.update(zip(outs, result))
+                if self.record is not None:
+                    self.record(name, ins, args, list(result))
+            return tuple(env[o] for o in self.output_names)
+
+    return OnnxModule()
+
+
+def forward_source(module) -> str:
+    """The generated forward of a module from build_module (for reading and debugging)."""
+    return module.source
+
+
+def _load_initializers(module, graph, torch) -> None:
+    """Small integer initializers stay numpy constants (shape arithmetic); the rest are buffers."""
+    from onnx import numpy_helper
+
+    for i, tensor in enumerate(graph.initializer):
+        array = numpy_helper.to_array(tensor)
+        module.weight_shapes[tensor.name] = list(array.shape)
+        _keep(module, torch, tensor.name, array, f"w{i}")
+
+
+def _keep(module, torch, name: str, array, attr: str) -> None:
+    if array.dtype.kind in "iub" and array.size <= SMALL_INT_CONSTANT:
+        module.constants[name] = array
+    else:
+        module.register_buffer(attr, torch.from_numpy(array.copy()))
+        module.buffer_of[name] = attr
+
+
+def _constant_value(attrs: dict[str, Any]):
+    """A Constant node's value as numpy, from whichever attribute holds it (None if none does)."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    if "value" in attrs:
+        return numpy_helper.to_array(attrs["value"])
+    for key, dtype in (("value_float", np.float32), ("value_floats", np.float32), ("value_int", np.int64),
+                       ("value_ints", np.int64)):
+        if key in attrs:
+            return np.asarray(attrs[key], dtype=dtype)
+    return None
+
+
+def _fold_constants(module, torch) -> None:
+    """Decode every Constant node once: floats become buffers (cast with the module), integers
+    host values; the node stays (per-layer rows name it) and returns what was decoded."""
+    for index, (name, op, ins, outs, attrs) in enumerate(module.nodes):
+        if op != "Constant" or not outs:
+            continue
+        array = _constant_value(attrs)
+        if array is None:
+            raise UnsupportedOperator(f"Constant {name}: only value, value_float(s) and value_int(s) are supported")
+        if array.dtype.kind == "f":
+            array = array.astype("float32")
+        _keep(module, torch, outs[0], array, f"c{index}")
+        held = {"array": module.constants[outs[0]]} if outs[0] in module.constants else {
+            "buffer": module.buffer_of[outs[0]]}
+        module.nodes[index] = (name, op, ins, outs, held)
+
+
+def _graph_nodes(graph, weight_shapes: dict[str, list[int]]) -> list[tuple]:
+    """(name, op, inputs, outputs, attributes) per node; UnsupportedOperator names every missing op.
+    A float Constant node's value is a weight, as an initializer is (added to `weight_shapes`)."""
+    for node in graph.node:
+        value = next((a.t for a in node.attribute if a.name == "value"), None) \
+            if node.op_type == "Constant" and node.domain in ("", "ai.onnx") else None
+        if value is not None and value.data_type in _FLOAT_TYPES and node.output:
+            weight_shapes[node.output[0]] = list(value.dims)
+    nodes, missing = [], set()
+    for index, node in enumerate(graph.node):
+        if node.domain not in ("", "ai.onnx") or node.op_type not in OPS:
+            missing.add(f"{node.domain + '.' if node.domain else ''}{node.op_type}")
+            continue
+        nodes.append((node.name or f"{node.op_type}_{index}", node.op_type, list(node.input),
+                      list(node.output), _attrs(node)))
+    if missing:
+        raise UnsupportedOperator(f"the PyTorch backend has no implementation of ONNX operator(s) "
+                                  f"{', '.join(sorted(missing))}")
+    return nodes
+
+
+def _literal(value) -> str | None:
+    """`value` as Python source when it reads back equal (ints, floats, strings, bytes, lists)."""
+    if isinstance(value, (list, tuple)) and not all(isinstance(v, (int, float, str, bytes)) for v in value):
+        return None
+    if not isinstance(value, (int, float, str, bytes, list, tuple)) or value != value:  # NaN never reads back
+        return None
+    text = repr(value)
+    if "inf" in text:
+        return None
+    return text
+
+
+def _generate_forward(module) -> tuple[str, Callable]:
+    """Straight-line Python for the graph: `v12 = Conv(self, {...}, v3, self.w4, self.w5)`."""
+    names: dict[str, str] = {}
+    scope: dict[str, Any] = {}
+    for k, name in enumerate(module.input_names):
+        names[name] = f"i{k}"
+    for k, (name, value) in enumerate(module.constants.items()):
+        names[name] = f"K{k}"
+        scope[f"K{k}"] = value
+    for name, attr in module.buffer_of.items():
+        names[name] = f"self.{attr}"
+    lines = [f"def forward(self{''.join(', ' + names[n] for n in module.input_names)}):"]
+    for index, (name, op, ins, outs, attrs) in enumerate(module.nodes):
+        if op == "Constant":  # its value is already named K<k> or self.c<index>
+            continue
+        scope.setdefault(f"op_{op}", OPS[op])
+        items = []
+        for key, value in attrs.items():
+            text = _literal(value)
+            if text is None:
+                scope[f"A{index}_{key}"] = value
+                text = f"A{index}_{key}"
+            items.append(f"{key!r}: {text}")
+        args = ", ".join([names[i] if i else "None" for i in ins] + ["None"] * _missing(OPS[op], len(ins)))
+        targets = []
+        for j, out in enumerate(outs):
+            names[out] = f"v{index}_{j}" if out else "_"
+            targets.append(names[out])
+        call = f"op_{op}(self, {{{', '.join(items)}}}{', ' + args if args else ''})"
+        if len(outs) == 1:
+            lines.append(f"    {targets[0]} = {call}  # {name}")
+        else:
+            lines.append(f"    {', '.join(targets)}, *_rest = _outputs({call}, {len(outs)})  # {name}")
+    lines.append(f"    return ({''.join(names[o] + ', ' for o in module.output_names)})")
+    source = "\n".join(lines) + "\n"
+    filename = f"<onnx_torch forward {id(module):x}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)  # tracebacks show it
+    scope["_outputs"] = _outputs
+    exec(compile(source, filename, "exec"), scope)  # noqa: S102 - source generated from the graph above
+    return source, scope["forward"]
+
+
+def _missing(fn, given: int) -> int:
+    """How many optional inputs a call with `given` inputs leaves to their defaults: the generated
+    call passes None for each, so compile guards no function's __defaults__ per call site."""
+    import inspect
+
+    params = list(inspect.signature(fn).parameters.values())[2:]  # after (module, attrs)
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return 0
+    return max(0, len(params) - given)
+
+
+def _outputs(result, count: int) -> tuple:
+    """A multi-output node's results, padded with None where the operator returned fewer."""
+    result = result if isinstance(result, tuple) else (result,)
+    return tuple(result) + (None,) * (count - len(result) + 1)
