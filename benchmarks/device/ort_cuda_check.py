@@ -103,6 +103,8 @@ def row(cell, result) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--only", default="", help="cells to run, e.g. 'fp32:32:false,fp16:1:true' "
+                        "(precision:batch:cuda_graph, the CUDA EP); default: every cell")
     args = parser.parse_args()
     import onnxruntime as ort
 
@@ -127,6 +129,9 @@ def main() -> int:
             continue  # one TensorRT EP cell per precision and batch says enough
         if cell.precision == "tf32" and cell.options["provider"] == "default":
             continue  # tf32 on the CUDA EP: not in this check's table
+        key = f"{cell.precision}:{cell.batch}:{str(cell.options['cuda_graph']).lower()}"
+        if args.only and (cell.options["provider"] != "default" or key not in args.only.split(",")):
+            continue
         start = time.perf_counter()
         result = run_cell(cell, cache)
         rows.append(row(cell, result) | {"cell_s": round(time.perf_counter() - start, 1)})
