@@ -22,7 +22,8 @@ from farm.backends.registry import backend_class
 from farm.models import make_feeds
 from farm.precision import TRANSFORMS, TransformUnsupported, Transformed, transform
 from farm.provenance import farm_commit, host_info, library_versions
-from farm.records import BuildRequest, Cell, CellResult, now
+from farm.records import BuildRequest, Cell, CellResult, Samples, now
+from farm.telemetry import cell_window, unavailable_row
 
 __all__ = ["CellResult", "Log", "now", "run_cell"]  # CellResult and now: from farm.records
 
@@ -101,19 +102,36 @@ def _build_and_measure(backend: Backend, cell: Cell, cache_dir: Path, work_dir: 
     result.device = backend.device_row()
     seconds = result.build.build_s
     log(f"built in {seconds:.2f} s; measuring" if seconds is not None else "built; measuring")
-    result.samples, measurement = backend.measure(feeds)
+    result.samples, measurement, telemetry = _measure(backend, cell, result.device, feeds)
     # What the latency includes: backends that know say so in runtime_stats (TensorRT: transfers,
     # CUDA graph, spin-wait); every backend knows its streams and its own version.
     engine = backend.name if backend.name in result.versions else None
     result.measurement = {"timing_streams": backend.inferences_per_query,
                           "timing_engine_version": f"{engine} {result.versions[engine]}" if engine else None,
-                          } | measurement | backend.runtime_stats()
+                          } | measurement | backend.runtime_stats() | telemetry
     if cell.tolerance is not None and backend.capabilities.outputs:
         log("checking accuracy against the fp32 reference")
         result.accuracy = _accuracy_rows(backend, cell, feeds, cache_dir, log)
     if cell.measurement.layer_iterations:
         log("profiling layers")
         result.layers = backend.profile_layers(feeds, cell.measurement.layer_iterations)
+
+
+def _measure(backend: Backend, cell: Cell, device: dict | None,
+             feeds: dict[str, np.ndarray]) -> tuple[Samples | None, dict, dict]:
+    """The backend's samples and measurements row, and the GPU telemetry of its counted repeats
+    (farm.telemetry: device cells only; nulls and the reason otherwise)."""
+    window, why = cell_window(cell.device_kind, cell.measurement.telemetry, (device or {}).get("uuid"))
+    try:
+        samples, measurement = backend.measure(feeds, window)
+        if window is None:
+            return samples, measurement, unavailable_row(why)
+        inferences = (len(samples) if samples is not None else measurement.get("queries") or 0) \
+            * backend.inferences_per_query
+        return samples, measurement, window.row(inferences, cell.batch)
+    finally:
+        if window is not None:
+            window.close()
 
 
 def _record_transform(result: CellResult, transformed: Transformed, backend: str) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -28,11 +28,21 @@ MAX_REPEAT_SPREAD_PERCENT = MeasurementSettings.max_repeat_spread_percent
 SAMPLE_INTERVAL_METHOD = "order_statistic_neff_repeats"
 
 
-def run_timed(query: QueryFn, settings: MeasurementSettings) -> Samples:
+class TimedWindow(Protocol):
+    """Told when the counted repeats begin and end (farm.telemetry.GpuTelemetry): called outside
+    the per-query loop, so the loop stays two clock reads and two appends."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+def run_timed(query: QueryFn, settings: MeasurementSettings, window: TimedWindow | None = None) -> Samples:
     """Warm up, then run `settings.repeats` counted loops of `query`.
 
     The first call is always a warm-up call (it pays for lazy loading and allocation). Each
     counted loop runs until it has `min_iterations` queries and has lasted `min_duration_ms`.
+    `window`, if given, is started after the warm-up and stopped after the last repeat.
     """
     clock = time.perf_counter
     warm_start = clock()
@@ -51,6 +61,8 @@ def run_timed(query: QueryFn, settings: MeasurementSettings) -> Samples:
     repeat_of: list[int] = []
     walltime = 0.0
     min_iterations = settings.min_iterations
+    if window is not None:
+        window.start()
     for repeat in range(settings.repeats):
         count = 0
         begin = clock()
@@ -66,6 +78,8 @@ def run_timed(query: QueryFn, settings: MeasurementSettings) -> Samples:
             count += 1
         repeat_of.extend([repeat] * count)
         walltime += ends[-1] - starts[-count]
+    if window is not None:
+        window.stop()
 
     start_arr = np.asarray(starts)
     host_ms = (np.asarray(ends) - start_arr) * 1e3

@@ -89,7 +89,7 @@ def _measurement_identity(measurement: Measurement) -> dict[str, Any]:
     """The measurement settings a cell id covers. Settings added after ids were in use count only
     when set to something other than their default, so that existing cells keep their ids."""
     dumped = measurement.model_dump(mode="json")
-    for name in ("max_repeat_spread_percent",):
+    for name in ("max_repeat_spread_percent", "telemetry"):
         if dumped[name] == Measurement.model_fields[name].default:
             del dumped[name]
     return dumped

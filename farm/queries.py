@@ -54,7 +54,25 @@ CELL_FRAME_SQL = cells_with_figures("""
        m.median_ci_method, m.latency_p99_tail_samples, m.repeat_spread_percent, m.stable, m.queries, m.h2d_mean_ms,
        m.compute_mean_ms, m.d2h_mean_ms, m.peak_memory_bytes, m.latency_includes_transfers, m.timing_cuda_graph,
        m.timing_spin_wait, m.timing_streams, m.timing_engine_version, b.build_s, v.verdict, v.failed_metric,
-       v.cosine_similarity, v.max_abs_error, v.top1_agreement""")
+       v.cosine_similarity, v.max_abs_error, v.top1_agreement, m.energy_j, m.energy_per_query_mj,
+       m.energy_per_sample_mj, m.power_mean_w, m.power_max_w, m.power_limit_w, m.sm_clock_min_mhz,
+       m.sm_clock_median_mhz, m.mem_clock_min_mhz, m.mem_clock_median_mhz, m.temperature_max_c,
+       m.gpu_util_mean_percent, m.throttle_reasons, m.throttled, m.throttled_percent, m.telemetry_samples,
+       m.telemetry_window_ms, m.telemetry_note""")
+
+# Whether the GPU's clocks were slowed during a cell's timed window (farm.telemetry), in words:
+# 'yes: sw_power_cap, ...', 'no', or NULL (no telemetry): `farm show`'s column; THROTTLED_NOTE: the
+# end-of-sweep summary's note of a throttled cell.
+THROTTLED_TEXT = "CASE WHEN m.throttled THEN 'yes: ' || coalesce(m.throttle_reasons, '?') WHEN NOT m.throttled THEN 'no' END"
+THROTTLED_NOTE = ("CASE WHEN m.throttled THEN 'GPU clocks slowed during the timed window: ' "
+                  "|| coalesce(m.throttle_reasons, '?') END")
+
+
+def throttled_sql(expression: str, measurement_columns: Iterable[str]) -> str:
+    """`expression` (THROTTLED_TEXT or THROTTLED_NOTE), or a NULL where the warehouse's
+    `measurements` view has no `throttled` column (every file written before telemetry existed)."""
+    return expression if "throttled" in set(measurement_columns) else "CAST(NULL AS VARCHAR)"
+
 
 # Per sweep: its runs (how many, the last start) and its cells by status (`farm ls`, the Overview page).
 SWEEP_RUNS = "runs AS (SELECT sweep_id, count(*) AS runs, max(started_at) AS last_run{extra} FROM sweeps GROUP BY sweep_id)"

@@ -132,6 +132,7 @@ class MeasurementSettings:
     max_cv_percent: float = 2.5
     max_repeat_spread_percent: float = 5.0
     layer_iterations: int = 20
+    telemetry: bool = True  # GPU telemetry (farm.telemetry) over the counted repeats of device cells
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,7 +18,7 @@ from farm.display import ProgressDisplay, render_table
 from farm.executor import DEFAULT_CELL_TIMEOUT_S, DEFAULT_WORKER_MEMORY, make_executor
 from farm.plan import Plan, plan_sweep
 from farm.provenance import farm_commit, host_info
-from farm.queries import VERDICT_TEXT, baseline_positions, cells_with_figures, speedup
+from farm.queries import THROTTLED_NOTE, VERDICT_TEXT, baseline_positions, cells_with_figures, speedup, throttled_sql
 from farm.records import Cell, CellResult
 from farm.warehouse import KEPT_STATUSES, SCHEMA_VERSION, Warehouse
 from farm.warehouse.rows import write_cell_result
@@ -155,10 +155,13 @@ def summary_table(warehouse: Warehouse, outcome: SweepOutcome) -> tuple[Table, l
     backend and options, in this plan."""
     con = warehouse.connect()
     ids = [c.cell_id for c in outcome.cells]
+    # a throttled cell says so in its note (farm.queries.THROTTLED_NOTE)
+    measured = [d[0] for d in con.execute("SELECT * FROM measurements LIMIT 0").description]
+    note = f"nullif(concat_ws('; ', coalesce(c.reason, c.notes), {throttled_sql(THROTTLED_NOTE, measured)}), '')"
     _, rows = warehouse.fetch(con, cells_with_figures(
         f"""c.cell_id, c.model, c.precision, c.batch, c.profile, c.backend, c.status, m.throughput_qps,
             m.throughput_samples_per_s, m.latency_median_ms, m.latency_p99_ms, m.stable, {VERDICT_TEXT},
-            coalesce(c.reason, c.notes), c.run_id, c.options""",
+            {note}, c.run_id, c.options""",
         where="c.sweep_id = $sweep AND list_contains($ids, c.cell_id)"), {"sweep": outcome.sweep, "ids": ids})
     order = {cell_id: i for i, cell_id in enumerate(ids)}
     rows.sort(key=lambda r: order[r[0]])

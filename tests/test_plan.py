@@ -70,6 +70,8 @@ def test_cell_id_changes_with_what_changes_the_result(models_dir: Path) -> None:
     timed = BASE + "\n[measurement]\nmin_iterations = 7\n"
     assert ids(timed + "max_repeat_spread_percent = 5.0\n")[1] == ids(timed)[1]
     assert ids(timed + "max_repeat_spread_percent = 10\n")[1] != ids(timed)[1]
+    assert ids(timed + "telemetry = true\n")[1] == ids(timed)[1]
+    assert ids(timed + "telemetry = false\n")[1] != ids(timed)[1]
     assert ids(BASE.replace('name = "p"', 'name = "p"\ndescription = "words"'))[1] == base[1]
     tiny_cnn(models_dir / "tiny.onnx", channels=6)  # same name, other bytes
     assert ids(BASE)[1] != base[1]

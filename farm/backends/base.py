@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from farm.measure import run_timed, summarize
+from farm.measure import TimedWindow, run_timed, summarize
 from farm.records import BuildRequest, BuildStats, LayerRecord, MeasurementSettings, QueryFn, Samples
 
 Feeds = dict[str, np.ndarray]
@@ -50,6 +50,7 @@ class Backend(ABC):
     name: ClassVar[str]
     Options: ClassVar[type[BackendOptions]]
     capabilities: ClassVar[Capabilities]
+    timed_window: TimedWindow | None = None  # set by `measure` for the timing loop's counted repeats
 
     def __init__(self, options: dict[str, Any]) -> None:
         self.options = self.Options.model_validate(options)
@@ -101,10 +102,16 @@ class Backend(ABC):
             self._request = None
             raise
 
-    def measure(self, feeds: Feeds) -> tuple[Samples | None, dict[str, Any]]:
-        """(samples, measurements row) for the built artifact on `feeds`, timed as the request says."""
+    def measure(self, feeds: Feeds, window: TimedWindow | None = None) -> tuple[Samples | None, dict[str, Any]]:
+        """(samples, measurements row) for the built artifact on `feeds`, timed as the request says.
+        `window` (telemetry) is started and stopped around the counted repeats by backends timed by
+        farm's loop; one that times itself (trtexec) never starts it."""
         self.request  # noqa: B018  built?
-        return self.measure_impl(feeds)
+        self.timed_window = window
+        try:
+            return self.measure_impl(feeds)
+        finally:
+            self.timed_window = None
 
     def outputs(self, feeds: Feeds) -> dict[str, np.ndarray]:
         """The model's outputs for `feeds`, as float32/int numpy arrays, by output name."""
@@ -165,7 +172,7 @@ class LoopTimedBackend(Backend):
 
     def measure_impl(self, feeds: Feeds) -> tuple[Samples | None, dict[str, Any]]:
         request = self.request
-        samples = run_timed(self.query_fn(feeds), request.measurement)
+        samples = run_timed(self.query_fn(feeds), request.measurement, self.timed_window)
         return samples, summarize(samples, request.batch, request.measurement, self.inferences_per_query)
 
     @abstractmethod

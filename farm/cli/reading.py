@@ -9,7 +9,8 @@ from pathlib import Path
 
 from farm.cli.common import connect, print_rows, require_sweep
 from farm.errors import UserError
-from farm.queries import STATUS_COUNTS, VERDICT_TEXT, cells_with_figures, sweeps_with_counts
+from farm.queries import (STATUS_COUNTS, THROTTLED_TEXT, VERDICT_TEXT, cells_with_figures, sweeps_with_counts,
+                          throttled_sql)
 
 
 def cmd_query(args: argparse.Namespace) -> int:
@@ -81,6 +82,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     measured = {d[0] for d in con.execute("SELECT * FROM measurements LIMIT 0").description}
     tail = "m.latency_p99_tail_samples" if "latency_p99_tail_samples" in measured else "CAST(NULL AS BIGINT)"
     coverage = "m.layer_coverage_percent" if "layer_coverage_percent" in measured else "CAST(NULL AS DOUBLE)"
+    throttled = throttled_sql(THROTTLED_TEXT, measured)
     plan = None if args.all else warehouse.latest_plan(args.sweep)
     # "p99 tail": queries above p99, marked "(few)" under MIN_TAIL_SAMPLES (docs/warehouse.md)
     columns, rows = warehouse.fetch(con, cells_with_figures(
@@ -88,7 +90,8 @@ def cmd_show(args: argparse.Namespace) -> int:
             m.throughput_qps AS qps, m.throughput_samples_per_s AS "samples/s",
             m.latency_median_ms AS "p50 ms", m.latency_p99_ms AS "p99 ms",
             CASE WHEN {tail} < ? THEN {tail} || ' (few)' ELSE CAST({tail} AS VARCHAR) END AS "p99 tail",
-            m.latency_cv_percent AS "cv %", m.stable, {VERDICT_TEXT} AS accuracy, b.build_s AS "build s",
+            m.latency_cv_percent AS "cv %", m.stable, {throttled} AS throttled, {VERDICT_TEXT} AS accuracy,
+            b.build_s AS "build s",
             CASE WHEN {coverage} < ? THEN CAST(round({coverage}) AS INTEGER) || ' (partial)'
                  ELSE CAST(CAST(round({coverage}) AS INTEGER) AS VARCHAR) END AS "layers % of compute",
             coalesce(c.reason, c.notes) AS note""",

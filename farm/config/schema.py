@@ -186,6 +186,7 @@ class Measurement(Strict):
     max_cv_percent: Annotated[float, Field(gt=0)] = 2.5
     max_repeat_spread_percent: Annotated[float, Field(gt=0)] = 5.0
     layer_iterations: Annotated[int, Field(ge=0, le=100_000)] = 20
+    telemetry: bool = True
 
 
 class PrecisionSettings(Strict):

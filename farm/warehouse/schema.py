@@ -85,6 +85,14 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("peak_memory_bytes", pa.int64()),
         ("latency_includes_transfers", pa.bool_()), ("timing_cuda_graph", pa.bool_()), ("timing_spin_wait", pa.bool_()),
         ("timing_streams", pa.int32()), ("timing_engine_version", pa.string()),
+        # GPU telemetry over the counted repeats (farm.telemetry.COLUMNS)
+        ("energy_j", pa.float64()), ("energy_per_query_mj", pa.float64()), ("energy_per_sample_mj", pa.float64()),
+        ("power_mean_w", pa.float64()), ("power_max_w", pa.float64()), ("power_limit_w", pa.float64()),
+        ("sm_clock_min_mhz", pa.int32()), ("sm_clock_median_mhz", pa.float64()),
+        ("mem_clock_min_mhz", pa.int32()), ("mem_clock_median_mhz", pa.float64()),
+        ("temperature_max_c", pa.int32()), ("gpu_util_mean_percent", pa.float64()),
+        ("throttle_reasons", pa.string()), ("throttled", pa.bool_()), ("throttled_percent", pa.float64()),
+        ("telemetry_samples", pa.int32()), ("telemetry_window_ms", pa.float64()), ("telemetry_note", pa.string()),
     ),
     "samples": _schema(
         ("cell_id", pa.string()), ("repeat", pa.int32()), ("iteration", pa.int32()),

@@ -1,5 +1,6 @@
-"""Cell: one cell's latency distribution, H2D / compute / D2H split, top layers by time and by
-memory, its engine graph, and where the figures came from."""
+"""Cell: one cell's latency distribution, its GPU telemetry (energy, power, clocks, throttling),
+H2D / compute / D2H split, top layers by time and by memory, its engine graph, and where the figures
+came from."""
 
 import json
 import shutil
@@ -11,6 +12,7 @@ import streamlit as st
 from farm.dashboard.common import cell_picker, downloads, human_bytes, snapshot_or_stop
 from farm.dashboard.data import number
 from farm.dashboard.layers import graph_rows, layer_coverage, layer_kinds, top_layers
+from farm.dashboard.telemetry import has_telemetry, telemetry_caption, telemetry_metrics, throttle_warning
 from farm.layers.coverage import coverage_note
 
 GRAPH_LAYER_LIMIT = 400  # larger graphs take graphviz seconds to minutes: drawn on request
@@ -41,12 +43,22 @@ if pd.notna(cell.median_ci_low_ms):
                f"over {int(cell.queries)} counted queries.")
 if pd.isna(cell.throughput_qps):
     st.caption("No timing for this cell: an ingested TensorRT result with a per-layer profile only.")
+throttled = throttle_warning(cell)
+if throttled:
+    st.warning(throttled)
 accuracy = snap.query("SELECT * FROM accuracy WHERE cell_id = ?", [cell_id])
 if not accuracy.empty:
     verdict = "pass" if (accuracy.verdict == "pass").all() else "fail"
     (st.success if verdict == "pass" else st.error)(
         f"Accuracy against the fp32 reference: **{verdict}** (worst: "
         + ", ".join(f"{r.output_name} {r.worst_metric} {r.worst_value:.6g}" for r in accuracy.itertuples()) + ")")
+
+if has_telemetry(cell):
+    st.subheader("GPU telemetry")
+    for column, (label, value, help_text) in zip(st.columns(7), telemetry_metrics(cell)):
+        column.metric(label, value, help=help_text)
+if telemetry_caption(cell):
+    st.caption(telemetry_caption(cell))
 
 st.subheader("Latency")
 samples = snap.cell_file(cell_id, "samples")

@@ -1,5 +1,6 @@
 """Compare: throughput and latency against batch size, the Pareto frontier of throughput
-against p99 latency, and a table with confidence intervals and speedup over a baseline."""
+against p99 latency, energy per inference against throughput (GPU cells with telemetry), and a
+table with confidence intervals, speedup over a baseline and energy."""
 
 import altair as alt
 import pandas as pd
@@ -8,6 +9,7 @@ import streamlit as st
 from farm.dashboard.common import downloads, snapshot_or_stop
 from farm.dashboard.data import pareto_front, series_labels, with_noise_intervals, with_speedup
 from farm.dashboard.noise import MIN_EFFECT_PERCENT
+from farm.dashboard.telemetry import energy_frame
 from farm.measure import MIN_TAIL_SAMPLES
 
 LATENCIES = {"p50 (median)": "latency_median_ms", "p90": "latency_p90_ms", "p95": "latency_p95_ms",
@@ -17,6 +19,7 @@ MAX_CHARTED_MODELS = 4
 SERIES_COLOR = alt.Color("series:N", scale=alt.Scale(scheme="tableau20"),
                          legend=alt.Legend(orient="right", labelLimit=360, symbolLimit=0))
 VERDICT_SHAPES = alt.Scale(domain=["pass", "fail", "not checked"], range=["circle", "cross", "square"])
+CLOCK_SHAPES = alt.Scale(domain=["not throttled", "throttled"], range=["circle", "cross"])
 
 snap = snapshot_or_stop()
 st.title("Compare")
@@ -105,6 +108,18 @@ for model in models[:MAX_CHARTED_MODELS]:
     if not failing.empty:
         st.warning(f"{len(failing)} cell(s) on the frontier fail the accuracy check: "
                    + "; ".join(failing.label.head(5)))
+    energy = energy_frame(rows)
+    if not energy.empty:  # GPU cells with telemetry (farm.telemetry)
+        st.markdown("**Energy per inference against throughput**: board energy over the timed window ÷ "
+                    "inferences; a cross marks a cell whose GPU clocks were slowed (throttled) while it was timed.")
+        st.altair_chart(alt.Chart(energy).mark_point(filled=True, size=70).encode(
+            alt.X(f"{throughput}:Q", title=f"throughput ({throughput_label}), higher is better"),
+            alt.Y("energy_per_query_mj:Q", scale=alt.Scale(type="log"), title="mJ per inference, lower is better"),
+            color=SERIES_COLOR, shape=alt.Shape("clocks:N", scale=CLOCK_SHAPES, title="clocks"),
+            tooltip=tooltip + [alt.Tooltip("energy_per_query_mj", format=".4g"),
+                               alt.Tooltip("energy_per_sample_mj", format=".4g"),
+                               alt.Tooltip("power_mean_w", format=".4g"), "throttle_reasons"],
+        ).properties(height=max(320, 21 * energy.series.nunique())), width="stretch")
 
 st.subheader("Table")
 noise = compared[compared.vs_baseline == "within noise"]
@@ -132,7 +147,7 @@ table = compared.assign(
 table = table[["link", "model", "series", "batch", "throughput_qps", "throughput_samples_per_s",
                "latency_median_ms", "ci", "p99", "latency_p99_tail_samples", "latency_cv_percent", "stable",
                "speedup", "latency_ratio", "ratio_ci", "vs_baseline", "timing_differs", "noise_basis", "accuracy",
-               "failed_metric",
+               "failed_metric", "energy_per_query_mj", "energy_per_sample_mj", "power_mean_w", "throttle_reasons",
                "pareto", "cell_id"]]
 
 
@@ -159,6 +174,10 @@ st.dataframe(styled, hide_index=True, column_config={
     "timing_differs": st.column_config.TextColumn("timed differently", help="what one latency includes and the "
                                                   "baseline's does not (transfers, CUDA graph, spin-wait, streams)"),
     "failed_metric": st.column_config.TextColumn("failed metric"),
+    "energy_per_query_mj": st.column_config.NumberColumn("mJ / inference", format="%.4g"),
+    "energy_per_sample_mj": st.column_config.NumberColumn("mJ / sample", format="%.4g"),
+    "power_mean_w": st.column_config.NumberColumn("mean W", format="%.4g"),
+    "throttle_reasons": st.column_config.TextColumn("throttled by", help="GPU clock-event reasons seen while timed"),
     "pareto": st.column_config.CheckboxColumn("on frontier"),
 })
 downloads(table.drop(columns="link").assign(p99=compared.latency_p99_ms), "compare", "compare-table")

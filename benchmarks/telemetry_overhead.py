@@ -1,0 +1,145 @@
+"""What does GPU telemetry (farm.telemetry: a thread sampling NVML every 50 ms) cost the cells it
+watches? The issue's target: telemetry on vs off within 1 % on every cell.
+
+For each cell (default: PyTorch on CUDA, fp16, eager and compile, zoo:resnet50 at batch 1 and 32),
+build once, then alternate rounds of the farm's own measurement (backend.measure, as a sweep runs
+it) with telemetry off and on, in the order off, on, on, off, ... (ABBA: a drift hits both sides
+alike). Per cell it prints the median over rounds of each side's median latency and throughput,
+their ratios (on / off for latency, off / on for throughput: above 1 means telemetry slowed the
+cell), the off rounds' own spread (what noise alone moves), the sampler's samples and the time
+it spent sampling, and the telemetry of the last 'on' round.
+
+    python3 benchmarks/telemetry_overhead.py                      # GPU: the four cells above
+    python3 benchmarks/telemetry_overhead.py --modes eager --batches 1 128 --rounds 8
+    .venv/bin/python benchmarks/telemetry_overhead.py --quick     # seconds, on CPU; the test suite runs this
+
+--quick runs the same code on ONNX Runtime's CPU provider with a tiny CNN and 2 rounds of a few
+queries: a CPU cell has no telemetry (the note says so), so both sides are the same loop and the
+figures only show that the path works.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from farm.backends import backend_class  # noqa: E402
+from farm.backends.base import standalone_request  # noqa: E402
+from farm.config import ModelSpec  # noqa: E402
+from farm.models import make_feeds, resolve_model  # noqa: E402
+from farm.records import MeasurementSettings  # noqa: E402
+from farm.telemetry import GpuTelemetry  # noqa: E402
+
+ORDER = (False, True, True, False)  # telemetry off/on, repeated: ABBA
+
+
+def measure_round(backend, feeds, uuid: str | None, on: bool) -> tuple[dict, dict | None, GpuTelemetry | None]:
+    """One farm measurement; with `on`, a telemetry window around its counted repeats."""
+    window = None
+    if on:
+        window = GpuTelemetry(uuid)
+        if window.open() is not None:  # no NVML here (a CPU run): measured without, the note kept
+            note = window.notes[0] if window.notes else "unavailable"
+            samples, row = backend.measure(feeds)
+            return row, {"telemetry_note": note}, None
+    try:
+        samples, row = backend.measure(feeds, window)
+        telemetry = window.row(len(samples) * backend.inferences_per_query, backend.request.batch) if window else None
+    finally:
+        if window is not None:
+            window.close()
+    return row, telemetry, window
+
+
+def compare_cell(label: str, backend, feeds, rounds: int) -> tuple[float, float]:
+    device = backend.device_row() or {}
+    uuid = device.get("uuid")
+    sides: dict[bool, list[dict]] = {False: [], True: []}
+    last, busy_ms, taken = None, [], []
+    for i in range(rounds * 2):
+        on = ORDER[i % len(ORDER)]
+        row, telemetry, window = measure_round(backend, feeds, uuid, on)
+        sides[on].append(row)
+        if on:
+            last = telemetry
+            if window is not None and window.readings:
+                count = max(len(v) for v in window.readings.values())
+                taken.append(count)
+                busy_ms.append(window.busy_s * 1e3 / max(count, 1))
+
+    def median(on: bool, key: str) -> float:
+        return statistics.median(r[key] for r in sides[on])
+
+    off_p50, on_p50 = median(False, "latency_median_ms"), median(True, "latency_median_ms")
+    off_qps, on_qps = median(False, "throughput_qps"), median(True, "throughput_qps")
+    off_medians = [r["latency_median_ms"] for r in sides[False]]
+    spread = 100 * (max(off_medians) - min(off_medians)) / off_p50
+    latency_ratio, qps_ratio = on_p50 / off_p50, off_qps / on_qps
+    verdict = "within 1 %" if max(abs(latency_ratio - 1), abs(qps_ratio - 1)) <= 0.01 else "OVER 1 %"
+    print(f"{label}: {rounds} rounds each side, {sides[True][0]['queries']} queries a round")
+    print(f"  p50 latency off / on     {off_p50:10.6g} / {on_p50:.6g} ms   ratio on/off {latency_ratio:.4f}")
+    print(f"  throughput off / on      {off_qps:10.6g} / {on_qps:.6g} qps   ratio off/on {qps_ratio:.4f}   {verdict}")
+    print(f"  off rounds' own spread   {spread:10.2f} %  (noise alone)")
+    if taken:
+        print(f"  sampler                  {statistics.median(taken):10.0f} samples a round, "
+              f"{statistics.median(busy_ms):.3f} ms sampling each")
+    if last:
+        print("  telemetry " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                                        for k, v in last.items() if v is not None))
+    return latency_ratio, qps_ratio
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="resnet50", help="zoo model (quick: a tiny CNN)")
+    parser.add_argument("--precision", default="fp16")
+    parser.add_argument("--batches", nargs="+", type=int, default=None, help="default 1 32 (quick 1)")
+    parser.add_argument("--modes", nargs="+", default=None, help="torch modes, default eager compile")
+    parser.add_argument("--rounds", type=int, default=None, help="per side, default 4 (quick 2)")
+    parser.add_argument("--duration-ms", type=float, default=2000.0, help="each round's timed duration")
+    parser.add_argument("--cache", default="results/.cache", help="where zoo models are generated")
+    parser.add_argument("--quick", action="store_true", help="CPU, a tiny CNN, few queries: checks the path")
+    args = parser.parse_args(argv)
+    rounds = args.rounds or (2 if args.quick else 4)
+    batches = args.batches or ([1] if args.quick else [1, 32])
+    settings = (MeasurementSettings(warmup_ms=10, min_iterations=5, min_duration_ms=0, repeats=1) if args.quick
+                else MeasurementSettings(warmup_ms=300, min_iterations=20, min_duration_ms=args.duration_ms, repeats=1))
+    ratios = []
+    with tempfile.TemporaryDirectory(prefix="farm-bench-") as tmp:
+        work = Path(tmp)
+        if args.quick:
+            from tests.conftest import tiny_cnn
+
+            source, precision = str(tiny_cnn(work / "tiny.onnx")), "fp32"
+            cells = [("onnxruntime", {}, "cpu")]
+        else:
+            source, precision = f"zoo:{args.model}", args.precision
+            cells = [("torch", {"device": "cuda", "mode": mode}, mode) for mode in args.modes or ["eager", "compile"]]
+        artifact = resolve_model(ModelSpec(source=source), 0, Path("."), Path(args.cache))
+        print(f"model {artifact.name}, {precision}{' (quick mode: CPU, no telemetry)' if args.quick else ''}",
+              flush=True)
+        for name, options, mode in cells:
+            for batch in batches:
+                shapes = {i.name: i.concrete_shape(batch, artifact.dims) for i in artifact.inputs}
+                feeds = make_feeds(artifact.inputs, shapes, seed=1)
+                backend = backend_class(name)(options)
+                request = standalone_request(artifact.path, feeds, precision, Path(tempfile.mkdtemp(dir=work)),
+                                             options=options, measurement=settings)
+                backend.build(request, feeds)
+                try:
+                    ratios.append(compare_cell(f"{name} {mode} {precision} batch {batch}", backend, feeds, rounds))
+                finally:
+                    backend.close()
+    worst = max(max(abs(a - 1), abs(b - 1)) for a, b in ratios)
+    print(f"worst ratio off 1 by {100 * worst:.2f} % over {len(ratios)} cell(s) (target: within 1 %)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""The Cell and Compare pages show a cell's GPU telemetry, and a throttled cell says so; a warehouse
+written before telemetry (results/examples) still opens on both pages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from farm.cli import main
+from tests.conftest import tiny_cnn, write_sweep
+from tests.dashboard.test_app import metrics, open_page, texts
+
+ROOT = Path(__file__).resolve().parents[2]
+# what a throttled H100 cell could have recorded (made up: this machine has no GPU)
+FIGURES = {"energy_j": 2000.0, "energy_per_query_mj": 400.0, "energy_per_sample_mj": 12.5, "power_mean_w": 666.0,
+           "power_max_w": 700.0, "power_limit_w": 700.0, "sm_clock_min_mhz": 1410, "sm_clock_median_mhz": 1755.0,
+           "mem_clock_min_mhz": 2619, "mem_clock_median_mhz": 2619.0, "temperature_max_c": 71,
+           "gpu_util_mean_percent": 99.0, "throttle_reasons": "sw_power_cap", "throttled": True,
+           "throttled_percent": 40.0, "telemetry_samples": 60, "telemetry_window_ms": 3000.0, "telemetry_note": None}
+
+
+@pytest.fixture(scope="module")
+def throttled(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    base = tmp_path_factory.mktemp("telemetry")
+    (base / "models").mkdir()
+    tiny_cnn(base / "models" / "tiny.onnx")
+    config = write_sweep(base, 'name = "gpu"\n[[models]]\nsource = "models/tiny.onnx"\n'
+                               '[axes]\nprecisions = ["fp32"]\nbatch_sizes = [1]\n')
+    results = base / "results"
+    assert main(["sweep", str(config), "--results", str(results), "--executor", "local"]) == 0
+    [path] = (results / "gpu" / "measurements").glob("*.parquet")
+    table = pq.read_table(path)
+    for name, value in FIGURES.items():
+        column = pa.array([value], table.schema.field(name).type)
+        table = table.set_column(table.schema.get_field_index(name), name, column)
+    pq.write_table(table, path)
+    return results, path.stem
+
+
+def test_cell_page_says_throttled(monkeypatch, throttled) -> None:
+    results, cell_id = throttled
+    at = open_page(monkeypatch, results, "cell", cell=cell_id)
+    shown = metrics(at)
+    assert shown["Energy / inference (mJ)"] == "400" and shown["Energy / sample (mJ)"] == "12.5"
+    assert shown["Power mean / max (W)"] == "666 / 700" and shown["SM clock (MHz)"] == "1755 (min 1410)"
+    page = texts(at)
+    assert "**Throttled**" in page and "sw_power_cap in 40 % of the samples" in page
+    assert "60 samples over the 3 s timed window" in page
+
+
+def test_compare_page_charts_energy(monkeypatch, throttled) -> None:
+    results, _ = throttled
+    at = open_page(monkeypatch, results, "compare", sweep="gpu")
+    assert "Energy per inference against throughput" in texts(at)
+
+
+@pytest.mark.parametrize("page", ["cell", "compare"])
+def test_warehouse_without_telemetry_opens(monkeypatch, page: str) -> None:
+    examples = ROOT / "results" / "examples"
+    if not any(examples.glob("*/measurements/*.parquet")):
+        pytest.skip("results/examples has no measurements in this checkout")
+    at = open_page(monkeypatch, examples, page)
+    assert "Energy per inference" not in texts(at) and "GPU telemetry" not in [s.value for s in at.subheader]
