@@ -105,6 +105,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--only", default="", help="cells to run, e.g. 'fp32:32:false,fp16:1:true' "
                         "(precision:batch:cuda_graph, the CUDA EP); default: every cell")
+    parser.add_argument("--copies", choices=("auto", "torch"), default="auto",
+                        help="torch: PyTorch's copies and events even where cuda-python is installed")
     args = parser.parse_args()
     import onnxruntime as ort
 
@@ -113,6 +115,10 @@ def main() -> int:
     from farm.plan import plan_sweep
 
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.copies == "torch":
+        from farm.backends import ort_cuda
+
+        ort_cuda.cuda_memory = ort_cuda.TorchMemory  # the other real path, chosen by hand
     cache = args.out / "cache"
     sweep = args.out / "ort-cuda-check.toml"
     sweep.write_text(SWEEP)
@@ -127,7 +133,7 @@ def main() -> int:
     for cell in plan.cells:
         if cell.options["provider"] == "tensorrt" and cell.options["cuda_graph"]:
             continue  # one TensorRT EP cell per precision and batch says enough
-        if cell.precision == "tf32" and cell.options["provider"] == "default":
+        if cell.precision == "tf32" and cell.options["provider"] == "default" and not args.only:
             continue  # tf32 on the CUDA EP: not in this check's table
         key = f"{cell.precision}:{cell.batch}:{str(cell.options['cuda_graph']).lower()}"
         if args.only and (cell.options["provider"] != "default" or key not in args.only.split(",")):

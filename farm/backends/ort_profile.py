@@ -25,7 +25,8 @@ _CONV_OPS = {"Conv", "FusedConv", "ConvTranspose", "QLinearConv", "ConvInteger"}
 _MATMUL_OPS = {"MatMul", "FusedMatMul", "Gemm", "FusedGemm", "MatMulInteger", "QLinearMatMul"}
 _ONNX_DTYPES = {1: "float", 2: "uint8", 3: "int8", 5: "int16", 6: "int32", 7: "int64", 9: "bool",
                 10: "float16", 11: "double", 16: "bfloat16"}
-QUERY_RANGE = "farm.ort.query"  # the profiler range around each profiled run on CUDA
+QUERY_RANGE = "farm.ort.query"
+_COPIES = ("Memcpy", "Memset")  # CUPTI's names of copies and fills in PyTorch's trace  # the profiler range around each profiled run on CUDA
 
 
 def layers_from_profile(events: list[dict[str, Any]], optimized_model, skip_runs: int) -> list[LayerRecord]:
@@ -168,8 +169,8 @@ def kernel_layers(prof, provider: str, iterations: int) -> list[LayerRecord]:
     starts = [start for start, _ in runs]
     per_kernel: dict[str, dict[int, float]] = {}
     for event in prof.events():
-        if event.device_type != DeviceType.CUDA or event.name == QUERY_RANGE:
-            continue
+        if event.device_type != DeviceType.CUDA or event.name == QUERY_RANGE or event.name.startswith(_COPIES):
+            continue  # the runs' own input and output copies are not the model's kernels
         run = bisect.bisect_right(starts, event.time_range.start) - 1
         if not (0 <= run and event.time_range.start <= runs[run][1]):
             continue  # outside every run (session set-up, the profiler's own work)
