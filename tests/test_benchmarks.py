@@ -5,6 +5,7 @@ speed targets are read off the full runs, not asserted here."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -71,21 +72,19 @@ def test_harness_overhead_quick(tmp_path: Path) -> None:
 
 
 def test_torch_bare_loop_quick_on_cpu(tmp_path: Path) -> None:
+    """The bare loop (no farm code: farm's torch cells are checked against it) runs and writes JSON."""
     if find_spec("torch") is None:
         pytest.skip("torch is not installed (pip install -e .[torch])")
-    out = run_benchmark("torch_bare_loop.py", "--quick", "--device", "cpu", "--cache", str(tmp_path / "cache"),
+    out = run_benchmark("torch_bare_loop.py", "--quick", "--device", "cpu", "--json", str(tmp_path / "bare.json"),
                         timeout=300)
     rows = re.findall(rf"^\s*(fp32)\s+(\d+)\s+(eager)\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}$", out, re.MULTILINE)
     assert [(p, int(b), m) for p, b, m, *_ in rows] == [("fp32", 1, "eager"), ("fp32", 4, "eager")], out
-    ratios = []
-    for *_, farm, bare, ratio in rows:
-        ratios.append(positive(ratio))
-        assert ratios[-1] == pytest.approx(positive(farm) / positive(bare), rel=0.05, abs=1e-3)
-    summary = re.search(rf"^ratio farm/bare: min {NUMBER}, median {NUMBER}, max {NUMBER}$", out, re.MULTILINE)
-    assert summary, out
-    low, mid, high = (positive(v) for v in summary.groups())
-    assert low <= mid <= high
-    assert low == pytest.approx(min(ratios), abs=1e-3) and high == pytest.approx(max(ratios), abs=1e-3)
+    for *_, latency, compute, queries in rows:
+        assert positive(latency) == pytest.approx(positive(compute)) and int(queries) == 20  # CPU: the forward
+    written = json.loads((tmp_path / "bare.json").read_text())["rows"]
+    assert [(r["batch"], r["mode"]) for r in written] == [(1, "eager"), (4, "eager")]
+    source = (BENCHMARKS / "torch_bare_loop.py").read_text()
+    assert "import farm" not in source and "from farm" not in source
 
 
 def port_is_closed(port: int) -> bool:
