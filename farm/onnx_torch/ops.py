@@ -86,13 +86,17 @@ def _pool(kind):
 
 
 def _gemm(m, a, x, w, b=None):
+    alpha, beta = a.get("alpha", 1.0), a.get("beta", 1.0)
     if a.get("transA", 0):
         x = x.transpose(0, 1)
+    if alpha == 1.0 and a.get("transB", 0) and (b is None or (_torch().is_tensor(b) and b.dim() == 1)):
+        # one kernel, as nn.Linear: no multiplications by 1
+        return _torch().nn.functional.linear(x, w, b if b is None or beta == 1.0 else b * beta)
     if a.get("transB", 0):
         w = w.transpose(0, 1)
-    y = (x @ w) * a.get("alpha", 1.0)
+    y = x @ w if alpha == 1.0 else (x @ w) * alpha
     if b is not None:
-        y = y + b * a.get("beta", 1.0)
+        y = y + (b if beta == 1.0 else b * beta)
     return y
 
 
