@@ -24,7 +24,12 @@ from __future__ import annotations
 import linecache
 from typing import Any, Callable
 
+import numpy as np
+
+from farm.onnx_torch.more_ops import MORE_OPS
 from farm.onnx_torch.ops import OPS, UnsupportedOperator
+
+OPS.update(MORE_OPS)
 
 __all__ = ["OPS", "SMALL_INT_CONSTANT", "UnsupportedOperator", "build_module", "forward_source"]
 
@@ -33,9 +38,39 @@ _FLOAT_TYPES = {1, 10, 11, 16}  # onnx.TensorProto FLOAT, FLOAT16, DOUBLE, BFLOA
 
 
 def _attrs(node) -> dict[str, Any]:
-    from onnx import helper
+    """A node's attributes, tensors decoded to numpy here, once."""
+    from onnx import TensorProto, helper, numpy_helper
 
-    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    values = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    return {k: numpy_helper.to_array(v) if isinstance(v, TensorProto) else v for k, v in values.items()}
+
+
+def _prepare(node, attrs: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """What some operators need from the graph at build: Split its output count, If its branches
+    (nodes, constants, outputs) and the outer values they read, passed as extra inputs."""
+    if node.op_type == "Split":
+        return {**attrs, "_outputs": len(node.output)}, []
+    if node.op_type != "If":
+        return attrs, []
+    branches = {key: _branch(attrs[name]) for key, name in (("_then", "then_branch"), ("_else", "else_branch"))}
+    free = sorted(set(branches["_then"]["free"]) | set(branches["_else"]["free"]))
+    return {**branches, "_free": free}, free
+
+
+def _branch(graph) -> dict[str, Any]:
+    from onnx import numpy_helper
+
+    nodes = _graph_nodes(graph, {})
+    constants = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    made = set(constants)
+    free = []
+    for index, (name, op, ins, outs, attrs) in enumerate(nodes):
+        if op == "Constant":
+            nodes[index] = (name, op, ins, outs, {"array": _constant_value(attrs)})
+        free += [i for i in ins if i and i not in made and i not in free]
+        made.update(outs)
+    free += [o.name for o in graph.output if o.name not in made and o.name not in free]
+    return {"nodes": nodes, "constants": constants, "outputs": [o.name for o in graph.output], "free": free}
 
 
 def build_module(model, float_dtype=None):
@@ -113,11 +148,11 @@ def _keep(module, torch, name: str, array, attr: str) -> None:
 
 def _constant_value(attrs: dict[str, Any]):
     """A Constant node's value as numpy, from whichever attribute holds it (None if none does)."""
-    import numpy as np
     from onnx import numpy_helper
 
     if "value" in attrs:
-        return numpy_helper.to_array(attrs["value"])
+        value = attrs["value"]
+        return value if isinstance(value, np.ndarray) else numpy_helper.to_array(value)
     for key, dtype in (("value_float", np.float32), ("value_floats", np.float32), ("value_int", np.int64),
                        ("value_ints", np.int64)):
         if key in attrs:
@@ -155,8 +190,9 @@ def _graph_nodes(graph, weight_shapes: dict[str, list[int]]) -> list[tuple]:
         if node.domain not in ("", "ai.onnx") or node.op_type not in OPS:
             missing.add(f"{node.domain + '.' if node.domain else ''}{node.op_type}")
             continue
-        nodes.append((node.name or f"{node.op_type}_{index}", node.op_type, list(node.input),
-                      list(node.output), _attrs(node)))
+        attrs, extra = _prepare(node, _attrs(node))
+        nodes.append((node.name or f"{node.op_type}_{index}", node.op_type, list(node.input) + extra,
+                      list(node.output), attrs))
     if missing:
         raise UnsupportedOperator(f"the PyTorch backend has no implementation of ONNX operator(s) "
                                   f"{', '.join(sorted(missing))}")

@@ -1,0 +1,139 @@
+"""Operators of detection, OCR and audio graphs: ConvTranspose, Resize, Expand, Range, Split,
+ConstantOfShape, Equal and If. Each is tested against ONNX Runtime on a tiny model
+(tests/test_onnx_torch_ops.py). Host values (numpy) stay on the host, as in farm.onnx_torch.ops.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from farm.onnx_torch.ops import UnsupportedOperator, _binary, _ints, _torch
+
+
+def _device(m):
+    """The device the module's weights are on (CPU for a module without any)."""
+    for buffer in m.buffers():
+        return buffer.device
+    return None
+
+
+def _conv_transpose(m, a, x, w, b=None):
+    F = _torch().nn.functional
+    n = x.dim() - 2
+    if a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET") or "output_shape" in a:
+        raise UnsupportedOperator("ConvTranspose with auto_pad or output_shape is not supported by the PyTorch backend")
+    pads = a.get("pads", [0] * (2 * n))
+    low = [min(pads[i], pads[i + n]) for i in range(n)]
+    fn = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}[n]
+    y = fn(x, w, b, stride=a.get("strides", [1] * n), padding=low,
+           output_padding=a.get("output_padding", [0] * n), groups=a.get("group", 1),
+           dilation=a.get("dilations", [1] * n))
+    extra = [(pads[i] - low[i], pads[i + n] - low[i]) for i in range(n)]
+    if any(s or e for s, e in extra):  # asymmetric pads: crop what the symmetric part left
+        y = y[(slice(None), slice(None)) + tuple(slice(s, y.shape[2 + i] - e) for i, (s, e) in enumerate(extra))]
+    return y
+
+
+_LINEAR = {1: "linear", 2: "bilinear", 3: "trilinear"}
+
+
+def _resize(m, a, x, roi=None, scales=None, sizes=None):
+    F = _torch().nn.functional
+    mode = _text(a.get("mode", "nearest"))
+    coords = _text(a.get("coordinate_transformation_mode", "half_pixel"))
+    n = x.dim() - 2
+    size = scale = None
+    if sizes is not None and np.asarray(sizes).size:
+        size = _ints(sizes)[2:]
+    elif scales is not None and np.asarray(scales).size:
+        values = [float(v) for v in np.asarray(scales).reshape(-1)]
+        if values[:2] != [1.0, 1.0]:
+            raise UnsupportedOperator("Resize of the batch or channel axis is not supported by the PyTorch backend")
+        scale = values[2:]
+    if mode == "nearest":
+        nearest = _text(a.get("nearest_mode", "round_prefer_floor"))
+        if coords == "asymmetric" and nearest == "floor":
+            return F.interpolate(x, size=size, scale_factor=scale, mode="nearest")
+        if coords in ("half_pixel", "pytorch_half_pixel") and nearest in ("round_prefer_ceil", "round_prefer_floor"):
+            return F.interpolate(x, size=size, scale_factor=scale, mode="nearest-exact")
+    elif mode in ("linear", "cubic") and (mode == "linear" or n == 2):
+        kind = _LINEAR[n] if mode == "linear" else "bicubic"
+        if coords in ("half_pixel", "pytorch_half_pixel", "align_corners"):
+            if mode == "cubic" and a.get("cubic_coeff_a", -0.75) != -0.75:
+                raise UnsupportedOperator("Resize cubic_coeff_a other than -0.75 is not supported by the PyTorch backend")
+            return F.interpolate(x, size=size, scale_factor=scale, mode=kind, align_corners=coords == "align_corners")
+    raise UnsupportedOperator(f"Resize mode={mode} coordinate_transformation_mode={coords} is not supported by "
+                              f"the PyTorch backend")
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _expand(m, a, x, shape):
+    dims = _ints(shape)
+    if not isinstance(x, _torch().Tensor):
+        array = np.asarray(x)
+        return np.broadcast_to(array, np.broadcast_shapes(array.shape, tuple(dims))).copy()
+    return x.expand(np.broadcast_shapes(tuple(x.shape), tuple(dims)))
+
+
+def _range(m, a, start, limit, delta):
+    torch = _torch()
+    if not any(isinstance(v, torch.Tensor) for v in (start, limit, delta)):
+        first = np.asarray(start)
+        return np.arange(first.item(), np.asarray(limit).item(), np.asarray(delta).item(), dtype=first.dtype)
+    like = next(v for v in (start, limit, delta) if isinstance(v, torch.Tensor))
+    values = [v.item() if isinstance(v, torch.Tensor) else np.asarray(v).item() for v in (start, limit, delta)]
+    return torch.arange(*values, dtype=like.dtype, device=like.device)
+
+
+def _split(m, a, x, split=None):
+    axis = a.get("axis", 0)
+    sizes = _ints(split) if split is not None else a.get("split")
+    count = a["_outputs"]
+    torch = _torch()
+    length = (x.shape if isinstance(x, torch.Tensor) else np.asarray(x).shape)[axis]
+    if sizes is None:  # equal parts, the last one smaller (opset 18's num_outputs rule)
+        part = -(-length // count)
+        sizes = [min(part, length - i * part) for i in range(count)]
+    if not isinstance(x, torch.Tensor):
+        return tuple(np.split(np.asarray(x), np.cumsum(sizes)[:-1], axis=axis))
+    return tuple(torch.split(x, list(sizes), dim=axis))
+
+
+def _constant_of_shape(m, a, shape):
+    dims = _ints(shape)
+    value = np.asarray(a["value"]).reshape(-1) if "value" in a else np.zeros(1, np.float32)
+    if value.dtype.kind in "iub":  # integer and boolean fills stay host values (shape arithmetic)
+        return np.full(dims, value[0], dtype=value.dtype)
+    return _torch().full(dims, float(value[0]), dtype=m.float_dtype, device=_device(m))
+
+
+def _if(m, a, cond, *outer):
+    """Runs the branch `cond` picks (a host value; a device one is read back, which torch.compile
+    cannot trace). Each branch is interpreted with the outer values it reads (a["_free"])."""
+    torch = _torch()
+    taken = bool(cond.item() if isinstance(cond, torch.Tensor) else np.asarray(cond).reshape(-1)[0])
+    branch = a["_then"] if taken else a["_else"]
+    env = dict(zip(a["_free"], outer))
+    env.update(branch["constants"])
+    from farm.onnx_torch.ops import OPS
+
+    for _, op, ins, outs, attrs in branch["nodes"]:
+        result = OPS[op](m, attrs, *[env[i] if i else None for i in ins])
+        env.update(zip(outs, result if isinstance(result, tuple) else (result,)))
+    outputs = tuple(env[o] for o in branch["outputs"])
+    return outputs if len(outputs) > 1 else outputs[0]
+
+
+MORE_OPS = {
+    "ConvTranspose": _conv_transpose,
+    "Resize": _resize,
+    "Expand": _expand,
+    "Range": _range,
+    "Split": _split,
+    "ConstantOfShape": _constant_of_shape,
+    "Equal": _binary(lambda x, y: x == y),
+    "If": _if,
+}
