@@ -2,9 +2,9 @@
 
 `layers_from_profile`: one row per graph node from ONNX Runtime's own profiler (its `Node`
 events), sized from the optimized graph. On the CPU execution provider a node's event is its
-compute. On the CUDA execution provider the same event times only the host side of the node (its
-kernels are launched asynchronously and the profiler does not wait for them), so CUDA cells take
-their rows from the GPU's own kernel records instead: `kernel_layers`, one row per CUDA kernel of
+compute. On the CUDA execution provider the same events are host-side intervals around kernels
+launched asynchronously (the PyPI build's profile has only `Node` and `Session` events, no GPU
+times: checked on an H100), so CUDA cells take their rows from the GPU's own kernel records instead: `kernel_layers`, one row per CUDA kernel of
 the CUPTI trace (through PyTorch's profiler), kind `kernel`. `node_providers` says which execution
 provider ran how many nodes.
 """
