@@ -90,8 +90,9 @@ def row(cell, result) -> dict:
     compute = m.get("compute_median_ms")
     return {"precision": cell.precision, "batch": cell.batch, "provider": cell.options["provider"],
             "cuda_graph": cell.options["cuda_graph"], "status": result.status, "reason": result.reason,
-            "latency_median_ms": m.get("latency_median_ms"), "throughput_samples_per_s": m.get("throughput_samples_per_s"),
-            "h2d_median_ms": m.get("h2d_median_ms"), "compute_median_ms": compute, "d2h_median_ms": m.get("d2h_median_ms"),
+            "latency_median_ms": m.get("latency_median_ms"),
+            "throughput_samples_per_s": m.get("throughput_samples_per_s"), "h2d_median_ms": m.get("h2d_median_ms"),
+            "compute_median_ms": compute, "d2h_median_ms": m.get("d2h_median_ms"),
             "enqueue_median_ms": m.get("enqueue_median_ms"), "accuracy": ",".join(v for v in verdicts if v),
             "worst": "; ".join(str(a.get("worst_metric")) for a in result.accuracy if a.get("verdict") != "pass")[:160],
             "layer_rows": len(result.layers), "layer_kinds": kinds,

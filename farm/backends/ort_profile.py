@@ -4,7 +4,8 @@
 events), sized from the optimized graph. On the CPU execution provider a node's event is its
 compute. On the CUDA execution provider the same events are host-side intervals around kernels
 launched asynchronously (the PyPI build's profile has only `Node` and `Session` events, no GPU
-times: checked on an H100), so CUDA cells take their rows from the GPU's own kernel records instead: `kernel_layers`, one row per CUDA kernel of
+times: checked on an H100), so CUDA cells take their rows from the GPU's own kernel records
+instead: `kernel_layers`, one row per CUDA kernel of
 the CUPTI trace (through PyTorch's profiler), kind `kernel`. `node_providers` says which execution
 provider ran how many nodes.
 """
@@ -25,8 +26,8 @@ _CONV_OPS = {"Conv", "FusedConv", "ConvTranspose", "QLinearConv", "ConvInteger"}
 _MATMUL_OPS = {"MatMul", "FusedMatMul", "Gemm", "FusedGemm", "MatMulInteger", "QLinearMatMul"}
 _ONNX_DTYPES = {1: "float", 2: "uint8", 3: "int8", 5: "int16", 6: "int32", 7: "int64", 9: "bool",
                 10: "float16", 11: "double", 16: "bfloat16"}
-QUERY_RANGE = "farm.ort.query"
-_COPIES = ("Memcpy", "Memset")  # CUPTI's names of copies and fills in PyTorch's trace  # the profiler range around each profiled run on CUDA
+QUERY_RANGE = "farm.ort.query"  # the profiler range around each profiled run on CUDA
+_COPIES = ("Memcpy", "Memset")  # CUPTI's names of copies and fills in PyTorch's trace
 
 
 def layers_from_profile(events: list[dict[str, Any]], optimized_model, skip_runs: int) -> list[LayerRecord]:
