@@ -11,12 +11,14 @@ cd "$(dirname "$0")/../.."
 part_mb=${PART_MB:-55}
 mkdir -p .whl/all
 # what the machines lack: farm's own dependencies (pydantic v2, duckdb, ray, polygraphy, rich,
-# nvidia-ml-py) and the CUDA 13 build of ONNX Runtime; numpy, torch and onnx are there already
+# onnxconverter-common, ...), nvidia-ml-py and the CUDA 13 build of ONNX Runtime; numpy, torch,
+# onnx, pyarrow, pandas and scipy are there already (a wheel already installed is skipped there)
 .venv/bin/pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
-  --platform any -d .whl/all ray==2.60.0 duckdb pydantic polygraphy onnxruntime-gpu==1.31.1 nvidia-ml-py rich
+  --platform any -d .whl/all ray==2.60.0 duckdb pydantic polygraphy onnxruntime-gpu==1.31.1 nvidia-ml-py rich \
+  onnxconverter-common py-cpuinfo psutil graphviz pillow pytz
 rm -rf .whl/parts && mkdir -p .whl/parts
-(cd .whl/all && ls *.whl | grep -v '^numpy-' > ../wheels.txt && tar cf - -T ../wheels.txt) \
+(cd .whl/all && ls *.whl | grep -v -e '^numpy-' -e '^onnx-' > ../wheels.txt && tar cf - -T ../wheels.txt) \
   | split -b "${part_mb}M" -d -a 2 - .whl/parts/wheels.tar.
 count=0
 for f in .whl/parts/wheels.tar.*; do
