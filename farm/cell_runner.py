@@ -98,7 +98,7 @@ def _build_and_measure(backend: Backend, cell: Cell, cache_dir: Path, work_dir: 
     model_path = transformed.path if transformed is not None else cell.model.path
     result.build = backend.build(build_request(cell, model_path, work_dir, cache_dir), feeds)
     if transformed is not None:
-        _record_transform(result, transformed, cell.backend)
+        _record_transform(result, transformed, cell)
     result.device = backend.device_row()
     seconds = result.build.build_s
     log(f"built in {seconds:.2f} s; measuring" if seconds is not None else "built; measuring")
@@ -134,13 +134,15 @@ def _measure(backend: Backend, cell: Cell, device: dict | None,
             window.close()
 
 
-def _record_transform(result: CellResult, transformed: Transformed, backend: str) -> None:
+def _record_transform(result: CellResult, transformed: Transformed, cell: Cell) -> None:
     """What the precision transform did, in the build's `transform_*` columns."""
     build = result.build
     build.precision_transform_s = transformed.seconds
     build.precision_transform_cached = transformed.cached
     build.calibration = transformed.calibration
-    note = transformed.onnxruntime_cpu if backend == "onnxruntime" else None  # its CPU EP only
+    # how ONNX Runtime's CPU EP runs the transformed model: said of CPU cells of that backend only
+    on_cpu = cell.backend == "onnxruntime" and cell.options.get("device", "cpu") == "cpu"
+    note = transformed.onnxruntime_cpu if on_cpu else None
     build.transform_summary = "; ".join(filter(None, [transformed.summary, note]))
     build.transform_tool = transformed.tool
     for name, count in transformed.counts.items():  # builds.transform_<name>
