@@ -6,6 +6,8 @@
 from __future__ import annotations
 
 import ctypes
+import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -13,6 +15,26 @@ import numpy as np
 
 class CudaError(RuntimeError):
     pass
+
+
+def visible_gpu_count(driver_dir: Path = Path("/proc/driver/nvidia/gpus")) -> int:
+    """NVIDIA GPUs this process would see, without loading CUDA or any framework (planning calls
+    it for `device = "auto"`): the driver's list (/proc/driver/nvidia/gpus, Linux), narrowed by
+    CUDA_VISIBLE_DEVICES as CUDA narrows it. 0 where there is no NVIDIA driver."""
+    try:
+        present = sum(1 for _ in driver_dir.iterdir()) if driver_dir.is_dir() else 0
+    except OSError:
+        present = 0
+    chosen = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if chosen is None:
+        return present
+    entries = [e.strip() for e in chosen.split(",") if e.strip()]
+    count = 0
+    for entry in entries:  # CUDA stops at the first invalid entry
+        if entry.lstrip("-").isdigit() and not 0 <= int(entry) < present:
+            break
+        count += 1
+    return min(count, present)
 
 
 class CudaRuntime:

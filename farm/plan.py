@@ -70,7 +70,7 @@ def _model_cells(loaded: LoadedConfig, index: int, model: ModelArtifact, profile
         with_profiles = cls.capabilities.profiles
         cell_profiles: list[ShapeProfile | None] = profiles if (with_profiles and profiles) else [None]
         note = cls.profile_note() if profiles and not with_profiles else None
-        for options in loaded.backend_options[backend]:
+        for options in (cls.resolve_options(o) for o in loaded.backend_options[backend]):
             for precision in config.axes.precisions:
                 applied = config.accuracy.tolerance(precision) if config.accuracy.enabled else None
                 for batch in config.axes.batch_sizes:
@@ -95,6 +95,14 @@ def _measurement_identity(measurement: Measurement) -> dict[str, Any]:
     return dumped
 
 
+def _options_identity(backend: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The backend options a cell id covers: all of them, except options the backend added after
+    ids were in use (its Options.added_later) while at their default."""
+    model = backend_class(backend).Options
+    return {k: v for k, v in options.items()
+            if not (k in model.added_later and k in model.model_fields and v == model.model_fields[k].default)}
+
+
 def _make_cell(sweep: str, model: ModelArtifact, precision: str, batch: int, profile: ShapeProfile | None,
                backend: str, options: dict[str, Any], measurement: Measurement,
                all_profiles: tuple[ShapeProfile, ...], calibration: Calibration, keep_io_types: bool,
@@ -110,7 +118,7 @@ def _make_cell(sweep: str, model: ModelArtifact, precision: str, batch: int, pro
         "batch": batch,
         "profile": dataclasses.asdict(profile) if profile else None,
         "backend": backend,
-        "options": options,
+        "options": _options_identity(backend, options),
         "measurement": _measurement_identity(measurement),
         "farm_version": __version__,
     }

@@ -148,6 +148,21 @@ def _failures(warehouse: Warehouse, cells: list[Cell]) -> list[tuple[str, str]]:
     return failures
 
 
+def backend_labels(cells: list[Cell]) -> dict[str, str]:
+    """Per cell id, its backend with the options that vary between the plan's cells of that
+    backend (`onnxruntime device=cuda`), so two rows that differ only there can be told apart."""
+    by_backend: dict[str, list[Cell]] = {}
+    for cell in cells:
+        by_backend.setdefault(cell.backend, []).append(cell)
+    labels = {}
+    for backend, group in by_backend.items():
+        keys = sorted({k for c in group for k in c.options})
+        varying = [k for k in keys if len({repr(c.options.get(k)) for c in group}) > 1]
+        for cell in group:
+            labels[cell.cell_id] = " ".join([backend, *(f"{k}={cell.options.get(k)}" for k in varying)])
+    return labels
+
+
 def summary_table(warehouse: Warehouse, outcome: SweepOutcome) -> tuple[Table, list[str]]:
     """The end-of-sweep table (one row per planned cell, from what the warehouse now holds) and
     its footnotes: each distinct reason or note is printed once below the table, not per row.
@@ -165,6 +180,7 @@ def summary_table(warehouse: Warehouse, outcome: SweepOutcome) -> tuple[Table, l
         where="c.sweep_id = $sweep AND list_contains($ids, c.cell_id)"), {"sweep": outcome.sweep, "ids": ids})
     order = {cell_id: i for i, cell_id in enumerate(ids)}
     rows.sort(key=lambda r: order[r[0]])
+    labels = backend_labels(outcome.cells)
     same = [(r[1], r[3], r[4], r[5], r[-1]) for r in rows]  # model, batch, profile, backend, options
     bases = baseline_positions(same, [r[2] == "fp32" and r[7] is not None for r in rows])
     notes: list[str] = []
@@ -173,6 +189,7 @@ def summary_table(warehouse: Warehouse, outcome: SweepOutcome) -> tuple[Table, l
         *values, run_id, _ = row
         values.insert(12, speedup(row[7], rows[base][7]) if base is not None else None)
         values[0] = values[0][:8] + ("" if run_id == outcome.run_id else " (resumed)")
+        values[5] = labels.get(row[0], values[5])
         if values[-1]:
             if values[-1] not in notes:
                 notes.append(values[-1])

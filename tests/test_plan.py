@@ -98,3 +98,32 @@ def test_dims_size_a_dynamic_dimension(tmp_path: Path) -> None:
     tiny_cnn(tmp_path / "side.onnx", spatial="side")
     cells = plan(tmp_path, '[[models]]\nsource = "side.onnx"\ndims = { side = 16 }\n[axes]\nbatch_sizes = [2]\n').cells
     assert cells[0].input_shapes == {"x": (2, 3, 16, 16)} and cells[0].model.dims == {"side": 16}
+
+
+def test_options_added_later_keep_existing_ids_and_auto_is_settled(models_dir: Path, monkeypatch) -> None:
+    """ONNX Runtime's CUDA options came after its CPU cells had ids: at their defaults they stay
+    out of the id (so a warehouse measured before resumes), away from them they count; `device =
+    "auto"` is settled at planning (no GPU visible here: cpu), and the cell has the id and the
+    options of the device it settled on."""
+    fp32 = lambda body: {c.batch: c for c in plan(models_dir.parent, body).cells if c.precision == "fp32"}  # noqa: E731
+    base = fp32(BASE)
+    assert fp32(BASE + '\n[backends.onnxruntime]\ndevice = "cpu"\ncuda_graph = false\n')[1].cell_id == base[1].cell_id
+    assert fp32(BASE + '\n[backends.onnxruntime]\ndevice = "cuda"\n')[1].cell_id != base[1].cell_id
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # whatever this machine has, CUDA would see none
+    auto = fp32(BASE + '\n[backends.onnxruntime]\ndevice = "auto"\n')[1]
+    assert auto.options["device"] == "cpu" and auto.device_kind == "cpu" and auto.cell_id == base[1].cell_id
+
+
+def test_visible_gpu_count_follows_the_driver_and_cuda_visible_devices(tmp_path: Path, monkeypatch) -> None:
+    from farm.cuda import visible_gpu_count
+
+    driver = tmp_path / "gpus"
+    assert visible_gpu_count(driver) == 0  # no NVIDIA driver
+    driver.mkdir()
+    for bus in ("0000:01:00.0", "0000:02:00.0", "0000:03:00.0"):
+        (driver / bus).mkdir()
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert visible_gpu_count(driver) == 3
+    for chosen, seen in (("", 0), ("1", 1), ("0,2", 2), ("0,7,1", 1), ("-1", 0), ("GPU-1234,0", 2)):
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", chosen)
+        assert visible_gpu_count(driver) == seen, chosen

@@ -32,6 +32,9 @@ class BackendOptions(BaseModel):
     """Base of each backend's options table (`[backends.NAME]`): unknown keys are errors."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    # Options added after cell ids were in use: at their default they stay out of the cell id
+    # (farm.plan), so cells measured before they existed keep their ids and a rerun resumes.
+    added_later: ClassVar[frozenset[str]] = frozenset()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +60,12 @@ class Backend(ABC):
         self._request: BuildRequest | None = None
 
     # --- what the planner asks, before anything is built ------------------------------------------
+
+    @classmethod
+    def resolve_options(cls, options: dict[str, Any]) -> dict[str, Any]:
+        """The options a cell runs with, once planning has settled choices left to the machine
+        (e.g. `device = "auto"`); the cell id hashes these. Default: as given."""
+        return options
 
     @classmethod
     def device_kind(cls, options: dict[str, Any]) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import Field
@@ -37,7 +37,8 @@ _WARMUP_RUNS = 2  # profiled runs dropped before the counted ones
 class OnnxRuntimeOptions(BackendOptions):
     """`[backends.onnxruntime]`: each may be a list, which makes it another sweep axis."""
 
-    device: Literal["cpu", "cuda"] = "cpu"
+    # auto: cuda where the planning machine sees an NVIDIA GPU, else cpu (settled at planning)
+    device: Literal["cpu", "cuda", "auto"] = "cpu"
     provider: Literal["default", "tensorrt"] = "default"
     intra_op_threads: Annotated[int, Field(ge=0)] = 0
     inter_op_threads: Annotated[int, Field(ge=0)] = 0
@@ -48,6 +49,10 @@ class OnnxRuntimeOptions(BackendOptions):
     cuda_graph: bool = False
     transfers: bool = True
     trt_builder_optimization_level: Annotated[int, Field(ge=0, le=5)] = 3
+
+    added_later: ClassVar[frozenset[str]] = frozenset({
+        "device", "provider", "cudnn_conv_algo_search", "prefer_nhwc", "cuda_graph", "transfers",
+        "trt_builder_optimization_level"})
 
 
 class OnnxRuntimeBackend(LoopTimedBackend):
@@ -70,6 +75,14 @@ class OnnxRuntimeBackend(LoopTimedBackend):
     @property
     def cuda(self) -> bool:
         return self.options.device == "cuda"
+
+    @classmethod
+    def resolve_options(cls, options: dict[str, Any]) -> dict[str, Any]:
+        if options.get("device") != "auto":
+            return options
+        from farm.cuda import visible_gpu_count
+
+        return options | {"device": "cuda" if visible_gpu_count() else "cpu"}
 
     @classmethod
     def device_kind(cls, options: dict[str, Any]) -> str:
