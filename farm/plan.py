@@ -78,11 +78,21 @@ def _model_cells(loaded: LoadedConfig, index: int, model: ModelArtifact, profile
                         cell = _make_cell(config.name, model, precision, batch, profile, backend, options,
                                           measurement, tuple(profiles) if with_profiles else (), calibration,
                                           config.precision.keep_io_types, applied)
-                        cells.append(dataclasses.replace(
+                        cell = dataclasses.replace(
                             cell, notes=note, device_kind=cls.device_kind(options),
                             unsupported_reason=model.batch_unsupported(batch)
-                            or cls.unsupported_reason(precision, options)))
+                            or cls.unsupported_reason(precision, options))
+                        cells += _pinned(cell, config.axes.accelerator_types)
     return cells
+
+
+def _pinned(cell: Cell, accelerator_types: list[str] | None) -> list[Cell]:
+    """A CUDA cell once per GPU model it is pinned to (its id covers the model); any other cell
+    as it is (a CPU cell runs on CPU whatever the GPUs)."""
+    if not accelerator_types or cell.device_kind != "cuda":
+        return [cell]
+    return [dataclasses.replace(cell, accelerator_type=name, cell_id=hashlib.sha256(
+        f"{cell.cell_id} on {name}".encode()).hexdigest()[:16]) for name in accelerator_types]
 
 
 def _measurement_identity(measurement: Measurement) -> dict[str, Any]:

@@ -214,6 +214,7 @@ class Cell:
     tolerance: Tolerance | None = None  # of this precision; None: no accuracy check
     profile_shapes: ProfileShapes | None = None  # `profile` per input
     all_profile_shapes: tuple[ProfileShapes, ...] = ()  # `all_profiles` per input
+    accelerator_type: str | None = None  # a CUDA cell pinned to this GPU model (Ray's accelerator_type); None: any
 
     @property
     def label(self) -> str:
@@ -221,6 +222,8 @@ class Cell:
         if self.profile is not None:
             parts.append(self.profile.name)
         parts.append(self.backend)
+        if self.accelerator_type:
+            parts.append(f"on {self.accelerator_type}")
         return " ".join(parts)
 
 

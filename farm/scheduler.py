@@ -13,6 +13,13 @@ reads no clock. An executor loops:
         decision = scheduler.report(slot, Returned(result) | Died(death) | Raised(reason, traceback))
         ...                                     # Finished, Retry or Failed: tell the callbacks
 
+Order: with `expected_s` (a cell id's expected seconds: farm.executor.costs, from earlier
+sweeps in the warehouse or a prior), the longest expected cell starts first (LPT: the long
+cells are spread over the slots early, and the short ones fill the gaps at the end, where FIFO
+could leave slots idle behind one long cell); without it, the cells' own order. `fits(cell,
+slot)` says whether a slot may run a cell (a cell pinned to a GPU model, farm.executor.ray_farm);
+a slot takes the first queued cell that fits it.
+
 The policy (`farm sweep --retries N`): a cell whose process died is retried on a fresh
 process up to N times, unless its death says a retry would end the same way (out of memory,
 timed out); a cell that returned a result, failed or not, is done; a worker that raised
@@ -25,7 +32,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from typing import Any, Hashable, Iterable, Protocol
+from typing import Any, Callable, Hashable, Iterable, Mapping, Protocol
 
 
 class Death(Protocol):
@@ -122,9 +129,15 @@ class Stranded:
 class CellScheduler:
     """The queue of cells over a set of slots (any hashable: the executor's own slot objects)."""
 
-    def __init__(self, cells: Iterable[Any], slots: Iterable[Hashable], max_retries: int = 2) -> None:
+    def __init__(self, cells: Iterable[Any], slots: Iterable[Hashable], max_retries: int = 2,
+                 expected_s: Mapping[str, float] | None = None,
+                 fits: Callable[[Any, Hashable], bool] | None = None) -> None:
         self.max_retries = max_retries
-        self.queue: collections.deque[Attempt] = collections.deque(Attempt(cell) for cell in cells)
+        self.fits = fits or (lambda cell, slot: True)
+        ordered = list(cells)
+        if expected_s is not None:  # longest first; a stable sort keeps the plan's order among equals
+            ordered.sort(key=lambda cell: -expected_s.get(cell.cell_id, 0.0))
+        self.queue: collections.deque[Attempt] = collections.deque(Attempt(cell) for cell in ordered)
         self.idle: list[Hashable] = list(slots)  # first in, first used
         self.running: dict[Hashable, Attempt] = {}
         self.lost: set[Hashable] = set()
@@ -135,16 +148,22 @@ class CellScheduler:
         return not self.queue and not self.running
 
     def step(self) -> list[Start | Stranded]:
-        """What to do now: start queued cells on idle slots; strand the queue if no slot is left."""
+        """What to do now: start queued cells on idle slots (each slot the first queued cell that
+        fits it); strand the queued cells that no slot left can run."""
         decisions: list[Start | Stranded] = []
-        while self.idle and self.queue:
-            slot, attempt = self.idle.pop(0), self.queue.popleft()
+        for slot in list(self.idle):
+            attempt = next((a for a in self.queue if self.fits(a.cell, slot)), None)
+            if attempt is None:
+                continue
+            self.queue.remove(attempt)
+            self.idle.remove(slot)
             self.running[slot] = attempt
             decisions.append(Start(attempt, slot))
-        if self.queue and not self.running and not self.idle:
-            decisions += [Stranded(attempt) for attempt in self.queue]
-            self.queue.clear()
-        return decisions
+        live = [*self.idle, *self.running]
+        stranded = [a for a in self.queue if not any(self.fits(a.cell, slot) for slot in live)]
+        for attempt in stranded:
+            self.queue.remove(attempt)
+        return decisions + [Stranded(attempt) for attempt in stranded]
 
     def report(self, slot: Hashable, outcome: Returned | Died | Raised) -> Finished | Retry | Failed:
         """What the outcome of the attempt running on `slot` means; the slot is free again (or lost)."""
@@ -180,3 +199,30 @@ def failure_reason(deaths: list[Death], fallback: str) -> str:
         reason += (" (not retried: it would grow as far again)" if deaths[-1].out_of_memory else
                    " (not retried: it would likely time out again)" if deaths[-1].timed_out else " (not retried)")
     return reason[:1000]
+
+
+def simulate(cells: Iterable[Any], slots: Iterable[Hashable], seconds: Callable[[Any, Hashable], float],
+             **scheduler_options: Any) -> list[tuple[Any, Hashable, float, float]]:
+    """Run the scheduler in virtual time: every cell returns after `seconds(cell, slot)`.
+    (cell, slot, start, end) per cell, in the order they started (benchmarks/scaling.py
+    --simulate, tests/test_scheduler.py). Stranded cells are left out."""
+    scheduler = CellScheduler(cells, slots, **scheduler_options)
+    clock, timeline, ending = 0.0, [], []  # ending: (end, order, slot)
+    while not scheduler.done:
+        for decision in scheduler.step():
+            if isinstance(decision, Start):
+                end = clock + seconds(decision.attempt.cell, decision.slot)
+                timeline.append((decision.attempt.cell, decision.slot, clock, end))
+                ending.append((end, len(timeline), decision.slot))
+        if not ending:
+            break
+        ending.sort(key=lambda e: (e[0], e[1]))
+        clock, _, slot = ending.pop(0)
+        scheduler.report(slot, Returned(_SimulatedResult()))
+    return timeline
+
+
+@dataclasses.dataclass
+class _SimulatedResult:
+    attempts: int = 0
+    earlier_attempts: list[str] = dataclasses.field(default_factory=list)

@@ -16,6 +16,7 @@ from farm.callbacks import Callback, CallbackList
 from farm.config import LoadedConfig, load_config
 from farm.display import ProgressDisplay, render_table
 from farm.executor import DEFAULT_CELL_TIMEOUT_S, DEFAULT_WORKER_MEMORY, make_executor
+from farm.executor.costs import expected_seconds, history_from_rows
 from farm.plan import Plan, plan_sweep
 from farm.provenance import farm_commit, host_info
 from farm.queries import THROTTLED_NOTE, VERDICT_TEXT, baseline_positions, cells_with_figures, speedup, throttled_sql
@@ -124,7 +125,8 @@ def _run_locked(loaded: LoadedConfig, plan: Plan, warehouse: Warehouse, console:
     callbacks.on_sweep_start(todo)
     try:
         make_executor(executor, address=address, max_retries=retries, gpus=gpus,
-                      worker_memory=worker_memory, cell_timeout_s=cell_timeout_s).run(
+                      worker_memory=worker_memory, cell_timeout_s=cell_timeout_s,
+                      expected_s=expected_seconds(todo, _durations(warehouse))).run(
             todo, warehouse.cache_dir, callbacks)
     finally:
         callbacks.on_sweep_end()
@@ -132,6 +134,22 @@ def _run_locked(loaded: LoadedConfig, plan: Plan, warehouse: Warehouse, console:
     warehouse.consolidate(plan.sweep)  # the dashboard's consolidated copy, so its first load is quick
 
     return SweepOutcome(plan.sweep, run_id, plan.cells, len(todo), resumed, _failures(warehouse, plan.cells))
+
+
+# How long each (model, backend, options, precision, batch) took in earlier sweeps: the
+# scheduler's cost model (farm.executor.costs) orders the longest expected cells first.
+DURATIONS_SQL = """SELECT model_sha256, backend, options, precision, batch, median(duration_s)
+FROM cells WHERE status = 'ok' AND duration_s IS NOT NULL AND model_sha256 IS NOT NULL
+GROUP BY model_sha256, backend, options, precision, batch"""
+
+
+def _durations(warehouse: Warehouse) -> dict:
+    """The warehouse's history of cell durations (empty where it cannot be read: only the order
+    of the cells depends on it)."""
+    try:
+        return history_from_rows(warehouse.fetch(warehouse.connect(), DURATIONS_SQL)[1])
+    except Exception:  # noqa: BLE001 - a warehouse without cells, or one being repaired
+        return {}
 
 
 def _failures(warehouse: Warehouse, cells: list[Cell]) -> list[tuple[str, str]]:

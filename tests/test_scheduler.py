@@ -8,7 +8,7 @@ import random
 import pytest
 
 from farm.scheduler import (CellScheduler, Died, Failed, Finished, Raised, Retry, Returned, Start, Stranded,
-                            failure_reason)
+                            failure_reason, simulate)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -214,3 +214,97 @@ def test_every_cell_ends_exactly_once_whatever_happens(seed: int) -> None:
             endings.append(cell_id)
     assert scheduler.done
     assert sorted(endings) == sorted(c.cell_id for c in all_cells)  # each once: none lost, none doubled
+
+
+# --- order: longest expected first, and cells pinned to slots ---------------------------------------
+
+def issue_16_sweep() -> dict[str, float]:
+    """Issue 16's 18 ResNet-50 cells (fp16/bf16 x b1/32/128 x eager/compile/CUDA graphs), as
+    measured on H200s: the 6 compile cells far longer than the 12 others, in the plan's order."""
+    seconds = {}
+    for precision in ("fp16", "bf16"):
+        for batch, scale in ((1, 1.0), (32, 1.3), (128, 1.9)):
+            for mode, base in (("eager", 5.5), ("compile", 24.0), ("cudagraphs", 6.5)):
+                seconds[f"{precision} b{batch} {mode}"] = base * scale
+    return seconds
+
+
+def makespan(timeline) -> float:
+    return max(end for *_, end in timeline)
+
+
+def best_packing_bound(durations: list[float], slots: int) -> float:
+    """A lower bound on any packing's makespan: the longest cell, or the work spread evenly."""
+    return max(max(durations), sum(durations) / slots)
+
+
+def idle_at_end(timeline, slots: list[str]) -> dict[str, float]:
+    end = makespan(timeline)
+    return {s: end - max((e for _, slot, _, e in timeline if slot == s), default=0.0) for s in slots}
+
+
+def test_longest_first_packs_issue_16_sweep_within_10_percent_of_the_best() -> None:
+    seconds = issue_16_sweep()
+    sweep = [FakeCell(name) for name in seconds]
+    gpus = ["gpu0", "gpu1", "gpu2", "gpu3"]
+    bound = best_packing_bound(list(seconds.values()), len(gpus))
+    fifo = simulate(sweep, gpus, lambda cell, slot: seconds[cell.cell_id])
+    lpt = simulate(sweep, gpus, lambda cell, slot: seconds[cell.cell_id], expected_s=seconds)
+    assert sorted(c.cell_id for c, *_ in lpt) == sorted(seconds)  # every cell once
+    assert makespan(lpt) <= 1.10 * bound
+    assert makespan(fifo) > 1.10 * bound  # the plan's order: long cells late, slots idle at the end
+    assert sum(idle > 0.2 * bound for idle in idle_at_end(fifo, gpus).values()) >= 2
+    # longest first: the six compile cells start before any eager cell
+    assert all("compile" in c.cell_id for c, *_ in lpt[:6])
+
+
+def test_without_expected_seconds_cells_start_in_plan_order() -> None:
+    scheduler = CellScheduler(cells(3), ["w"], expected_s=None)
+    assert starts(scheduler.step()) == [("c0", "w")]
+
+
+def test_cells_with_equal_expectations_keep_their_order_and_unknown_ones_go_last() -> None:
+    scheduler = CellScheduler(cells(4), ["a", "b", "c", "d"], expected_s={"c1": 2.0, "c2": 5.0, "c3": 2.0})
+    assert [c for c, _ in starts(scheduler.step())] == ["c2", "c1", "c3", "c0"]
+
+
+def test_a_retried_cell_goes_first_whatever_its_expectation() -> None:
+    scheduler = CellScheduler(cells(2), ["w"], expected_s={"c0": 1.0, "c1": 9.0})
+    assert starts(scheduler.step()) == [("c1", "w")]
+    scheduler.report("w", Died(KILLED))
+    assert starts(scheduler.step()) == [("c1", "w")]
+
+
+def test_a_slot_takes_the_first_cell_that_fits_it() -> None:
+    """Cells pinned to a GPU model ('h100:c0') run only on slots of that model; others anywhere."""
+    def fits(cell, slot):
+        return ":" not in cell.cell_id or cell.cell_id.split(":")[0] == slot.split("-")[0]
+
+    pinned = [FakeCell("h200:c0"), FakeCell("h200:c1"), FakeCell("any"), FakeCell("h100:c2")]
+    scheduler = CellScheduler(pinned, ["h100-0", "h200-0"], fits=fits)
+    assert starts(scheduler.step()) == [("any", "h100-0"), ("h200:c0", "h200-0")]
+    scheduler.report("h100-0", Returned(FakeResult("any")))
+    assert starts(scheduler.step()) == [("h100:c2", "h100-0")]  # skips the h200 cell it cannot run
+    scheduler.report("h100-0", Returned(FakeResult("h100:c2")))
+    assert scheduler.step() == []  # h200:c1 waits for its own model's slot
+    scheduler.report("h200-0", Returned(FakeResult("h200:c0")))
+    assert starts(scheduler.step()) == [("h200:c1", "h200-0")]
+
+
+def test_a_cell_no_slot_fits_is_stranded_at_once_and_the_others_run() -> None:
+    scheduler = CellScheduler([FakeCell("a100:c0"), FakeCell("c1")], ["h100-0"],
+                              fits=lambda cell, slot: not cell.cell_id.startswith("a100"))
+    decisions = scheduler.step()
+    assert [type(d) for d in decisions] == [Start, Stranded]
+    assert decisions[1].attempt.cell.cell_id == "a100:c0"
+
+
+def test_a_pinned_cell_whose_slots_are_all_lost_is_stranded() -> None:
+    scheduler = CellScheduler([FakeCell("x:c0"), FakeCell("x:c1"), FakeCell("c2")], ["x-0", "y-0"], max_retries=1,
+                              fits=lambda cell, slot: ":" not in cell.cell_id or slot.startswith("x"))
+    assert starts(scheduler.step()) == [("x:c0", "x-0"), ("c2", "y-0")]
+    assert isinstance(scheduler.report("x-0", Died(KILLED, worker_lost=True)), Retry)
+    stranded = scheduler.step()
+    assert sorted(d.attempt.cell.cell_id for d in stranded if isinstance(d, Stranded)) == ["x:c0", "x:c1"]
+    scheduler.report("y-0", Returned(FakeResult("c2")))
+    assert scheduler.done

@@ -165,8 +165,11 @@ class Axes(Strict):
     batch_sizes: Annotated[list[Size], Field(min_length=1)] = [1]
     profiles: Annotated[list[str], Field(min_length=1)] | None = None
     backends: Annotated[list[str], Field(min_length=1)] = ["onnxruntime"]
+    # GPU cells once per GPU model, each run only on that model (Ray's accelerator_type:<NAME>)
+    accelerator_types: Annotated[list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$")]],
+                                 Field(min_length=1)] | None = None
 
-    @field_validator("precisions", "batch_sizes", "profiles", "backends")
+    @field_validator("precisions", "batch_sizes", "profiles", "backends", "accelerator_types")
     @classmethod
     def _no_repeats(cls, values: list | None) -> list | None:
         if values is not None and len(set(values)) != len(values):

@@ -80,12 +80,16 @@ class Executor(Protocol):
 
 def make_executor(name: str, address: str | None = None, max_retries: int = 2,
                   gpus: int | None = None, worker_memory: str = DEFAULT_WORKER_MEMORY,
-                  cell_timeout_s: float | None = DEFAULT_CELL_TIMEOUT_S) -> Executor:
+                  cell_timeout_s: float | None = DEFAULT_CELL_TIMEOUT_S,
+                  expected_s: dict[str, float] | None = None) -> Executor:
+    """`expected_s`: each cell id's expected seconds (farm.executor.costs), for the order cells
+    start in (longest first); None: the plan's order."""
     if name == "ray":
         from farm.executor.ray_farm import RayExecutor
 
         return RayExecutor(address=address, max_retries=max_retries, gpus=gpus,
-                           memory_limit=parse_memory_limit(worker_memory), cell_timeout_s=cell_timeout_s)
+                           memory_limit=parse_memory_limit(worker_memory), cell_timeout_s=cell_timeout_s,
+                           expected_s=expected_s)
     if name == "local":
         from farm.executor.local import LocalExecutor
 

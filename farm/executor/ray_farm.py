@@ -12,6 +12,9 @@
 - Results come back to the driver, which alone writes the warehouse; model bytes travel through
   Ray's object store, so a cluster needs no shared filesystem.
 - Progress lines from actors reach the driver through a queue and are shown tagged with the cell.
+- Cells start longest expected first (`expected_s`, farm.executor.costs). A cell pinned to a GPU
+  model (`accelerator_type`) runs only on a GPU of a node that offers Ray's resource
+  `accelerator_type:<MODEL>` (Ray sets it from the GPU's name; `ray start --resources` can too).
 
 Which cell runs where, and what each outcome means (retries), is farm.scheduler's to decide;
 this module starts the actors (ray_actor.py), submits cells, waits, and reports outcomes.
@@ -37,6 +40,7 @@ from farm.records import CellResult, now
 POLL_S = 0.2
 ACTOR_START_TIMEOUT_S = 300.0  # a GPU actor may wait for its predecessor's GPU to be released
 ACTOR_START_TRIES = 3
+ACCELERATOR_PREFIX = "accelerator_type:"  # Ray's node resource naming the GPU model, e.g. accelerator_type:H100
 
 
 def use_loopback_only() -> None:
@@ -52,6 +56,7 @@ class _Slot:
     kind: str
     node_id: str
     workers_on_node: int
+    accelerators: frozenset[str] = frozenset()  # the node's `accelerator_type:<MODEL>` resources
     actor: Any = None
     description: dict[str, Any] = dataclasses.field(default_factory=dict)
     start_error: str | None = None
@@ -61,8 +66,10 @@ class RayExecutor:
     """Runs cells on a Ray cluster: local by default, or an existing one through `address`."""
 
     def __init__(self, address: str | None = None, max_retries: int = 2, gpus: int | None = None,
-                 memory_limit: MemoryLimit | None = None, cell_timeout_s: float | None = None) -> None:
+                 memory_limit: MemoryLimit | None = None, cell_timeout_s: float | None = None,
+                 expected_s: dict[str, float] | None = None) -> None:
         self.address = address
+        self.expected_s = expected_s  # per cell id, for the longest-first order (None: the plan's order)
         self.max_retries = max_retries
         self.gpus = gpus  # use at most this many GPUs (None: all)
         self.memory_limit = memory_limit or MemoryLimit()
@@ -127,7 +134,9 @@ class RayExecutor:
             count = 1 if kind == "cpu" else int(node.get("Resources", {}).get("GPU", 0))
             if kind == "cuda" and self.gpus is not None:
                 count = min(count, self.gpus - len(slots))
-            slots += [_Slot(kind, node["NodeID"], count) for _ in range(count)]
+            accelerators = frozenset(k.split(":", 1)[1] for k in node.get("Resources", {})
+                                     if k.startswith(ACCELERATOR_PREFIX) and kind == "cuda")
+            slots += [_Slot(kind, node["NodeID"], count, accelerators) for _ in range(count)]
         for slot in slots:
             self._launch(slot, log_queue)
         self._await_started(slots, log_queue)
@@ -176,8 +185,15 @@ class RayExecutor:
             self.start_errors.append(f"a {slot.kind} worker could not be started: {slot.start_error}")
 
     def _replace(self, slot: _Slot, log_queue) -> None:
-        """A fresh actor in place of one that died."""
+        """A fresh actor in place of one that died; none where its node is gone (the slot is lost,
+        its cells go to the other nodes' slots)."""
+        import ray
+
         _kill_quietly(slot.actor)
+        if not any(n.get("Alive") and n["NodeID"] == slot.node_id for n in ray.nodes()):
+            slot.actor = None
+            self.start_errors.append(f"a {slot.kind} worker's node left the cluster")
+            return
         self._launch(slot, log_queue)
         self._await_started([slot], log_queue)
 
@@ -189,13 +205,12 @@ class RayExecutor:
         import ray
 
         by_id = {c.cell_id: c for c in cells}
-        scheduler = CellScheduler(cells, slots, self.max_retries)
+        scheduler = CellScheduler(cells, slots, self.max_retries, expected_s=self.expected_s, fits=_fits)
         pending: dict[Any, _Slot] = {}
         while not scheduler.done:
             for decision in scheduler.step():
                 if isinstance(decision, Stranded):
-                    why = "; ".join(sorted(set(self.start_errors)) or ["every worker failed to start"])
-                    reason = failure_reason(decision.attempt.deaths, f"no worker left to run this cell: {why}")
+                    reason = failure_reason(decision.attempt.deaths, self._stranded_reason(decision.attempt.cell, slots))
                     callbacks.on_cell_result(decision.attempt.cell, _crashed(decision.attempt, reason))
                 else:
                     pending[self._start(decision, cache_dir, model_refs, callbacks)] = decision.slot
@@ -207,6 +222,14 @@ class RayExecutor:
                 slot = pending.pop(ref)
                 _tell(scheduler.report(slot, self._outcome(ref, slot, log_queue)), callbacks)
         self._drain_logs(log_queue, by_id, callbacks)
+
+    def _stranded_reason(self, cell: Cell, slots: list[_Slot]) -> str:
+        if cell.accelerator_type and not any(_fits(cell, slot) for slot in slots):
+            offered = sorted({a for slot in slots for a in slot.accelerators})
+            return (f"no GPU of type {cell.accelerator_type} in the cluster (no node offers Ray's resource "
+                    f"{ACCELERATOR_PREFIX}{cell.accelerator_type}; GPU types here: {', '.join(offered) or 'none named'})")
+        why = "; ".join(sorted(set(self.start_errors)) or ["every worker failed to start"])
+        return f"no worker left to run this cell: {why}"
 
     @staticmethod
     def _start(start: Start, cache_dir: Path, model_refs: dict, callbacks: CellEvents) -> Any:
@@ -267,6 +290,11 @@ def _terminate_like_ctrl_c() -> None:
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, interrupt)
+
+
+def _fits(cell: Cell, slot: _Slot) -> bool:
+    """A cell pinned to a GPU model runs only on a GPU of that model; any other cell anywhere."""
+    return not cell.accelerator_type or cell.accelerator_type in slot.accelerators
 
 
 def _first_line(exc: BaseException) -> str:

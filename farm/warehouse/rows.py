@@ -86,6 +86,8 @@ def describe_worker(worker: dict[str, Any] | None) -> str | None:
     if worker.get("kind") == "cuda":
         text += f", Ray GPU {','.join(worker.get('gpu_ids') or []) or '?'}, " \
                 f"CUDA_VISIBLE_DEVICES={worker.get('visible_devices')}"
+    if worker.get("node_id"):  # which Ray node: two nodes may share a host name
+        text += f", Ray node {str(worker['node_id'])[:12]}"
     return text
 
 
