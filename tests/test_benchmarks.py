@@ -162,3 +162,10 @@ def test_telemetry_overhead_quick(tmp_path: Path) -> None:
         assert positive(qps_ratio) == pytest.approx(positive(off_qps) / positive(on_qps), rel=1e-3)
     assert "telemetry_note=a CPU" in out or "telemetry_note=no NVML" in out, out  # CPU: no telemetry, said so
     assert re.search(rf"^worst ratio off 1 by {NUMBER} % over 1 cell", out, re.MULTILINE), out
+
+
+def test_scaling_quick() -> None:
+    out = run_benchmark("scaling.py", "--quick", timeout=120)
+    rows = re.findall(rf"^\s+(\d) +{NUMBER} +{NUMBER}x +{NUMBER}%", out, re.M)
+    assert [n for n, *_ in rows] == ["1", "2", "4"] * 2, out  # FIFO, then longest first
+    assert all(float(wall) > 0 and float(speedup) > 0 and math.isfinite(float(eff)) for _, wall, speedup, eff in rows)

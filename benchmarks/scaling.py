@@ -1,0 +1,134 @@
+"""How a sweep scales over GPUs: wall time, speedup, efficiency and idle time per GPU on 1, 2, 4.
+
+    python3 benchmarks/scaling.py configs/gpu-resnet50.toml            # real sweeps, one per GPU count
+    python3 benchmarks/scaling.py SWEEP --simulate --durations-from results/   # virtual time
+    python3 benchmarks/scaling.py --quick                             # the suite: issue 16's 18 cells, simulated
+
+Real: `farm sweep SWEEP --gpus N` into a fresh warehouse per N (under --scratch), timed from
+outside; then the warehouse's `cells` (started_at, finished_at, worker: which GPU of which Ray
+node) give each GPU's busy time, and idle = the cell phase (first start to last finish) - busy.
+Simulated (`--simulate`): the farm's scheduler (farm.scheduler.simulate) over N logical GPUs in
+virtual time, each cell lasting its recorded duration (the median of the same model, backend,
+options, precision and batch in --durations-from's warehouse; else farm.executor.costs' prior),
+plus --startup-s per worker for its first cell; both orders: the plan's (FIFO) and longest first.
+Targets (issue 16, 4 GPUs of one host): the 18-cell sweep >= 3.6x of 1 GPU, gpu-resnet50.toml >= 3.7x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+# Issue 16's 18 ResNet-50 cells on an H200 (fp16/bf16 x b1/32/128 x eager/compile/CUDA graphs), seconds
+ISSUE_16 = {f"{p} b{b} {mode}": base * scale for p in ("fp16", "bf16")
+            for b, scale in ((1, 1.0), (32, 1.3), (128, 1.9))
+            for mode, base in (("eager", 5.5), ("compile", 24.0), ("cudagraphs", 6.5))}
+
+
+class _Named:
+    def __init__(self, cell_id: str) -> None:
+        self.cell_id = cell_id
+
+
+def simulated(seconds: dict[str, float], gpus: int, longest_first: bool, startup_s: float) -> tuple[float, list[float]]:
+    """(makespan, idle seconds per GPU) of the scheduler in virtual time."""
+    from farm.scheduler import simulate
+
+    slots = [f"gpu{i}" for i in range(gpus)]
+    first: set[str] = set()
+
+    def duration(cell, slot) -> float:
+        extra = startup_s if slot not in first else 0.0
+        first.add(slot)
+        return seconds[cell.cell_id] + extra
+
+    timeline = simulate([_Named(k) for k in seconds], slots, duration,
+                        expected_s=seconds if longest_first else None)
+    end = max(e for *_, e in timeline)
+    busy = {s: sum(e - b for _, slot, b, e in timeline if slot == s) for s in slots}
+    return end, [end - busy[s] for s in slots]
+
+
+def recorded_seconds(sweep: Path, durations_from: Path | None) -> dict[str, float]:
+    """The sweep's cells' expected seconds: recorded durations where the warehouse has them."""
+    from farm.config import load_config
+    from farm.executor.costs import expected_seconds, history_from_rows
+    from farm.plan import plan_sweep
+    from farm.sweep import DURATIONS_SQL
+    from farm.warehouse import Warehouse
+
+    cache = Path(tempfile.mkdtemp(prefix="scaling-plan-"))
+    cells = plan_sweep(load_config(sweep), cache).cells
+    history = {}
+    if durations_from is not None:
+        warehouse = Warehouse(durations_from)
+        history = history_from_rows(warehouse.fetch(warehouse.connect(), DURATIONS_SQL)[1])
+    seconds = expected_seconds(cells, history)
+    print(f"{len(cells)} cells, {len(history)} recorded durations in {durations_from or 'no warehouse (prior only)'}")
+    return seconds
+
+
+def real(sweep: Path, gpus: int, scratch: Path) -> tuple[float, list[float]]:
+    """(wall seconds, idle seconds per GPU) of `farm sweep SWEEP --gpus N` into a fresh warehouse."""
+    from farm.warehouse import Warehouse
+
+    results = scratch / f"gpus{gpus}"
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "farm", "sweep", str(sweep), "--results", str(results),
+                    "--gpus", str(gpus), "--force"], cwd=ROOT, check=False)
+    wall = time.perf_counter() - start
+    rows = Warehouse(results).connect().execute(
+        "SELECT started_at, finished_at, worker FROM cells WHERE worker LIKE 'cuda worker%'").fetchall()
+    if not rows:
+        return wall, []
+    phase = (max(r[1] for r in rows) - min(r[0] for r in rows)).total_seconds()
+    busy: dict[str, float] = {}
+    for started, finished, worker in rows:  # a GPU: its Ray GPU id on its node (actors come and go)
+        gpu = worker.split(", Ray GPU ", 1)[-1].split(",")[0] + " " + worker.rsplit("Ray node ", 1)[-1]
+        busy[gpu] = busy.get(gpu, 0.0) + (finished - started).total_seconds()
+    return wall, [phase - b for b in busy.values()]
+
+
+def table(title: str, figures: dict[int, tuple[float, list[float]]]) -> None:
+    print(f"\n{title}")
+    print(f"{'GPUs':>4} {'wall s':>8} {'speedup':>8} {'efficiency':>10}  idle s per GPU")
+    one = figures[min(figures)][0] * min(figures)
+    for n, (wall, idle) in sorted(figures.items()):
+        speedup = one / wall
+        print(f"{n:>4} {wall:>8.1f} {speedup:>7.2f}x {100 * speedup / n:>9.0f}%  "
+              + " ".join(f"{i:.1f}" for i in idle))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("sweep", nargs="?", type=Path, help="the sweep file (none with --quick)")
+    parser.add_argument("--gpus", default="1,2,4", help="GPU counts, comma-separated (default 1,2,4)")
+    parser.add_argument("--simulate", action="store_true", help="the scheduler in virtual time, no GPU")
+    parser.add_argument("--durations-from", type=Path, help="a warehouse with earlier runs of these cells")
+    parser.add_argument("--startup-s", type=float, default=0.0, help="simulated: each worker's first-cell overhead")
+    parser.add_argument("--scratch", type=Path, help="real: where the warehouses go (default: a temporary folder)")
+    parser.add_argument("--quick", action="store_true", help="issue 16's 18 recorded cells, simulated")
+    args = parser.parse_args()
+    counts = [int(n) for n in args.gpus.split(",")]
+    if args.quick or args.simulate:
+        seconds = ISSUE_16 if args.quick or args.sweep is None else recorded_seconds(args.sweep, args.durations_from)
+        for name, longest_first in (("plan order (FIFO)", False), ("longest expected first", True)):
+            table(f"simulated, {name}: {len(seconds)} cells, {sum(seconds.values()):.1f} s of work",
+                  {n: simulated(seconds, n, longest_first, args.startup_s) for n in counts})
+        return
+    if args.sweep is None:
+        parser.error("give a sweep file, or --quick")
+    scratch = args.scratch or Path(tempfile.mkdtemp(prefix="scaling-"))
+    table(f"real sweeps of {args.sweep} (warehouses under {scratch})",
+          {n: real(args.sweep, n, scratch) for n in counts})
+
+
+if __name__ == "__main__":
+    main()
