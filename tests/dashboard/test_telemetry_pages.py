@@ -64,3 +64,20 @@ def test_warehouse_without_telemetry_opens(monkeypatch, page: str) -> None:
         pytest.skip("results/examples has no measurements in this checkout")
     at = open_page(monkeypatch, examples, page)
     assert "Energy per inference" not in texts(at) and "GPU telemetry" not in [s.value for s in at.subheader]
+
+
+def test_show_and_summary_say_throttled(throttled, capsys) -> None:
+    from types import SimpleNamespace
+
+    from farm.sweep import summary_table
+    from farm.warehouse import Warehouse
+
+    results, cell_id = throttled
+    assert main(["show", "gpu", "--results", str(results), "--format", "csv"]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    header, row = shown[0].split(","), shown[1].split(",")
+    assert row[header.index("throttled")] == "yes: sw_power_cap"
+    cell = SimpleNamespace(cell_id=cell_id, backend="onnxruntime", options={})
+    outcome = SimpleNamespace(cells=[cell], sweep="gpu", run_id="another run")
+    _, notes = summary_table(Warehouse(results), outcome)
+    assert any(n.endswith("GPU clocks slowed during the timed window: sw_power_cap") for n in notes), notes
