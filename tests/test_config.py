@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from farm.backends.onnxruntime import OnnxRuntimeOptions
 from farm.cli import main
 from farm.config import load_config
 from farm.errors import ConfigError
@@ -180,8 +181,12 @@ def test_good_config_loads(models_dir: Path) -> None:
     loaded = load_config(write_sweep(models_dir.parent, GOOD))
     assert loaded.config.axes.batch_sizes == [1, 2]
     assert loaded.profile_names() == ["small"]
-    assert loaded.backend_options == {"onnxruntime": [
-        {"intra_op_threads": 0, "inter_op_threads": 0, "graph_optimization": "all", "execution_mode": "sequential"}]}
+    [options] = loaded.backend_options["onnxruntime"]
+    assert list(loaded.backend_options) == ["onnxruntime"]
+    # every option with its default filled in (the CUDA ones included), as the cells carry them
+    assert options == OnnxRuntimeOptions().model_dump(mode="json")
+    assert {"intra_op_threads": 0, "inter_op_threads": 0, "graph_optimization": "all",
+            "execution_mode": "sequential", "device": "cpu"}.items() <= options.items()
 
 
 def test_float_keys_take_integer_literals(models_dir: Path) -> None:
