@@ -154,16 +154,8 @@ def _durations(warehouse: Warehouse) -> dict:
 
 def _failures(warehouse: Warehouse, cells: list[Cell]) -> list[tuple[str, str]]:
     """(label, reason) of every planned cell that the warehouse holds as failed."""
-    import pyarrow.parquet as pq
-
-    statuses = warehouse.cell_statuses(cells[0].sweep) if cells else {}
-    failures = []
-    for cell in cells:
-        if statuses.get(cell.cell_id) == "failed":
-            path = warehouse.table_dir(cell.sweep, "cells") / f"{cell.cell_id}.parquet"
-            reason = pq.read_table(path, columns=["reason"]).column("reason")[0].as_py()
-            failures.append((cell.label, reason or "unknown error"))
-    return failures
+    reasons = warehouse.failure_reasons(cells[0].sweep) if cells else {}  # compacted cells too
+    return [(cell.label, reasons[cell.cell_id] or "unknown error") for cell in cells if cell.cell_id in reasons]
 
 
 def backend_labels(cells: list[Cell]) -> dict[str, str]:

@@ -169,3 +169,18 @@ def test_scaling_quick() -> None:
     rows = re.findall(rf"^\s+(\d) +{NUMBER} +{NUMBER}x +{NUMBER}%", out, re.M)
     assert [n for n, *_ in rows] == ["1", "2", "4"] * 2, out  # FIFO, then longest first
     assert all(float(wall) > 0 and float(speedup) > 0 and math.isfinite(float(eff)) for _, wall, speedup, eff in rows)
+
+
+def test_warehouse_scale_quick(tmp_path: Path) -> None:
+    out = run_benchmark("warehouse_scale.py", "--quick", "--dir", str(tmp_path / "scale"), timeout=300)
+    generated = re.search(r"^generated (\d+) cells in (\d+) sweeps", out, re.MULTILINE)
+    assert generated and generated.groups() == ("300", "3"), out
+    assert re.search(rf"^farm compact: {NUMBER} s for 300 cells \((\d+) files now\)", out, re.MULTILINE), out
+    names = ["farm query (aggregation over every cell)", "farm ls", "farm show scale0", "planning a resume of scale0",
+             "snapshot load (once per change)", "page: overview", "page: compare (one sweep)",
+             "page: cell (samples, layers)", "page: diff (two cells' layers)"]
+    rows = re.findall(rf"^(\S.+?)\s+{NUMBER}\s+{NUMBER}$", out, re.MULTILINE)
+    assert [name for name, *_ in rows] == names, out
+    for _, before, after in rows:
+        assert figure(before) >= 0 and figure(after) >= 0
+    assert (tmp_path / "scale" / "results" / "scale0" / "compaction.json").is_file()

@@ -213,3 +213,34 @@ def test_ingest_into_a_folder_farm_did_not_write_is_refused(tmp_path: Path, caps
         assert main(["ingest", str(log), "--results", str(folder)]) == 2
         assert "is not a farm warehouse" in capsys.readouterr().err
     assert sorted(p.name for p in folder.rglob("*")) == ["README.md", "src"]
+
+
+def test_readers_see_a_sweep_before_or_after_its_compaction(tmp_path: Path) -> None:
+    """Readers in other processes, while a sweep is compacted: every read counts every row once."""
+    from tests.test_warehouse import every_row, write_cells
+
+    results = tmp_path / "results"
+    warehouse = Warehouse(results)
+    write_cells(warehouse, "s", [f"{i:016x}" for i in range(60)])
+    expected = every_row(results)
+    reader = (f"import sys, time; sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})\n"
+              "from tests.test_warehouse import every_row\n"
+              "from pathlib import Path\n"
+              "import json\n"
+              "seen = []\n"
+              "deadline = time.monotonic() + 4\n"
+              "while time.monotonic() < deadline:\n"
+              f"    seen.append(every_row(Path({str(results)!r})))\n"
+              "print(json.dumps(seen))\n")
+    readers = [subprocess.Popen([sys.executable, "-c", reader], stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    time.sleep(0.5)
+    for size in (7, 25):  # compacted, then compacted again after some cells are redone
+        warehouse.compact("s", block_cells=size)
+        write_cells(warehouse, "s", [f"{i:016x}" for i in range(0, 60, 9)])  # the same rows again
+    warehouse.compact("s", block_cells=25)
+    import json
+
+    reads = [read for process in readers for read in json.loads(process.communicate(timeout=120)[0])]
+    assert all(p.returncode == 0 for p in readers)
+    assert len(reads) >= 2
+    assert all(read == expected for read in reads)

@@ -425,3 +425,35 @@ def test_a_fifo_where_farm_reads_a_footer_blocks_nothing(measured: Path, tmp_pat
     assert check.returncode == 1 and "fifo.parquet: not a Parquet file of the cells table" in check.stdout, check
     refused = subprocess.run([*run, str(project)], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert refused.returncode == 2 and "is not a farm warehouse" in refused.stderr, refused
+
+
+def test_a_compacted_sweep_resumes_and_check_fix_handles_a_damaged_compacted_file(measured: Path, tmp_path: Path,
+                                                                                    capsys) -> None:
+    """`farm compact`, then a rerun skips every compacted cell; a damaged compacted file is skipped
+    with a warning by readers, and `farm check --fix` moves it aside: its cells are measured again."""
+    base = copy_of(measured, tmp_path)
+    results = base / "results"
+    before = counts(results)
+    assert main(["compact", "--results", str(results)]) == 0
+    assert "tiny: 2 cell(s) compacted" in capsys.readouterr().out
+    assert counts(results) == before
+    sweep = ["sweep", str(base / "sweep.toml"), "--results", str(results), "--executor", "local"]
+    assert main(sweep) == 0
+    assert "0 to run" in capsys.readouterr().err
+    damaged = results / "tiny" / "layers" / "part-000001-0000.parquet"
+    damaged.write_bytes(b"PAR1 not any more")
+    assert main(["query", "--results", str(results), "SELECT count(*) AS n FROM cells"]) == 0
+    captured = capsys.readouterr()
+    assert f"skipped damaged compacted file {damaged}" in captured.err and "2" in captured.out
+    assert main(["check", "--results", str(results)]) == 1
+    assert f"damaged  {damaged}" in capsys.readouterr().out
+    assert main(["check", "--fix", "--results", str(results)]) == 1
+    assert main(["check", "--results", str(results)]) == 0
+    capsys.readouterr()
+    assert main(sweep) == 0
+    assert "2 to run" in capsys.readouterr().err
+    after = counts(results)  # every row once more (and the rerun's own run row; samples as many as were timed)
+    assert {t: n for t, n in after.items() if t not in ("sweeps", "samples")} == \
+        {t: n for t, n in before.items() if t not in ("sweeps", "samples")}
+    con = Warehouse(results, warn=lambda _: None).connect()
+    assert con.execute("SELECT count(DISTINCT cell_id) FROM samples").fetchone() == (2,)

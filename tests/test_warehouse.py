@@ -229,3 +229,133 @@ def test_an_unknown_or_missing_column_is_an_error_naming_it_and_nothing_is_writt
     # optional columns may be absent: they are written as NULL
     warehouse.write_cell("s", "c1", {"cells": cells, "measurements": [{"cell_id": "c1", "throughput_qps": 2.0}]})
     assert warehouse.connect().execute("SELECT throughput_qps, latency_p99_ms FROM measurements").fetchall() == [(2.0, None)]
+
+
+# --- compaction --------------------------------------------------------------------------------
+
+COMPACTED = ("cells", "builds", "measurements", "samples", "layers", "accuracy")
+
+
+def write_cells(warehouse: Warehouse, sweep: str, ids: list[str], qps: float = 100.0) -> None:
+    """Cells with a row in every cell table (every seventh failed: only its cells row)."""
+    for cell_id in ids:
+        failed = int(cell_id, 16) % 7 == 3
+        tables = {"cells": [{"cell_id": cell_id, "sweep_id": sweep, "status": "failed" if failed else "ok",
+                             "reason": "boom" if failed else None}]}
+        if not failed:
+            tables.update({
+                "builds": [{"cell_id": cell_id, "build_s": 1.0}],
+                "measurements": [{"cell_id": cell_id, "throughput_qps": qps + int(cell_id, 16)}],
+                "samples": [{"cell_id": cell_id, "repeat": 0, "iteration": i, "latency_ms": 1.0 + i} for i in range(3)],
+                "layers": [{"cell_id": cell_id, "layer_index": i, "name": f"l{i}"} for i in range(2)],
+                "accuracy": [{"cell_id": cell_id, "output_name": "y", "verdict": "pass"}]})
+        warehouse.write_cell(sweep, cell_id, tables)
+
+
+def every_row(results: Path) -> dict[str, list]:
+    warehouse = Warehouse(results, warn=lambda _: None)
+    con = warehouse.connect()
+    return {t: sorted(map(repr, warehouse.fetch(con, f"SELECT * EXCLUDE (cell_id), cell_id FROM {t}")[1]))
+            for t in COMPACTED}
+
+
+def test_compaction_keeps_every_row_once_and_resume_reads_it(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    warehouse = Warehouse(results)
+    ids = [f"{i:016x}" for i in range(25)]
+    write_cells(warehouse, "s", ids)
+    before, statuses = every_row(results), warehouse.cell_statuses("s")
+    done = warehouse.compact("s", block_cells=10)
+    assert (done.cells, done.blocks) == (25, 3)
+    assert every_row(results) == before  # every row, once
+    assert not [p for t in COMPACTED for p in warehouse.loose_files("s", t)]  # per-cell files gone
+    assert sorted(p.name for p in (results / "s" / "cells").iterdir()) == [
+        "part-000001-0000.parquet", "part-000001-0001.parquet", "part-000001-0002.parquet"]
+    prepared = warehouse.prepare_sweep("s")  # what a rerun does before its first cell
+    assert prepared.statuses == statuses and not prepared.moved and not prepared.removed
+    assert warehouse.failure_reasons("s") == {c: "boom" for c, s in statuses.items() if s == "failed"}
+    assert warehouse.cell_rows("s", "samples", ids[5], ["iteration"]).column(0).to_pylist() == [0, 1, 2]
+    assert warehouse.cell_rows("s", "samples", ids[3]) is None  # a failed cell has none
+    assert warehouse.inspect().findings == []
+    assert warehouse.compact("s", block_cells=10).cells == 0  # nothing per-cell: nothing written
+
+
+def test_a_cell_redone_after_compaction_supersedes_its_compacted_rows(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    warehouse = Warehouse(results)
+    ids = [f"{i:016x}" for i in range(25)]
+    write_cells(warehouse, "s", ids)
+    warehouse.compact("s", block_cells=10)
+    redo = [ids[3], ids[5]]  # a failed cell that now passes, an ok cell that now fails
+    warehouse.write_cell("s", ids[3], {"cells": [{"cell_id": ids[3], "status": "ok"}],
+                                       "measurements": [{"cell_id": ids[3], "throughput_qps": 7.0}]})
+    warehouse.write_cell("s", ids[5], {"cells": [{"cell_id": ids[5], "status": "failed", "reason": "later"}]})
+
+    def check() -> None:
+        con = warehouse.connect()
+        for table in COMPACTED:
+            rows = warehouse.fetch(con, f"SELECT cell_id, count(*) FROM {table} GROUP BY cell_id")[1]
+            assert all(n == 1 for _, n in rows if table not in ("samples", "layers")), table
+        got = dict(warehouse.fetch(con, "SELECT cell_id, status FROM cells WHERE cell_id IN (?, ?)", redo)[1])
+        assert got == {ids[3]: "ok", ids[5]: "failed"}
+        assert warehouse.fetch(con, "SELECT throughput_qps FROM measurements WHERE cell_id = ?", [ids[3]])[1] == [(7.0,)]
+        assert warehouse.fetch(con, "SELECT count(*) FROM samples WHERE cell_id = ?", [ids[5]])[1] == [(0,)]
+        assert warehouse.cell_statuses("s")[ids[5]] == "failed" and warehouse.failure_reasons("s")[ids[5]] == "later"
+        assert warehouse.cell_rows("s", "samples", ids[5]) is None
+        assert warehouse.fetch(con, "SELECT count(*) FROM cells")[1] == [(25,)]
+
+    check()  # the per-cell files win
+    done = warehouse.compact("s", block_cells=10)
+    assert done.cells == 2 and done.rewritten > 0
+    check()  # and after they are compacted in turn
+    assert warehouse.inspect().findings == []
+
+
+def test_a_crash_mid_compaction_leaves_the_old_files_counting(tmp_path: Path, monkeypatch) -> None:
+    results = tmp_path / "results"
+    warehouse = Warehouse(results)
+    write_cells(warehouse, "s", [f"{i:016x}" for i in range(12)])
+    before = every_row(results)
+
+    def killed(*_args) -> None:
+        raise KeyboardInterrupt  # killed before compaction.json was replaced
+    monkeypatch.setattr(Warehouse, "write_compaction", killed)
+    with pytest.raises(KeyboardInterrupt):
+        warehouse.compact("s", block_cells=5)
+    monkeypatch.undo()
+    assert list((results / "s" / "samples").glob("part-*"))  # new blocks written, not counted
+    assert every_row(results) == before
+    assert {f.kind for f in warehouse.inspect().findings} == {"orphan"}
+    saved = {p: p.read_bytes() for t in COMPACTED for p in warehouse.loose_files("s", t)}
+    warehouse.compact("s", block_cells=5)  # the next writer removes them and compacts
+    assert every_row(results) == before
+    for path, data in saved.items():  # killed after the commit, before the per-cell files went
+        path.write_bytes(data)
+    assert every_row(results) == before
+    assert warehouse.compact("s", block_cells=5).cells == 12
+    assert every_row(results) == before and warehouse.inspect().findings == []
+
+
+def test_a_damaged_compacted_file_costs_only_its_rows(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    warehouse = Warehouse(results)
+    ids = [f"{i:016x}" for i in range(20)]
+    write_cells(warehouse, "s", ids)
+    warehouse.compact("s", block_cells=10)
+    damaged = results / "s" / "samples" / "part-000001-0000.parquet"
+    damaged.write_bytes(damaged.read_bytes()[:-20])
+    warnings: list[str] = []
+    reader = Warehouse(results, warn=warnings.append)
+    con = reader.connect()
+    samples = reader.fetch(con, "SELECT count(DISTINCT cell_id) FROM samples")[1][0][0]
+    assert samples == sum(1 for c in ids[10:] if int(c, 16) % 7 != 3)  # the other block's
+    assert reader.fetch(con, "SELECT count(*) FROM cells")[1] == [(20,)]
+    assert len(warnings) == 1 and "damaged compacted file" in warnings[0] and str(damaged) in warnings[0]
+    findings = warehouse.inspect().findings
+    assert [(f.kind, f.path) for f in findings] == [("damaged", damaged)]
+    with warehouse.writer_lock():
+        warehouse.fix(findings)
+    assert set(warehouse.cell_statuses("s")) == set(ids[10:])  # its block's cells: measured again
+    assert (results / "s" / ".damaged" / "samples" / damaged.name).is_file()
+    assert warehouse.inspect().findings == []
+    assert Warehouse(results, warn=warnings.append).connect().execute("SELECT count(*) FROM cells").fetchone() == (10,)

@@ -11,11 +11,12 @@ from typing import Sequence
 
 from farm.cli.parser import DEFAULT_RESULTS, build_parser
 from farm.cli.reading import cmd_dashboard, cmd_graph, cmd_ls, cmd_query, cmd_report, cmd_show
-from farm.cli.writing import cmd_check, cmd_ingest, cmd_sweep
+from farm.cli.writing import cmd_check, cmd_compact, cmd_ingest, cmd_sweep
 from farm.errors import UserError
 
 COMMANDS = {"sweep": cmd_sweep, "query": cmd_query, "ingest": cmd_ingest, "graph": cmd_graph, "ls": cmd_ls,
-            "show": cmd_show, "dashboard": cmd_dashboard, "report": cmd_report, "check": cmd_check}
+            "show": cmd_show, "dashboard": cmd_dashboard, "report": cmd_report, "check": cmd_check,
+            "compact": cmd_compact}
 
 __all__ = ["COMMANDS", "DEFAULT_RESULTS", "build_parser", "main"]
 

@@ -118,3 +118,7 @@ def _add_check(add: AddCommand) -> None:
                         "move damaged files and files of no table to <sweep>/.damaged/ (a damaged cell file takes "
                         "its cells file along, so the next `farm sweep` measures the cell again), remove orphaned "
                         "cell files and temporary files, and bring the dashboard's consolidated copy up to date")
+    p = add("compact", "Merge sweeps' per-cell files into a few large Parquet files per table (docs/warehouse.md: "
+                       "Compaction), so that queries, the dashboard and resume read a few files instead of one a "
+                       "cell per table. A sweep does it itself as it ends once it has 1,000 cells in per-cell files.")
+    p.add_argument("sweep", nargs="?", default=None, help="the sweep to compact (default: every sweep)")

@@ -98,13 +98,33 @@ def cmd_show(args: argparse.Namespace) -> int:
         where="c.sweep_id = ? AND (? OR list_contains(?, c.cell_id))",
         order_by="c.model, c.backend, c.precision, c.batch, c.profile, c.options, c.cell_id"),  # ties: in one order
         [MIN_TAIL_SAMPLES, COVERAGE_WARN_PERCENT, args.sweep, plan is None, plan or []])
-    print_rows(columns, rows, args.format)
+    if args.format == "table" and len(rows) > PLAIN_TABLE_ROWS:
+        print_plain_table(columns, rows)
+    else:
+        print_rows(columns, rows, args.format)
     if plan is not None:
         total = con.execute("SELECT count(*) FROM cells WHERE sweep_id = ?", [args.sweep]).fetchone()[0]
         if total > len(rows):
             print(f"farm: {total - len(rows)} cell(s) of earlier plans of sweep {args.sweep!r} not shown "
                   "(its sweep file changed since they ran): --all shows them", file=sys.stderr)
     return 0
+
+
+PLAIN_TABLE_ROWS = 500  # a larger `farm show` prints plain text: rich lays out 2,500 rows in about 40 s
+
+
+def print_plain_table(columns: list[str], rows: list[tuple]) -> None:
+    """Rows as aligned plain text (numbers right-aligned), as quick for 25,000 rows as for 25."""
+    from farm.display import fmt
+
+    text = [[fmt(v) for v in row] for row in rows]
+    numeric = [any(isinstance(r[i], (int, float)) and not isinstance(r[i], bool) for r in rows)
+               for i in range(len(columns))]
+    widths = [max([len(c)] + [len(r[i]) for r in text]) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip(), "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(v.rjust(w) if n else v.ljust(w) for v, w, n in zip(r, widths, numeric)).rstrip()
+              for r in text]
+    sys.stdout.write("\n".join(lines) + "\n")
 
 
 def cmd_dashboard(args: argparse.Namespace) -> int:

@@ -196,3 +196,24 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"note: {inspection.quarantined} file(s) moved aside earlier are in <sweep>/.damaged/ folders; "
               "delete them when you no longer need them")
     return 1 if inspection.findings else 0
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    from farm.cli.common import require_sweep
+    from farm.warehouse import Warehouse
+
+    if args.sweep is not None:
+        require_sweep(args.results, args.sweep)
+    existing_folder(args.results)
+    warehouse = Warehouse(args.results)
+    with warehouse.writer_lock():  # one writer at a time: exits 2 while a sweep or ingest writes
+        for sweep in [args.sweep] if args.sweep is not None else warehouse.sweeps():
+            done = warehouse.compact(sweep)
+            for path, problem, moved_to in done.moved:
+                print(f"moved damaged file {path} to {moved_to.parent}/ ({problem}): its cells are measured again")
+            warehouse.consolidate(sweep)
+            print(f"{sweep}: " + (f"{done.cells} cell(s) compacted" + (f", {done.rewritten} compacted cell(s) "
+                                                                         "rewritten" if done.rewritten else "")
+                                  + f", {done.files_removed} file(s) removed" if done.cells else "nothing to compact")
+                  + f"; {done.blocks} compacted block(s)")
+    return 0

@@ -103,20 +103,11 @@ class Snapshot:
         return cell_id, cell.latency_median_ms, cell.median_ci_low_ms, cell.median_ci_high_ms, "stored"
 
     def _samples(self, sweep: str, cell_id: str) -> tuple[np.ndarray, np.ndarray] | None:
-        """(latency_ms, repeat) of a cell's samples file, or None: no file, no finite latency, or a
-        damaged file (then left out with a warning, as `cell_file` does). Only those two columns
-        are read: a Compare page reads every cell's file."""
-        import pyarrow.parquet as pq
-
-        path = self.root / sweep / "samples" / f"{cell_id}.parquet"
-        if not path.is_file() or path in self.warehouse.skipped:
-            return None
-        try:
-            found = pq.read_table(path, columns=["latency_ms", "repeat"])
-        except FileNotFoundError:  # removed since: a sweep is redoing the cell
-            return None
-        except Exception as exc:  # noqa: BLE001 - any reason a file cannot be read makes it damaged
-            self.warehouse.skip(path, str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+        """(latency_ms, repeat) of a cell's samples (its own file or its compacted block), or None:
+        none, no finite latency, or a damaged file (then left out with a warning, as `cell_file`
+        does). Only those two columns are read: a Compare page reads every cell's."""
+        found = self.warehouse.cell_rows(sweep, "samples", cell_id, ["latency_ms", "repeat"])
+        if found is None or found.num_rows == 0:
             return None
         latency = found.column("latency_ms").to_numpy(zero_copy_only=False).astype(np.float64)
         repeat = found.column("repeat").fill_null(0).to_numpy(zero_copy_only=False)
@@ -125,20 +116,13 @@ class Snapshot:
         return latency, repeat
 
     def cell_file(self, cell_id: str, table: str) -> pd.DataFrame:
-        """All rows of `table` for one cell, read from that cell's own file (empty if none)."""
-        cell = self.cell(cell_id)
-        path = self.root / str(cell.sweep_id) / table / f"{cell_id}.parquet" if cell is not None else None
-        if path is None or not path.is_file() or path in self.warehouse.skipped:
-            return SCHEMAS[table].empty_table().to_pandas()
+        """All rows of `table` for one cell, read from that cell's own file or its compacted block
+        (empty if none)."""
         import pyarrow as pa
-        import pyarrow.parquet as pq
 
-        try:
-            found = pq.read_table(path)
-        except FileNotFoundError:  # removed since: a sweep is redoing the cell
-            return SCHEMAS[table].empty_table().to_pandas()
-        except Exception as exc:  # noqa: BLE001 - any reason a file cannot be read makes it damaged
-            self.warehouse.skip(path, str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+        cell = self.cell(cell_id)
+        found = self.warehouse.cell_rows(str(cell.sweep_id), table, cell_id) if cell is not None else None
+        if found is None:
             return SCHEMAS[table].empty_table().to_pandas()
         schema = SCHEMAS[table]
         # Files written by an older farm lack newer columns: they read as nulls, as in the SQL views.

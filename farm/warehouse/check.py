@@ -10,6 +10,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from farm.warehouse.layout import COMPACTED_TABLES, MANIFEST_NAME, PART, ManifestUnreadable
 from farm.warehouse.parquet import file_problem, parquet_names, remove_path
 from farm.warehouse.repair import WarehouseRepair
 from farm.warehouse.schema import DAMAGED_DIR_NAME, PER_CELL_TABLES, TABLES, UNMEASURED, schema_problem
@@ -52,9 +53,12 @@ class WarehouseCheck(WarehouseRepair):
         for sweep_dir in self.sweep_dirs():
             sweep = sweep_dir.name
             cells_present = parquet_names(sweep_dir / "cells")
+            counted = self._counted_parts(sweep, findings)
             for entry in sorted(sweep_dir.iterdir()):
                 if entry.name == DAMAGED_DIR_NAME:
                     quarantined += sum(1 for p in entry.rglob("*") if p.is_file())
+                    continue
+                if entry.name == MANIFEST_NAME and entry.is_file():
                     continue
                 if entry.name not in TABLES or not entry.is_dir():
                     what = "folder" if entry.is_dir() else "file"
@@ -71,12 +75,16 @@ class WarehouseCheck(WarehouseRepair):
                         findings.append(Finding("orphan", path, f"not a Parquet file of the {entry.name} table",
                                                 sweep))
                         continue
-                    if entry.name in PER_CELL_TABLES and path.name not in cells_present:
-                        if holder is not None:
-                            in_progress += 1
-                        else:
-                            findings.append(Finding("orphan", path, "no cells file: left by an interrupted run",
-                                                    sweep))
+                    compacted = PART.match(path.name) and entry.name in COMPACTED_TABLES
+                    if compacted and counted is not None and (entry.name, path.name) not in counted:
+                        why = f"compacted file of no block of {MANIFEST_NAME}: left by an interrupted compaction"
+                    elif not compacted and entry.name in PER_CELL_TABLES and path.name not in cells_present:
+                        why = "no cells file: left by an interrupted run"
+                    else:
+                        why = None
+                    if why:  # a writer's work in progress while one holds the lock
+                        in_progress += holder is not None
+                        findings += [Finding("orphan", path, why, sweep)] if holder is None else []
                         continue
                     checked += 1
                     problem = file_problem(path) or schema_problem(path, entry.name)
@@ -93,6 +101,16 @@ class WarehouseCheck(WarehouseRepair):
                 else:
                     findings.append(Finding("temp", path, "temporary file or folder of an interrupted run"))
         return Inspection(findings, checked, quarantined, in_progress, holder)
+
+    def _counted_parts(self, sweep: str, findings: list[Finding]) -> set[tuple[str, str]] | None:
+        """(table, name) of the sweep's compacted files that count; None (a finding) where its
+        compaction.json does not parse."""
+        try:
+            compaction = self.compaction(sweep)
+        except ManifestUnreadable as exc:
+            findings.append(Finding("damaged", self.root / sweep / MANIFEST_NAME, f"unreadable: {exc}", sweep))
+            return None
+        return {(table, block.name) for block in compaction.blocks for table in block.tables}
 
     def fix(self, findings: list[Finding]) -> list[tuple[Finding, str]]:
         """Resolve what `inspect` found (only while holding the writer lock): damaged files are

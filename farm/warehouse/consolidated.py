@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from farm.files import write_atomic
+from farm.warehouse.layout import PART
 from farm.warehouse.parquet import duckdb_glob_escape, file_problem, parquet_files_named, sql_string
 from farm.warehouse.schema import CACHE_DIR_NAME, SCHEMAS
 
@@ -79,7 +80,7 @@ def _listing(directory: Path) -> dict[str, tuple[int, int]]:
     stats = {}
     with entries:
         for entry in entries:
-            if entry.name.endswith(".parquet") and not entry.name.startswith("."):
+            if entry.name.endswith(".parquet") and not entry.name.startswith(".") and not PART.match(entry.name):
                 try:
                     stats[entry.name] = entry.stat()
                 except FileNotFoundError:
@@ -135,7 +136,42 @@ def _load(con, warehouse: WarehouseViews, root: Path, sweep: str, table: str, ta
         _save(con, cached)
     con.execute(f"INSERT INTO {target} SELECT {schema_columns} FROM _rows")
     con.execute("DROP TABLE _rows")
+    _load_compacted(con, warehouse, sweep, table, target)
     return len(fresh)
+
+
+def _load_compacted(con, warehouse: WarehouseViews, sweep: str, table: str, target: str) -> None:
+    """Insert the sweep's compacted rows of `table` (a few large files: read as they are, never
+    copied), less those of cells that have files of their own (farm.warehouse.layout)."""
+    found = warehouse.sources(sweep, table)
+    parts = []
+    for path in found.parts:
+        problem = file_problem(path)
+        if problem:
+            warehouse.skip(path, problem)
+        else:
+            parts.append(path)
+    import duckdb
+
+    shared = "COLUMNS('^(" + "|".join(SCHEMAS[table].names) + ")$')"
+    con.register("_superseded", pa.table({"cell_id": pa.array(sorted(found.superseded), pa.string())}))
+    try:
+        while parts:
+            paths = ", ".join(f"'{sql_string(duckdb_glob_escape(str(p)))}'" for p in parts)
+            try:  # one statement: a failure inserts nothing
+                con.execute(f"""INSERT INTO {target} BY NAME SELECT {shared}
+                                FROM read_parquet([{paths}], union_by_name = true)
+                                WHERE cell_id NOT IN (SELECT cell_id FROM _superseded)""")
+                return
+            except duckdb.Error as exc:  # damaged inside: the file it names, or those whose footer fails
+                named = [p for p in parquet_files_named(exc, warehouse.root) if p in parts]
+                for path in named:
+                    warehouse.skip(path, str(exc).strip().splitlines()[0])
+                if not named and not warehouse.skip_unreadable_footers(parts):
+                    raise
+                parts = [p for p in parts if p not in warehouse.skipped]
+    finally:
+        con.unregister("_superseded")
 
 
 def _save(con, cached: Path) -> None:

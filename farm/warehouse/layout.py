@@ -1,17 +1,79 @@
-"""Where a warehouse's files are: `<root>/<sweep>/<table>/<key>.parquet`, the cache beside them,
-and the list of files readers skip as damaged. The base of `Warehouse`."""
+"""Where a warehouse's files are: `<root>/<sweep>/<table>/<key>.parquet` (per cell), the compacted
+files of a sweep (`<root>/<sweep>/<table>/part-GGGGGG-NNNN.parquet`, listed by the sweep's
+`compaction.json`), the cache beside them, and the list of files readers skip as damaged. The
+base of `Warehouse`.
+
+A cell's rows come from its own files where it has them, else from the compacted files: for a
+table, compacted rows of a cell are left out when the cell has a `cells` file of its own or a
+file of its own in that table (a cell redone after compaction supersedes its compacted rows).
+Compacted files are immutable; `compaction.json`, written whole or not at all, is the one list
+of those that count (`farm compact`, farm.warehouse.compact).
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Callable
 
 from farm.warehouse.parquet import parquet_names
-from farm.warehouse.schema import CACHE_DIR_NAME, TABLES, TEMP_DIR_NAME
+from farm.warehouse.schema import CACHE_DIR_NAME, PER_CELL_TABLES, TABLES, TEMP_DIR_NAME
 
 Warn = Callable[[str], None]
+COMPACTED_TABLES = ("cells", *PER_CELL_TABLES)  # the tables compaction merges (not sweeps, devices)
+MANIFEST_NAME = "compaction.json"  # <root>/<sweep>/compaction.json: the compacted files that count
+PART = re.compile(r"^part-(\d{6})-(\d{4})\.parquet$")
+
+
+def part_name(generation: int, number: int) -> str:
+    return f"part-{generation:06d}-{number:04d}.parquet"
+
+
+@dataclasses.dataclass(frozen=True)
+class Block:
+    """Compacted cells: one file per table (`part_name(generation, number)`) where they have rows;
+    `first` and `last` the smallest and largest cell id, `cells` how many."""
+
+    generation: int
+    number: int
+    cells: int
+    first: str
+    last: str
+    tables: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return part_name(self.generation, self.number)
+
+
+@dataclasses.dataclass(frozen=True)
+class Compaction:
+    """A sweep's `compaction.json`: its generation and the blocks that count."""
+
+    generation: int = 0
+    blocks: tuple[Block, ...] = ()
+
+    def to_json(self) -> str:
+        return json.dumps({"format": 1, "generation": self.generation,
+                           "blocks": [dataclasses.asdict(b) for b in self.blocks]}, indent=1) + "\n"
+
+
+class ManifestUnreadable(ValueError):
+    """A sweep's compaction.json that does not parse: its compacted rows are left out."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Sources:
+    """What a reader reads of one table of one sweep: its per-cell files, its compacted files,
+    and the cells whose compacted rows those per-cell files supersede."""
+
+    loose: list[Path]
+    parts: list[Path]
+    superseded: frozenset[str]
 
 
 def warn_stderr(message: str) -> None:
@@ -42,9 +104,57 @@ class WarehouseLayout:
         return self.root / sweep / table
 
     def table_files(self, sweep: str, table: str) -> list[Path]:
-        """The table's files of one sweep, by name."""
+        """The table's files of one sweep, by name (compacted ones included)."""
         directory = self.table_dir(sweep, table)
         return [directory / name for name in sorted(parquet_names(directory))]
+
+    def loose_files(self, sweep: str, table: str) -> list[Path]:
+        """The table's per-cell (or per-run, per-device) files of one sweep, by name."""
+        return [p for p in self.table_files(sweep, table) if not PART.match(p.name)]
+
+    def compaction(self, sweep: str) -> Compaction:
+        """The sweep's compaction.json (an empty one where it has none); ManifestUnreadable where
+        it does not parse."""
+        path = self.root / sweep / MANIFEST_NAME
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            blocks = tuple(Block(int(b["generation"]), int(b["number"]), int(b["cells"]), str(b["first"]),
+                                 str(b["last"]), tuple(b["tables"])) for b in data["blocks"])
+            return Compaction(int(data["generation"]), blocks)
+        except FileNotFoundError:
+            return Compaction()
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ManifestUnreadable(f"{path}: {exc}") from None
+
+    def readable_compaction(self, sweep: str) -> Compaction:
+        """`compaction`, or an empty one with a warning (once) where it does not parse."""
+        try:
+            return self.compaction(sweep)
+        except ManifestUnreadable as exc:
+            path = self.root / sweep / MANIFEST_NAME
+            if path not in self.skipped:
+                self.skipped[path] = "unreadable"
+                self.warn(f"skipped {exc}: the compacted cells of sweep {sweep} are left out; "
+                          "`farm check` says more")
+            return Compaction()
+
+    def part_files(self, sweep: str, table: str, compaction: Compaction | None = None) -> list[Path]:
+        """The compacted files of `table` that count (listed by compaction.json), present or not."""
+        compaction = self.readable_compaction(sweep) if compaction is None else compaction
+        return [self.table_dir(sweep, table) / b.name for b in compaction.blocks if table in b.tables]
+
+    def sources(self, sweep: str, table: str, compaction: Compaction | None = None) -> Sources:
+        """What readers read of `table` in `sweep` (the rule in this module's docstring); files
+        found damaged are left out."""
+        every = self.loose_files(sweep, table)
+        loose = [p for p in every if p not in self.skipped]
+        if table not in COMPACTED_TABLES:
+            return Sources(loose, [], frozenset())
+        parts = [p for p in self.part_files(sweep, table, compaction) if p not in self.skipped and p.exists()]
+        if not parts:
+            return Sources(loose, [], frozenset())
+        own = {p.stem for p in every} | (set() if table == "cells" else set(_stems(self.table_dir(sweep, "cells"))))
+        return Sources(loose, parts, frozenset(own))
 
     def sweep_dirs(self) -> list[Path]:
         """The sweeps' folders: the root's folders, dot folders aside, that hold at least one table
@@ -64,4 +174,12 @@ class WarehouseLayout:
         """Note that readers leave `path` out, with a one-line warning (once per file)."""
         if path not in self.skipped:
             self.skipped[path] = problem
-            self.warn(f"skipped damaged file {path} ({problem}); `farm check --fix` moves it aside")
+            what = ("damaged compacted file" if PART.match(path.name) else "damaged file")
+            extra = (": the rows of its compacted cells in that table are left out; `farm check --fix` moves it "
+                     "aside and the next sweep measures those cells again" if PART.match(path.name)
+                     else "; `farm check --fix` moves it aside")
+            self.warn(f"skipped {what} {path} ({problem}){extra}")
+
+
+def _stems(directory: Path) -> list[str]:
+    return [name[:-len(".parquet")] for name in parquet_names(directory) if not PART.match(name)]

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from farm.warehouse.layout import COMPACTED_TABLES, MANIFEST_NAME, PART, Compaction, ManifestUnreadable
 from farm.warehouse.lock import WarehouseLocking
 from farm.warehouse.parquet import file_problem, free_name, parquet_names, remove_path
 from farm.warehouse.schema import DAMAGED_DIR_NAME, PER_CELL_TABLES, TABLES, TEMP_DIR_NAME, UNMEASURED, first_line
@@ -76,20 +77,50 @@ class WarehouseRepair(WarehouseLocking):
             for tmp in (sweep_dir / table).glob(".*.tmp"):
                 tmp.unlink(missing_ok=True)
                 removed.append(tmp)
-        finished = {p.stem for p in self.table_dir(sweep, "cells").glob("*.parquet")}
+        finished = {p.stem for p in self.loose_files(sweep, "cells")}
         for table in PER_CELL_TABLES:
-            for path in self.table_dir(sweep, table).glob("*.parquet"):
+            for path in self.loose_files(sweep, table):
                 if path.stem not in finished:
                     path.unlink(missing_ok=True)
                     removed.append(path)
+        return removed + self._repair_compacted(sweep)
+
+    def _repair_compacted(self, sweep: str) -> list[Path]:
+        """Remove compacted files that do not count: of no block of compaction.json (an interrupted
+        or superseded compaction), or of a block whose `cells` file is gone (moved aside: its cells
+        are measured again), the block then dropped from compaction.json. Nothing where
+        compaction.json does not parse (`farm check` reports it)."""
+        try:
+            compaction = self.compaction(sweep)
+        except ManifestUnreadable:
+            return []
+        cells_dir = self.table_dir(sweep, "cells")
+        kept = tuple(b for b in compaction.blocks if "cells" in b.tables and (cells_dir / b.name).is_file())
+        if kept != compaction.blocks:
+            self.write_compaction(sweep, Compaction(compaction.generation, kept))
+        counted = {(table, b.name) for b in kept for table in b.tables}
+        removed = []
+        for table in COMPACTED_TABLES:
+            for path in self.table_files(sweep, table):
+                if PART.match(path.name) and (table, path.name) not in counted:
+                    path.unlink(missing_ok=True)
+                    removed.append(path)
         return removed
+
+    def write_compaction(self, sweep: str, compaction: Compaction) -> None:
+        """Write the sweep's compaction.json whole or not at all, flushed (writers only)."""
+        from farm.files import write_atomic
+
+        write_atomic(self.root / sweep / MANIFEST_NAME, compaction.to_json(), fsync=True)
 
     def prepare_sweep(self, sweep: str) -> Prepared:
         """What a writer does before it runs cells of `sweep` (holding the writer lock): move every
         damaged file aside (quarantine: its cell is measured again), remove what a killed run
         left of unfinished cells, and read the status of every finished cell."""
-        damaged = [(path, problem) for table in TABLES for path in self.table_files(sweep, table)
-                   if (problem := file_problem(path))]
+        compaction = self.readable_compaction(sweep)
+        files = [p for table in TABLES for p in self.loose_files(sweep, table)]
+        files += [p for table in COMPACTED_TABLES for p in self.part_files(sweep, table, compaction)]
+        damaged = [(path, problem) for path in files if (problem := file_problem(path))]
         moved = []
         for path, problem in damaged:
             moved += [(path, problem, to) for source, to in self.quarantine(sweep, path) if source == path]
@@ -106,7 +137,7 @@ class WarehouseRepair(WarehouseLocking):
         it quarantined a cell's file, left them so): un-marked, they are measured again. Ingested
         cells are left out (an ingested engine may have no measurement)."""
         measured = parquet_names(self.table_dir(sweep, "measurements"))
-        candidates = [p for p in self.table_files(sweep, "cells") if p.name not in measured]
+        candidates = [p for p in self.loose_files(sweep, "cells") if p.name not in measured]
         found = []
         for path in candidates:
             if statuses is not None and statuses.get(path.stem, "ok") != "ok" or file_problem(path):
@@ -127,7 +158,12 @@ class WarehouseRepair(WarehouseLocking):
         done cell without the file. Only while holding the writer lock. Returns (from, to) of
         every move."""
         sources = [path]
-        if _is_cell_file(path):
+        if PART.match(path.name):
+            if path.parent.name in COMPACTED_TABLES and path in self.part_files(sweep, path.parent.name):
+                self._drop_block(sweep, path.name)  # un-marks its cells at once, as moving a cells file does
+                if path.parent.name != "cells":
+                    sources.insert(0, self.table_dir(sweep, "cells") / path.name)
+        elif _is_cell_file(path):
             sources.insert(0, self.table_dir(sweep, "cells") / path.name)
         moves = []
         for source in sources:
@@ -142,6 +178,17 @@ class WarehouseRepair(WarehouseLocking):
             moves.append((source, target))
         return moves
 
+    def _drop_block(self, sweep: str, name: str) -> None:
+        """Leave the block of compacted file `name` out of compaction.json (its other files are then
+        removed by `repair`)."""
+        try:
+            compaction = self.compaction(sweep)
+        except ManifestUnreadable:
+            return
+        kept = tuple(b for b in compaction.blocks if b.name != name)
+        if kept != compaction.blocks:
+            self.write_compaction(sweep, Compaction(compaction.generation, kept))
+
     def cell_statuses(self, sweep: str) -> dict[str, str]:
         """Status of every finished cell of a sweep, by cell id (unreadable `cells` files skipped,
         with a warning)."""
@@ -150,26 +197,57 @@ class WarehouseRepair(WarehouseLocking):
             self.skip(path, problem)
         return statuses
 
+    def failure_reasons(self, sweep: str) -> dict[str, str | None]:
+        """The `reason` of every failed cell of a sweep, by cell id (per-cell files superseding
+        compacted rows; unreadable files skipped, with a warning)."""
+        found = self.sources(sweep, "cells")
+        reasons: dict[str, str | None] = {}
+        for paths in (found.parts, found.loose):
+            rows, unreadable = _read_columns(paths, ["cell_id", "status", "reason"])
+            for path, problem in unreadable:
+                self.skip(path, problem)
+            for cell_id, status, reason in rows:
+                if status == "failed":
+                    reasons[cell_id] = reason
+                else:
+                    reasons.pop(cell_id, None)
+        return reasons
+
     def _read_statuses(self, sweep: str) -> tuple[dict[str, str], list[tuple[Path, str]]]:
-        files = [p for p in self.table_files(sweep, "cells") if p not in self.skipped]
-        if not files:
-            return {}, []
-        try:  # one read for all files; file by file only when one of them fails
-            table = pq.read_table(files if len(files) > 1 else files[0], columns=["cell_id", "status"])
-            return dict(zip(table.column("cell_id").to_pylist(), table.column("status").to_pylist())), []
-        except Exception:  # noqa: BLE001 - which file: see below
-            pass
-        statuses, unreadable = {}, []
-        for path in files:
-            try:
-                table = pq.read_table(path, columns=["cell_id", "status"])
-            except FileNotFoundError:
-                continue
-            except Exception as exc:  # noqa: BLE001 - any reason a file cannot be read makes it damaged
-                unreadable.append((path, f"unreadable: {first_line(exc)}"))
-                continue
-            statuses.update(zip(table.column("cell_id").to_pylist(), table.column("status").to_pylist()))
-        return statuses, unreadable
+        """Compacted cells' statuses (two columns of a few large files), then the per-cell files',
+        which supersede them."""
+        found = self.sources(sweep, "cells")
+        statuses, unreadable = self._statuses_of(found.parts)
+        loose, bad = self._statuses_of(found.loose)
+        statuses.update(loose)
+        return statuses, unreadable + bad
+
+    def _statuses_of(self, files: list[Path]) -> tuple[dict[str, str], list[tuple[Path, str]]]:
+        rows, unreadable = _read_columns([p for p in files if p not in self.skipped], ["cell_id", "status"])
+        return dict(rows), unreadable
+
+
+def _read_columns(files: list[Path], columns: list[str]) -> tuple[list[tuple], list[tuple[Path, str]]]:
+    """`columns` of every row of `files` as tuples, in one read; file by file only when one of them
+    fails (those are returned with why: unreadable)."""
+    if not files:
+        return [], []
+    try:
+        table = pq.read_table(files if len(files) > 1 else files[0], columns=columns)
+        return list(zip(*(table.column(c).to_pylist() for c in columns))), []
+    except Exception:  # noqa: BLE001 - which file: see below
+        pass
+    rows, unreadable = [], []
+    for path in files:
+        try:
+            table = pq.read_table(path, columns=columns)
+        except FileNotFoundError:
+            continue
+        except Exception as exc:  # noqa: BLE001 - any reason a file cannot be read makes it damaged
+            unreadable.append((path, f"unreadable: {first_line(exc)}"))
+            continue
+        rows += zip(*(table.column(c).to_pylist() for c in columns))
+    return rows, unreadable
 
 
 def _is_cell_file(path: Path) -> bool:

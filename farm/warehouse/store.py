@@ -1,7 +1,7 @@
 """`Warehouse`: the only place results live, and how rows are written into it.
 
 Layout: `<root>/<sweep>/<table>/<key>.parquet`, one file per cell per table (per run for
-`sweeps`, per device for `devices`), each written to a temporary name and renamed into place,
+`sweeps`, per device for `devices`), until a sweep is compacted (farm.warehouse.compact), each written to a temporary name and renamed into place,
 so a crash loses at most the cell in flight and never leaves half a file. A cell's `cells` file
 is written last: a cell counts as done only once it exists, and `repair` removes what a killed
 run left of a cell without it. DuckDB reads the files through one view per table.
@@ -20,17 +20,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from farm.files import write_error
+from farm.warehouse.compact import AUTO_COMPACT_CELLS, WarehouseCompaction
 from farm.warehouse.consolidated import refresh_consolidated
 from farm.warehouse.parquet import write_parquet
 from farm.warehouse.schema import PER_CELL_TABLES, SCHEMA_VERSION, RowError, rows_table
-from farm.warehouse.views import WarehouseViews
 
 Rows = list[dict[str, Any]] | pa.Table  # dicts; an Arrow table for a large table (samples)
 # the order a cell's tables are written in: `cells` last marks the cell done
 _CELL_WRITE_ORDER = ("builds", "measurements", "samples", "accuracy", "layers")
 
 
-class Warehouse(WarehouseViews):
+class Warehouse(WarehouseCompaction):
     """A results folder: writes rows atomically, reads them through DuckDB, resumes, repairs and
     checks itself; one writer at a time (`writer_lock`)."""
 
@@ -89,6 +89,10 @@ class Warehouse(WarehouseViews):
         write_parquet(table, directory / f"{key}.parquet")
 
     def consolidate(self, sweep: str) -> None:
-        """Bring the consolidated copy of the sweep's small tables up to date (writers only, under
-        the writer lock; farm.warehouse.consolidated): the dashboard's first load is then quick."""
+        """What a writer does as it ends (under the writer lock): compact the sweep once it has
+        `AUTO_COMPACT_CELLS` cells in per-cell files (farm.warehouse.compact), and bring the
+        consolidated copy of its small tables up to date (farm.warehouse.consolidated): the
+        dashboard's first load is then quick."""
+        if len(self.loose_files(sweep, "cells")) >= AUTO_COMPACT_CELLS:
+            self.compact(sweep)
         refresh_consolidated(self, sweep)

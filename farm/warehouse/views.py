@@ -11,9 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from farm.warehouse.check import WarehouseCheck
+from farm.warehouse.layout import COMPACTED_TABLES, PART
 from farm.warehouse.parquet import duckdb_glob_escape, file_problem, parquet_files_named, parquet_names, sql_string
 from farm.warehouse.schema import SCHEMAS, first_line
 
@@ -59,6 +61,20 @@ class WarehouseViews(WarehouseCheck):
         return [str(folder / table / "*.parquet") for folder in self.sweep_dirs()
                 if parquet_names(folder / table)]
 
+    def readable_sources(self, table: str) -> tuple[list[Path], list[Path], set[str]]:
+        """Every sweep's per-cell files of `table` and its compacted files that count (damaged ones
+        left out), and the cells whose compacted rows the per-cell files supersede: for readers
+        that build their own view (the dashboard's SQL console)."""
+        loose: list[Path] = []
+        parts: list[Path] = []
+        superseded: set[str] = set()
+        for folder in self.sweep_dirs():
+            found = self.sources(folder.name, table)
+            loose += [p for p in found.loose if file_problem(p) is None]
+            parts += [p for p in found.parts if file_problem(p) is None]
+            superseded |= found.superseded
+        return loose, parts, superseded
+
     def create_views(self, con: duckdb.DuckDBPyConnection) -> None:
         """Create (or replace) one view per table in `con`; an empty typed view where the table
         has no file. Damaged files are left out, each with a one-line warning."""
@@ -91,13 +107,21 @@ class WarehouseViews(WarehouseCheck):
         checked = footers_checked = False
         seen = set()
         while True:
-            sources = self._sources(table)
-            if not sources:
+            loose, parts, superseded = self._sources(table)
+            if not loose and not parts:
                 con.register(f"_empty_{table}", SCHEMAS[table].empty_table())
                 con.execute(f"CREATE OR REPLACE VIEW {table} AS SELECT * FROM _empty_{table}")
                 return
-            files = ", ".join(f"'{sql_string(s)}'" for s in sources)
-            source = f"read_parquet([{files}], union_by_name = true)"
+            selects = []
+            if loose:
+                files = ", ".join(f"'{sql_string(s)}'" for s in loose)
+                selects.append(f"SELECT * FROM read_parquet([{files}], union_by_name = true)")
+            if parts:  # compacted rows, less those of cells that have files of their own
+                files = ", ".join(f"'{sql_string(duckdb_glob_escape(str(p)))}'" for p in parts)
+                where = (" WHERE cell_id NOT IN (" + ", ".join(f"'{sql_string(c)}'" for c in sorted(superseded))
+                         + ")") if superseded else ""
+                selects.append(f"SELECT * FROM read_parquet([{files}], union_by_name = true){where}")
+            source = "(" + " UNION ALL BY NAME ".join(selects) + ")"
             select = "SELECT DISTINCT ON (device_id) *" if table == "devices" else "SELECT *"  # devices: one file
             try:  # per sweep that used the device
                 con.execute(f"CREATE OR REPLACE VIEW {table} AS {select} FROM {source}")
@@ -141,26 +165,67 @@ class WarehouseViews(WarehouseCheck):
                 newly = True
         return newly
 
-    def _files(self, table: str) -> list[Path]:
-        return [path for sweep in self.sweep_dirs() for path in self.table_files(sweep.name, table)]
+    def cell_rows(self, sweep: str, table: str, cell_id: str, columns: list[str] | None = None) -> pa.Table | None:
+        """One cell's rows of a per-cell table (`columns` of them, or all): from its own file where
+        it has one, else from its compacted block (the block by its cell-id range, the rows by the
+        file's row-group statistics); None where it has none. A damaged file is left out with a
+        warning (`skip`)."""
+        own = self.table_dir(sweep, table) / f"{cell_id}.parquet"
+        if own.is_file() or (self.table_dir(sweep, "cells") / f"{cell_id}.parquet").is_file():
+            paths, compacted = [own], False  # a cell with files of its own: never its compacted rows
+        else:
+            paths = [self.table_dir(sweep, table) / b.name for b in self.readable_compaction(sweep).blocks
+                     if table in b.tables and b.first <= cell_id <= b.last]
+            compacted = True
+        for path in paths:
+            if path in self.skipped:
+                continue
+            try:
+                if compacted:
+                    found = pq.read_table(path, columns=columns, filters=[("cell_id", "=", cell_id)])
+                else:
+                    found = pq.read_table(path, columns=columns)
+            except FileNotFoundError:  # removed since: a sweep is redoing the cell, or compacting it
+                continue
+            except Exception as exc:  # noqa: BLE001 - any reason a file cannot be read makes it damaged
+                self.skip(path, first_line(exc))
+                continue
+            if found.num_rows or not compacted:
+                return found
+        return None
 
-    def _sources(self, table: str) -> list[str]:
-        """What a view reads, as DuckDB globs (glob characters in the path escaped): per sweep
-        folder, its glob, or where it holds a file found damaged or not a regular file (a FIFO
-        would block the read), its other files by name."""
-        sources = []
+    def _files(self, table: str) -> list[Path]:
+        """The files a view of `table` may read: every per-cell file and the compacted ones that count."""
+        found = []
+        for sweep in self.sweep_dirs():
+            found += self.loose_files(sweep.name, table)
+            if table in COMPACTED_TABLES:
+                found += [p for p in self.part_files(sweep.name, table) if p.exists()]
+        return found
+
+    def _sources(self, table: str) -> tuple[list[str], list[Path], set[str]]:
+        """What a view reads: per-cell files as DuckDB globs (glob characters in the path escaped):
+        per sweep folder, its glob, or where it holds a file found damaged, a file that is not a
+        regular file (a FIFO would block the read) or compacted files, its other per-cell files by
+        name; the compacted files that count; and the cells whose compacted rows are left out
+        (farm.warehouse.layout)."""
+        loose: list[str] = []
+        parts: list[Path] = []
+        superseded: set[str] = set()
         for folder in self.sweep_dirs():
             directory = folder / table
             names = parquet_names(directory, regular=False)
             for name, regular in names.items():
                 if not regular:
                     self.skip(directory / name, "not a regular file")
-            if any(p.parent == directory for p in self.skipped):
-                sources += [duckdb_glob_escape(str(directory / n)) for n in sorted(names)
-                            if directory / n not in self.skipped]
+            found = self.sources(folder.name, table)
+            parts += found.parts
+            superseded |= found.superseded
+            if any(p.parent == directory for p in self.skipped) or any(PART.match(n) for n in names):
+                loose += [duckdb_glob_escape(str(p)) for p in found.loose]
             elif names:
-                sources.append(duckdb_glob_escape(str(directory)) + "/*.parquet")
-        return sources
+                loose.append(duckdb_glob_escape(str(directory)) + "/*.parquet")
+        return loose, parts, superseded
 
     def _skip_file_of(self, exc: Exception, skip_new: bool = True) -> bool:
         """Whether the error names a file of this warehouse that a retry can do without: one that
