@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from farm.onnx_torch.ops import UnsupportedOperator, _binary, _ints, _torch
+from farm.onnx_torch.ops import UnsupportedOperator, binary, ints, lazy_torch
 
 
 def _device(m):
@@ -18,7 +18,7 @@ def _device(m):
 
 
 def _conv_transpose(m, a, x, w, b=None):
-    F = _torch().nn.functional
+    F = lazy_torch().nn.functional
     n = x.dim() - 2
     if a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET") or "output_shape" in a:
         raise UnsupportedOperator("ConvTranspose with auto_pad or output_shape is not supported by the PyTorch backend")
@@ -38,13 +38,13 @@ _LINEAR = {1: "linear", 2: "bilinear", 3: "trilinear"}
 
 
 def _resize(m, a, x, roi=None, scales=None, sizes=None):
-    F = _torch().nn.functional
+    F = lazy_torch().nn.functional
     mode = _text(a.get("mode", "nearest"))
     coords = _text(a.get("coordinate_transformation_mode", "half_pixel"))
     n = x.dim() - 2
     size = scale = None
     if sizes is not None and np.asarray(sizes).size:
-        size = _ints(sizes)[2:]
+        size = ints(sizes)[2:]
     elif scales is not None and np.asarray(scales).size:
         values = [float(v) for v in np.asarray(scales).reshape(-1)]
         if values[:2] != [1.0, 1.0]:
@@ -71,15 +71,15 @@ def _text(value) -> str:
 
 
 def _expand(m, a, x, shape):
-    dims = _ints(shape)
-    if not isinstance(x, _torch().Tensor):
+    dims = ints(shape)
+    if not isinstance(x, lazy_torch().Tensor):
         array = np.asarray(x)
         return np.broadcast_to(array, np.broadcast_shapes(array.shape, tuple(dims))).copy()
     return x.expand(np.broadcast_shapes(tuple(x.shape), tuple(dims)))
 
 
 def _range(m, a, start, limit, delta):
-    torch = _torch()
+    torch = lazy_torch()
     if not any(isinstance(v, torch.Tensor) for v in (start, limit, delta)):
         first = np.asarray(start)
         return np.arange(first.item(), np.asarray(limit).item(), np.asarray(delta).item(), dtype=first.dtype)
@@ -90,9 +90,9 @@ def _range(m, a, start, limit, delta):
 
 def _split(m, a, x, split=None):
     axis = a.get("axis", 0)
-    sizes = _ints(split) if split is not None else a.get("split")
+    sizes = ints(split) if split is not None else a.get("split")
     count = a["_outputs"]
-    torch = _torch()
+    torch = lazy_torch()
     length = (x.shape if isinstance(x, torch.Tensor) else np.asarray(x).shape)[axis]
     if sizes is None:  # equal parts, the last one smaller (opset 18's num_outputs rule)
         part = -(-length // count)
@@ -103,17 +103,17 @@ def _split(m, a, x, split=None):
 
 
 def _constant_of_shape(m, a, shape):
-    dims = _ints(shape)
+    dims = ints(shape)
     value = np.asarray(a["value"]).reshape(-1) if "value" in a else np.zeros(1, np.float32)
     if value.dtype.kind in "iub":  # integer and boolean fills stay host values (shape arithmetic)
         return np.full(dims, value[0], dtype=value.dtype)
-    return _torch().full(dims, float(value[0]), dtype=m.float_dtype, device=_device(m))
+    return lazy_torch().full(dims, float(value[0]), dtype=m.float_dtype, device=_device(m))
 
 
 def _if(m, a, cond, *outer):
     """Runs the branch `cond` picks (a host value; a device one is read back, which torch.compile
     cannot trace). Each branch is interpreted with the outer values it reads (a["_free"])."""
-    torch = _torch()
+    torch = lazy_torch()
     taken = bool(cond.item() if isinstance(cond, torch.Tensor) else np.asarray(cond).reshape(-1)[0])
     branch = a["_then"] if taken else a["_else"]
     env = dict(zip(a["_free"], outer))
@@ -134,6 +134,6 @@ MORE_OPS = {
     "Range": _range,
     "Split": _split,
     "ConstantOfShape": _constant_of_shape,
-    "Equal": _binary(lambda x, y: x == y),
+    "Equal": binary(lambda x, y: x == y),
     "If": _if,
 }

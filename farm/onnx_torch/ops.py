@@ -17,13 +17,13 @@ class UnsupportedOperator(RuntimeError):
 
 # --- operators: fn(module, attrs, *inputs) -> output or tuple of outputs -----------------------
 
-def _torch():
+def lazy_torch():
     import torch
 
     return torch
 
 
-def _ints(value) -> list[int]:
+def ints(value) -> list[int]:
     """Shape-like values (Python, numpy or tensor) as a list of Python ints."""
     if isinstance(value, (list, tuple)):
         return [int(v) for v in value]
@@ -34,7 +34,7 @@ def _ints(value) -> list[int]:
 
 def _tensor(value, like=None):
     """A tensor on `like`'s device: numpy constants become tensors where an op needs one."""
-    torch = _torch()
+    torch = lazy_torch()
     if isinstance(value, torch.Tensor):
         return value
     array = np.array(value)  # a writable copy: torch refuses to share read-only numpy memory
@@ -42,9 +42,9 @@ def _tensor(value, like=None):
     return torch.as_tensor(array, device=device)
 
 
-def _binary(fn):
+def binary(fn):
     def op(m, a, x, y):
-        torch = _torch()
+        torch = lazy_torch()
         if not isinstance(x, torch.Tensor) and not isinstance(y, torch.Tensor):
             return fn(np.asarray(x), np.asarray(y))  # shape arithmetic stays on the host
         like = x if isinstance(x, torch.Tensor) else y
@@ -53,7 +53,7 @@ def _binary(fn):
 
 
 def _conv(m, a, x, w, b=None):
-    F = _torch().nn.functional
+    F = lazy_torch().nn.functional
     pads = a.get("pads", [0] * (2 * (x.dim() - 2)))
     n = len(pads) // 2
     if a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
@@ -68,7 +68,7 @@ def _conv(m, a, x, w, b=None):
 
 def _pool(kind):
     def op(m, a, x):
-        F = _torch().nn.functional
+        F = lazy_torch().nn.functional
         n = x.dim() - 2
         pads = a.get("pads", [0] * (2 * n))
         kernel, strides = a["kernel_shape"], a.get("strides", [1] * n)
@@ -89,9 +89,9 @@ def _gemm(m, a, x, w, b=None):
     alpha, beta = a.get("alpha", 1.0), a.get("beta", 1.0)
     if a.get("transA", 0):
         x = x.transpose(0, 1)
-    if alpha == 1.0 and a.get("transB", 0) and (b is None or (_torch().is_tensor(b) and b.dim() == 1)):
+    if alpha == 1.0 and a.get("transB", 0) and (b is None or (lazy_torch().is_tensor(b) and b.dim() == 1)):
         # one kernel, as nn.Linear: no multiplications by 1
-        return _torch().nn.functional.linear(x, w, b if b is None or beta == 1.0 else b * beta)
+        return lazy_torch().nn.functional.linear(x, w, b if b is None or beta == 1.0 else b * beta)
     if a.get("transB", 0):
         w = w.transpose(0, 1)
     y = x @ w if alpha == 1.0 else (x @ w) * alpha
@@ -101,7 +101,7 @@ def _gemm(m, a, x, w, b=None):
 
 
 def _gather(m, a, data, indices):
-    torch = _torch()
+    torch = lazy_torch()
     axis = a.get("axis", 0)
     if not isinstance(data, torch.Tensor):
         return np.take(np.asarray(data), np.asarray(indices), axis=axis)
@@ -127,9 +127,9 @@ def _shape(m, a, x):
 
 
 def _slice(m, a, x, starts, ends, axes=None, steps=None):
-    starts, ends = _ints(starts), _ints(ends)
-    axes = _ints(axes) if axes is not None else list(range(len(starts)))
-    steps = _ints(steps) if steps is not None else [1] * len(starts)
+    starts, ends = ints(starts), ints(ends)
+    axes = ints(axes) if axes is not None else list(range(len(starts)))
+    steps = ints(steps) if steps is not None else [1] * len(starts)
     index = [slice(None)] * (x.ndim if hasattr(x, "ndim") else np.asarray(x).ndim)
     for s, e, ax, st in zip(starts, ends, axes, steps):
         if st != 1:
@@ -139,14 +139,14 @@ def _slice(m, a, x, starts, ends, axes=None, steps=None):
 
 
 def _reshape(m, a, x, shape):
-    dims = _ints(shape)
+    dims = ints(shape)
     if not a.get("allowzero", 0):
         dims = [x.shape[i] if d == 0 else d for i, d in enumerate(dims)]
     return x.reshape(dims)
 
 
 def _cast(m, a, x):
-    torch = _torch()
+    torch = lazy_torch()
     to = a["to"]
     floating = {1: m.float_dtype, 10: m.float_dtype, 16: m.float_dtype, 11: torch.float64}
     integer = {6: torch.int32, 7: torch.int64, 9: torch.bool, 3: torch.int8, 2: torch.uint8}
@@ -158,8 +158,8 @@ def _cast(m, a, x):
 
 
 def _unsqueeze(m, a, x, axes=None):
-    axes = _ints(axes) if axes is not None else a["axes"]
-    if not isinstance(x, _torch().Tensor):
+    axes = ints(axes) if axes is not None else a["axes"]
+    if not isinstance(x, lazy_torch().Tensor):
         return np.expand_dims(np.asarray(x), axes)
     rank = x.dim() + len(axes)
     for axis in sorted(ax % rank for ax in axes):
@@ -168,7 +168,7 @@ def _unsqueeze(m, a, x, axes=None):
 
 
 def _squeeze(m, a, x, axes=None):
-    axes = _ints(axes) if axes is not None else a.get("axes")
+    axes = ints(axes) if axes is not None else a.get("axes")
     if axes is None:
         return x.squeeze()
     for axis in sorted((ax % x.dim() for ax in axes), reverse=True):
@@ -178,11 +178,11 @@ def _squeeze(m, a, x, axes=None):
 
 def _layer_norm(m, a, x, scale, bias=None):
     axis = a.get("axis", -1) % x.dim()
-    return _torch().nn.functional.layer_norm(x, x.shape[axis:], scale, bias, a.get("epsilon", 1e-5))
+    return lazy_torch().nn.functional.layer_norm(x, x.shape[axis:], scale, bias, a.get("epsilon", 1e-5))
 
 
 def _batch_norm(m, a, x, scale, bias, mean, var):
-    return _torch().nn.functional.batch_norm(x, mean, var, scale, bias, False, 0.0, a.get("epsilon", 1e-5))
+    return lazy_torch().nn.functional.batch_norm(x, mean, var, scale, bias, False, 0.0, a.get("epsilon", 1e-5))
 
 
 def _flatten(m, a, x):
@@ -191,7 +191,7 @@ def _flatten(m, a, x):
 
 
 def _concat(m, a, *xs):
-    torch = _torch()
+    torch = lazy_torch()
     if not any(isinstance(x, torch.Tensor) for x in xs):
         return np.concatenate([np.atleast_1d(np.asarray(x)) for x in xs], axis=a["axis"])
     like = next(x for x in xs if isinstance(x, torch.Tensor))
@@ -205,7 +205,7 @@ def _clip(m, a, x, low=None, high=None):
 
 
 def _reduce_mean(m, a, x, axes=None):
-    axes = _ints(axes) if axes is not None else a.get("axes")
+    axes = ints(axes) if axes is not None else a.get("axes")
     return x.mean(dim=axes, keepdim=bool(a.get("keepdims", 1)))
 
 
@@ -217,14 +217,14 @@ def _constant(m, a):
 OPS: dict[str, Callable] = {
     "Conv": _conv,
     "BatchNormalization": _batch_norm,
-    "Relu": lambda m, a, x: _torch().relu(x),
-    "Sigmoid": lambda m, a, x: _torch().sigmoid(x),
-    "Tanh": lambda m, a, x: _torch().tanh(x),
-    "Erf": lambda m, a, x: _torch().erf(x),
-    "Sqrt": lambda m, a, x: _torch().sqrt(x),
-    "Exp": lambda m, a, x: _torch().exp(x),
-    "Gelu": lambda m, a, x: _torch().nn.functional.gelu(x, approximate="tanh" if a.get("approximate") in (b"tanh", "tanh") else "none"),
-    "LeakyRelu": lambda m, a, x: _torch().nn.functional.leaky_relu(x, a.get("alpha", 0.01)),
+    "Relu": lambda m, a, x: lazy_torch().relu(x),
+    "Sigmoid": lambda m, a, x: lazy_torch().sigmoid(x),
+    "Tanh": lambda m, a, x: lazy_torch().tanh(x),
+    "Erf": lambda m, a, x: lazy_torch().erf(x),
+    "Sqrt": lambda m, a, x: lazy_torch().sqrt(x),
+    "Exp": lambda m, a, x: lazy_torch().exp(x),
+    "Gelu": lambda m, a, x: lazy_torch().nn.functional.gelu(x, approximate="tanh" if a.get("approximate") in (b"tanh", "tanh") else "none"),
+    "LeakyRelu": lambda m, a, x: lazy_torch().nn.functional.leaky_relu(x, a.get("alpha", 0.01)),
     "HardSigmoid": lambda m, a, x: (x * a.get("alpha", 0.2) + a.get("beta", 0.5)).clamp(0, 1),
     "Clip": _clip,
     "MaxPool": _pool("max"),
@@ -234,12 +234,12 @@ OPS: dict[str, Callable] = {
     "Flatten": _flatten,
     "Gemm": _gemm,
     "MatMul": lambda m, a, x, y: x @ y,
-    "Add": _binary(lambda x, y: x + y),
-    "Sub": _binary(lambda x, y: x - y),
-    "Mul": _binary(lambda x, y: x * y),
-    "Div": _binary(lambda x, y: x / y),
-    "Pow": _binary(lambda x, y: x ** y),
-    "Softmax": lambda m, a, x: _torch().softmax(x, dim=a.get("axis", -1)),
+    "Add": binary(lambda x, y: x + y),
+    "Sub": binary(lambda x, y: x - y),
+    "Mul": binary(lambda x, y: x * y),
+    "Div": binary(lambda x, y: x / y),
+    "Pow": binary(lambda x, y: x ** y),
+    "Softmax": lambda m, a, x: lazy_torch().softmax(x, dim=a.get("axis", -1)),
     "Transpose": lambda m, a, x: x.permute(*a["perm"]) if "perm" in a else x.permute(*reversed(range(x.dim()))),
     "Reshape": _reshape,
     "Gather": _gather,
