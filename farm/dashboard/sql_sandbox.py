@@ -18,7 +18,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from farm.warehouse import SCHEMAS, TABLES, Warehouse, file_problem
+from farm.warehouse import SCHEMAS, TABLES, Warehouse
 
 MEMORY_LIMIT = "2GB"
 SPILL_LIMIT = "4GB"
@@ -37,6 +37,22 @@ SHOW_LISTS = frozenset({'"tables"', "__show_tables_expanded"})  # SHOW TABLES, S
 
 class QueryRefused(Exception):
     """A statement the console does not run, or one that failed; the message is one line."""
+
+
+def _table_sources(warehouse: Warehouse, table: str, ds) -> list:
+    """pyarrow datasets of the files of `table` that count, as every other reader sees them:
+    per-cell files, and compacted blocks less the cells whose own files supersede their rows
+    (farm.warehouse compaction); a damaged file is left out (the pages list it). Files an older
+    farm wrote lack newer columns (read as nulls) or have older types (cast)."""
+    loose, parts, superseded = warehouse.readable_sources(table)
+    schema = SCHEMAS[table]
+    sources = [ds.dataset([str(p) for p in loose], schema=schema, format="parquet")] if loose else []
+    if parts:
+        compacted = ds.dataset([str(p) for p in parts], schema=schema, format="parquet")
+        if superseded:
+            compacted = compacted.filter(~ds.field("cell_id").isin(sorted(superseded)))
+        sources.append(compacted)
+    return sources or [schema.empty_table()]
 
 
 class Sandbox:
@@ -64,14 +80,8 @@ class Sandbox:
                                                           "threads": threads})  # not one per core first
             warehouse = Warehouse(self.root)
             for table in TABLES:
-                # A damaged file is left out (the pages list it), as every other reader does.
-                files = [str(p) for glob in warehouse.table_globs(table)
-                         for p in sorted(Path(glob).parent.glob("*.parquet"))
-                         if not p.name.startswith(".") and file_problem(p) is None]
-                # Files an older farm wrote lack newer columns (read as nulls) or have older types (cast).
-                source = ds.dataset(files, schema=SCHEMAS[table], format="parquet") if files \
-                    else SCHEMAS[table].empty_table()
-                view = self.con.from_arrow(source)
+                first, *more = (self.con.from_arrow(source) for source in _table_sources(warehouse, table, ds))
+                view = functools.reduce(lambda a, b: a.union(b), more, first)  # UNION ALL
                 if table == "devices":  # one file per sweep that used the device
                     view = view.query("_files", "SELECT DISTINCT ON (device_id) * FROM _files")
                 view.create_view(table)
