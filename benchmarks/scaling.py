@@ -75,11 +75,23 @@ def recorded_seconds(sweep: Path, durations_from: Path | None) -> dict[str, floa
     return seconds
 
 
-def real(sweep: Path, gpus: int, scratch: Path) -> tuple[float, list[float]]:
+def clear_compile_caches() -> None:
+    """torch.compile's caches (inductor, triton): each GPU count then starts cold, as the first does."""
+    import getpass
+    import shutil
+
+    for path in (Path(tempfile.gettempdir()) / f"torchinductor_{getpass.getuser()}", Path.home() / ".triton",
+                 Path.home() / ".cache" / "torch" / "inductor"):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def real(sweep: Path, gpus: int, scratch: Path, cold: bool = False) -> tuple[float, list[float]]:
     """(wall seconds, idle seconds per GPU) of `farm sweep SWEEP --gpus N` into a fresh warehouse."""
     from farm.warehouse import Warehouse
 
     results = scratch / f"gpus{gpus}"
+    if cold:
+        clear_compile_caches()
     start = time.perf_counter()
     subprocess.run([sys.executable, "-m", "farm", "sweep", str(sweep), "--results", str(results),
                     "--gpus", str(gpus), "--force"], cwd=ROOT, check=False)
@@ -99,11 +111,12 @@ def real(sweep: Path, gpus: int, scratch: Path) -> tuple[float, list[float]]:
 def table(title: str, figures: dict[int, tuple[float, list[float]]]) -> None:
     print(f"\n{title}")
     print(f"{'GPUs':>4} {'wall s':>8} {'speedup':>8} {'efficiency':>10}  idle s per GPU")
-    one = figures[min(figures)][0] * min(figures)
+    one = figures[1][0] if 1 in figures else None  # speedup only against a measured 1-GPU run
     for n, (wall, idle) in sorted(figures.items()):
-        speedup = one / wall
-        print(f"{n:>4} {wall:>8.1f} {speedup:>7.2f}x {100 * speedup / n:>9.0f}%  "
-              + " ".join(f"{i:.1f}" for i in idle))
+        speedup = f"{one / wall:>7.2f}x {100 * one / wall / n:>9.0f}%" if one else f"{'-':>8} {'-':>10}"
+        print(f"{n:>4} {wall:>8.1f} {speedup}  " + " ".join(f"{i:.1f}" for i in idle))
+    if one is None:
+        print("(no 1-GPU run among these: speedup and efficiency need --gpus 1 in the same call)")
 
 
 def main() -> None:
@@ -115,6 +128,7 @@ def main() -> None:
     parser.add_argument("--startup-s", type=float, default=0.0, help="simulated: each worker's first-cell overhead")
     parser.add_argument("--scratch", type=Path, help="real: where the warehouses go (default: a temporary folder)")
     parser.add_argument("--quick", action="store_true", help="issue 16's 18 recorded cells, simulated")
+    parser.add_argument("--cold", action="store_true", help="real: clear torch.compile's caches before each count")
     args = parser.parse_args()
     counts = [int(n) for n in args.gpus.split(",")]
     if args.quick or args.simulate:
@@ -127,7 +141,7 @@ def main() -> None:
         parser.error("give a sweep file, or --quick")
     scratch = args.scratch or Path(tempfile.mkdtemp(prefix="scaling-"))
     table(f"real sweeps of {args.sweep} (warehouses under {scratch})",
-          {n: real(args.sweep, n, scratch) for n in counts})
+          {n: real(args.sweep, n, scratch, args.cold) for n in counts})
 
 
 if __name__ == "__main__":
