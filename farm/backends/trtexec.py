@@ -21,7 +21,7 @@ import numpy as np
 from pydantic import Field
 
 from farm.backends.base import Backend, BackendOptions, Capabilities
-from farm.backends.tensorrt.options import INSTALL_HINT, PRECISIONS, unsupported_precision
+from farm.backends.tensorrt.options import INSTALL_HINT, PRECISIONS, BuildsTensorRTEngines
 from farm.records import BuildRequest, BuildStats, LayerRecord, ProfileShapes, Samples
 from farm.trt_output import TIMING_FLAGS, flag_table
 
@@ -48,7 +48,7 @@ def timing_flags(major: int, options: TrtexecOptions) -> list[str]:
     return [f for f in flags if f] + [f"--infStreams={options.streams}", "--separateProfileRun"]
 
 
-class TrtexecBackend(Backend):
+class TrtexecBackend(BuildsTensorRTEngines, Backend):
     """Times itself: `measure_impl` reads trtexec's own per-query times instead of farm's loop."""
 
     name = "trtexec"
@@ -63,14 +63,6 @@ class TrtexecBackend(Backend):
         self.profile: Any = None  # farm.trt_output.Profile (--exportProfile)
         self.layer_info: list = []  # farm.trt_output.EngineLayer (--exportLayerInfo)
         self.command_line: list[str] = []  # the last trtexec run's (its timing definition: runtime_stats)
-
-    @classmethod
-    def device_kind(cls, options: dict[str, Any]) -> str:
-        return "cuda"
-
-    @classmethod
-    def unsupported_reason(cls, precision: str, options: dict[str, Any]) -> str | None:
-        return unsupported_precision(precision, bool(options.get("precision_flags")))
 
     def unavailable_reason(self) -> str | None:
         if shutil.which(self.options.binary) is None:

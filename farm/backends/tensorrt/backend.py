@@ -9,11 +9,11 @@ import numpy as np
 
 from farm.backends.base import Capabilities, LoopTimedBackend
 from farm.backends.tensorrt import engine_build, runner
-from farm.backends.tensorrt.options import INSTALL_HINT, PRECISIONS, TensorRTOptions, unsupported_precision
+from farm.backends.tensorrt.options import INSTALL_HINT, PRECISIONS, BuildsTensorRTEngines, TensorRTOptions
 from farm.records import BuildRequest, BuildStats, LayerRecord, QueryFn
 
 
-class TensorRTBackend(LoopTimedBackend):
+class TensorRTBackend(BuildsTensorRTEngines, LoopTimedBackend):
     name = "tensorrt"
     Options = TensorRTOptions
     capabilities = Capabilities(precisions=PRECISIONS, profiles=True)
@@ -27,14 +27,6 @@ class TensorRTBackend(LoopTimedBackend):
         self.bindings: list[runner.Binding] = []  # one per stream, made on first use
         self.log_lines: list[str] = []
         self.graph_used = False  # every stream's enqueue captured as a CUDA graph (timing_cuda_graph)
-
-    @classmethod
-    def device_kind(cls, options: dict[str, Any]) -> str:
-        return "cuda"
-
-    @classmethod
-    def unsupported_reason(cls, precision: str, options: dict[str, Any]) -> str | None:
-        return unsupported_precision(precision, bool(options.get("precision_flags")))
 
     def unavailable_reason(self) -> str | None:
         try:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -24,6 +24,19 @@ def unsupported_precision(precision: str, precision_flags: bool) -> str | None:
         return None  # TensorRT 10 builder flag; a build error on 11, which says so
     return (f"TensorRT networks are strongly typed: {precision} must come from the ONNX file, and farm has "
             f"no {precision} transform (docs/precision.md); on TensorRT 10, precision_flags = true builds bf16")
+
+
+class BuildsTensorRTEngines:
+    """What the planner asks of both TensorRT backends (the Python API and trtexec): a cell takes a
+    GPU, and the same precision rules hold. Listed before the Backend base, so these win."""
+
+    @classmethod
+    def device_kind(cls, options: dict[str, Any]) -> str:
+        return "cuda"
+
+    @classmethod
+    def unsupported_reason(cls, precision: str, options: dict[str, Any]) -> str | None:
+        return unsupported_precision(precision, bool(options.get("precision_flags")))
 
 
 class TensorRTOptions(BackendOptions):
