@@ -95,21 +95,11 @@ def _pinned(cell: Cell, accelerator_types: list[str] | None) -> list[Cell]:
         f"{cell.cell_id} on {name}".encode()).hexdigest()[:16]) for name in accelerator_types]
 
 
-def _measurement_identity(measurement: Measurement) -> dict[str, Any]:
-    """The measurement settings a cell id covers. Settings added after ids were in use count only
-    when set to something other than their default, so that existing cells keep their ids."""
-    dumped = measurement.model_dump(mode="json")
-    for name in ("max_repeat_spread_percent", "telemetry"):
-        if dumped[name] == Measurement.model_fields[name].default:
-            del dumped[name]
-    return dumped
-
-
-def _options_identity(backend: str, options: dict[str, Any]) -> dict[str, Any]:
-    """The backend options a cell id covers: all of them, except options the backend added after
-    ids were in use (its Options.added_later) while at their default."""
-    model = backend_class(backend).Options
-    return {k: v for k, v in options.items()
+def _identity(model: Any, values: dict[str, Any]) -> dict[str, Any]:
+    """The settings of `model` (the measurement settings, a backend's options) a cell id covers:
+    all of them, except those added after ids were in use (`model.added_later`) while at their
+    default, so that cells measured before they existed keep their ids."""
+    return {k: v for k, v in values.items()
             if not (k in model.added_later and k in model.model_fields and v == model.model_fields[k].default)}
 
 
@@ -128,8 +118,8 @@ def _make_cell(sweep: str, model: ModelArtifact, precision: str, batch: int, pro
         "batch": batch,
         "profile": dataclasses.asdict(profile) if profile else None,
         "backend": backend,
-        "options": _options_identity(backend, options),
-        "measurement": _measurement_identity(measurement),
+        "options": _identity(backend_class(backend).Options, options),
+        "measurement": _identity(Measurement, measurement.model_dump(mode="json")),
         "farm_version": __version__,
     }
     if precision in ("fp16", "int8"):  # what the precision transform depends on

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, field_validator, model_validator
 
@@ -190,6 +190,10 @@ class Measurement(Strict):
     max_repeat_spread_percent: Annotated[float, Field(gt=0)] = 5.0
     layer_iterations: Annotated[int, Field(ge=0, le=100_000)] = 20
     telemetry: bool = True
+
+    # Settings added after cell ids were in use: at their default they stay out of the cell id
+    # (farm.plan), as backends' Options.added_later do.
+    added_later: ClassVar[frozenset[str]] = frozenset({"max_repeat_spread_percent", "telemetry"})
 
 
 class PrecisionSettings(Strict):
