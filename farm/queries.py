@@ -111,3 +111,26 @@ def speedup(throughput_qps: Any, baseline_throughput_qps: Any) -> float | None:
 
 def _number(value: Any) -> bool:
     return value is not None and isinstance(value, (int, float)) and not math.isnan(value)
+
+
+def option_labels(cells: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """Per (backend, options) pair, the backend plus the options that vary between that backend's
+    pairs: 'torch mode=compile', 'onnxruntime device=cuda'. Only short scalar options name a cell;
+    lists and tables (an ingested engine's file names, trtexec's settings) are left out. One
+    rule for the end-of-sweep table and the dashboard's series."""
+    import json
+
+    scalars = [{k: v for k, v in options.items() if isinstance(v, (str, int, float, bool)) and len(str(v)) <= 24}
+               for _, options in cells]
+    names = [str(backend) for backend, _ in cells]  # str: a missing backend (NaN) groups with its kind
+    varying: dict[str, list[str]] = {}
+    for backend in dict.fromkeys(names):
+        group = [o for name, o in zip(names, scalars) if name == backend]
+        keys = sorted({k for o in group for k in o})
+        varying[backend] = [k for k in keys if len({json.dumps(o.get(k), sort_keys=True) for o in group}) > 1]
+
+    def shown(value: Any) -> str:
+        return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+    return [f"{name} {' '.join(f'{k}={shown(o.get(k))}' for k in varying[name])}".strip()
+            for name, o in zip(names, scalars)]

@@ -19,7 +19,8 @@ from farm.executor import DEFAULT_CELL_TIMEOUT_S, DEFAULT_WORKER_MEMORY, make_ex
 from farm.executor.costs import expected_seconds, history_from_rows
 from farm.plan import Plan, plan_sweep
 from farm.provenance import farm_commit, host_info
-from farm.queries import THROTTLED_NOTE, VERDICT_TEXT, baseline_positions, cells_with_figures, speedup, throttled_sql
+from farm.queries import (THROTTLED_NOTE, VERDICT_TEXT, baseline_positions, cells_with_figures, option_labels,
+                          speedup, throttled_sql)
 from farm.records import Cell, CellResult
 from farm.warehouse import KEPT_STATUSES, SCHEMA_VERSION, Warehouse
 from farm.warehouse.rows import write_cell_result
@@ -161,16 +162,8 @@ def _failures(warehouse: Warehouse, cells: list[Cell]) -> list[tuple[str, str]]:
 def backend_labels(cells: list[Cell]) -> dict[str, str]:
     """Per cell id, its backend with the options that vary between the plan's cells of that
     backend (`onnxruntime device=cuda`), so two rows that differ only there can be told apart."""
-    by_backend: dict[str, list[Cell]] = {}
-    for cell in cells:
-        by_backend.setdefault(cell.backend, []).append(cell)
-    labels = {}
-    for backend, group in by_backend.items():
-        keys = sorted({k for c in group for k in c.options})
-        varying = [k for k in keys if len({repr(c.options.get(k)) for c in group}) > 1]
-        for cell in group:
-            labels[cell.cell_id] = " ".join([backend, *(f"{k}={cell.options.get(k)}" for k in varying)])
-    return labels
+    labels = option_labels([(c.backend, c.options) for c in cells])  # the dashboard's series rule
+    return {cell.cell_id: label for cell, label in zip(cells, labels)}
 
 
 def summary_table(warehouse: Warehouse, outcome: SweepOutcome) -> tuple[Table, list[str]]:

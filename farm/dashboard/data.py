@@ -21,7 +21,7 @@ import pandas as pd
 
 from farm.dashboard.noise import median_ratio, noise_verdict
 from farm.measure import SAMPLE_INTERVAL_METHOD
-from farm.queries import CELL_FRAME_SQL, baseline_positions, speedup
+from farm.queries import CELL_FRAME_SQL, baseline_positions, option_labels, speedup
 from farm.warehouse import SCHEMAS, Warehouse
 from farm.warehouse.consolidated import SMALL_TABLES, create_table, load_sweep_table
 
@@ -170,17 +170,8 @@ def variant_labels(frame: pd.DataFrame) -> pd.Series:
     """Backend plus the options that vary between its cells: 'torch mode=compile'. Only short
     scalar options name a series; lists and tables (an ingested engine's file names, trtexec's
     settings) stay on the Cell page."""
-    options = frame["options"].map(_options).map(
-        lambda o: {k: v for k, v in o.items() if isinstance(v, (str, int, float, bool)) and len(str(v)) <= 24})
-    labels = pd.Series(index=frame.index, dtype=object)
-    for backend, rows in frame.groupby("backend", dropna=False, sort=False):
-        parsed = options[rows.index]
-        keys = sorted({k for o in parsed for k in o})
-        varying = [k for k in keys if len({json.dumps(o.get(k), sort_keys=True) for o in parsed}) > 1]
-        for index, opts in parsed.items():
-            extra = " ".join(f"{k}={_short(opts.get(k))}" for k in varying)
-            labels[index] = f"{backend} {extra}".strip()
-    return labels
+    pairs = list(zip(frame["backend"], frame["options"].map(_options)))
+    return pd.Series(option_labels(pairs), index=frame.index, dtype=object)  # farm.queries: one rule
 
 
 def series_labels(frame: pd.DataFrame) -> pd.Series:
@@ -210,10 +201,6 @@ def cell_labels(frame: pd.DataFrame) -> pd.Series:
     batch = frame["batch"].map(lambda b: f"b{int(b)}" if pd.notna(b) else "b?")
     return (frame["model"].astype(str) + " · " + frame["precision"].astype(str) + " · " + batch + profile
             + " · " + variant + " · " + frame["cell_id"].str[:8])
-
-
-def _short(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
 
 
 # --- comparisons ---------------------------------------------------------------------------------

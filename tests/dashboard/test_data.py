@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pyarrow as pa
@@ -131,6 +132,19 @@ def test_series_labels_name_only_what_varies() -> None:
     assert series_labels(f).tolist() == ["fp32 · torch mode=eager", "fp32 · torch mode=compile", "fp32 · onnxruntime"]
     two_sweeps = frame([{"cell_id": "1", "sweep_id": "a"}, {"cell_id": "2", "sweep_id": "b", "device": "H200"}])
     assert series_labels(two_sweeps).tolist() == ["fp32 · onnxruntime · cpu · a", "fp32 · onnxruntime · H200 · b"]
+
+
+def test_the_sweep_summary_names_cells_by_the_same_rule() -> None:
+    """The end-of-sweep table's backend column and the dashboard's series come from one rule
+    (farm.queries.option_labels): the options that vary within a backend, short scalars only."""
+    from farm.queries import option_labels
+    from farm.sweep import backend_labels
+
+    pairs = [("onnxruntime", {"device": "cpu", "files": ["a.json", "b.json"]}),
+             ("onnxruntime", {"device": "cuda", "files": ["c.json"]}), ("torch", {"mode": "eager"})]
+    assert option_labels(pairs) == ["onnxruntime device=cpu", "onnxruntime device=cuda", "torch"]
+    cells = [SimpleNamespace(cell_id=str(i), backend=b, options=o) for i, (b, o) in enumerate(pairs)]
+    assert backend_labels(cells) == {"0": "onnxruntime device=cpu", "1": "onnxruntime device=cuda", "2": "torch"}
 
 
 def test_layer_diff_matches_tensorrt_renamings_and_repeats() -> None:
