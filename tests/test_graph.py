@@ -59,3 +59,50 @@ def test_dot_source_and_mistakes(centernet, tmp_path: Path, capsys) -> None:
     assert main(["graph", cell, "--results", results, "-o", str(tmp_path / "engine.jpg")]) == 2
     assert main(["graph", "zzzz", "--results", results]) == 2
     assert "0 cells match" in capsys.readouterr().err
+
+
+@pytest.fixture
+def fpn_truncated(tmp_path: Path) -> tuple[str, str]:
+    """fpn_int8: a profile of 113 layers, a verbose log cut after 48 (the other 65 name no tensors)."""
+    results = str(tmp_path / "results")
+    assert main(["ingest", str(SEEDS / "fpn_int8.profile.json"), str(SEEDS / "fpn_int8.build_verbose.log"),
+                 "--results", results]) == 0
+    cell = Warehouse(results).connect().execute("SELECT cell_id FROM cells").fetchone()[0]
+    return results, cell
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+@needs_dot
+def test_a_truncated_log_is_ranked_and_listed_not_a_row_of_boxes(fpn_truncated, tmp_path: Path) -> None:
+    """Before: an 18911 x 5164 px PNG, 65 unconnected boxes in one row. Now the 48 layers the log
+    names tensors for are ranked top to bottom, the 65 others listed in one table."""
+    results, cell = fpn_truncated
+    out = tmp_path / "engine.png"
+    assert main(["graph", cell, "--results", results, "-o", str(out)]) == 0
+    width, height = png_size(out.read_bytes())
+    assert width < 2500 and height > width  # a column, not a row
+    assert main(["graph", cell, "--results", results, "-o", str(tmp_path / "engine.svg")]) == 0
+    svg = (tmp_path / "engine.svg").read_text()
+    assert "65 layers without tensor names (no edges), in execution order" in svg
+    assert svg.count('class="node"') == 48 + 1 + 1 + 1  # 48 ranked layers, the input, one output, the table
+    assert main(["graph", cell, "--results", results, "-o", str(tmp_path / "engine.dot")]) == 0
+    source = (tmp_path / "engine.dot").read_text()
+    assert source.count("<TR>") == 2 + 65  # heading, column names, one line per layer without tensors
+    assert source.count("->") >= 48  # the ranked part keeps its edges
+
+
+def test_rows_without_tensors_are_a_list_in_execution_order() -> None:
+    from farm.layers.graph import has_edges, render
+
+    rows = [{"layer_index": i, "name": f"triton_kernel_{i}", "type": "kernel", "output_dtypes": None,
+             "time_share_percent": 10.0 * i, "time_avg_ms": 0.01 * i, "total_bytes": None,
+             "input_tensors": "[]", "output_tensors": "[]"} for i in range(5)]
+    assert not has_edges(rows)
+    source = render(rows, "compiled", "dot").decode()
+    assert "->" not in source and source.count("<TR>") == 2 + 5  # heading, column names, five layers
+    assert source.index("triton_kernel_0") < source.index("triton_kernel_4")
+    assert "5 layers in execution order: their rows name no tensors" in source

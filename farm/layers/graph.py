@@ -1,11 +1,16 @@
 """Draw a cell's engine graph with graphviz: one box per (fused) layer, annotated with its type,
-precision, share of the time and memory, coloured by time share; edges follow the tensors.
+precision, share of the time and memory, coloured by time share; edges follow the tensors, ranked
+top to bottom, so a graph of hundreds of layers is a tall column rather than a wide row.
 
-Layers without tensor names (rows that only a profile named) are chained in execution order.
+Layers whose rows name no tensors (a profile-only row, a torch.compile kernel, the part of a
+verbose log cut off before them) have no edges: they are listed in one table, in execution order,
+beside the ranked graph (or alone, when no row names its tensors), never drawn as a row of
+unconnected boxes.
 """
 
 from __future__ import annotations
 
+import html
 import json
 from typing import Any
 
@@ -29,44 +34,71 @@ def layer_rows(con, cell_id: str, warehouse=None) -> list[dict[str, Any]]:
     return [dict(zip(columns, row)) for row in rows]
 
 
+def tensors(row: dict[str, Any], key: str) -> list[str]:
+    """A row's `input_tensors` or `output_tensors` (a JSON list; empty when unknown)."""
+    value = row.get(key)
+    if not isinstance(value, str) or not value:
+        return []
+    try:
+        names = json.loads(value)
+    except ValueError:
+        return []
+    return [str(n) for n in names] if isinstance(names, list) else []
+
+
+def has_edges(rows: list[dict[str, Any]]) -> bool:
+    """Whether any layer reads a tensor another layer writes (so a ranked graph means something)."""
+    produced = {t for row in rows for t in tensors(row, "output_tensors")}
+    return any(t in produced for row in rows for t in tensors(row, "input_tensors"))
+
+
 def engine_graph(rows: list[dict[str, Any]], title: str):
-    """A graphviz.Digraph of the layers (rows of the `layers` table, in order)."""
+    """A graphviz.Digraph of the layers (rows of the `layers` table, in order): the layers whose
+    rows name tensors ranked top to bottom along them, the others in one table in execution order."""
     import graphviz
 
+    connected = has_edges(rows)
+    ranked = [row for row in rows if connected and (tensors(row, "input_tensors") or tensors(row, "output_tensors"))]
+    listed = [row for row in rows if not any(row is r for r in ranked)]
+    if not ranked:
+        title += f"\n{len(rows)} layers in execution order: their rows name no tensors, so no edges are known"
     graph = graphviz.Digraph(name="engine", graph_attr={"rankdir": "TB", "label": title, "labelloc": "t",
-                                                          "fontname": "Helvetica"},
+                                                          "fontname": "Helvetica", "ranksep": "0.3",
+                                                          "nodesep": "0.25"},
                              node_attr={"shape": "box", "style": "rounded,filled", "fontname": "Helvetica",
                                         "fontsize": "10"})
+    _ranked_layers(graph, ranked)
+    if listed:
+        heading = (f"{len(listed)} layers without tensor names (no edges), in execution order" if ranked
+                   else "layers in execution order")
+        graph.node("unconnected", _table(listed, heading), shape="plaintext", style="")
+    return graph
+
+
+def _ranked_layers(graph, rows: list[dict[str, Any]]) -> None:
     producer: dict[str, str] = {}
     for row in rows:
-        for tensor in json.loads(row.get("output_tensors") or "[]"):
+        for tensor in tensors(row, "output_tensors"):
             producer[tensor] = f"L{row['layer_index']}"
     tensor_ids: dict[str, str] = {}
 
     def tensor_node(tensor: str) -> str:  # plain ids: graphviz reads ':' in an id as a port
         return tensor_ids.setdefault(tensor, f"T{len(tensor_ids)}")
 
-    previous = None
     for row in rows:
         node = f"L{row['layer_index']}"
-        share = row.get("time_share_percent")
-        graph.node(node, _label(row), fillcolor=_heat(share), tooltip=row["name"])
-        inputs = json.loads(row.get("input_tensors") or "[]")
-        if not inputs and not row.get("output_tensors") and previous:
-            graph.edge(previous, node, style="dashed")  # no tensor names: execution order
-        for tensor in inputs:
+        graph.node(node, _label(row), fillcolor=_heat(row.get("time_share_percent")), tooltip=row["name"])
+        for tensor in tensors(row, "input_tensors"):
             source = producer.get(tensor)
             if source is None:  # an engine input
                 source = tensor_node(tensor)
                 graph.node(source, tensor, shape="ellipse", style="filled", fillcolor="#e8eef7")
             graph.edge(source, node)
-        previous = node
-    consumed = {t for row in rows for t in json.loads(row.get("input_tensors") or "[]")}
+    consumed = {t for row in rows for t in tensors(row, "input_tensors")}
     for tensor, source in producer.items():
         if tensor not in consumed:  # an engine output
             graph.node(tensor_node(tensor), tensor, shape="ellipse", style="filled", fillcolor="#e8eef7")
             graph.edge(source, tensor_node(tensor))
-    return graph
 
 
 def render(rows: list[dict[str, Any]], title: str, fmt: str) -> bytes:
@@ -77,14 +109,34 @@ def render(rows: list[dict[str, Any]], title: str, fmt: str) -> bytes:
     return graph.pipe(format=fmt)
 
 
+def _short(name: str, limit: int = 60) -> str:
+    return name if len(name) <= limit else name[: limit - 3] + "..."
+
+
 def _label(row: dict[str, Any]) -> str:
-    name = row["name"] if len(row["name"]) <= 60 else row["name"][:57] + "..."
-    parts = [name, f"{row.get('type') or '?'} · {(row.get('output_dtypes') or '?').split(',')[0]}"]
+    parts = [_short(row["name"]), f"{row.get('type') or '?'} · {(row.get('output_dtypes') or '?').split(',')[0]}"]
     if row.get("time_share_percent") is not None:
         parts.append(f"{row['time_share_percent']:.2f} % · {row['time_avg_ms']:.4f} ms")
     if row.get("total_bytes") is not None:
         parts.append(format_bytes(row["total_bytes"]))
     return "\n".join(parts)
+
+
+def _table(rows: list[dict[str, Any]], heading: str) -> str:
+    """An HTML-like graphviz label: one line per layer (#, name, type, precision, time, memory),
+    shaded by time share; as wide as its longest (shortened) name, whatever the number of layers."""
+    cell = '<TD ALIGN="LEFT" BGCOLOR="{}">{}</TD>'
+    header = "".join(f"<TD><B>{h}</B></TD>" for h in ("#", "layer", "type", "precision", "time %", "ms", "memory"))
+    lines = [f'<TR><TD COLSPAN="7"><B>{html.escape(heading)}</B></TD></TR>', f"<TR>{header}</TR>"]
+    for row in rows:
+        share, ms, size = row.get("time_share_percent"), row.get("time_avg_ms"), row.get("total_bytes")
+        values = [row["layer_index"], _short(row["name"]), row.get("type") or "?",
+                  (row.get("output_dtypes") or "?").split(",")[0],
+                  "–" if share is None else f"{share:.2f}", "–" if ms is None else f"{ms:.4f}",
+                  "–" if size is None else format_bytes(size)]
+        colour = _heat(share)
+        lines.append("<TR>" + "".join(cell.format(colour, html.escape(str(v))) for v in values) + "</TR>")
+    return '<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0" CELLPADDING="3">' + "".join(lines) + "</TABLE>>"
 
 
 def _heat(share: float | None) -> str:
