@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
+from farm.cli.compare import cmd_compare
 from farm.cli.parser import DEFAULT_RESULTS, build_parser
 from farm.cli.reading import cmd_dashboard, cmd_graph, cmd_ls, cmd_query, cmd_report, cmd_show
 from farm.cli.writing import cmd_check, cmd_compact, cmd_ingest, cmd_sweep
@@ -16,7 +17,7 @@ from farm.errors import UserError
 
 COMMANDS = {"sweep": cmd_sweep, "query": cmd_query, "ingest": cmd_ingest, "graph": cmd_graph, "ls": cmd_ls,
             "show": cmd_show, "dashboard": cmd_dashboard, "report": cmd_report, "check": cmd_check,
-            "compact": cmd_compact}
+            "compact": cmd_compact, "compare": cmd_compare}
 
 __all__ = ["COMMANDS", "DEFAULT_RESULTS", "build_parser", "main"]
 

@@ -7,6 +7,7 @@ import argparse
 from typing import Callable
 
 from farm import __version__
+from farm.cli.compare import add_compare
 
 DEFAULT_RESULTS = "results"
 AddCommand = Callable[[str, str], argparse.ArgumentParser]
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_query_and_ingest(add)
     _add_readers(add)
     _add_check(add)
+    add_compare(add)
     return parser
 
 

@@ -1,0 +1,205 @@
+"""`compare_sweeps`: two sweeps' cells matched by configuration, a verdict per pair, the layers that
+explain each slower cell, and what regressed (docs/dashboard.md: Comparing two runs)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from farm.compare.layers import LayerExplanation, explain
+from farm.compare.load import Side, load_side
+from farm.compare.match import Pair, config_key, device_text, match_cells
+from farm.compare.stats import (MIN_EFFECT_PERCENT, SLOWER, Effect, MedianInterval, effect_interval,
+                                ratio_change)
+from farm.errors import UserError
+
+# a pair's verdict when a cell has no latency to compare: NEW failed where BASE was ok (a regression),
+# the other way round, or neither measured
+FAILED, FIXED, NOT_MEASURED = "failed", "fixed", "not measured"
+REGRESSIONS = (SLOWER, FAILED)
+
+
+@dataclass
+class PairResult:
+    """One matched pair's comparison (NEW against BASE)."""
+
+    label: str
+    base_id: str
+    new_id: str
+    verdict: str
+    effect: Effect
+    base: MedianInterval | None
+    new: MedianInterval | None
+    throughput_change: float | None
+    p99_change: float | None
+    energy_change: float | None  # energy per inference (per sample)
+    accuracy: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+    layers: LayerExplanation | None = None
+
+    @property
+    def regressed(self) -> bool:
+        """Slower beyond the minimum effect, failed where BASE was ok, or accuracy that passed and now fails."""
+        return self.verdict in REGRESSIONS or self.accuracy.get("change") == "pass -> fail"
+
+
+@dataclass
+class Comparison:
+    base_sweep: str
+    new_sweep: str
+    base_results: Path
+    new_results: Path
+    min_effect_percent: float
+    pairs: list[PairResult]
+    only_base: list[str]
+    only_new: list[str]
+    allowed: list[str] = field(default_factory=list)
+
+    @property
+    def regressed(self) -> list[PairResult]:
+        return [p for p in self.pairs if p.regressed]
+
+    def counts(self) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for pair in self.pairs:
+            found[pair.verdict] = found.get(pair.verdict, 0) + 1
+        return found
+
+
+def cell_labels(cells: list[dict[str, Any]]) -> dict[str, str]:
+    """Per cell id: 'tiny · fp32 · b4 · onnxruntime' (profile where there is one), the backend
+    followed by the options that vary among these cells (farm.queries.option_labels: one rule)."""
+    import json
+
+    from farm.compare.match import options_text
+    from farm.queries import option_labels
+
+    variants = option_labels([(c.get("backend"), json.loads(options_text(c.get("options")))) for c in cells])
+    labels = {}
+    for cell, variant in zip(cells, variants):
+        parts = [str(cell.get("model")), str(cell.get("precision")), f"b{cell.get('batch')}"]
+        if isinstance(cell.get("profile"), str):
+            parts.append(cell["profile"])
+        labels[str(cell["cell_id"])] = " · ".join(parts + [variant])
+    return labels
+
+
+def cell_label(cell: dict[str, Any]) -> str:
+    """One cell's label, naming none of its options (`cell_labels` names those that vary)."""
+    return cell_labels([{**cell, "options": None}])[str(cell["cell_id"])]
+
+
+def compare_sweeps(base_sweep: str, new_sweep: str, results: str | Path = "results",
+                   base_results: str | Path | None = None, min_effect_percent: float = MIN_EFFECT_PERCENT,
+                   allow_timing_differences: bool = False, allow_device_differences: bool = False) -> Comparison:
+    """Compare NEW (`new_sweep` in `results`) against BASE (`base_sweep` in `base_results`, default
+    `results`). UserError (one line, how to fix) for an unknown sweep, no matched cells, or
+    matched cells whose timing definitions or devices differ unless allowed."""
+    if not (isinstance(min_effect_percent, (int, float)) and 0 <= min_effect_percent < 1000):
+        raise UserError(f"--min-effect {min_effect_percent}: give a percentage from 0 to 1000, e.g. --min-effect 3")
+    base_flag = "--base-results" if base_results is not None else "--results"
+    base = load_side(base_results if base_results is not None else results, base_sweep, base_flag)
+    new = load_side(results, new_sweep)
+    pairs, only_base, only_new = match_cells(base.cells, new.cells)
+    if not pairs:
+        raise UserError(f"no cell of sweep {new_sweep!r} has the configuration of one of {base_sweep!r}'s "
+                        f"({len(new.cells)} and {len(base.cells)} cells): compare runs of the same sweep file")
+    allowed = _refusals(pairs, allow_timing_differences, allow_device_differences)
+    labels = cell_labels(base.cells + new.cells)
+    results_ = [_compare_pair(pair, base, new, min_effect_percent, labels) for pair in pairs]
+    results_.sort(key=_severity)
+    return Comparison(base_sweep, new_sweep, base.results, new.results, float(min_effect_percent), results_,
+                      [_unmatched(c, labels) for c in only_base], [_unmatched(c, labels) for c in only_new], allowed)
+
+
+def _unmatched(cell: dict[str, Any], labels: dict[str, str]) -> str:
+    return f"{str(cell['cell_id'])[:8]} {labels[str(cell['cell_id'])]} on {device_text(cell)} ({cell.get('status')})"
+
+
+def _refusals(pairs: list[Pair], allow_timing: bool, allow_device: bool) -> list[str]:
+    """Raise UserError where matched cells' latencies are not the same quantity, unless allowed;
+    the differences allowed, in words."""
+    allowed = []
+    for attribute, allow, flag in (("timing_differs", allow_timing, "--allow-timing-differences"),
+                                   ("device_differs", allow_device, "--allow-device-differences")):
+        differing = [p for p in pairs if getattr(p, attribute)]
+        if not differing:
+            continue
+        first = differing[0]
+        what = f"{getattr(first, attribute)} for {cell_label(first.new)}"
+        if not allow:
+            raise UserError(f"{len(differing)} matched cell(s) differ in what was measured ({what}): their "
+                            f"latencies are not comparable; pass {flag} to compare them anyway")
+        allowed.append(f"{len(differing)} pair(s) compared despite a different {attribute.split('_')[0]} ({what})")
+    return allowed
+
+
+def _severity(pair: PairResult) -> tuple:
+    effect = pair.effect.effect
+    return (not pair.regressed, pair.verdict != FAILED, -(effect if math.isfinite(effect) else -math.inf))
+
+
+def _compare_pair(pair: Pair, base: Side, new: Side, min_effect_percent: float,
+                  labels: dict[str, str]) -> PairResult:
+    a, b = pair.base, pair.new
+    ok_a, ok_b = a.get("status") == "ok", b.get("status") == "ok"
+    interval_a = base.interval(a) if ok_a else None
+    interval_b = new.interval(b) if ok_b else None
+    effect = effect_interval(interval_a, interval_b, min_effect_percent)
+    verdict = effect.verdict
+    if not (ok_a and ok_b):
+        verdict = FAILED if ok_a else FIXED if ok_b else NOT_MEASURED
+    notes = [n for n in (pair.timing_differs, pair.device_differs) if n] + pair.notes
+    if not ok_b and b.get("reason"):
+        notes.append(f"NEW {b.get('status')}: {str(b['reason']).splitlines()[0][:120]}")
+    if b.get("throttled"):
+        notes.append("NEW's GPU clocks slowed during its timed window")
+    result = PairResult(labels[str(b["cell_id"])], str(a["cell_id"]), str(b["cell_id"]), verdict, effect, interval_a, interval_b,
+                        ratio_change(b.get("throughput_qps"), a.get("throughput_qps")),
+                        ratio_change(b.get("latency_p99_ms"), a.get("latency_p99_ms")),
+                        ratio_change(b.get("energy_per_sample_mj"), a.get("energy_per_sample_mj")),
+                        _accuracy(a, b), notes)
+    if verdict == SLOWER:
+        result.layers = _explain(a, b, base, new)
+        result.layers.latency_added_ms = interval_b.median - interval_a.median
+    return result
+
+
+def _explain(a: dict[str, Any], b: dict[str, Any], base: Side, new: Side) -> LayerExplanation:
+    """The layers that explain NEW's slower latency, with each cell's layer coverage (the stored
+    figure, else Σ layer time ÷ compute time from its rows)."""
+    from farm.layers.coverage import compute_ms, coverage_percent
+
+    rows_a, rows_b = base.layers(a), new.layers(b)
+    explanation = explain(rows_a, rows_b, a.get("backend"), b.get("backend"))
+    coverage = []
+    for cell, rows in ((a, rows_a), (b, rows_b)):
+        stored = cell.get("layer_coverage_percent")
+        if stored is None or (isinstance(stored, float) and math.isnan(stored)):
+            stored = coverage_percent([r.get("time_avg_ms") for r in rows], compute_ms(cell))
+        coverage.append(stored)
+    explanation.coverage_base, explanation.coverage_new = coverage
+    return explanation
+
+
+def _accuracy(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Both cells' accuracy verdicts and worst figures, and the change ('pass -> fail', 'fail ->
+    pass'; None where it did not change or was not checked on both)."""
+    found: dict[str, Any] = {}
+    for side, cell in (("base", a), ("new", b)):
+        found[side] = cell.get("accuracy_verdict")
+        for column in ("cosine_similarity", "top1_agreement"):
+            value = cell.get(column)
+            found[f"{side}_{column}"] = None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+    if found["base"] and found["new"] and found["base"] != found["new"]:
+        found["change"] = f"{found['base']} -> {found['new']}"
+    else:
+        found["change"] = None
+    if found["new"] == "fail" and b.get("failed_metric"):
+        found["failed_metric"] = b["failed_metric"]
+    return found
+
+
+__all__ = ["Comparison", "PairResult", "cell_label", "cell_labels", "compare_sweeps", "config_key"]

@@ -1,0 +1,101 @@
+"""Which BASE cell each NEW cell is compared with: the cell of the same configuration (model name,
+precision, batch, shape profile, backend and its options), on the same kind of device, whatever
+the two cells' ids (ids hash the sweep's name and the model file, so they never agree across
+sweeps). What differs between matched cells that makes their latencies different quantities
+(timing definitions, device models) is found here, for the caller to refuse or note."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Hashable
+
+# What a latency includes (measurements' timing columns): (column, label, words for true/false).
+TIMING = (("latency_includes_transfers", "transfers", ("included", "not included")),
+          ("timing_cuda_graph", "CUDA graph", ("on", "off")), ("timing_spin_wait", "spin-wait", ("on", "off")),
+          ("timing_streams", "streams", None))
+
+
+@dataclass
+class Pair:
+    """A BASE cell and the NEW cell of the same configuration; `device_differs`/`timing_differs`:
+    what makes their latencies not the same quantity, in words (None: nothing)."""
+
+    base: dict[str, Any]
+    new: dict[str, Any]
+    device_differs: str | None = None
+    timing_differs: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def options_text(options: Any) -> str:
+    """A cell's backend options as canonical JSON (keys sorted), whatever order they were stored in."""
+    try:
+        return json.dumps(json.loads(options), sort_keys=True) if isinstance(options, str) else "{}"
+    except ValueError:
+        return str(options)
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def config_key(cell: dict[str, Any]) -> tuple[Hashable, ...]:
+    """What makes two cells the same configuration."""
+    return tuple(None if _missing(cell.get(k)) else cell.get(k) for k in ("model", "precision", "batch", "profile",
+                                                                         "backend")) + (options_text(cell.get("options")),)
+
+
+def device_text(cell: dict[str, Any]) -> str:
+    kind, name = cell.get("device_kind"), cell.get("device_name")
+    return " ".join(str(p) for p in (kind, name) if not _missing(p)) or "no device recorded"
+
+
+def match_cells(base: list[dict[str, Any]], new: list[dict[str, Any]]) -> tuple[list[Pair], list[dict], list[dict]]:
+    """(pairs, BASE cells with no match, NEW cells with no match). Cells pair on configuration and
+    device (kind and model) first; cells left over pair on configuration alone, marked
+    `device_differs`. Where a side holds several cells of one key, they pair in id order."""
+    pairs: list[Pair] = []
+    left_base, left_new = list(base), list(new)
+    for key in (lambda c: (config_key(c), device_text(c)), config_key):
+        found, left_base, left_new = _pair_by(left_base, left_new, key)
+        pairs += found
+    for pair in pairs:
+        a, b = device_text(pair.base), device_text(pair.new)
+        pair.device_differs = None if a == b else f"device {a} vs {b}"
+        pair.timing_differs = timing_difference(pair.base, pair.new)
+        if pair.base.get("model_sha256") != pair.new.get("model_sha256"):
+            pair.notes.append("model file differs")
+    return pairs, left_base, left_new
+
+
+def _pair_by(base: list[dict], new: list[dict], key) -> tuple[list[Pair], list[dict], list[dict]]:
+    by_key: dict[Hashable, list[dict]] = {}
+    for cell in new:
+        by_key.setdefault(key(cell), []).append(cell)
+    pairs, unmatched = [], []
+    for cell in base:
+        candidates = by_key.get(key(cell))
+        if candidates:
+            pairs.append(Pair(cell, candidates.pop(0)))
+        else:
+            unmatched.append(cell)
+    return pairs, unmatched, [c for group in by_key.values() for c in group]
+
+
+def timing_difference(base: dict[str, Any], new: dict[str, Any]) -> str | None:
+    """'timing: transfers included vs not included; ...' (BASE vs NEW) where the two cells' timing
+    definitions differ, one side unknown counting as different; None where they agree or neither
+    says. The dashboard's rule (farm.dashboard.data.timing_difference), over a comparison's rows."""
+    parts = []
+    for column, label, words in TIMING:
+        a, b = (None if _missing(row.get(column)) else row[column] for row in (base, new))
+        if a == b:
+            continue
+        if words is None:
+            shown = ["unknown" if v is None else str(int(v)) for v in (a, b)]
+        else:
+            shown = ["unknown" if v is None else words[0] if bool(v) else words[1] for v in (a, b)]
+        parts.append(f"{label} {shown[0]} vs {shown[1]}")
+    return "timing: " + "; ".join(parts) if parts else None
