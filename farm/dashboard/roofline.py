@@ -1,0 +1,180 @@
+"""Roofline figures of the dashboard: per cell (Cell and Compare pages) and per layer (Cell page).
+
+FLOPs and bytes come from the cell's ONNX model (farm.layers.flops) at the cell's input shapes,
+the peaks from the device's row in farm.layers.roofline's table. The model is found where the
+sweep found it: a zoo model in the warehouse's cache, else built again in memory (no file
+written: the dashboard never writes), a file beside the sweep's config; either must still hash to
+the cell's `model_sha256`. Costs are computed once per (model hash, shapes) in this process.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from farm.layers.roofline import PRECISION_ELEMENT_BYTES, device_peak, roofline
+
+if TYPE_CHECKING:
+    from farm.dashboard.data import Snapshot
+    from farm.layers.flops import NodeCost
+
+CELL_COLUMNS = ["cell_id", "flops", "bytes", "time_ms", "achieved_tflops", "pct_peak_compute", "achieved_gbps",
+                "pct_peak_bandwidth", "intensity", "bound", "peak", "note"]
+
+
+class NoModel(LookupError):
+    """The cell's ONNX model cannot be found (or is not the file the cell measured): why, in a line."""
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@functools.lru_cache(maxsize=2)
+def load_model(source: str, sha256: str, cache_dir: Path, config_dirs: tuple[Path, ...]):
+    """The cell's model as an onnx.ModelProto, checked against its hash; NoModel saying why not."""
+    import onnx
+
+    if source.startswith("ingest:"):
+        raise NoModel("an ingested TensorRT engine: farm has no ONNX model for it")
+    if source.startswith("zoo:"):
+        from farm.models.zoo import ZOO, ZOO_VERSION
+
+        name = source.removeprefix("zoo:")
+        cached = cache_dir / "zoo" / f"{name}-v{ZOO_VERSION}.onnx"
+        data = cached.read_bytes() if cached.is_file() else None
+        if data is None and name in ZOO:
+            data = ZOO[name].build().SerializeToString()
+        if data is None or _sha256(data) != sha256:
+            raise NoModel(f"{source} is not the model this cell measured (this farm's zoo builds another file)")
+        return onnx.load_from_string(data)
+    for where in (*(d / source for d in config_dirs), Path(source)):
+        if where.is_file():
+            data = where.read_bytes()
+            if _sha256(data) == sha256:
+                return onnx.load_from_string(data)
+    raise NoModel(f"model file {source} not found with the hash the cell recorded (looked beside the sweep's config)")
+
+
+@functools.lru_cache(maxsize=64)
+def model_costs(source: str, sha256: str, shapes: str, cache_dir: Path,
+                config_dirs: tuple[Path, ...]) -> tuple[NodeCost, ...]:
+    """Every node's cost at the cell's input shapes (JSON {input: shape}); cached per process."""
+    from farm.layers.flops import node_costs
+
+    model = load_model(source, sha256, cache_dir, config_dirs)
+    return tuple(node_costs(model, {k: list(v) for k, v in json.loads(shapes or "{}").items()}))
+
+
+FACTS_SQL = """SELECT c.cell_id, c.model_source, c.model_sha256, c.shapes, s.config_path, d.name AS device_name,
+                    d.kind AS device_kind FROM cells c LEFT JOIN (SELECT DISTINCT ON (run_id) * FROM sweeps) s
+                    USING (run_id) LEFT JOIN devices d USING (device_id) WHERE c.cell_id IN (SELECT unnest(?))"""
+
+
+def cell_facts(snap: Snapshot, cell_ids: list[str]) -> pd.DataFrame:
+    """Per cell id (the index): where its model is, its input shapes, its device's name and kind."""
+    return snap.query(FACTS_SQL, [list(cell_ids)]).drop_duplicates("cell_id").set_index("cell_id")
+
+
+def costs_for(snap: Snapshot, r: pd.Series) -> tuple[NodeCost, ...]:
+    """The node costs of the cell whose `cell_facts` row is `r`, or NoModel."""
+    if not isinstance(r.model_source, str):
+        raise NoModel("no model recorded for this cell")
+    dirs = []
+    if isinstance(r.config_path, str) and r.config_path:
+        config = Path(r.config_path)
+        dirs = [config.parent] if config.is_absolute() else [snap.root.parent / config.parent, config.parent.resolve()]
+    try:
+        return model_costs(r.model_source, str(r.model_sha256), r.shapes or "{}", snap.warehouse.cache_dir,
+                           tuple(dirs))
+    except NoModel:
+        raise
+    except Exception as exc:  # an ONNX file onnx cannot read or infer: said on the page, never a traceback
+        raise NoModel(f"cannot count the model's FLOPs: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+
+
+def cell_time_ms(cell: Any) -> float | None:
+    """A query's compute time: the device-timed compute phase where the cell has one, else the median latency."""
+    for key in ("compute_mean_ms", "latency_median_ms"):
+        value = cell.get(key)
+        if value is not None and pd.notna(value) and value > 0:
+            return float(value)
+    return None
+
+
+def cell_roofline(snap: Snapshot, cell_ids: Any) -> pd.DataFrame:
+    """Per cell id: FLOPs and bytes per query, the time, achieved TFLOP/s and GB/s, % of the device's
+    compute and bandwidth peaks, arithmetic intensity (FLOPs/byte), the roof that bounds it, and a
+    note where a figure is missing (no model, no peak known)."""
+    cells = snap.cell_frame.drop_duplicates("cell_id").set_index("cell_id", drop=False)
+    wanted = [c for c in dict.fromkeys(cell_ids) if c in cells.index]
+    facts = cell_facts(snap, wanted)
+    rows = [_cell_row(snap, cells.loc[c], facts.loc[c]) for c in wanted if c in facts.index]
+    return pd.DataFrame(rows, columns=CELL_COLUMNS)
+
+
+def _cell_row(snap: Snapshot, cell: pd.Series, facts: pd.Series) -> dict[str, Any]:
+    name, kind = _text(facts.device_name), _text(facts.device_kind)
+    peak = device_peak(name, kind)
+    size = PRECISION_ELEMENT_BYTES.get(cell.precision, 4)
+    notes = []
+    try:
+        costs = costs_for(snap, facts)
+        flops, nbytes = _totals(costs, size)
+        if any(c.flops is None for c in costs):
+            notes.append(f"{sum(c.flops is None for c in costs)} nodes of unknown shape left out")
+    except NoModel as exc:
+        flops = nbytes = None
+        notes.append(str(exc))
+    if peak is None:
+        notes.append(f"no peak known for {name or 'this device'}" + (" (a CPU)" if kind == "cpu" else ""))
+    elif cell.precision not in peak.tflops:
+        notes.append(f"the {peak.name} has no {cell.precision} peak in the datasheet")
+    time_ms = cell_time_ms(cell)
+    figures = roofline(flops, nbytes, time_ms, peak, cell.precision)
+    return {"cell_id": cell.cell_id, "flops": flops, "bytes": nbytes, "time_ms": time_ms,
+            "achieved_tflops": figures.achieved_tflops, "pct_peak_compute": figures.pct_peak_compute,
+            "achieved_gbps": figures.achieved_gbps, "pct_peak_bandwidth": figures.pct_peak_bandwidth,
+            "intensity": figures.intensity, "bound": figures.bound, "peak": peak.name if peak else None,
+            "note": "; ".join(notes) or None}
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _totals(costs: tuple[NodeCost, ...], element_bytes: float) -> tuple[int, int]:
+    known = [c for c in costs if c.flops is not None]
+    return sum(c.flops for c in known), sum(c.bytes_at(element_bytes) for c in known)
+
+
+def layer_roofline(snap: Snapshot, cell_id: str, layers: pd.DataFrame) -> pd.DataFrame:
+    """Per layer row: the ONNX nodes it maps to (graph-op rows by node name, TensorRT engine layers
+    through their fused names), their FLOPs and bytes, and the layer's achieved figures against
+    the device's peaks; `mapped` says 'yes', 'partly' (some fused names found) or 'no'. Raises
+    NoModel when the cell's model cannot be found."""
+    from farm.layers.flops import map_layer
+
+    cell = snap.cell(cell_id)
+    facts = cell_facts(snap, [cell_id]).iloc[0]
+    costs = {c.name: c for c in costs_for(snap, facts) if c.name}
+    peak = device_peak(_text(facts.device_name), _text(facts.device_kind))
+    size = PRECISION_ELEMENT_BYTES.get(cell.precision, 4)
+    rows = []
+    for layer in layers.sort_values("layer_index").itertuples():
+        nodes, mapped = map_layer(str(layer.name), costs)
+        flops = sum(costs[n].flops or 0 for n in nodes) if nodes else None
+        nbytes = sum(costs[n].bytes_at(size) or 0 for n in nodes) if nodes else None
+        time_ms = float(layer.time_avg_ms) if pd.notna(layer.time_avg_ms) else None
+        figures = roofline(flops, nbytes, time_ms, peak, cell.precision)
+        rows.append({"layer_index": layer.layer_index, "name": layer.name, "type": layer.type, "mapped": mapped,
+                     "onnx_nodes": len(nodes), "flops": flops, "bytes": nbytes, "time_avg_ms": time_ms,
+                     "achieved_tflops": figures.achieved_tflops, "pct_peak_compute": figures.pct_peak_compute,
+                     "achieved_gbps": figures.achieved_gbps, "pct_peak_bandwidth": figures.pct_peak_bandwidth,
+                     "intensity": figures.intensity, "bound": figures.bound})
+    return pd.DataFrame(rows)
