@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-TOP_LAYERS = 5
+TOP_LAYERS = 8
 
 
 @dataclass
@@ -27,14 +27,19 @@ class LayerExplanation:
     coverage_new: float | None = None
     joined: int = 0
     note: str | None = None
+    statistic: str = "time_avg_ms"  # the layers' per-query time compared: their median, else their mean
 
 
-def _time(row: dict[str, Any]) -> float | None:
-    for key in ("time_avg_ms", "time_median_ms"):
-        value = row.get(key)
-        if value is not None and math.isfinite(value):
-            return float(value)
-    return None
+def _time(row: dict[str, Any], column: str) -> float | None:
+    value = row.get(column)
+    return float(value) if value is not None and math.isfinite(value) else None
+
+
+def time_column(*sides: list[dict[str, Any]]) -> str:
+    """`time_median_ms` where every row of both cells has one (a layer's median over the profiled
+    queries: one preempted query does not make it the top layer), else `time_avg_ms`."""
+    rows = [r for side in sides for r in side]
+    return "time_median_ms" if rows and all(_time(r, "time_median_ms") is not None for r in rows) else "time_avg_ms"
 
 
 def _keyed(rows: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
@@ -64,10 +69,11 @@ def explain(base_rows: list[dict[str, Any]], new_rows: list[dict[str, Any]], bas
     if reason:
         return LayerExplanation(note=reason)
     base, new = _keyed(base_rows), _keyed(new_rows)
+    column = time_column(base_rows, new_rows)
     joined = []
     for key in dict.fromkeys([*base, *new]):
         a, b = base.get(key), new.get(key)
-        a_ms, b_ms = (_time(r) if r else None for r in (a, b))
+        a_ms, b_ms = (_time(r, column) if r else None for r in (a, b))
         if a_ms is None and b_ms is None:
             continue
         joined.append({"name_base": a.get("name") if a else None, "name_new": b.get("name") if b else None,
@@ -75,6 +81,6 @@ def explain(base_rows: list[dict[str, Any]], new_rows: list[dict[str, Any]], bas
                        "added_ms": (b_ms or 0.0) - (a_ms or 0.0),
                        "match": "both" if a and b else "only BASE" if a else "only NEW"})
     ranked = sorted((r for r in joined if r["added_ms"] > 0), key=lambda r: -r["added_ms"])
-    return LayerExplanation(kind=next((k for k in kinds[1] if k), None), rows=ranked[:top],
+    return LayerExplanation(kind=next((k for k in kinds[1] if k), None), rows=ranked[:top], statistic=column,
                             layers_added_ms=sum(r["added_ms"] for r in joined), joined=len(joined),
                             note=None if ranked else "no layer took longer")

@@ -56,8 +56,10 @@ def layer_lines(pair: PairResult) -> list[str]:
                 "compute")
     if found.note and not found.rows:
         return [f"{found.note}; {coverage}"]
-    lines = [f"{found.kind or 'layer'} rows: {found.joined} joined, their time {_signed_ms(found.layers_added_ms)} "
-             f"per query against {_signed_ms(found.latency_added_ms)} median latency; {coverage}"]
+    statistic = "median" if found.statistic == "time_median_ms" else "mean"
+    lines = [f"{found.kind or 'layer'} rows: {found.joined} joined; their {statistic} times add "
+             f"{_signed_ms(found.layers_added_ms)} per query against {_signed_ms(found.latency_added_ms)} median "
+             f"latency; {coverage}"]
     for row in found.rows:
         name = row["name_new"] or row["name_base"]
         renamed = f" (BASE: {row['name_base']})" if row["name_base"] and row["name_new"] and \
@@ -100,7 +102,7 @@ def to_dict(comparison: Comparison) -> dict[str, Any]:
             "throughput_change": _json(pair.throughput_change), "p99_change": _json(pair.p99_change),
             "energy_per_inference_change": _json(pair.energy_change), "accuracy": pair.accuracy, "notes": pair.notes,
             "layers": None if layers is None else {
-                "kind": layers.kind, "note": layers.note, "joined": layers.joined,
+                "kind": layers.kind, "note": layers.note, "joined": layers.joined, "statistic": layers.statistic,
                 "layers_added_ms": _json(layers.layers_added_ms), "latency_added_ms": _json(layers.latency_added_ms),
                 "coverage_base_percent": _json(layers.coverage_base), "coverage_new_percent": _json(layers.coverage_new),
                 "top": [{k: _json(v) for k, v in row.items()} for row in layers.rows]},
