@@ -1,0 +1,237 @@
+"""`farm compare`: the verdict rule on synthetic samples, layer explanations, and real sweeps of a
+tiny CNN on ONNX Runtime CPU: the same sweep twice (nothing slower), and a planted slowdown
+(benchmarks/plant_slowdown.py: found, with the planted layer); matching, refusals, exit codes and
+the JSON/Markdown files."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from farm.cli import main
+from farm.compare import (FASTER, INCONCLUSIVE, NOT_JUDGED, SLOWER, WITHIN_NOISE, compare_sweeps, effect_interval,
+                          median_interval, render_html, render_markdown, verdict)
+from farm.compare.layers import explain
+from tests.conftest import tiny_cnn, write_sweep
+
+ROOT = Path(__file__).resolve().parents[1]
+# Wide enough for a loaded 2-core machine (four people's tests at once): the same sweep run twice
+# must not be called slower by this much, and a layer doing 12 times the work must be.
+MIN_EFFECT = "60"
+MEASUREMENT = """
+[measurement]
+warmup_ms = 20
+min_iterations = 20
+min_duration_ms = 120
+repeats = 5
+layer_iterations = 15
+"""
+SWEEP = """
+name = "{name}"
+[[models]]
+name = "tiny"
+source = "{source}"
+[axes]
+precisions = ["fp32"]
+batch_sizes = [1, 2]
+""" + MEASUREMENT
+
+
+def plant_module():
+    spec = importlib.util.spec_from_file_location("plant_slowdown", ROOT / "benchmarks" / "plant_slowdown.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# --- the verdict rule, on synthetic samples ---------------------------------------------------------
+
+def samples(seed: int, level: float = 1.0, sigma: float = 0.05, repeats: int = 3, n: int = 400,
+            repeat_sd: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """Log-normal latencies around `level` ms, `repeats` runs of `n`, each run's level moved by `repeat_sd`."""
+    rng = np.random.default_rng(seed)
+    shifts = np.exp(rng.normal(0, repeat_sd, repeats)) if repeat_sd else np.ones(repeats)
+    values = np.concatenate([level * s * np.exp(rng.normal(0, sigma, n)) for s in shifts])
+    return values, np.repeat(np.arange(repeats), n)
+
+
+def judge(base: tuple, new: tuple, min_effect: float = 3.0):
+    return effect_interval(median_interval(*base), median_interval(*new), min_effect)
+
+
+def test_identical_distributions_are_within_noise() -> None:
+    found = judge(samples(1), samples(2))
+    assert found.verdict == WITHIN_NOISE
+    assert found.low < 0 < found.high and -0.03 <= found.low and found.high <= 0.03
+
+
+def test_a_shift_of_20_percent_is_slower_and_faster_the_other_way() -> None:
+    found = judge(samples(1), samples(2, level=1.2))
+    assert found.verdict == SLOWER
+    assert found.low > 0.03 and found.low < 0.2 < found.high and found.effect == pytest.approx(0.2, abs=0.02)
+    assert judge(samples(2, level=1.2), samples(1)).verdict == FASTER
+
+
+def test_huge_noise_is_inconclusive() -> None:
+    noisy = dict(sigma=1.0, n=30, repeat_sd=0.5)
+    found = judge(samples(1, **noisy), samples(2, level=1.1, **noisy))
+    assert found.verdict == INCONCLUSIVE
+    assert found.low < -0.03 and found.high > 0.03  # the interval spans both bounds
+
+
+def test_verdict_bounds_and_unjudged() -> None:
+    assert verdict(0.031, 0.5) == SLOWER and verdict(-0.5, -0.031) == FASTER
+    assert verdict(-0.03, 0.03) == WITHIN_NOISE and verdict(0.01, 0.05) == INCONCLUSIVE
+    assert verdict(float("nan"), 0.1) == NOT_JUDGED
+    assert effect_interval(None, median_interval(*samples(1))).verdict == NOT_JUDGED
+
+
+def test_layers_join_through_tensorrt_renamings_and_never_across_kinds() -> None:
+    base = [{"layer_index": 0, "name": "conv1 + relu1", "type": "CaskConvolution", "kind": "engine layer",
+             "time_avg_ms": 1.0},
+            {"layer_index": 1, "name": "PWN(add1)", "type": "PointWise", "kind": "engine layer", "time_avg_ms": 0.5}]
+    new = [{"layer_index": 0, "name": "conv1 + relu1 [profile 0]", "type": "CaskConvolution", "kind": "engine layer",
+            "time_avg_ms": 3.0},
+           {"layer_index": 1, "name": "add1", "type": "PointWise", "kind": "engine layer", "time_avg_ms": 0.5}]
+    found = explain(base, new)
+    assert found.joined == 2 and found.layers_added_ms == pytest.approx(2.0)
+    assert [(r["name_base"], r["name_new"], r["match"], r["added_ms"]) for r in found.rows] == [
+        ("conv1 + relu1", "conv1 + relu1 [profile 0]", "both", 2.0)]
+    kernels = [{**row, "kind": "kernel"} for row in new]
+    mixed = explain(base, kernels)
+    assert not mixed.rows and "not comparable" in mixed.note
+
+
+# --- real sweeps ------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """results/ with sweeps 'base' and 'again' (the same tiny CNN, b1 and b2) and 'planted' (the same
+    model name, its convolution doing 12 times the work)."""
+    base = tmp_path_factory.mktemp("compare")
+    tiny_cnn(base / "tiny.onnx", channels=32, spatial=32)
+    planted_node = plant_module().plant_file(base / "tiny.onnx", base / "planted.onnx", factor=12)
+    assert planted_node == "conv"
+    results = base / "results"
+    for name, source in (("base", "tiny.onnx"), ("again", "tiny.onnx"), ("planted", "planted.onnx")):
+        config = write_sweep(base, SWEEP.format(name=name, source=base / source), name=f"{name}.toml")
+        assert main(["sweep", str(config), "--results", str(results), "--executor", "local"]) == 0
+    return results
+
+
+def test_the_same_sweep_twice_is_not_slower(runs: Path, capsys) -> None:
+    assert main(["compare", "base", "again", "--results", str(runs), "--min-effect", MIN_EFFECT]) == 0
+    out = capsys.readouterr().out
+    assert "again against base" in out and "0 of 2 matched cells regressed" in out
+    comparison = compare_sweeps("base", "again", runs, min_effect_percent=float(MIN_EFFECT))
+    assert len(comparison.pairs) == 2 and not comparison.only_base and not comparison.only_new
+    assert all(p.verdict != SLOWER and not p.regressed for p in comparison.pairs)
+    assert {p.label for p in comparison.pairs} == {"tiny · fp32 · b1 · onnxruntime", "tiny · fp32 · b2 · onnxruntime"}
+    assert all(p.base.basis == p.new.basis == "samples" and p.new.repeats == 5 for p in comparison.pairs)
+    assert all(p.accuracy["base"] == p.accuracy["new"] == "pass" for p in comparison.pairs)
+
+
+def test_a_planted_slowdown_is_found_with_its_layer(runs: Path, tmp_path: Path, capsys) -> None:
+    out_json, out_md = tmp_path / "cmp.json", tmp_path / "cmp.md"
+    code = main(["compare", "base", "planted", "--results", str(runs), "--min-effect", MIN_EFFECT,
+                 "--json", str(out_json), "--markdown", str(out_md)])
+    printed = capsys.readouterr().out
+    assert code == 1
+    found = json.loads(out_json.read_text())
+    slower = [p for p in found["pairs"] if p["verdict"] == SLOWER]
+    assert slower and found["regressed"] == len(slower)
+    assert found["pairs"][0]["verdict"] == SLOWER  # worst regression first
+    for pair in slower:
+        assert pair["effect_ci_low"] > float(MIN_EFFECT) / 100 and pair["new_median_ms"] > pair["base_median_ms"]
+        assert "model file differs" in pair["notes"]
+        layers = pair["layers"]
+        assert layers["kind"] == "graph op" and layers["joined"] > 0
+        assert any("planted" in (row["name_new"] or "") and row["type"] == "Conv" for row in layers["top"])
+        assert layers["top"][0]["added_ms"] >= layers["top"][-1]["added_ms"] > 0
+        assert pair["new_cell"][:8] in printed
+    markdown = out_md.read_text()
+    assert markdown.startswith("## farm compare: planted against base")
+    assert "| cell | configuration | verdict |" in markdown and "| slower |" in markdown
+    assert "_planted" in markdown and "layers cover" in markdown
+    html = render_html(compare_sweeps("base", "planted", runs, min_effect_percent=float(MIN_EFFECT)))
+    assert html.startswith("<section") and "slower" in html and "<script" not in html
+
+
+def copy_sweep(results: Path, sweep: str, target: Path) -> Path:
+    """A second warehouse holding a copy of `sweep` (its files as they are)."""
+    target.mkdir(exist_ok=True)
+    shutil.copy(results / ".farm-warehouse", target / ".farm-warehouse")
+    shutil.copytree(results / sweep, target / sweep)
+    return target
+
+
+def rewrite(folder: Path, column: str, value) -> None:
+    """Set `column` to `value` in every Parquet file of `folder` (a doctored copy for a test)."""
+    for path in folder.glob("*.parquet"):
+        table = pq.read_table(path)
+        index = table.column_names.index(column)
+        table = table.set_column(index, column, pa.array([value] * table.num_rows, table.schema.field(column).type))
+        pq.write_table(table, path)
+
+
+def test_base_in_another_warehouse(runs: Path, tmp_path: Path, capsys) -> None:
+    other = copy_sweep(runs, "base", tmp_path / "other")
+    assert main(["compare", "base", "again", "--results", str(runs), "--base-results", str(other),
+                 "--min-effect", MIN_EFFECT]) == 0
+    assert main(["compare", "base", "again", "--results", str(other)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no sweep 'again'" in err and "sweeps there: base" in err
+
+
+def test_different_timing_or_devices_are_refused_unless_allowed(runs: Path, tmp_path: Path, capsys) -> None:
+    timing = copy_sweep(runs, "again", tmp_path / "timing")
+    rewrite(timing / "again" / "measurements", "latency_includes_transfers", False)
+    args = ["compare", "base", "again", "--base-results", str(runs), "--results", str(timing), "--min-effect", "60"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "transfers included vs not included" in err and "--allow-timing-differences" in err
+    assert main([*args, "--allow-timing-differences"]) == 0
+    assert "compared despite a different timing" in capsys.readouterr().out
+
+    device = copy_sweep(runs, "again", tmp_path / "device")
+    rewrite(device / "again" / "devices", "name", "Some Other CPU")
+    args = ["compare", "base", "again", "--base-results", str(runs), "--results", str(device), "--min-effect", "60"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Some Other CPU" in err and "--allow-device-differences" in err
+    comparison = compare_sweeps("base", "again", device, base_results=runs, min_effect_percent=60,
+                                allow_device_differences=True)
+    assert len(comparison.pairs) == 2 and all("Some Other CPU" in " ".join(p.notes) for p in comparison.pairs)
+
+
+def test_unmatched_cells_accuracy_and_usage_errors(runs: Path, tmp_path: Path, capsys) -> None:
+    doctored = copy_sweep(runs, "again", tmp_path / "doctored")
+    cells = sorted((doctored / "again" / "cells").glob("*.parquet"))
+    dropped = cells[0].stem
+    cells[0].unlink()  # without its cells file a cell is not in the warehouse
+    rewrite(doctored / "again" / "accuracy", "verdict", "fail")
+    comparison = compare_sweeps("base", "again", doctored, base_results=runs, min_effect_percent=60)
+    assert len(comparison.pairs) == 1 and len(comparison.only_base) == 1 and not comparison.only_new
+    assert comparison.only_base[0].startswith(next(p.base_id for p in compare_sweeps(
+        "base", "again", runs, min_effect_percent=60).pairs if p.new_id == dropped)[:8])
+    pair = comparison.pairs[0]
+    assert pair.accuracy["change"] == "pass -> fail" and pair.regressed
+    markdown = render_markdown(comparison)
+    assert "Only in BASE" in markdown and "pass -> fail" in markdown
+    assert main(["compare", "base", "again", "--base-results", str(runs), "--results", str(doctored),
+                 "--min-effect", "60"]) == 1
+
+    rewrite(doctored / "again" / "cells", "model", "another")
+    assert main(["compare", "base", "again", "--base-results", str(runs), "--results", str(doctored)]) == 2
+    assert "no cell of sweep 'again' has the configuration" in capsys.readouterr().err
+    assert main(["compare", "base", "again", "--results", str(runs), "--min-effect", "-5"]) == 2
+    assert "--min-effect -5" in capsys.readouterr().err
+    assert main(["compare", "base", "again", "--results", str(tmp_path / "none")]) == 2
+    assert "no warehouse at" in capsys.readouterr().err
