@@ -46,7 +46,7 @@ def _peaks(fp32: float, tf32: float | None, half: float | None, fp8: float | Non
 # Most specific patterns first: "H100 NVL" before "H100".
 PEAKS: tuple[Peak, ...] = (
     Peak("H100 NVL", r"H100 NVL", _peaks(60, 417.5, 835.5, 1670.5, 1670.5), 3900),
-    Peak("H100 PCIe", r"H100 PCIe", _peaks(51, 378, 756, 1513, 1513), 2000),
+    Peak("H100 PCIe", r"H100 PCIe", _peaks(51, 378, 756.5, 1513, 1513), 2000),
     Peak("H100 SXM5", r"H100", _peaks(67, 494.7, 989.4, 1978.9, 1978.9), 3350),
     Peak("H200 NVL", r"H200 NVL", _peaks(60, 417.5, 835.5, 1670.5, 1670.5), 4800),
     Peak("H200 SXM", r"H200", _peaks(67, 494.7, 989.4, 1978.9, 1978.9), 4800),
