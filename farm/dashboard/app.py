@@ -15,6 +15,7 @@ def main() -> None:
         st.Page(PAGES / "compare.py", title="Compare", icon=":material/compare_arrows:"),
         st.Page(PAGES / "cell.py", title="Cell", icon=":material/grid_view:"),
         st.Page(PAGES / "diff.py", title="Diff", icon=":material/difference:"),
+        st.Page(PAGES / "regressions.py", title="Regressions", icon=":material/trending_up:"),
         st.Page(PAGES / "sql.py", title="SQL", icon=":material/terminal:"),
     ])
     navigation.run()

@@ -1,0 +1,94 @@
+"""Regressions: two runs of a sweep compared cell by cell (`farm compare` in the dashboard): the
+verdict table, worst regression first, and the layers that explain each slower cell."""
+
+import json
+
+import pandas as pd
+import streamlit as st
+
+from farm.compare import compare_sweeps, render_markdown, summary_line, to_dict
+from farm.compare.render import accuracy_text, layer_lines
+from farm.dashboard.common import results_root, snapshot_or_stop
+from farm.dashboard.data import fingerprint
+from farm.errors import UserError
+
+
+@st.cache_data(max_entries=16, show_spinner="Comparing…")
+def _compare(root: str, stamp: tuple, base: str, new: str, min_effect: float, timing: bool,  # noqa: ARG001
+             device: bool):
+    """The comparison, or the one-line reason there is none (stamp: part of the cache key)."""
+    try:
+        return compare_sweeps(base, new, root, min_effect_percent=min_effect, allow_timing_differences=timing,
+                              allow_device_differences=device)
+    except UserError as exc:
+        return str(exc)
+
+
+def _percent(value):
+    return None if value is None or pd.isna(value) else round(100 * value, 2)
+
+
+def verdict_frame(comparison) -> pd.DataFrame:
+    """One row per matched pair, worst regression first: changes in %, medians in ms."""
+    rows = [{"cell": p.new_id[:8], "configuration": p.label, "verdict": p.verdict,
+             "latency change %": _percent(p.effect.effect), "CI low %": _percent(p.effect.low),
+             "CI high %": _percent(p.effect.high), "base median ms": p.base.median if p.base else None,
+             "new median ms": p.new.median if p.new else None, "throughput %": _percent(p.throughput_change),
+             "p99 %": _percent(p.p99_change), "energy/inference %": _percent(p.energy_change),
+             "accuracy": accuracy_text(p.accuracy), "notes": "; ".join(p.notes), "base cell": p.base_id[:8]}
+            for p in comparison.pairs]
+    return pd.DataFrame(rows)
+
+
+snap = snapshot_or_stop()
+st.title("Regressions")
+sweeps = snap.sweep_names
+if len(sweeps) < 2:
+    st.info("Comparing needs two sweeps (two runs of the same sweep file under different names, e.g. "
+            "`name = \"nightly-2\"`); this warehouse has one. `farm compare --base-results DIR` compares "
+            "sweeps of two warehouses.")
+    st.stop()
+left, right, third = st.columns([2, 2, 1])
+base = left.selectbox("BASE", sweeps, index=len(sweeps) - 2, key="reg-base")
+new = right.selectbox("NEW", sweeps, index=len(sweeps) - 1, key="reg-new")
+min_effect = third.number_input("minimum effect %", min_value=0.0, max_value=1000.0, value=3.0, step=1.0,
+                                key="reg-min-effect")
+allow_timing = st.checkbox("compare cells whose timing definitions differ", key="reg-timing")
+allow_device = st.checkbox("compare cells measured on different devices", key="reg-device")
+root = results_root()
+comparison = _compare(str(root), fingerprint(root), base, new, float(min_effect), allow_timing, allow_device)
+if isinstance(comparison, str):
+    st.error(comparison.replace("pass --allow-timing-differences", "tick the timing box above")
+             .replace("pass --allow-device-differences", "tick the device box above"))
+    st.stop()
+
+counts = comparison.counts()
+columns = st.columns(5)
+for column, (label, value) in zip(columns, [("Regressed", len(comparison.regressed)), *(
+        (name.capitalize(), counts.get(name, 0)) for name in ("slower", "faster", "within noise", "inconclusive"))]):
+    column.metric(label, value)
+st.caption(summary_line(comparison) + ". 'slower' only where the whole 95 % interval of the change in median "
+           "latency lies above the minimum effect; 'within noise' where it lies inside ± the minimum effect; "
+           "'inconclusive' where the samples cannot tell (docs/dashboard.md: Comparing two runs).")
+for note in comparison.allowed:
+    st.warning(note)
+st.dataframe(verdict_frame(comparison), hide_index=True, width="stretch")
+
+for pair in comparison.pairs:
+    if pair.layers is None:
+        continue
+    st.subheader(f"{pair.new_id[:8]} {pair.label}: {100 * pair.effect.effect:+.1f} %")
+    lines = layer_lines(pair)
+    st.caption(lines[0])
+    if pair.layers.rows:
+        st.dataframe(pd.DataFrame(pair.layers.rows), hide_index=True, width="stretch")
+for side, cells in (("BASE", comparison.only_base), ("NEW", comparison.only_new)):
+    if cells:
+        st.markdown(f"**Only in {side}** (no cell of the same configuration in the other sweep):\n"
+                    + "\n".join(f"- `{c}`" for c in cells))
+one, two, _ = st.columns([1, 1, 6])
+one.download_button("Markdown", data=lambda: render_markdown(comparison), file_name=f"compare-{base}-{new}.md",
+                    key="reg-md", icon=":material/download:", on_click="ignore")
+two.download_button("JSON", data=lambda: json.dumps(to_dict(comparison), indent=1, default=str),
+                    file_name=f"compare-{base}-{new}.json", key="reg-json", icon=":material/download:",
+                    on_click="ignore")
