@@ -1,5 +1,6 @@
 """Plant a known slowdown in an ONNX model: one layer does FACTOR times the work, the outputs stay
-the same (mathematically exact; see below for rounding). For checking that `farm compare` finds a regression, and the layer it is in.
+the same (mathematically exact; see below for rounding). For checking that `farm compare` finds a
+regression, and the layer it is in.
 
 The chosen node (by --layer NAME, else the N-th Conv/MatMul/Gemm, 1 = the first) is run
 FACTOR - 1 more times, each copy on its first input scaled by a different constant (1 + k/64: no

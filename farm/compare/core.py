@@ -156,7 +156,8 @@ def _compare_pair(pair: Pair, base: Side, new: Side, min_effect_percent: float,
         notes.append(f"NEW {b.get('status')}: {str(b['reason']).splitlines()[0][:120]}")
     if b.get("throttled"):
         notes.append("NEW's GPU clocks slowed during its timed window")
-    result = PairResult(labels[str(b["cell_id"])], str(a["cell_id"]), str(b["cell_id"]), verdict, effect, interval_a, interval_b,
+    result = PairResult(labels[str(b["cell_id"])], str(a["cell_id"]), str(b["cell_id"]), verdict, effect,
+                        interval_a, interval_b,
                         ratio_change(b.get("throughput_qps"), a.get("throughput_qps")),
                         ratio_change(b.get("latency_p99_ms"), a.get("latency_p99_ms")),
                         ratio_change(b.get("energy_per_sample_mj"), a.get("energy_per_sample_mj")),
@@ -192,7 +193,8 @@ def _accuracy(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         found[side] = cell.get("accuracy_verdict")
         for column in ("cosine_similarity", "top1_agreement"):
             value = cell.get(column)
-            found[f"{side}_{column}"] = None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+            missing = value is None or (isinstance(value, float) and math.isnan(value))
+            found[f"{side}_{column}"] = None if missing else value
     if found["base"] and found["new"] and found["base"] != found["new"]:
         found["change"] = f"{found['base']} -> {found['new']}"
     else:

@@ -43,8 +43,8 @@ def _missing(value: Any) -> bool:
 
 def config_key(cell: dict[str, Any]) -> tuple[Hashable, ...]:
     """What makes two cells the same configuration."""
-    return tuple(None if _missing(cell.get(k)) else cell.get(k) for k in ("model", "precision", "batch", "profile",
-                                                                         "backend")) + (options_text(cell.get("options")),)
+    fields = ("model", "precision", "batch", "profile", "backend")
+    return tuple(None if _missing(cell.get(k)) else cell.get(k) for k in fields) + (options_text(cell.get("options")),)
 
 
 def device_text(cell: dict[str, Any]) -> str:

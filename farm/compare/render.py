@@ -64,7 +64,8 @@ def layer_lines(pair: PairResult) -> list[str]:
         name = row["name_new"] or row["name_base"]
         renamed = f" (BASE: {row['name_base']})" if row["name_base"] and row["name_new"] and \
             row["name_base"] != row["name_new"] else ""
-        lines.append(f"{name}{renamed} [{row['type']}, {row['match']}]: {ms(row['base_ms'])} → {ms(row['new_ms'])} ms "
+        lines.append(f"{name}{renamed} [{row['type']}, {row['match']}]: {ms(row['base_ms'])} → "
+                     f"{ms(row['new_ms'])} ms "
                      f"({_signed_ms(row['added_ms'])})")
     return lines
 
@@ -104,7 +105,8 @@ def to_dict(comparison: Comparison) -> dict[str, Any]:
             "layers": None if layers is None else {
                 "kind": layers.kind, "note": layers.note, "joined": layers.joined, "statistic": layers.statistic,
                 "layers_added_ms": _json(layers.layers_added_ms), "latency_added_ms": _json(layers.latency_added_ms),
-                "coverage_base_percent": _json(layers.coverage_base), "coverage_new_percent": _json(layers.coverage_new),
+                "coverage_base_percent": _json(layers.coverage_base),
+                "coverage_new_percent": _json(layers.coverage_new),
                 "top": [{k: _json(v) for k, v in row.items()} for row in layers.rows]},
         }
     return {"base": {"sweep": comparison.base_sweep, "results": str(comparison.base_results)},

@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 
 MIN_EFFECT_PERCENT = 3.0
-SLOWER, FASTER, WITHIN_NOISE, INCONCLUSIVE, NOT_JUDGED = "slower", "faster", "within noise", "inconclusive", "not judged"
+SLOWER, FASTER, WITHIN_NOISE = "slower", "faster", "within noise"
+INCONCLUSIVE, NOT_JUDGED = "inconclusive", "not judged"
 
 
 @dataclass(frozen=True)

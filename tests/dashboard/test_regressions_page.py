@@ -10,7 +10,8 @@ import pytest
 
 from farm.compare import SLOWER, compare_sweeps
 from tests.dashboard.test_app import metrics, open_page, texts
-from tests.test_compare import MIN_EFFECT, runs  # noqa: F401 - the fixture
+from tests.test_compare import MIN_EFFECT
+from tests.test_compare import runs as runs  # noqa: F401 - the fixture, shared
 
 
 def test_regressions_page_shows_the_planted_slowdown(monkeypatch, runs: Path) -> None:  # noqa: F811
