@@ -15,7 +15,7 @@ def add_compare(add) -> None:
     """The `compare` subparser (`add` is build_parser's: it adds --results)."""
     p = add("compare", "Compare two runs of a sweep cell by cell (cells matched by configuration): per cell a "
                        "verdict from both cells' raw samples (faster / slower / within noise / inconclusive, the "
-                       "change in median latency with its 95 %% interval), throughput, p99, energy and accuracy "
+                       "change in median latency with its confidence interval), throughput, p99, energy and accuracy "
                        "changes, and the layers that explain each slower cell. Exit 0 when nothing regressed, 1 "
                        "when something did, 2 on a usage error.")
     p.add_argument("base", metavar="BASE", help="the sweep to compare against (see `farm ls`)")
