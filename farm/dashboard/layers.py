@@ -91,3 +91,96 @@ def graph_rows(layers: pd.DataFrame) -> list[dict[str, Any]]:
                "input_tensors", "output_tensors"]
     ordered = layers.sort_values("layer_index")[columns].astype(object)
     return ordered.where(ordered.notna(), None).to_dict("records")
+
+
+_PRECISIONS = {"float": "fp32", "float32": "fp32", "fp32": "fp32", "half": "fp16", "float16": "fp16", "fp16": "fp16",
+               "bfloat16": "bf16", "bf16": "bf16", "int8": "int8", "fp8": "fp8", "float8": "fp8", "int32": "int32",
+               "int64": "int64", "bool": "bool", "uint8": "uint8", "int4": "int4"}
+
+
+def layer_precision(output_dtypes: Any) -> str | None:
+    """A layer's precision: the type of its first output as the row gives it ('Int8', 'Half',
+    'float32' -> int8, fp16, fp32); None where the row carries no type."""
+    if not isinstance(output_dtypes, str) or not output_dtypes.strip():
+        return None
+    first = output_dtypes.split(",")[0].strip().lower()
+    token = first.split()[0].split("(")[0] if first else ""
+    return _PRECISIONS.get(token, token or None)
+
+
+def time_by_type(layers: pd.DataFrame, kinds: pd.Series) -> pd.DataFrame:
+    """Σ time per layer type (TREx's time share by layer type): kind, type, layers, time_ms and
+    share_percent of the Σ layer time of its kind (kinds are never summed together); slowest first."""
+    frame = pd.DataFrame({"kind": kinds.fillna("unknown").astype(str), "type": layers["type"].fillna("?").astype(str),
+                          "time_ms": layers.time_avg_ms.astype(float)})
+    grouped = frame.groupby(["kind", "type"], as_index=False).agg(layers=("time_ms", "size"),
+                                                                 time_ms=("time_ms", "sum"))
+    totals = grouped.groupby("kind").time_ms.transform("sum")
+    grouped["share_percent"] = 100 * grouped.time_ms / totals.where(totals > 0)
+    return grouped.sort_values(["kind", "time_ms"], ascending=[True, False]).reset_index(drop=True)
+
+
+def precision_table(layers: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(per layer: layer_index, name, type, precision, time_avg_ms; per precision: layers, time_ms,
+    share_percent of the time of the layers whose precision is known). Rows without a type are left
+    out of both (torch.compile's kernels carry none)."""
+    per_layer = pd.DataFrame({"layer_index": layers.layer_index, "name": layers["name"], "type": layers["type"],
+                              "precision": layers.output_dtypes.map(layer_precision),
+                              "time_avg_ms": layers.time_avg_ms.astype(float)}).dropna(subset=["precision"])
+    summary = per_layer.groupby("precision", as_index=False).agg(layers=("name", "size"),
+                                                                 time_ms=("time_avg_ms", "sum"))
+    total = summary.time_ms.sum()
+    summary["share_percent"] = 100 * summary.time_ms / total if total > 0 else float("nan")
+    return (per_layer.sort_values("layer_index").reset_index(drop=True),
+            summary.sort_values("time_ms", ascending=False).reset_index(drop=True))
+
+
+def memory_table(layers: pd.DataFrame) -> pd.DataFrame:
+    """Per layer with a known size (the engine explorer's rule, farm.layers.memory): input, weight,
+    output and total bytes as MiB, largest first."""
+    known = layers.dropna(subset=["total_bytes"])
+    mib = {f"{part}_mib": known[f"{part}_bytes"].astype(float) / 2**20 for part in ("input", "weight", "output", "total")}
+    frame = pd.DataFrame({"layer_index": known.layer_index, "name": known["name"], "type": known["type"], **mib})
+    return frame.sort_values("total_mib", ascending=False).reset_index(drop=True)
+
+
+def has_layer_edges(layers: pd.DataFrame) -> bool:
+    """Whether any layer reads a tensor another writes (farm.layers.graph.has_edges)."""
+    from farm.layers.graph import has_edges
+
+    return has_edges(graph_rows(layers))
+
+
+def layer_list(layers: pd.DataFrame, search: str = "") -> pd.DataFrame:
+    """The layers in execution order, for the searchable list shown where no edges are known:
+    those whose name or type contains `search` (case-insensitive)."""
+    frame = layers.sort_values("layer_index")[["layer_index", "name", "type", "time_avg_ms", "time_share_percent"]]
+    frame = frame.assign(total_mib=layers.total_bytes.astype(float) / 2**20).reset_index(drop=True)
+    if search:
+        text = frame["name"].fillna("") + " " + frame["type"].fillna("")
+        frame = frame[text.str.contains(search, case=False, regex=False)].reset_index(drop=True)
+    return frame
+
+
+_DEFAULTS: dict[int, str | None] = {}
+
+
+def default_cell(snap: Snapshot, limit: int = 40) -> str | None:
+    """The Cell page's first cell: the first ok cell whose layers have edges (so its graph is a
+    graph), looking at up to `limit` ok cells; else the first ok cell with layers; else the first
+    ok cell. Remembered per snapshot."""
+    key = id(snap)
+    if key not in _DEFAULTS:
+        ok = snap.cell_frame[snap.cell_frame.status == "ok"].cell_id.tolist()
+        with_layers = None
+        for cell_id in ok[:limit]:
+            layers = snap.cell_file(cell_id, "layers")
+            if layers.empty:
+                continue
+            with_layers = with_layers or cell_id
+            if has_layer_edges(layers):
+                with_layers = cell_id
+                break
+        _DEFAULTS.clear()  # one snapshot at a time: a new one (a cell written) chooses again
+        _DEFAULTS[key] = with_layers or (ok[0] if ok else None)
+    return _DEFAULTS[key]

@@ -1,6 +1,7 @@
 """Cell: one cell's latency distribution, its GPU telemetry (energy, power, clocks, throttling),
-H2D / compute / D2H split, top layers by time and by memory, its engine graph, and where the figures
-came from."""
+H2D / compute / D2H split, its roofline, the engine explorer's layer views (time by layer type,
+top layers by time and memory, memory and precision per layer, roofline per layer), its engine
+graph (or, where the rows name no tensors, a searchable list), and where the figures came from."""
 
 import json
 import shutil
@@ -11,15 +12,110 @@ import streamlit as st
 
 from farm.dashboard.common import cell_picker, downloads, human_bytes, snapshot_or_stop
 from farm.dashboard.data import number
-from farm.dashboard.layers import graph_rows, layer_coverage, layer_kinds, top_layers
+from farm.dashboard.layers import (default_cell, graph_rows, has_layer_edges, layer_coverage, layer_kinds,
+                                   layer_list, memory_table, precision_table, time_by_type, top_layers)
+from farm.dashboard.roofline import NoModel, cell_roofline, layer_roofline
 from farm.dashboard.telemetry import has_telemetry, telemetry_caption, telemetry_metrics, throttle_warning
 from farm.layers.coverage import coverage_note
 
 GRAPH_LAYER_LIMIT = 400  # larger graphs take graphviz seconds to minutes: drawn on request
 
+MIB = {f"{part}_mib": st.column_config.NumberColumn(f"{part} (MiB)", format="%.3f MiB")
+       for part in ("input", "weight", "output", "total")}
+
+
+def memory_tab(layers: pd.DataFrame) -> None:
+    memory = memory_table(layers)
+    if memory.empty:
+        st.info("No layer has a known size (dynamic shapes, or rows that name no tensors).")
+        return
+    known = layers.dropna(subset=["total_bytes"])
+    columns = st.columns(4)
+    columns[0].metric("Weights", human_bytes(known.weight_bytes.sum()))
+    columns[1].metric("Activations read", human_bytes(known.input_bytes.sum()))
+    columns[2].metric("Activations written", human_bytes(known.output_bytes.sum()))
+    columns[3].metric("Largest layer", human_bytes(known.total_bytes.max()))
+    st.caption(f"{len(memory)} of {len(layers)} layers have a known size: input + weights + output, by the "
+               "engine explorer's rule (docs/dashboard.md). Sort by a column; search with the table's toolbar.")
+    st.dataframe(memory, hide_index=True, column_config=MIB)
+
+
+def precision_tab(layers: pd.DataFrame) -> None:
+    per_layer, summary = precision_table(layers)
+    if per_layer.empty:
+        st.info("These rows carry no precision (torch.compile's kernels, rows a profile named only).")
+        return
+    st.caption(f"{len(per_layer)} of {len(layers)} layers carry their output's type; the time shares are of "
+               "those layers' time.")
+    left, right = st.columns([1, 2])
+    left.dataframe(summary, hide_index=True, column_config={
+        "time_ms": st.column_config.NumberColumn("Σ ms", format="%.4g"),
+        "share_percent": st.column_config.NumberColumn("share", format="%.1f %%")})
+    right.altair_chart(alt.Chart(summary).mark_arc().encode(
+        theta="time_ms:Q", color=alt.Color("precision:N"),
+        tooltip=["precision", "layers", alt.Tooltip("share_percent:Q", format=".1f")]).properties(height=220),
+        width="stretch")
+    st.dataframe(per_layer, hide_index=True)
+
+
+def roofline_tab(layers: pd.DataFrame) -> None:
+    try:
+        per_layer = layer_roofline(snap, cell_id, layers)
+    except NoModel as exc:
+        st.info(f"No per-layer roofline: {exc}.")
+        return
+    mapped = per_layer[per_layer.mapped != "no"]
+    st.caption(f"{len(mapped)} of {len(per_layer)} layers map to ONNX nodes (graph ops by node name, TensorRT "
+               "layers through their fused names); the others are unmapped (kernels a compiler generated, nodes "
+               "an optimizer fused or added, reformatting layers).")
+    if not mapped.empty and mapped.achieved_tflops.notna().any():
+        st.altair_chart(alt.Chart(mapped.dropna(subset=["achieved_tflops", "intensity"])).mark_circle(size=60).encode(
+            alt.X("intensity:Q", scale=alt.Scale(type="log"), title="arithmetic intensity (FLOP/byte)"),
+            alt.Y("achieved_tflops:Q", scale=alt.Scale(type="log"), title="achieved TFLOP/s"),
+            color=alt.Color("bound:N"), tooltip=["name", "type", "flops", "achieved_tflops", "pct_peak_compute",
+                                                 "pct_peak_bandwidth"]).properties(height=300), width="stretch")
+    st.dataframe(per_layer, hide_index=True, column_config={
+        "achieved_tflops": st.column_config.NumberColumn("TFLOP/s", format="%.4g"),
+        "pct_peak_compute": st.column_config.NumberColumn("% peak compute", format="%.3g"),
+        "achieved_gbps": st.column_config.NumberColumn("GB/s", format="%.4g"),
+        "pct_peak_bandwidth": st.column_config.NumberColumn("% peak bandwidth", format="%.3g"),
+        "intensity": st.column_config.NumberColumn("FLOP/byte", format="%.4g")})
+
+
+def graph_section(layers: pd.DataFrame) -> None:
+    st.subheader("Engine graph")
+    if shutil.which("dot") is None:
+        st.info("Drawing the graph needs graphviz's `dot` program (apt-get install graphviz).")
+    elif len(layers) > GRAPH_LAYER_LIMIT and not st.button(f"Draw the graph of {len(layers)} layers"):
+        st.caption(f"{len(layers)} layers: drawing takes a while, so it waits for the button.")
+    else:
+        from farm.layers.graph import render
+
+        title = f"{cell.model} · {cell.precision} · batch {cell.batch} · {cell.backend} · cell {cell_id[:8]}"
+        svg = render(graph_rows(layers), title, "svg")
+        st.caption("Ranked top to bottom along the tensors; layers shaded by their share of the time.")
+        with st.container(height=600):
+            st.image(svg.decode(), width="content")
+        st.download_button("Graph (SVG)", svg, file_name=f"engine-{cell_id[:8]}.svg", mime="image/svg+xml",
+                           icon=":material/download:", on_click="ignore")
+
+
+def list_section(layers: pd.DataFrame) -> None:
+    st.subheader("Layers in execution order")
+    st.caption(f"These {len(layers)} rows name no tensors (a compiler's kernels, or rows a profile named only), so "
+               "no edges are known and no graph is drawn: search by name or type, sort by a column.")
+    search = st.text_input("Search layers", key="layer-search", placeholder="name or type contains…")
+    found = layer_list(layers, search)
+    st.caption(f"{len(found)} of {len(layers)} layers" + (f" match “{search}”" if search else ""))
+    st.dataframe(found, hide_index=True, column_config={
+        "time_avg_ms": st.column_config.NumberColumn("mean ms", format="%.4g"),
+        "time_share_percent": st.column_config.NumberColumn("time share", format="%.2f %%"),
+        "total_mib": st.column_config.NumberColumn("memory", format="%.3f MiB")}, key="layer-list")
+
+
 snap = snapshot_or_stop()
 st.title("Cell")
-cell_id = cell_picker(snap, "Cell", "cell")
+cell_id = cell_picker(snap, "Cell", "cell", default=default_cell(snap))  # a cell whose graph is a graph
 cell = snap.cell(cell_id)
 st.caption(f"`{cell_id}`")
 if cell.status != "ok":
@@ -85,7 +181,9 @@ else:
 st.subheader("Where a query's time goes")
 phases = pd.DataFrame({"phase": ["H2D", "compute", "D2H"],
                        "ms": [cell.h2d_mean_ms, cell.compute_mean_ms, cell.d2h_mean_ms]}).dropna()
-if phases.empty or (len(phases) == 1 and phases.phase.iloc[0] == "compute"):
+if phases.empty:
+    st.caption("No H2D / compute / D2H split recorded for this cell.")
+elif len(phases) == 1 and phases.phase.iloc[0] == "compute":
     st.caption("On a CPU backend the whole query is compute: there are no copies to split out "
                f"(mean {number(cell.compute_mean_ms)} ms).")
 else:
@@ -96,6 +194,27 @@ else:
     ).transform_calculate(order="indexof(['H2D','compute','D2H'], datum.phase)").properties(height=90),
         width="stretch")
     st.caption(" · ".join(f"{r.phase} {r.ms:.4g} ms ({r.share:.1%})" for r in phases.itertuples()))
+
+st.subheader("Roofline")
+roof = cell_roofline(snap, [cell_id]).iloc[0]
+if pd.isna(roof.flops):
+    st.info(f"No roofline: {roof.note}.")
+else:
+    columns = st.columns(7)
+    columns[0].metric("GFLOP per query", f"{roof.flops / 1e9:.4g}", help="from the ONNX graph at this cell's shapes")
+    columns[1].metric("MiB moved per query", f"{roof.bytes / 2**20:.4g}",
+                      help="weights + each node's inputs and outputs at the cell's precision, unfused")
+    columns[2].metric("Achieved TFLOP/s", number(roof.achieved_tflops))
+    columns[3].metric("% of peak compute", "–" if pd.isna(roof.pct_peak_compute) else f"{roof.pct_peak_compute:.3g} %")
+    columns[4].metric("Achieved GB/s", number(roof.achieved_gbps))
+    columns[5].metric("% of peak bandwidth",
+                      "–" if pd.isna(roof.pct_peak_bandwidth) else f"{roof.pct_peak_bandwidth:.3g} %")
+    columns[6].metric("Bound by", roof.bound or "–", help=f"arithmetic intensity {roof.intensity:.4g} FLOP/byte")
+    peak_text = (f"against the {roof.peak}'s datasheet peaks at {cell.precision}" if roof.peak
+                 else "no peak to set them against")
+    st.caption(f"{roof.flops / 1e9:.4g} GFLOP and {human_bytes(roof.bytes)} per query in {roof.time_ms:.4g} ms "
+               f"(compute time), arithmetic intensity {roof.intensity:.4g} FLOP/byte, {peak_text}"
+               + (f"; {roof.note}" if isinstance(roof.note, str) else "") + ". Method: docs/dashboard.md, Roofline.")
 
 st.subheader("Layers")
 layers = snap.cell_file(cell_id, "layers")
@@ -116,40 +235,51 @@ else:
     note = coverage_note(coverage)
     if note:
         st.warning(note)
-    by_time, by_memory = st.tabs(["Top layers by time", "Top layers by memory"])
-    with by_time:
+    tabs = st.tabs(["Top layers by time", "Time by layer type", "Top layers by memory", "Memory per layer",
+                    "Precision per layer", "Roofline per layer"])
+    with tabs[0]:
         top = top_layers(layers, "time_avg_ms")
         st.altair_chart(alt.Chart(top).mark_bar().encode(
             alt.X("time_avg_ms:Q", title="mean ms"), alt.Y("name:N", sort="-x", title=None, axis=alt.Axis(labelOverlap=False, labelLimit=320)),
             tooltip=["name", "type", "time_avg_ms", "time_share_percent"]).properties(height=22 * len(top) + 40),
             width="stretch")
-        st.dataframe(top, hide_index=True)
-    with by_memory:
+        st.dataframe(top[["layer_index", "name", "type", "time_avg_ms", "time_share_percent", "tactic"]],
+                     hide_index=True, column_config={
+                         "time_avg_ms": st.column_config.NumberColumn("mean ms", format="%.4g"),
+                         "time_share_percent": st.column_config.NumberColumn("time share", format="%.2f %%")})
+    with tabs[1]:
+        by_type = time_by_type(layers, kinds)
+        st.altair_chart(alt.Chart(by_type).mark_bar().encode(
+            alt.X("share_percent:Q", title="% of the layer time (of its kind)"),
+            alt.Y("type:N", sort="-x", title=None, axis=alt.Axis(labelLimit=320)), color=alt.Color("kind:N"),
+            tooltip=["kind", "type", "layers", alt.Tooltip("time_ms:Q", format=".4g"),
+                     alt.Tooltip("share_percent:Q", format=".1f")]).properties(height=22 * len(by_type) + 40),
+            width="stretch")
+        st.dataframe(by_type, hide_index=True, column_config={
+            "time_ms": st.column_config.NumberColumn("Σ ms", format="%.4g"),
+            "share_percent": st.column_config.NumberColumn("share", format="%.1f %%")})
+    with tabs[2]:
         top = top_layers(layers, "total_bytes")
         if top.empty:
-            st.info("No layer has a known size (dynamic shapes).")
+            st.info("No layer has a known size (dynamic shapes, or rows that name no tensors).")
         else:
             st.altair_chart(alt.Chart(top.assign(MiB=top.total_bytes / 2**20)).mark_bar().encode(
                 alt.X("MiB:Q", title="input + weights + output (MiB)"), alt.Y("name:N", sort="-x", title=None, axis=alt.Axis(labelOverlap=False, labelLimit=320)),
                 tooltip=["name", "type", "input_bytes", "weight_bytes", "output_bytes"]
             ).properties(height=22 * len(top) + 40), width="stretch")
-            st.dataframe(top, hide_index=True)
+            st.dataframe(memory_table(layers).head(len(top)), hide_index=True, column_config=MIB)
+    with tabs[3]:
+        memory_tab(layers)
+    with tabs[4]:
+        precision_tab(layers)
+    with tabs[5]:
+        roofline_tab(layers)
     downloads(layers, f"layers-{cell_id[:8]}", "cell-layers")
 
-    st.subheader("Engine graph")
-    if shutil.which("dot") is None:
-        st.info("Drawing the graph needs graphviz's `dot` program (apt-get install graphviz).")
-    elif len(layers) > GRAPH_LAYER_LIMIT and not st.button(f"Draw the graph of {len(layers)} layers"):
-        st.caption(f"{len(layers)} layers: drawing takes a while, so it waits for the button.")
+    if has_layer_edges(layers):
+        graph_section(layers)
     else:
-        from farm.layers.graph import render
-
-        title = f"{cell.model} · {cell.precision} · batch {cell.batch} · {cell.backend} · cell {cell_id[:8]}"
-        svg = render(graph_rows(layers), title, "svg")
-        with st.container(height=600):
-            st.image(svg.decode(), width="content")
-        st.download_button("Graph (SVG)", svg, file_name=f"engine-{cell_id[:8]}.svg", mime="image/svg+xml",
-                           icon=":material/download:", on_click="ignore")
+        list_section(layers)
 
 st.subheader("Provenance")
 row = snap.query("SELECT * FROM cells WHERE cell_id = ?", [cell_id]).iloc[0]
