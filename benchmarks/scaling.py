@@ -6,7 +6,9 @@
 
 Real: `farm sweep SWEEP --gpus N` into a fresh warehouse per N (under --scratch), timed from
 outside; then the warehouse's `cells` (started_at, finished_at, worker: which GPU of which Ray
-node) give each GPU's busy time, and idle = the cell phase (first start to last finish) - busy.
+node) give each GPU's busy time, and idle = the cell phase (first start to last finish) - busy;
+the seconds before the first cell (start-up) and after the last are printed beside it. With
+--scratch, counts measured in earlier calls join the table (figures.json there).
 Simulated (`--simulate`): the farm's scheduler (farm.scheduler.simulate) over N logical GPUs in
 virtual time, each cell lasting its recorded duration (the median of the same model, backend,
 options, precision and batch in --durations-from's warehouse; else farm.executor.costs' prior),
@@ -17,6 +19,7 @@ Targets (issue 16, 4 GPUs of one host): the 18-cell sweep >= 3.6x of 1 GPU, gpu-
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import tempfile
@@ -85,36 +88,49 @@ def clear_compile_caches() -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def real(sweep: Path, gpus: int, scratch: Path, cold: bool = False) -> tuple[float, list[float]]:
-    """(wall seconds, idle seconds per GPU) of `farm sweep SWEEP --gpus N` into a fresh warehouse."""
+def real(sweep: Path, gpus: int, scratch: Path, cold: bool = False) -> tuple[float, list[float], dict]:
+    """(wall seconds, idle seconds per GPU, phases) of `farm sweep SWEEP --gpus N` into a fresh
+    warehouse; phases: seconds before the first cell started (start-up: Ray, workers, planning),
+    the cell phase (first start to last finish), after the last finished (summary, shutdown)."""
+    import datetime as dt
+
     from farm.warehouse import Warehouse
 
     results = scratch / f"gpus{gpus}"
     if cold:
         clear_compile_caches()
+    began = dt.datetime.now(dt.timezone.utc)
     start = time.perf_counter()
     subprocess.run([sys.executable, "-m", "farm", "sweep", str(sweep), "--results", str(results),
                     "--gpus", str(gpus), "--force"], cwd=ROOT, check=False)
     wall = time.perf_counter() - start
     rows = Warehouse(results).connect().execute(
-        "SELECT started_at, finished_at, worker FROM cells WHERE worker LIKE 'cuda worker%'").fetchall()
+        "SELECT started_at, finished_at, worker, status FROM cells WHERE worker LIKE 'cuda worker%'").fetchall()
     if not rows:
-        return wall, []
-    phase = (max(r[1] for r in rows) - min(r[0] for r in rows)).total_seconds()
+        return wall, [], {}
+    first, last = min(r[0] for r in rows), max(r[1] for r in rows)
+    phase = (last - first).total_seconds()
+    phases = {"before_s": (first - began).total_seconds(), "cells_s": phase,
+              "after_s": wall - (last - began).total_seconds(), "cells": len(rows),
+              "not_ok": sum(1 for r in rows if r[3] != "ok")}
     busy: dict[str, float] = {}
     for started, finished, worker in rows:  # a GPU: its Ray GPU id on its node (actors come and go)
         gpu = worker.split(", Ray GPU ", 1)[-1].split(",")[0] + " " + worker.rsplit("Ray node ", 1)[-1]
         busy[gpu] = busy.get(gpu, 0.0) + (finished - started).total_seconds()
-    return wall, [phase - b for b in busy.values()]
+    return wall, [phase - b for b in busy.values()], phases
 
 
-def table(title: str, figures: dict[int, tuple[float, list[float]]]) -> None:
+def table(title: str, figures: dict[int, tuple]) -> None:
     print(f"\n{title}")
-    print(f"{'GPUs':>4} {'wall s':>8} {'speedup':>8} {'efficiency':>10}  idle s per GPU")
+    print(f"{'GPUs':>4} {'wall s':>8} {'speedup':>8} {'efficiency':>10} {'before':>7} {'cells':>7} {'after':>6} "
+          f"{'not ok':>6}  idle s per GPU")
     one = figures[1][0] if 1 in figures else None  # speedup only against a measured 1-GPU run
-    for n, (wall, idle) in sorted(figures.items()):
+    for n, (wall, idle, *rest) in sorted(figures.items()):
         speedup = f"{one / wall:>7.2f}x {100 * one / wall / n:>9.0f}%" if one else f"{'-':>8} {'-':>10}"
-        print(f"{n:>4} {wall:>8.1f} {speedup}  " + " ".join(f"{i:.1f}" for i in idle))
+        phases = rest[0] if rest else {}
+        split = (f"{phases['before_s']:>7.1f} {phases['cells_s']:>7.1f} {phases['after_s']:>6.1f} "
+                 f"{phases['not_ok']:>6}" if phases else f"{'':>7} {'':>7} {'':>6} {'':>6}")
+        print(f"{n:>4} {wall:>8.1f} {speedup} {split}  " + " ".join(f"{i:.1f}" for i in idle))
     if one is None:
         print("(no 1-GPU run among these: speedup and efficiency need --gpus 1 in the same call)")
 
@@ -140,8 +156,15 @@ def main() -> None:
     if args.sweep is None:
         parser.error("give a sweep file, or --quick")
     scratch = args.scratch or Path(tempfile.mkdtemp(prefix="scaling-"))
-    table(f"real sweeps of {args.sweep} (warehouses under {scratch})",
-          {n: real(args.sweep, n, scratch, args.cold) for n in counts})
+    # each count's figures are kept in the scratch folder, so counts run in separate calls (a
+    # device's per-call time limit) make one table: the last call prints every count measured
+    kept = scratch / "figures.json"
+    figures = {int(n): tuple(v) for n, v in json.loads(kept.read_text()).items()} if kept.is_file() else {}
+    for n in counts:
+        figures[n] = real(args.sweep, n, scratch, args.cold)
+        kept.write_text(json.dumps(figures))
+    table(f"real sweeps of {args.sweep} (warehouses under {scratch}; seconds before the first cell, "
+          "of the cell phase, after the last)", figures)
 
 
 if __name__ == "__main__":

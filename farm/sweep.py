@@ -6,6 +6,7 @@ import dataclasses
 import datetime as dt
 import secrets
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from rich.console import Console
@@ -15,7 +16,8 @@ from farm import __version__
 from farm.callbacks import Callback, CallbackList
 from farm.config import LoadedConfig, load_config
 from farm.display import ProgressDisplay, render_table
-from farm.executor import DEFAULT_CELL_TIMEOUT_S, DEFAULT_WORKER_MEMORY, make_executor
+from farm.cuda import visible_gpu_count
+from farm.executor import DEFAULT_CELL_TIMEOUT_S, DEFAULT_WORKER_MEMORY, Executor, make_executor
 from farm.executor.costs import expected_seconds, history_from_rows
 from farm.plan import Plan, plan_sweep
 from farm.provenance import farm_commit, host_info
@@ -66,7 +68,10 @@ def run_sweep(config_path: str | Path, results: str | Path, *, force: bool = Fal
     # file (a ConfigError) leaves nothing written, not even the lock file. (Planning writes only
     # zoo models into the cache, each whole or not at all.)
     warehouse.refuse_writer()
-    planned = plan_sweep(loaded, warehouse.cache_dir)
+    runner = make_executor(executor, address=address, max_retries=retries, gpus=gpus,
+                           worker_memory=worker_memory, cell_timeout_s=cell_timeout_s)
+    planned = plan_while_workers_start(loaded, warehouse, runner, early=executor == "ray" and bool(
+        address or visible_gpu_count()))
     # One writer at a time: a second sweep (or ingest) on this warehouse stops here, naming this
     # one; and what looks like leftovers (temporary files, unfinished cells) is nobody's work in
     # progress while we hold the lock.
@@ -76,15 +81,33 @@ def run_sweep(config_path: str | Path, results: str | Path, *, force: bool = Fal
             console.print(f"[yellow]removed {len(leftovers)} temporary file(s) left by an interrupted run[/yellow]",
                           soft_wrap=True)
         try:
-            return _run_locked(loaded, planned, warehouse, console, force=force, executor=executor, address=address,
-                               retries=retries, gpus=gpus, worker_memory=worker_memory,
-                               cell_timeout_s=cell_timeout_s)
+            return _run_locked(loaded, planned, warehouse, console, runner, force=force, executor=executor,
+                               address=address)
         finally:
+            runner.close()  # workers started early and never used, if the run ended before its cells
             warehouse.remove_leftovers()  # what this run's cells left in the temp area, even when it failed
 
 
-def _run_locked(loaded: LoadedConfig, plan: Plan, warehouse: Warehouse, console: Console, *, force: bool, executor: str, address: str | None,
-                retries: int, gpus: int | None, worker_memory: str, cell_timeout_s: float | None) -> SweepOutcome:
+def plan_while_workers_start(loaded: LoadedConfig, warehouse: Warehouse, runner: Executor, early: bool) -> Plan:
+    """Plan the sweep. With `early` (Ray, on a GPU machine or a cluster) and a sweep the warehouse
+    has never run, the GPU workers start meanwhile: Ray, the actors, and in each actor's cell
+    process the engines' imports and the GPU's CUDA context overlap model generation, instead of
+    following it and then slowing every GPU's first cell. A rerun (resume) plans first, as it may
+    have nothing to run."""
+    if not early or warehouse.table_files(loaded.config.name, "sweeps"):
+        return plan_sweep(loaded, warehouse.cache_dir)
+    with ThreadPoolExecutor(1, thread_name_prefix="farm-plan") as pool:
+        planning = pool.submit(plan_sweep, loaded, warehouse.cache_dir)
+        try:
+            runner.start_gpu_workers()
+            return planning.result()
+        except BaseException:
+            runner.close()  # a ConfigError, Ctrl-C: nothing left running (the pool waits for the plan)
+            raise
+
+
+def _run_locked(loaded: LoadedConfig, plan: Plan, warehouse: Warehouse, console: Console, runner: Executor, *,
+                force: bool, executor: str, address: str | None) -> SweepOutcome:
     prepared = warehouse.prepare_sweep(plan.sweep)
     for path, problem, moved_to in prepared.moved:
         table = path.parent.name
@@ -125,10 +148,8 @@ def _run_locked(loaded: LoadedConfig, plan: Plan, warehouse: Warehouse, console:
     callbacks = CallbackList([WarehouseWriter(warehouse, run_id, loaded.config_hash), ProgressDisplay(console)])
     callbacks.on_sweep_start(todo)
     try:
-        make_executor(executor, address=address, max_retries=retries, gpus=gpus,
-                      worker_memory=worker_memory, cell_timeout_s=cell_timeout_s,
-                      expected_s=expected_seconds(todo, _durations(warehouse))).run(
-            todo, warehouse.cache_dir, callbacks)
+        runner.expected_s = expected_seconds(todo, _durations(warehouse))
+        runner.run(todo, warehouse.cache_dir, callbacks)
     finally:
         callbacks.on_sweep_end()
     warehouse.write_sweep_run({**sweep_row, "finished_at": dt.datetime.now(dt.timezone.utc)})

@@ -108,6 +108,55 @@ def test_gpu_limit(ray_two_gpus, tmp_path: Path) -> None:
     assert [w["kind"] for w in executor.workers] == ["cuda"]
 
 
+
+def test_gpu_workers_started_early_run_the_cells_and_unused_ones_are_stopped(ray_two_gpus, tmp_path: Path) -> None:
+    """farm.sweep starts the GPU workers while it plans (start_gpu_workers): run() uses those
+    actors rather than starting others, and a run with no GPU cell stops them before its CPU phase."""
+    plan = make_plan(tmp_path, MIXED)
+    cuda = [c for c in plan.cells if c.device_kind == "cuda"]
+    executor = RayExecutor()
+    executor.start_gpu_workers()
+    early = [w["pid"] for w in executor.workers]
+    assert len(early) == 2 and ray.available_resources().get("GPU", 0) == 0  # both GPUs held, before any cell
+    recorder = Recorder()
+    executor.run(cuda, tmp_path / "cache", recorder)
+    assert [w["pid"] for w in executor.workers] == early  # no second set of GPU actors
+    assert {recorder.results[c.cell_id].worker["pid"] for c in cuda} == set(early)
+    # a cell process started early was prepared for CUDA (here: no GPU, so the cells are skipped as before)
+    assert all(recorder.results[c.cell_id].status == "skipped" for c in cuda)
+
+    cpu_only = RayExecutor()
+    cpu_only.start_gpu_workers()
+    cpu_cells = [c for c in plan.cells if c.device_kind != "cuda"]
+    cpu_only.run(cpu_cells, tmp_path / "cache", Recorder())
+    assert [w["kind"] for w in cpu_only.workers] == ["cuda", "cuda", "cpu"]
+    _wait_for(lambda: ray.available_resources().get("GPU", 0) == 2)  # the early GPU actors were stopped
+    cpu_only.close()  # idempotent
+
+
+
+def test_a_sweep_file_mistake_found_while_gpu_workers_start_leaves_none_running(ray_two_gpus, tmp_path: Path) -> None:
+    from farm.config import ConfigError
+    from farm.sweep import plan_while_workers_start
+    from farm.warehouse import Warehouse
+
+    tiny_cnn(tmp_path / "tiny.onnx")  # a model-aware mistake: found by planning, not by loading the file
+    loaded = load_config(write_sweep(tmp_path, 'name = "typo"\n[[models]]\nsource = "tiny.onnx"\n'
+                                               'dims = { no_such_dim = 3 }\n'))
+    runner = RayExecutor()
+    with pytest.raises(ConfigError, match="no_such_dim"):
+        plan_while_workers_start(loaded, Warehouse(tmp_path / "results"), runner, early=True)
+    assert runner.workers  # the GPU workers had started meanwhile ...
+    _wait_for(lambda: ray.available_resources().get("GPU", 0) == 2)  # ... and were stopped
+
+
+def _wait_for(condition, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.2)
+
+
 SLOW = """
 name = "slow"
 [[models]]

@@ -74,8 +74,16 @@ class CellEvents(Protocol):
 
 
 class Executor(Protocol):
+    expected_s: dict[str, float] | None  # each cell id's expected seconds, for the order cells start in
+
+    def start_gpu_workers(self) -> None:
+        """Start what runs GPU cells before the cells are known (nothing, where nothing needs starting)."""
+
     def run(self, cells: list[Cell], cache_dir: Path, callbacks: CellEvents) -> None:
-        """Run every cell and report each result through `callbacks.on_cell_result`."""
+        """Run every cell and report each result through `callbacks.on_cell_result`; then close()."""
+
+    def close(self) -> None:
+        """Stop whatever start_gpu_workers or run started and still runs. Idempotent."""
 
 
 def make_executor(name: str, address: str | None = None, max_retries: int = 2,

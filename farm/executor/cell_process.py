@@ -56,8 +56,10 @@ class CellDeath:
 class CellProcess:
     """A child process that runs cells one at a time, under a memory limit (bytes, None: none)."""
 
-    def __init__(self, memory_limit_bytes: int | None = None, timeout_s: float | None = None) -> None:
+    def __init__(self, memory_limit_bytes: int | None = None, timeout_s: float | None = None,
+                 warm_up: str | None = None) -> None:
         self.memory_limit_bytes = memory_limit_bytes
+        self.warm_up = warm_up  # a device kind ('cuda') the child prepares as it starts (farm.cell_runner.warm_up)
         self.timeout_s = timeout_s  # a cell still running after this long is stopped (None: never)
         self.proc: subprocess.Popen | None = None
         self.conn: Connection | None = None
@@ -76,7 +78,7 @@ class CellProcess:
         fd = theirs.fileno()
         try:
             self.proc = subprocess.Popen([sys.executable, "-m", "farm.executor.cell_process", str(fd),
-                                          str(os.getpid())], pass_fds=[fd], start_new_session=True,
+                                          str(os.getpid()), self.warm_up or ""], pass_fds=[fd], start_new_session=True,
                                          stdin=subprocess.DEVNULL)
         except OSError as exc:
             ours.close()
@@ -236,12 +238,14 @@ def _watch_parent(parent: int) -> None:
                 os._exit(1)
 
 
-def child_main(fd: int, parent: int) -> None:
-    from farm.cell_runner import run_cell
+def child_main(fd: int, parent: int, warm_up_kind: str = "") -> None:
+    from farm.cell_runner import run_cell, warm_up
 
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True, name="watch-parent").start()
     conn = Connection(fd)
     conn.send(("ready", os.getpid()))
+    if warm_up_kind:  # after "ready": the worker is not kept waiting; a cell sent meanwhile waits in the pipe
+        warm_up(warm_up_kind)
     while True:
         try:
             cell, cache_dir = conn.recv()
@@ -252,4 +256,4 @@ def child_main(fd: int, parent: int) -> None:
 
 
 if __name__ == "__main__":
-    child_main(int(sys.argv[1]), int(sys.argv[2]))
+    child_main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else "")

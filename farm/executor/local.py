@@ -12,6 +12,14 @@ from farm.cell_runner import run_cell
 class LocalExecutor:
     """No scheduler needed: one slot, and no retries (a cell that kills this process ends the sweep)."""
 
+    expected_s: dict[str, float] | None = None  # the plan's order is kept
+
+    def start_gpu_workers(self) -> None:
+        """Nothing to start: cells run in this process."""
+
+    def close(self) -> None:
+        """Nothing to stop."""
+
     def run(self, cells: list[Cell], cache_dir: Path, callbacks: CellEvents) -> None:
         for cell in cells:
             callbacks.on_cell_start(cell)

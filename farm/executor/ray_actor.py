@@ -23,14 +23,16 @@ class CellWorker:
     """The actor: hands cells one at a time to its cell process, on the device Ray gave it."""
 
     def __init__(self, kind: str, log_queue, memory_limit: MemoryLimit, workers_on_node: int,
-                 cell_timeout_s: float | None = None) -> None:
+                 cell_timeout_s: float | None = None, warm_up: bool = False) -> None:
         import psutil
 
         self.kind = kind
         self.log_queue = log_queue
         self.cores = _size_thread_pools()  # before the cell process starts: it inherits the settings
         self.memory_limit_bytes = memory_limit.for_worker(psutil.virtual_memory().total, workers_on_node)
-        self.cells = CellProcess(self.memory_limit_bytes, cell_timeout_s)
+        # warm_up: each cell process opens the GPU and imports the engines as it starts (before its
+        # first cell arrives), so a GPU's first cell is not seconds slower than the others
+        self.cells = CellProcess(self.memory_limit_bytes, cell_timeout_s, warm_up=kind if warm_up else None)
         try:
             self.cells.start()  # now, so the first cell does not wait for it
         except RuntimeError:  # killed while starting: run() starts another

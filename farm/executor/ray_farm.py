@@ -76,50 +76,87 @@ class RayExecutor:
         self.cell_timeout_s = cell_timeout_s
         self.start_errors: list[str] = []  # why actors that never started did not
         self.workers: list[dict[str, Any]] = []  # describe() of every actor started
+        self._slots: list[_Slot] = []  # every slot started, for close()
+        self._gpu_slots: list[_Slot] | None = None  # None: not started yet
+        self._log_queue: Any = None
+        self._started_ray = False
+
+    def start_gpu_workers(self) -> None:
+        """Start Ray and the GPU actors now, before the cells are known (farm.sweep calls this while
+        it plans): each actor's cell process then imports the engines and opens its GPU's CUDA
+        context while the driver generates models, instead of inside every GPU's first cell.
+        Nothing else changes: `run` uses these actors, and stops them like its own."""
+        self._ensure_ray()
+        if self._gpu_slots is None:
+            self._gpu_slots = self._start_slots("cuda", self._log_queue)
 
     def run(self, cells: list[Cell], cache_dir: Path, callbacks: CellEvents) -> None:
+        try:
+            self._ensure_ray()
+            import ray
+
+            model_refs = {}
+            for cell in cells:
+                if not cell.model.error and cell.model.sha256 not in model_refs:
+                    model_refs[cell.model.sha256] = ray.put(cell.model.path.read_bytes())
+            gpu_cells = [c for c in cells if c.device_kind == "cuda"]
+            if gpu_cells and self._gpu_slots is None:
+                self._gpu_slots = self._start_slots("cuda", self._log_queue)
+            gpu_slots = self._gpu_slots or []
+            if not gpu_cells and gpu_slots:  # started early, and no cell wants them: free the GPUs
+                self._stop_slots(gpu_slots)
+                gpu_slots = []
+            # Without GPU actors, CUDA cells go to the CPU actors, which record them as skipped.
+            cpu_cells = [c for c in cells if c.device_kind != "cuda" or not gpu_slots]
+            if gpu_slots and gpu_cells:
+                self._run_phase(gpu_cells, gpu_slots, cache_dir, model_refs, self._log_queue, callbacks)
+            if cpu_cells:
+                cpu_slots = self._start_slots("cpu", self._log_queue)
+                self._run_phase(cpu_cells, cpu_slots, cache_dir, model_refs, self._log_queue, callbacks)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Stop every actor started, and Ray where this executor started it. Idempotent."""
+        self._stop_slots(self._slots)
+        self._slots, self._gpu_slots = [], None
+        if self._started_ray:
+            import ray
+
+            self._started_ray = False
+            ray.shutdown()
+
+    def _ensure_ray(self) -> None:
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         if not self.address:
             use_loopback_only()
         import ray
 
-        started_here = not ray.is_initialized()
-        if started_here:
+        if self._log_queue is not None:
+            return
+        if not ray.is_initialized():
+            self._started_ray = True
             if self.address:
                 ray.init(address=self.address, logging_level=logging.WARNING, log_to_driver=False)
             else:
                 ray.init(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False,
                          configure_logging=False)
         _terminate_like_ctrl_c()
-        slots: list[_Slot] = []
-        try:
-            from ray.util.queue import Queue
+        from ray.util.queue import Queue
 
-            log_queue = Queue(actor_options={"num_cpus": 0})
-            model_refs = {}
-            for cell in cells:
-                if not cell.model.error and cell.model.sha256 not in model_refs:
-                    model_refs[cell.model.sha256] = ray.put(cell.model.path.read_bytes())
-            gpu_cells = [c for c in cells if c.device_kind == "cuda"]
-            gpu_slots = self._start_slots("cuda", log_queue) if gpu_cells else []
-            slots += gpu_slots
-            # Without GPU actors, CUDA cells go to the CPU actors, which record them as skipped.
-            cpu_cells = [c for c in cells if c.device_kind != "cuda" or not gpu_slots]
-            if gpu_slots and gpu_cells:
-                self._run_phase(gpu_cells, gpu_slots, cache_dir, model_refs, log_queue, callbacks)
-            if cpu_cells:
-                cpu_slots = self._start_slots("cpu", log_queue)
-                slots += cpu_slots
-                self._run_phase(cpu_cells, cpu_slots, cache_dir, model_refs, log_queue, callbacks)
-        finally:
-            stopping = [s.actor.stop.remote() for s in slots if s.actor is not None]
-            if stopping:
-                ray.wait(stopping, num_returns=len(stopping), timeout=10)  # cell processes end with their group
-            for slot in slots:
-                if slot.actor is not None:
-                    ray.kill(slot.actor)
-            if started_here:
-                ray.shutdown()
+        self._log_queue = Queue(actor_options={"num_cpus": 0})
+
+    @staticmethod
+    def _stop_slots(slots: list[_Slot]) -> None:
+        import ray
+
+        stopping = [s.actor.stop.remote() for s in slots if s.actor is not None]
+        if stopping:
+            ray.wait(stopping, num_returns=len(stopping), timeout=10)  # cell processes end with their group
+        for slot in slots:
+            if slot.actor is not None:
+                ray.kill(slot.actor)
+                slot.actor = None
 
     # --- actors -----------------------------------------------------------------------------------
 
@@ -139,6 +176,7 @@ class RayExecutor:
             slots += [_Slot(kind, node["NodeID"], count, accelerators) for _ in range(count)]
         for slot in slots:
             self._launch(slot, log_queue)
+        self._slots += slots
         self._await_started(slots, log_queue)
         return [s for s in slots if s.actor is not None]
 
@@ -152,7 +190,8 @@ class RayExecutor:
         if slot.kind == "cuda":
             options["num_gpus"] = 1
         slot.actor = _remote_worker().options(**options).remote(
-            slot.kind, log_queue, self.memory_limit, slot.workers_on_node, self.cell_timeout_s)
+            slot.kind, log_queue, self.memory_limit, slot.workers_on_node, self.cell_timeout_s,
+            warm_up=slot.kind == "cuda")
 
     def _await_started(self, slots: list[_Slot], log_queue) -> None:
         """Wait for the actors to describe themselves; relaunch those that fail, a few times."""
