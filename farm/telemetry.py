@@ -4,7 +4,7 @@
 last counted repeat, so build, warm-up, the accuracy check and layer profiling are outside it. At
 both ends it reads the board's total-energy counter (nvmlDeviceGetTotalEnergyConsumption, mJ since
 the driver loaded; Volta or newer); between them a background thread samples power, SM and memory
-clocks, temperature, utilization and the current clock-event (throttle) reasons every `PERIOD_S`.
+clocks, temperature, utilization and the current clock-event (throttle) reasons every `PERIOD_S` (200 ms).
 `row` turns that into the `measurements` columns in `COLUMNS` (docs/warehouse.md has their units);
 what cannot be read stays null and `telemetry_note` says why (no NVML, a CPU cell, a reading the
 GPU lacks).
@@ -21,11 +21,13 @@ import threading
 import time
 from typing import Any, Callable
 
-# 50 ms: NVML refreshes the power reading and the energy counter every 20-100 ms and averages
-# utilization over 1/6 s to 1 s, so a faster thread would mostly re-read the same values; 20 Hz
-# still gives 60 samples per 3 s repeat. Each wake is six NVML calls, each handing the GIL back to
-# the timed loop: benchmarks/telemetry_overhead.py measures what that costs (target: under 1 %).
-PERIOD_S = 0.050
+# 200 ms: energy comes from the total-energy counter read at both ends of the window, not from
+# the samples, so the samples only need to catch clocks, temperature, utilization (which NVML
+# averages over 1/6 s to 1 s anyway) and throttle reasons: 5 a second, 15 per three 1 s repeats.
+# Each wake is six NVML calls, each handing the GIL back to a host-bound timed loop; at 50 ms the
+# batch-1 cells measured 4-9 % slower with telemetry on (H100, benchmarks/telemetry_overhead.py),
+# and a model of the sampler here cost a pure-Python loop 1-5 % at 50 ms, under 0.5 % at 200 ms.
+PERIOD_S = 0.200
 # The energy counter moves in steps of 20-100 ms: a window shorter than this gets a note.
 SHORT_WINDOW_S = 1.0
 
