@@ -141,3 +141,49 @@ def test_ingested_engines_are_engine_layers_and_onnxruntime_rows_graph_ops(wareh
     reason = layers_not_comparable(snap.cell_file(ort, "layers"), snap.cell_file(engine, "layers"),
                                    "onnxruntime", "tensorrt")
     assert "ONNX graph ops" in reason and "TensorRT engine layers" in reason
+
+
+def test_cell_page_of_kernels_is_a_searchable_list_and_the_default_cell_has_edges(monkeypatch, kinds: Path) -> None:
+    """A compiled cell's kernels name no tensors: the Cell page lists them (searchable) instead of
+    drawing unconnected boxes; with no cell asked for, the page opens the eager cell, whose graph ops
+    have edges."""
+    from farm.dashboard.layers import default_cell, has_layer_edges
+
+    snap = Snapshot(kinds)
+    eager, compiled = eager_and_compiled(snap)
+    assert default_cell(snap) == eager and has_layer_edges(snap.cell_file(eager, "layers"))
+    at = open_page(monkeypatch, kinds, "cell")
+    assert at.selectbox(key="cell-cell").value == eager
+    assert "Engine graph" in [s.value for s in at.subheader]
+
+    kernels = snap.cell_file(compiled, "layers")
+    at = open_page(monkeypatch, kinds, "cell", cell=compiled)
+    assert "Engine graph" not in [s.value for s in at.subheader] and "Layers in execution order" in [
+        s.value for s in at.subheader]
+    listed = next(d.value for d in at.dataframe if "total_mib" in d.value.columns and "tactic" not in d.value)
+    assert listed.name.tolist() == kernels.sort_values("layer_index").name.tolist()
+    word = kernels.name.iloc[0].split("_")[0]  # e.g. "triton" or "cpp"
+    at.text_input(key="layer-search").set_value(word).run()
+    listed = next(d.value for d in at.dataframe if "total_mib" in d.value.columns and "tactic" not in d.value)
+    expected = [n for n in kernels.sort_values("layer_index").name if word.lower() in n.lower()]
+    assert listed.name.tolist() == expected and f"{len(expected)} of {len(kernels)} layers match" in texts(at)
+
+
+def test_diff_of_two_engines_with_no_layer_in_common_says_so(monkeypatch, tmp_path: Path) -> None:
+    """Same kind (engine layers), nothing matches: no total is set against the other, no colour."""
+    from tests.ingest.test_trt_fixtures import SEEDS
+
+    results = tmp_path / "results"
+    for files in (["fpn_int8.profile.json", "fpn_int8.build_verbose.log"],
+                  ["centernet_int8.layer_info.log", "centernet_int8.profile.json"]):
+        assert main(["ingest", *[str(SEEDS / f) for f in files], "--results", str(results)]) == 0
+    snap = Snapshot(results)
+    fpn = snap.cell_frame[snap.cell_frame.model == "fpn_int8"].cell_id.iloc[0]
+    centernet = snap.cell_frame[snap.cell_frame.model == "centernet_int8"].cell_id.iloc[0]
+    at = open_page(monkeypatch, results, "diff", a=fpn, b=centernet)
+    shown = metrics(at)
+    assert shown["Matched layers"] == "0" and shown["Only in A"] == "113" and shown["Only in B"] == "54"
+    assert not any(label.startswith("Σ") for label in shown)
+    assert not any(m.delta for m in at.metric)
+    warning = next(w.value for w in at.warning if "No layer of A matched" in w.value)
+    assert "only in A 113 layers, 4.871 ms; only in B 54 layers, 2.596 ms" in warning

@@ -89,16 +89,30 @@ for side, cell_id, frame in (("A", a_id, layers_a), ("B", b_id, layers_b)):
         st.warning(f"{side}: {note}.")
 diff = layer_diff(layers_a, layers_b, a.backend, b.backend)
 matched = diff[diff.match == "both"]
-columns = st.columns(4)
+only_a, only_b = diff[diff.match == "only A"], diff[diff.match == "only B"]
+columns = st.columns(5)
 columns[0].metric("Matched layers", len(matched))
-columns[1].metric("Only in A", int((diff.match == "only A").sum()))
-columns[2].metric("Only in B", int((diff.match == "only B").sum()))
-total_a, total_b = layers_a.time_avg_ms.sum(), layers_b.time_avg_ms.sum()
-columns[3].metric("Σ layer time B − A (ms)", f"{total_b - total_a:+.4g}",
-                  delta=f"{(total_b - total_a) / total_a:+.1%}" if total_a else None, delta_color="inverse")
-st.caption(f"Rows: {kind or 'of unknown kind'}. Σ layer time A {total_a:.4g} ms, B {total_b:.4g} ms; memory A "
-           f"{human_bytes(layers_a.total_bytes.sum(min_count=1))}, B {human_bytes(layers_b.total_bytes.sum(min_count=1))}. Layers match by name, with TensorRT's renamings undone; "
-           "sorted by the size of the time change.")
+columns[1].metric("Only in A", len(only_a))
+columns[2].metric("Only in B", len(only_b))
+unmatched = (f"Unmatched: only in A {len(only_a)} layers, {only_a.time_avg_ms_a.sum():.4g} ms; only in B "
+             f"{len(only_b)} layers, {only_b.time_avg_ms_b.sum():.4g} ms (not set against anything).")
+if matched.empty:  # no per-layer comparison, and no total that would pass for one
+    st.warning(f"No layer of A matched a layer of B by name (with TensorRT's renamings undone): the two cells' "
+               f"layers cannot be compared one by one, and their totals are not set against each other. {unmatched}")
+else:
+    all_a, all_b = layers_a.time_avg_ms.sum(), layers_b.time_avg_ms.sum()
+    total_a, total_b = matched.time_avg_ms_a.sum(), matched.time_avg_ms_b.sum()
+    columns[3].metric("Σ layer time B − A (ms)", f"{all_b - all_a:+.4g}",
+                      help="all layers of both cells (rows of the same kind), matched or not: not coloured")
+    columns[4].metric("Σ matched layer time B − A (ms)", f"{total_b - total_a:+.4g}",
+                      delta=f"{(total_b - total_a) / total_a:+.1%}" if total_a else None, delta_color="inverse",
+                      help="the matched layers only: red where B is slower, green where faster")
+    st.caption(f"Rows: {kind or 'of unknown kind'}, on both sides. Σ over the {len(matched)} matched layers: A "
+               f"{total_a:.4g} ms, B {total_b:.4g} ms (all layers: A {all_a:.4g} ms, B {all_b:.4g} ms); memory A "
+               f"{human_bytes(layers_a.total_bytes.sum(min_count=1))}, B "
+               f"{human_bytes(layers_b.total_bytes.sum(min_count=1))}. Layers match by name, with TensorRT's "
+               "renamings undone; sorted by the size of the time change. "
+               + (unmatched if len(only_a) + len(only_b) else ""))
 changed = pd.DataFrame({  # plain floats and strings: what the chart needs, nothing nullable
     "layer": matched.name_a.astype(str), "name_b": matched.name_b.astype(str),
     "time_delta_ms": matched.time_delta_ms.astype(float), "time_avg_ms_a": matched.time_avg_ms_a.astype(float),
@@ -106,7 +120,7 @@ changed = pd.DataFrame({  # plain floats and strings: what the chart needs, noth
     "time_delta_percent": matched.time_delta_percent.astype(float)}).head(15)
 changed["direction"] = changed.time_delta_ms.map(lambda d: "B slower" if d > 0 else "B faster")
 if not changed.empty:
-    st.markdown("**Largest per-layer time changes** (red: B slower, green: B faster)")
+    st.markdown("**Largest per-layer time changes of matched layers** (red: B slower, green: B faster)")
     st.altair_chart(alt.Chart(changed).mark_bar().encode(
         alt.X("time_delta_ms:Q", title="B − A (ms per query)"),
         alt.Y("layer:N", sort="x", title=None, axis=alt.Axis(labelOverlap=False, labelLimit=320)),
