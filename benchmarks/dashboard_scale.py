@@ -125,6 +125,119 @@ def generate(root: Path, cells: int, layers: int, samples: int) -> None:
                             "finished_at": [start + timedelta(seconds=made + 1)], "duration_s": [1.0]})
 
 
+def generate_compacted(root: Path, cells: int, per_sweep: int, layers: int, samples: int) -> None:
+    """The same synthetic cells, written straight into compacted blocks (the layout `farm compact`
+    leaves: BLOCK_CELLS cells per file per table, listed in each sweep's compaction.json), so that
+    100,000 cells take a minute, not the hour that 700,000 per-cell files would."""
+    from farm.warehouse import Warehouse
+    from farm.warehouse.compact import BLOCK_CELLS
+    from farm.warehouse.layout import Block, Compaction, part_name
+
+    rng = np.random.default_rng(0)
+    start = datetime(2026, 11, 1, tzinfo=timezone.utc)
+    warehouse = Warehouse(root)
+    variants = max(1, per_sweep // (len(MODELS) * len(PRECISIONS) * len(BATCHES)))
+    for s, first in enumerate(range(0, cells, per_sweep)):
+        sweep, size = f"scale{s}", min(per_sweep, cells - first)
+        sweep_dir = root / sweep
+        write("sweeps", sweep_dir, "run0", {
+            "run_id": ["run0"], "sweep_id": [sweep], "name": [sweep], "started_at": [start], "finished_at": [start],
+            "description": ["synthetic load-test data for benchmarks/dashboard_scale.py (not a measurement)"],
+            "cells_planned": [size]})
+        write("devices", sweep_dir, "gpu-synthetic", {"device_id": ["gpu-synthetic"], "kind": ["cuda"],
+                                                      "name": ["Synthetic GPU (load test)"], "host": ["load-test"]})
+        blocks = []
+        for number, low in enumerate(range(0, size, BLOCK_CELLS)):
+            index = np.arange(low, min(low + BLOCK_CELLS, size))
+            tables = block_columns(sweep, s, index, variants, layers, samples, rng, start)
+            name = part_name(1, number)
+            for table, columns in tables.items():
+                write(table, sweep_dir, name.removesuffix(".parquet"), columns)
+            ids = tables["cells"]["cell_id"]
+            blocks.append(Block(1, number, len(ids), ids[0], ids[-1], tuple(tables)))
+        warehouse.write_compaction(sweep, Compaction(1, tuple(blocks)))
+
+
+def block_columns(sweep: str, sweep_index: int, index: np.ndarray, variants: int, layers: int, samples: int,
+                  rng, start: datetime) -> dict[str, dict]:
+    """The rows of cells `index` of one sweep, table by table, the pattern of `generate` (variant
+    fastest, then batch, precision, model), sorted by cell id as a compacted block is."""
+    n = len(index)
+    variant = index % variants
+    batch = np.array(BATCHES)[(index // variants) % len(BATCHES)]
+    precision = (index // (variants * len(BATCHES))) % len(PRECISIONS)
+    model = (index // (variants * len(BATCHES) * len(PRECISIONS))) % len(MODELS)
+    ids = [f"{sweep_index:04x}{i:012x}" for i in index]
+    latency = (0.5 + batch * 0.05) / (1.0 + precision * 0.4 + variant * 0.05)
+    lat = latency[:, None] * (1 + 0.03 * rng.standard_normal((n, samples))).clip(0.5)
+    median = np.median(lat, axis=1)
+    times = rng.exponential(1.0, (n, layers)) * (latency / layers)[:, None]
+    each = {"samples": samples, "layers": layers}
+    rows = {table: np.repeat(ids, count).tolist() for table, count in each.items()}
+    return {
+        "cells": {"cell_id": ids, "sweep_id": [sweep] * n, "run_id": ["run0"] * n,
+                  "model": [MODELS[m] for m in model], "precision": [PRECISIONS[p] for p in precision],
+                  "batch": batch, "backend": ["synthetic"] * n,
+                  "options": [json.dumps({"streams": int(v) + 1}) for v in variant], "status": ["ok"] * n,
+                  "device_id": ["gpu-synthetic"] * n, "started_at": [start + timedelta(seconds=int(i)) for i in index],
+                  "finished_at": [start + timedelta(seconds=int(i) + 1) for i in index], "duration_s": np.ones(n)},
+        "measurements": {"cell_id": ids, "queries": np.full(n, samples), "throughput_qps": 1000 / lat.mean(axis=1),
+                         "throughput_samples_per_s": 1000 * batch / lat.mean(axis=1), "latency_median_ms": median,
+                         "latency_mean_ms": lat.mean(axis=1), "latency_p90_ms": np.quantile(lat, 0.9, axis=1),
+                         "latency_p95_ms": np.quantile(lat, 0.95, axis=1),
+                         "latency_p99_ms": np.quantile(lat, 0.99, axis=1), "latency_cv_percent": np.full(n, 3.0),
+                         "median_ci_low_ms": median * 0.98, "median_ci_high_ms": median * 1.02,
+                         "median_ci_method": [SAMPLE_INTERVAL_METHOD] * n, "stable": np.ones(n, bool),
+                         "peak_memory_bytes": (batch * 6_000_000 + 100_000_000).astype(np.int64)},
+        "samples": {"cell_id": rows["samples"], "repeat": np.tile(np.arange(samples) % 3, n),
+                    "iteration": np.tile(np.arange(samples) // 3, n), "latency_ms": lat.ravel()},
+        "layers": {"cell_id": rows["layers"], "layer_index": np.tile(np.arange(layers), n),
+                   "name": [f"layer{i}" for i in range(layers)] * n, "type": np.resize(["Conv", "Relu"], n * layers),
+                   "time_avg_ms": times.ravel(), "calls": np.full(n * layers, 10)},
+        "builds": {"cell_id": ids, "build_s": np.ones(n)},
+        "accuracy": {"cell_id": ids, "output_name": ["y"] * n, "n": np.full(n, 32),
+                     "cosine_similarity": np.full(n, 0.9999),
+                     "verdict": np.where((precision == PRECISIONS.index("int8")) & (variant == 0), "fail", "pass"),
+                     "worst_metric": ["cosine_similarity"] * n, "worst_value": np.full(n, 0.9999)},
+    }
+
+
+def time_pages_apptest(results: Path, params: dict[str, str]) -> list[tuple[str, float, float]]:
+    """Every page (each script in farm/dashboard/views, so pages added later count too) through
+    Streamlit's AppTest in this process: the page script's data work and the elements it makes,
+    without a browser drawing them. Per page: (name, first visit, next visit), the warehouse's
+    snapshot already loaded (it loads once per warehouse change: `snapshot load` above); first
+    visits fill the page's own caches. The first row is the snapshot load with the landing page."""
+    os.environ["FARM_RESULTS"] = str(results)
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "farm" / "dashboard" / "app.py"), default_timeout=600)
+    for key, value in params.items():
+        at.query_params[key] = value
+    started = time.perf_counter()
+    at.run()
+    rows = [("snapshot load + overview", time.perf_counter() - started, float("nan"))]
+    pages = sorted(p.stem for p in (ROOT / "farm" / "dashboard" / "views").glob("*.py"))
+    for page in sorted(pages, key=lambda p: (p != "overview", p)):
+        times = []
+        for _ in range(2):
+            at.switch_page(f"views/{page}.py")
+            started = time.perf_counter()
+            at.run()
+            times.append(time.perf_counter() - started)
+            if at.exception:
+                raise RuntimeError(f"page {page}: {at.exception[0].message}")
+        rows.append((page, *times))
+    return rows
+
+
+def print_apptest(results: Path, cells: int, params: dict[str, str]) -> None:
+    print(f"\npages through Streamlit's AppTest (script run: data work + elements, no browser), {cells:,} cells, "
+          f"{os.cpu_count()} cores:\n{'apptest':<8} {'cells':>8} {'page':<26} {'first':>8} {'again':>8}")
+    for page, first, again in time_pages_apptest(results, params):
+        print(f"{'apptest':<8} {cells:>8,} {page:<26} {first:8.2f} {again:8.2f}", flush=True)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -223,11 +336,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=None, help="dashboard port (default: a free loopback port)")
     parser.add_argument("--keep", action="store_true", help="reuse a warehouse generated before")
     parser.add_argument("--quick", action="store_true", help="a few dozen cells: checks the path (the test suite)")
-    parser.add_argument("--no-browser", action="store_true", help="stop after the snapshot figures")
+    parser.add_argument("--no-browser", action="store_true", help="stop after the snapshot and AppTest figures")
+    parser.add_argument("--big-cells", type=int, default=None,
+                        help="also time the pages on this many cells, generated compacted (default 100,000; quick 600; "
+                             "0: not)")
+    parser.add_argument("--big-per-sweep", type=int, default=None, help="cells per sweep there (default 25,000, "
+                                                                        "quick 300)")
     args = parser.parse_args(argv)
     args.cells = args.cells if args.cells is not None else (40 if args.quick else 10_000)
     args.layers = args.layers if args.layers is not None else (10 if args.quick else 100)
     args.samples = args.samples if args.samples is not None else (20 if args.quick else 50)
+    args.big_cells = args.big_cells if args.big_cells is not None else (600 if args.quick else 100_000)
+    args.big_per_sweep = args.big_per_sweep or (300 if args.quick else 25_000)
     if args.cells < MIN_CELLS or args.layers < 2 or args.samples < 1:
         parser.error(f"--cells must be at least {MIN_CELLS}, --layers at least 2, --samples at least 1")
     if not args.no_browser and not Path(CHROMIUM).exists():
@@ -261,6 +381,21 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     layers = snap.cell_file(f"{5:016x}", "layers")
     print(f"one cell's layers read: {1000 * (time.perf_counter() - started):.1f} ms ({len(layers)} rows)", flush=True)
+    params = {"sweep": "scale0", "cell": f"{5:016x}", "a": f"{5:016x}", "b": f"{15:016x}"}
+    print_apptest(results, args.cells, params)
+    if args.big_cells:  # the same pages on a larger warehouse, generated compacted
+        big = args.dir / "results-big"
+        if not (args.keep and big.is_dir()):
+            shutil.rmtree(big, ignore_errors=True)
+            started = time.perf_counter()
+            generate_compacted(big, args.big_cells, args.big_per_sweep, 10, 20)
+            print(f"\ngenerated {args.big_cells:,} cells compacted ({args.big_per_sweep:,} per sweep, 10 layers and "
+                  f"20 samples each) in {time.perf_counter() - started:.0f} s", flush=True)
+        started = time.perf_counter()
+        snap = Snapshot(big)
+        print(f"snapshot load, compacted: {time.perf_counter() - started:.2f} s for {len(snap.cell_frame):,} cells")
+        print_apptest(big, args.big_cells, {"sweep": "scale0", "cell": f"{0:04x}{5:012x}", "a": f"{0:04x}{5:012x}",
+                                            "b": f"{0:04x}{15:012x}"})
     if args.no_browser:
         return 0
 

@@ -12,8 +12,47 @@ import pandas as pd
 import streamlit as st
 
 from farm.dashboard import RESULTS_ENV
-from farm.dashboard.data import Snapshot, fingerprint
+from farm.dashboard.data import Snapshot, compare_frame, fingerprint, series_labels
+from farm.dashboard.summary import default_baseline, listed_backends, summary, summary_text
 from farm.layers.memory import format_bytes
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _summary(root: str, stamp: tuple, sweep: str, baseline: str | None) -> tuple:  # noqa: ARG001 - cache key
+    frame = _load(root, stamp).cell_frame
+    frame = frame[frame.sweep_id == sweep].copy()
+    frame["series"] = series_labels(frame)
+    snap = _load(root, stamp)
+    measured = frame[(frame.status == "ok") & frame.throughput_qps.notna()]
+    default = default_baseline(frame, listed_backends(snap, [sweep]))
+    chosen = baseline if baseline in set(measured.series) else default
+    return summary_text(summary(snap, frame, chosen)), sorted(measured.series.unique()), default
+
+
+@st.cache_data(max_entries=32, show_spinner="Comparing…")
+def _compared(root: str, stamp: tuple, sweeps: tuple, filters: tuple, stable_only: bool, baseline: str | None,
+              throughput: str) -> pd.DataFrame:
+    return compare_frame(_load(root, stamp), list(sweeps), dict(filters), stable_only, baseline, throughput)
+
+
+def compared_cells(snap: Snapshot, sweeps: list[str], filters: dict[str, list], stable_only: bool,
+                   baseline: str | None, throughput: str) -> pd.DataFrame:
+    """`farm.dashboard.data.compare_frame`, once per warehouse state and choice of the Compare page."""
+    root = results_root()
+    key = tuple((column, tuple(values)) for column, values in filters.items())
+    return _compared(str(root), fingerprint(root), tuple(sweeps), key, stable_only, baseline, throughput)
+
+
+def summary_of(snap: Snapshot, sweep: str, baseline: str | None) -> tuple[pd.DataFrame, list[str], str | None]:
+    """(`summary_text` of the sweep's summary against `baseline`, or the default baseline where
+    None; the sweep's measured series; the default baseline): computed once per warehouse state."""
+    root = results_root()
+    return _summary(str(root), fingerprint(root), sweep, baseline)
+
+
+def latest_sweep(cells: pd.DataFrame) -> str:
+    """The sweep whose cell finished last: what the pages open on."""
+    return cells.sort_values("finished_at", na_position="first").sweep_id.iloc[-1]
 
 
 def results_root() -> Path:

@@ -1,14 +1,15 @@
-"""Compare: throughput and latency against batch size, the Pareto frontier of throughput
-against p99 latency, energy per inference against throughput (GPU cells with telemetry), and a
-table with confidence intervals, speedup over a baseline and energy."""
+"""Compare: throughput and latency against batch size (colour by precision, dash and marker by
+backend and mode, log or linear y), the Pareto frontier of throughput against p99 latency with
+each point's batch size, energy per inference against throughput (GPU cells with telemetry), and a
+table with confidence intervals, speedup over a baseline, peak memory and energy."""
 
-import altair as alt
 import pandas as pd
 import streamlit as st
 
-from farm.dashboard.common import downloads, snapshot_or_stop
-from farm.dashboard.data import pareto_front, series_labels, with_noise_intervals, with_speedup
+from farm.dashboard.common import compared_cells, downloads, latest_sweep, snapshot_or_stop
+from farm.dashboard.data import series_labels
 from farm.dashboard.noise import MIN_EFFECT_PERCENT
+from farm.dashboard.summary import default_baseline, listed_backends, series_colours
 from farm.dashboard.telemetry import energy_frame
 from farm.measure import MIN_TAIL_SAMPLES
 
@@ -16,10 +17,10 @@ LATENCIES = {"p50 (median)": "latency_median_ms", "p90": "latency_p90_ms", "p95"
              "p99": "latency_p99_ms", "mean": "latency_mean_ms"}
 THROUGHPUTS = {"samples/s": "throughput_samples_per_s", "queries/s": "throughput_qps"}
 MAX_CHARTED_MODELS = 4
-SERIES_COLOR = alt.Color("series:N", scale=alt.Scale(scheme="tableau20"),
-                         legend=alt.Legend(orient="right", labelLimit=360, symbolLimit=0))
-VERDICT_SHAPES = alt.Scale(domain=["pass", "fail", "not checked"], range=["circle", "cross", "square"])
-CLOCK_SHAPES = alt.Scale(domain=["not throttled", "throttled"], range=["circle", "cross"])
+MAX_CHARTED_SERIES = 24  # per model: more lines than this are unreadable (and slow to draw)
+VERDICT_SHAPES = {"domain": ["pass", "fail", "not checked"], "range": ["circle", "cross", "square"]}
+CLOCK_SHAPES = {"domain": ["not throttled", "throttled"], "range": ["circle", "cross"]}
+LEGEND = {"orient": "right", "labelLimit": 0, "symbolLimit": 0}  # every entry, never cut short
 
 snap = snapshot_or_stop()
 st.title("Compare")
@@ -27,10 +28,14 @@ cells = snap.cell_frame
 
 sweeps = sorted(cells.sweep_id.unique())
 linked = [s for s in st.query_params.get_all("sweep") if s in sweeps]  # /compare?sweep=a&sweep=b
-latest = cells.sort_values("finished_at", na_position="first").sweep_id.iloc[-1]  # the newest measured
-chosen = st.multiselect("Sweeps", sweeps, default=linked or [latest], key="cmp-sweeps")
-frame = cells[cells.sweep_id.isin(chosen)].copy()
-frame["series"] = series_labels(frame)  # name only what varies within the sweeps chosen
+top = st.columns([3, 2, 1])
+chosen = top[0].multiselect("Sweeps", sweeps, default=linked or [latest_sweep(cells)], key="cmp-sweeps")
+frame = cells[cells.sweep_id.isin(chosen)]
+batches = top[1].multiselect("Batch sizes", sorted(frame.batch.dropna().unique().tolist()), key="cmp-batches",
+                             help="Only these batch sizes, in the charts and the table (none chosen: all).")
+log_y = top[2].toggle("Log y-axis", value=True, key="cmp-logy", help="Throughput and latency on a log scale, "
+                      "so that batch 1 is not squashed against the axis.")
+frame = frame.assign(series=series_labels(frame))  # name only what varies within the sweeps chosen
 with st.expander("Filters", expanded=False):
     left, middle, right = st.columns(3)
     models = left.multiselect("Models", sorted(frame.model.unique()), key="cmp-models")
@@ -39,18 +44,17 @@ with st.expander("Filters", expanded=False):
     devices = left.multiselect("Devices", sorted(frame.device.dropna().unique()), key="cmp-devices")
     series_filter = middle.multiselect("Series", sorted(frame.series.unique()), key="cmp-series")
     stable_only = right.checkbox("Stable cells only", key="cmp-stable")
-for column, values in (("model", models), ("precision", precisions), ("backend", backends), ("device", devices),
-                       ("series", series_filter)):
+filters = {"model": models, "precision": precisions, "backend": backends, "device": devices,
+           "series": series_filter, "batch": batches}
+for column, values in filters.items():
     if values:
         frame = frame[frame[column].isin(values)]
 if stable_only:
     frame = frame[frame.stable.fillna(False).astype(bool)]
-measured = frame[(frame.status == "ok") & frame.throughput_qps.notna()].copy()
+measured = frame[(frame.status == "ok") & frame.throughput_qps.notna()]
 if measured.empty:
     st.warning("No measured (ok) cell matches: widen the filters or pick another sweep.")
     st.stop()
-measured["accuracy"] = measured.verdict.fillna("not checked")
-measured = with_noise_intervals(snap, measured)  # the medians' intervals from each cell's raw samples
 
 left, right = st.columns(2)
 throughput_label = left.selectbox("Throughput", list(THROUGHPUTS), key="cmp-throughput")
@@ -58,52 +62,107 @@ latency_label = right.selectbox("Latency", list(LATENCIES), index=3, key="cmp-la
 throughput, latency = THROUGHPUTS[throughput_label], LATENCIES[latency_label]
 
 series_names = sorted(measured.series.unique())
-default_base = next((s for s in series_names if s.startswith("fp32")), series_names[0])
+default_base = default_baseline(measured, listed_backends(snap, chosen))
 baseline = st.selectbox("Baseline for speedup", series_names, index=series_names.index(default_base),
                         key="cmp-baseline", help="Each cell is compared with this series' cell of the same model "
-                                                 "and batch size.")
-compared = with_speedup(measured, baseline)
-compared["pareto"] = pareto_front(compared, x="latency_p99_ms", y=throughput)
+                                                 "and batch size. Default: fp32 on the first backend the sweep "
+                                                 "lists, eager mode where it has modes.")
+compared = compared_cells(snap, chosen, filters, stable_only, baseline, throughput)
 
-tooltip = ["label", "series", "batch", alt.Tooltip(throughput, format=",.4g"), alt.Tooltip(latency, format=".4g"),
-           alt.Tooltip("noise_low_ms", format=".4g"), alt.Tooltip("noise_high_ms", format=".4g"),
-           alt.Tooltip("speedup", format=".3f"), "vs_baseline", "accuracy", "stable"]
-batch_axis = alt.X("batch:Q", scale=alt.Scale(type="log", base=2),
-                   axis=alt.Axis(title="batch size", values=sorted(int(b) for b in measured.batch.dropna().unique())))
-
-
-def against_batch(data: pd.DataFrame, field: str, title: str) -> alt.Chart:
-    base = alt.Chart(data).encode(batch_axis, color=SERIES_COLOR)
-    lines = base.mark_line(point=True).encode(alt.Y(f"{field}:Q", title=title), tooltip=tooltip)
-    if field == "latency_median_ms":  # the median has a confidence interval: draw it
-        lines += base.mark_errorbar().encode(alt.Y("noise_low_ms:Q", title=title), alt.Y2("noise_high_ms"))
-    return lines.properties(height=max(320, 21 * data.series.nunique()))  # room for every legend entry
+colours = series_colours(compared)
+# Vega-Lite specs written as dicts (Altair's objects cost 0.1 s a chart in validation alone: 12 charts a page).
+SERIES_COLOR = {"field": "series", "type": "nominal", "title": "precision · backend",
+                "scale": {"domain": list(colours), "range": list(colours.values())}, "legend": LEGEND}
+STYLE_DASH = {"field": "style", "type": "nominal", "title": "backend, mode", "legend": LEGEND}
+Y_SCALE = {"type": "log"} if log_y else {"zero": False}
+BATCH_AXIS = {"field": "batch", "type": "quantitative", "title": "batch size", "scale": {"type": "log", "base": 2},
+              "axis": {"values": sorted(int(b) for b in measured.batch.dropna().unique())}}
 
 
-chart_data = compared.drop(columns=["finished_at"])
+def field(name: str, kind: str = "quantitative", **more) -> dict:
+    return {"field": name, "type": kind, **more}
+
+
+TOOLTIP = [field("label", "nominal"), field("series", "nominal"), field("batch"),
+           field(throughput, format=",.4g"), field(latency, format=".4g"), field("noise_low_ms", format=".4g"),
+           field("noise_high_ms", format=".4g"), field("speedup", format=".3f"), field("vs_baseline", "nominal"),
+           field("accuracy", "nominal"), field("peak memory", "nominal"), field("stable", "nominal")]
+
+
+def chart(data: pd.DataFrame, layers: list[dict], legend_entries: int, legends: int, least: int = 320) -> None:
+    """A chart tall enough for its legends (beside it, one above the other: a legend taller than the
+    chart is cut off); drawn as SVG, so its text is text (a browser test reads the legend)."""
+    height = max(least, 30 * legend_entries + 45 * legends + 20)  # Streamlit's theme: 30 px an entry
+    st.vega_lite_chart(data, {"height": height, "layer": layers, "usermeta": {"embedOptions": {"renderer": "svg"}}},
+                       width="stretch")
+
+
+def against_batch(data: pd.DataFrame, name: str, title: str) -> None:
+    layers = [{"mark": {"type": "line", "point": True}, "encoding": {
+        "x": BATCH_AXIS, "y": field(name, title=title, scale=Y_SCALE), "color": SERIES_COLOR,
+        "strokeDash": STYLE_DASH, "shape": {**STYLE_DASH, "legend": None}, "tooltip": TOOLTIP}}]
+    if name == "latency_median_ms":  # the median has a confidence interval: draw it
+        layers.append({"mark": "errorbar", "encoding": {"x": BATCH_AXIS, "color": SERIES_COLOR,
+                                                        "y": field("noise_low_ms", title=title, scale=Y_SCALE),
+                                                        "y2": {"field": "noise_high_ms"}}})
+    chart(data, layers, data.series.nunique() + data["style"].nunique(), 2)
+
+
+def pareto(rows: pd.DataFrame) -> None:
+    x = field("latency_p99_ms", title="p99 latency (ms), lower is better", scale={"type": "log"})
+    y = field(throughput, title=f"throughput ({throughput_label}), higher is better", scale=Y_SCALE)
+    shape = field("accuracy", "nominal", title="accuracy", legend=LEGEND, scale=VERDICT_SHAPES)
+    chart(rows, [
+        {"mark": {"type": "line", "color": "#555", "strokeDash": [4, 3]}, "transform": [{"filter": "datum.pareto"}],
+         "encoding": {"x": x, "y": y}},
+        {"mark": {"type": "point", "filled": True, "size": 70},
+         "encoding": {"x": x, "y": y, "color": SERIES_COLOR, "shape": shape, "tooltip": TOOLTIP}},
+        {"mark": {"type": "text", "align": "left", "dx": 6, "dy": -6, "fontSize": 10, "color": "#444"},
+         "encoding": {"x": x, "y": y, "text": field("batch_label", "nominal")}},
+    ], rows.series.nunique() + len(VERDICT_SHAPES["domain"]), 2, least=360)
+
+
+def energy_chart(energy: pd.DataFrame) -> None:
+    chart(energy, [{"mark": {"type": "point", "filled": True, "size": 70}, "encoding": {
+        "x": field(throughput, title=f"throughput ({throughput_label}), higher is better"),
+        "y": field("energy_per_query_mj", title="mJ per inference, lower is better", scale={"type": "log"}),
+        "color": SERIES_COLOR, "shape": field("clocks", "nominal", title="clocks", scale=CLOCK_SHAPES),
+        "tooltip": TOOLTIP + [field("energy_per_query_mj", format=".4g"), field("energy_per_sample_mj", format=".4g"),
+                              field("power_mean_w", format=".4g"), field("throttle_reasons", "nominal")]}}],
+          energy.series.nunique() + len(CLOCK_SHAPES["domain"]), 2)
+
+
+def charted(rows: pd.DataFrame) -> pd.DataFrame:
+    """The columns the charts use (a chart embeds its data: the rest would only slow the page), of
+    at most MAX_CHARTED_SERIES series: those with the highest peak throughput."""
+    kept = rows.groupby("series")[throughput].max().nlargest(MAX_CHARTED_SERIES).index
+    used = ["label", "series", "style", "batch", "batch_label", throughput, latency, "latency_median_ms",
+            "latency_p99_ms", "noise_low_ms", "noise_high_ms", "speedup", "vs_baseline", "accuracy",
+            "peak memory", "stable", "pareto", "energy_per_query_mj", "energy_per_sample_mj", "power_mean_w",
+            "throttled", "throttle_reasons"]
+    return rows.loc[rows.series.isin(kept), list(dict.fromkeys(used))]
+
+
 models = sorted(compared.model.unique())
 if len(models) > MAX_CHARTED_MODELS:  # each model is three charts: keep the page quick to draw
     st.caption(f"Charts for the first {MAX_CHARTED_MODELS} of {len(models)} models; pick models under Filters to "
                "chart others. The table below has every cell.")
 for model in models[:MAX_CHARTED_MODELS]:
-    rows = chart_data[chart_data.model == model]
+    everything = compared[compared.model == model]
+    rows = charted(everything)
     st.subheader(model)
+    if rows.series.nunique() < everything.series.nunique():
+        st.caption(f"The {MAX_CHARTED_SERIES} series of highest throughput of {everything.series.nunique()}: "
+                   "pick series under Filters to chart others.")
     # Full width, one above the other: the legend needs the room beside the plot.
-    st.altair_chart(against_batch(rows, throughput, f"throughput ({throughput_label})"), width="stretch")
-    st.altair_chart(against_batch(rows, latency, f"latency {latency_label} (ms)"), width="stretch")
+    against_batch(rows, throughput, f"throughput ({throughput_label})")
+    against_batch(rows, latency, f"latency {latency_label} (ms)")
 
     front = rows[rows.pareto].sort_values("latency_p99_ms")
-    points = alt.Chart(rows).mark_point(filled=True, size=70).encode(
-        alt.X("latency_p99_ms:Q", scale=alt.Scale(type="log"), title="p99 latency (ms), lower is better"),
-        alt.Y(f"{throughput}:Q", title=f"throughput ({throughput_label}), higher is better"),
-        color=SERIES_COLOR, shape=alt.Shape("accuracy:N", scale=VERDICT_SHAPES,
-                                                                  title="accuracy"),
-        tooltip=tooltip)
-    line = alt.Chart(front).mark_line(color="#555", strokeDash=[4, 3]).encode(
-        alt.X("latency_p99_ms:Q"), alt.Y(f"{throughput}:Q"))
     st.markdown(f"**Pareto frontier** ({len(front)} of {len(rows)} cells on it, dashed): throughput against p99 "
-                "latency; shape is the accuracy verdict against the fp32 reference.")
-    st.altair_chart((line + points).properties(height=max(360, 21 * rows.series.nunique() + 60)), width="stretch")
+                "latency, each point labelled with its batch size; shape is the accuracy verdict against the fp32 "
+                "reference.")
+    pareto(rows)
     failing = front[front.accuracy == "fail"]
     if not failing.empty:
         st.warning(f"{len(failing)} cell(s) on the frontier fail the accuracy check: "
@@ -112,14 +171,7 @@ for model in models[:MAX_CHARTED_MODELS]:
     if not energy.empty:  # GPU cells with telemetry (farm.telemetry)
         st.markdown("**Energy per inference against throughput**: board energy over the timed window ÷ "
                     "inferences; a cross marks a cell whose GPU clocks were slowed (throttled) while it was timed.")
-        st.altair_chart(alt.Chart(energy).mark_point(filled=True, size=70).encode(
-            alt.X(f"{throughput}:Q", title=f"throughput ({throughput_label}), higher is better"),
-            alt.Y("energy_per_query_mj:Q", scale=alt.Scale(type="log"), title="mJ per inference, lower is better"),
-            color=SERIES_COLOR, shape=alt.Shape("clocks:N", scale=CLOCK_SHAPES, title="clocks"),
-            tooltip=tooltip + [alt.Tooltip("energy_per_query_mj", format=".4g"),
-                               alt.Tooltip("energy_per_sample_mj", format=".4g"),
-                               alt.Tooltip("power_mean_w", format=".4g"), "throttle_reasons"],
-        ).properties(height=max(320, 21 * energy.series.nunique())), width="stretch")
+        energy_chart(energy)
 
 st.subheader("Table")
 noise = compared[compared.vs_baseline == "within noise"]
@@ -146,6 +198,7 @@ table = compared.assign(
     link="cell?cell=" + compared.cell_id)
 table = table[["link", "model", "series", "batch", "throughput_qps", "throughput_samples_per_s",
                "latency_median_ms", "ci", "p99", "latency_p99_tail_samples", "latency_cv_percent", "stable",
+               "peak_memory_mib",
                "speedup", "latency_ratio", "ratio_ci", "vs_baseline", "timing_differs", "noise_basis", "accuracy",
                "failed_metric", "energy_per_query_mj", "energy_per_sample_mj", "power_mean_w", "throttle_reasons",
                "pareto", "cell_id"]]
@@ -169,6 +222,8 @@ st.dataframe(styled, hide_index=True, column_config={
     "ratio_ci": st.column_config.TextColumn("ratio 95% CI"),
     "noise_basis": st.column_config.TextColumn("noise basis"),
     "latency_cv_percent": st.column_config.NumberColumn("CV %", format="%.2f"),
+    "peak_memory_mib": st.column_config.NumberColumn("peak memory MiB", format="%.1f",
+                                                     help="peak device memory while timed, in MiB (2^20 bytes)"),
     "speedup": st.column_config.NumberColumn("speedup", format="%.3f×"),
     "vs_baseline": st.column_config.TextColumn("vs baseline"),
     "timing_differs": st.column_config.TextColumn("timed differently", help="what one latency includes and the "

@@ -1,8 +1,10 @@
-"""Overview: sweeps, devices, cells by status, and every failure with its reason."""
+"""Overview: the answer first (per model and batch, the fastest configuration that passes
+accuracy and the fastest that fails), then sweeps, devices, cells by status, and every failure
+with its reason."""
 
 import streamlit as st
 
-from farm.dashboard.common import downloads, human_bytes, results_root, snapshot_or_stop
+from farm.dashboard.common import downloads, human_bytes, latest_sweep, results_root, snapshot_or_stop, summary_of
 from farm.queries import STATUS_COUNTS, sweeps_with_counts
 from farm.warehouse import TABLES
 
@@ -10,6 +12,30 @@ snap = snapshot_or_stop()
 cells = snap.cell_frame
 st.title("Overview")
 st.caption(f"Warehouse `{results_root()}`")
+
+st.subheader("Fastest configuration per model and batch")
+sweep_names = sorted(cells.sweep_id.unique())
+left, middle, right = st.columns([2, 3, 2])
+sweep = left.selectbox("Sweep", sweep_names, index=sweep_names.index(latest_sweep(cells)), key="ov-sweep")
+series, default = summary_of(snap, sweep, None)[1:]
+baseline = middle.selectbox("Baseline for speedup", series, index=series.index(default) if default else 0,
+                            key="ov-baseline", help="Speedup = throughput over this series' cell of the same "
+                                                    "model and batch. Default: fp32 on the first backend the sweep "
+                                                    "lists, eager mode where it has modes.") if series else None
+answers = summary_of(snap, sweep, baseline)[0]
+batches = right.multiselect("Batch sizes", sorted(answers.batch.dropna().unique().tolist()), key="ov-batches")
+if batches:
+    answers = answers[answers.batch.isin(batches)]
+if answers.empty:
+    st.info(f"No measured cell in sweep {sweep} yet.")
+else:
+    st.caption(f"Fastest by samples/s among the cells that pass the accuracy check against the fp32 reference; "
+               f"speedup over **{baseline}** at the same model and batch (within noise: the 95 % interval of the "
+               "ratio of medians includes 1, or the change is under the minimum effect); accuracy: the figure that "
+               "decided the verdict, n: samples compared. Beside it, ✗: the fastest that fails accuracy, ⚠ where "
+               "it is the faster one." + ("" if "mJ / inference" in answers else " No energy figures: these cells "
+                                          "have no GPU telemetry."))
+    st.table(answers.set_index(answers.columns[0]))
 
 counts = cells.status.value_counts()
 columns = st.columns(6)
