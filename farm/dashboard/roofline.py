@@ -61,14 +61,38 @@ def load_model(source: str, sha256: str, cache_dir: Path, config_dirs: tuple[Pat
     raise NoModel(f"model file {source} not found with the hash the cell recorded (looked beside the sweep's config)")
 
 
-@functools.lru_cache(maxsize=64)
+_COSTS: dict[tuple, Any] = {}  # (source, hash, shapes, where to look): the node costs, or the NoModel why not
+
+
 def model_costs(source: str, sha256: str, shapes: str, cache_dir: Path,
                 config_dirs: tuple[Path, ...]) -> tuple[NodeCost, ...]:
-    """Every node's cost at the cell's input shapes (JSON {input: shape}); cached per process."""
+    """Every node's cost at the cell's input shapes (JSON {input: shape}); computed once per process,
+    a model that cannot be found or read included (NoModel, raised again from the cache)."""
     from farm.layers.flops import node_costs
 
-    model = load_model(source, sha256, cache_dir, config_dirs)
-    return tuple(node_costs(model, {k: list(v) for k, v in json.loads(shapes or "{}").items()}))
+    key = (source, sha256, shapes, cache_dir, config_dirs)
+    if key not in _COSTS:
+        try:
+            model = load_model(source, sha256, cache_dir, config_dirs)
+            _COSTS[key] = tuple(node_costs(model, {k: list(v) for k, v in json.loads(shapes or "{}").items()}))
+        except NoModel as exc:
+            _COSTS[key] = exc
+        except Exception as exc:  # an ONNX file onnx cannot read or infer: said on the page, never a traceback
+            _COSTS[key] = NoModel(f"cannot count the model's FLOPs: {type(exc).__name__}: "
+                                  f"{(str(exc).splitlines() or [''])[0][:200]}")
+    found = _COSTS[key]
+    if isinstance(found, NoModel):
+        raise found
+    return found
+
+
+@functools.lru_cache(maxsize=1024)
+def model_totals(source: str, sha256: str, shapes: str, cache_dir: Path, config_dirs: tuple[Path, ...],
+                 element_bytes: float) -> tuple[int, int, int]:
+    """(FLOPs, bytes, nodes of unknown shape left out) per query; NoModel as model_costs."""
+    costs = model_costs(source, sha256, shapes, cache_dir, config_dirs)
+    known = [c for c in costs if c.flops is not None]
+    return (sum(c.flops for c in known), sum(c.bytes_at(element_bytes) for c in known), len(costs) - len(known))
 
 
 FACTS_SQL = """SELECT c.cell_id, c.model_source, c.model_sha256, c.shapes, s.config_path, d.name AS device_name,
@@ -81,21 +105,20 @@ def cell_facts(snap: Snapshot, cell_ids: list[str]) -> pd.DataFrame:
     return snap.query(FACTS_SQL, [list(cell_ids)]).drop_duplicates("cell_id").set_index("cell_id")
 
 
-def costs_for(snap: Snapshot, r: pd.Series) -> tuple[NodeCost, ...]:
-    """The node costs of the cell whose `cell_facts` row is `r`, or NoModel."""
+def model_key(snap: Snapshot, r: Any) -> tuple:
+    """(source, hash, shapes, cache dir, config dirs) of the cell whose `cell_facts` row is `r`."""
     if not isinstance(r.model_source, str):
         raise NoModel("no model recorded for this cell")
-    dirs = []
+    dirs: list[Path] = []
     if isinstance(r.config_path, str) and r.config_path:
         config = Path(r.config_path)
         dirs = [config.parent] if config.is_absolute() else [snap.root.parent / config.parent, config.parent.resolve()]
-    try:
-        return model_costs(r.model_source, str(r.model_sha256), r.shapes or "{}", snap.warehouse.cache_dir,
-                           tuple(dirs))
-    except NoModel:
-        raise
-    except Exception as exc:  # an ONNX file onnx cannot read or infer: said on the page, never a traceback
-        raise NoModel(f"cannot count the model's FLOPs: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+    return r.model_source, str(r.model_sha256), r.shapes or "{}", snap.warehouse.cache_dir, tuple(dirs)
+
+
+def costs_for(snap: Snapshot, r: Any) -> tuple[NodeCost, ...]:
+    """The node costs of the cell whose `cell_facts` row is `r`, or NoModel."""
+    return model_costs(*model_key(snap, r))
 
 
 def cell_time_ms(cell: Any) -> float | None:
@@ -111,33 +134,31 @@ def cell_roofline(snap: Snapshot, cell_ids: Any) -> pd.DataFrame:
     """Per cell id: FLOPs and bytes per query, the time, achieved TFLOP/s and GB/s, % of the device's
     compute and bandwidth peaks, arithmetic intensity (FLOPs/byte), the roof that bounds it, and a
     note where a figure is missing (no model, no peak known)."""
-    cells = snap.cell_frame.drop_duplicates("cell_id").set_index("cell_id", drop=False)
+    cells = snap.cell_frame.drop_duplicates("cell_id").set_index("cell_id")
     wanted = [c for c in dict.fromkeys(cell_ids) if c in cells.index]
-    facts = cell_facts(snap, wanted)
-    rows = [_cell_row(snap, cells.loc[c], facts.loc[c]) for c in wanted if c in facts.index]
+    facts = cell_facts(snap, wanted).join(cells[["precision", "compute_mean_ms", "latency_median_ms"]])
+    rows = [_cell_row(snap, r) for r in facts.reset_index().itertuples(index=False)]
     return pd.DataFrame(rows, columns=CELL_COLUMNS)
 
 
-def _cell_row(snap: Snapshot, cell: pd.Series, facts: pd.Series) -> dict[str, Any]:
-    name, kind = _text(facts.device_name), _text(facts.device_kind)
+def _cell_row(snap: Snapshot, r: Any) -> dict[str, Any]:
+    name, kind = _text(r.device_name), _text(r.device_kind)
     peak = device_peak(name, kind)
-    size = PRECISION_ELEMENT_BYTES.get(cell.precision, 4)
     notes = []
     try:
-        costs = costs_for(snap, facts)
-        flops, nbytes = _totals(costs, size)
-        if any(c.flops is None for c in costs):
-            notes.append(f"{sum(c.flops is None for c in costs)} nodes of unknown shape left out")
+        flops, nbytes, unknown = model_totals(*model_key(snap, r), PRECISION_ELEMENT_BYTES.get(r.precision, 4))
+        if unknown:
+            notes.append(f"{unknown} nodes of unknown shape left out")
     except NoModel as exc:
         flops = nbytes = None
         notes.append(str(exc))
     if peak is None:
         notes.append(f"no peak known for {name or 'this device'}" + (" (a CPU)" if kind == "cpu" else ""))
-    elif cell.precision not in peak.tflops:
-        notes.append(f"the {peak.name} has no {cell.precision} peak in the datasheet")
-    time_ms = cell_time_ms(cell)
-    figures = roofline(flops, nbytes, time_ms, peak, cell.precision)
-    return {"cell_id": cell.cell_id, "flops": flops, "bytes": nbytes, "time_ms": time_ms,
+    elif r.precision not in peak.tflops:
+        notes.append(f"the {peak.name} has no {r.precision} peak in the datasheet")
+    time_ms = cell_time_ms(r._asdict())
+    figures = roofline(flops, nbytes, time_ms, peak, r.precision)
+    return {"cell_id": r.cell_id, "flops": flops, "bytes": nbytes, "time_ms": time_ms,
             "achieved_tflops": figures.achieved_tflops, "pct_peak_compute": figures.pct_peak_compute,
             "achieved_gbps": figures.achieved_gbps, "pct_peak_bandwidth": figures.pct_peak_bandwidth,
             "intensity": figures.intensity, "bound": figures.bound, "peak": peak.name if peak else None,
@@ -146,11 +167,6 @@ def _cell_row(snap: Snapshot, cell: pd.Series, facts: pd.Series) -> dict[str, An
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
-
-
-def _totals(costs: tuple[NodeCost, ...], element_bytes: float) -> tuple[int, int]:
-    known = [c for c in costs if c.flops is not None]
-    return sum(c.flops for c in known), sum(c.bytes_at(element_bytes) for c in known)
 
 
 def layer_roofline(snap: Snapshot, cell_id: str, layers: pd.DataFrame) -> pd.DataFrame:
