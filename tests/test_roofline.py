@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from farm.layers.flops import map_layer, node_costs
@@ -132,7 +133,7 @@ def test_cell_roofline_of_a_measured_cpu_cell(models_dir: Path, tmp_path: Path) 
     flops = 2 * (2 * 4 * 64 * 27) + 2 * 4 * 64 + 2 * 4 * 64 + 2 * (2 * 5 * 4)  # tiny_cnn: 4 channels, 8x8, batch 2
     assert frame.flops == flops and frame.time_ms == pytest.approx(cell.compute_mean_ms)
     assert frame.achieved_tflops == pytest.approx(flops / (cell.compute_mean_ms / 1e3) / 1e12)
-    assert frame.pct_peak_compute is None and frame.bound is None and "no peak known" in frame.note
+    assert pd.isna(frame.pct_peak_compute) and frame.bound is None and "no peak known" in frame.note
     layers = layer_roofline(snap, cell.cell_id, snap.cell_file(cell.cell_id, "layers"))
     mapped = layers.set_index("name")  # ONNX Runtime's optimizer fused conv+relu (r_nchwc) and added a reorder
     assert mapped.mapped.to_dict() == {"r_nchwc": "no", "ReorderOutput": "no", "pool": "yes", "flatten": "yes",

@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
 from farm.layers.roofline import PRECISION_ELEMENT_BYTES, device_peak, roofline
@@ -133,36 +134,55 @@ def cell_time_ms(cell: Any) -> float | None:
 def cell_roofline(snap: Snapshot, cell_ids: Any) -> pd.DataFrame:
     """Per cell id: FLOPs and bytes per query, the time, achieved TFLOP/s and GB/s, % of the device's
     compute and bandwidth peaks, arithmetic intensity (FLOPs/byte), the roof that bounds it, and a
-    note where a figure is missing (no model, no peak known)."""
+    note where a figure is missing (no model, no peak known). Work is per distinct model, shapes and
+    precision, and per distinct device, so ten thousand cells of one model cost one count."""
     cells = snap.cell_frame.drop_duplicates("cell_id").set_index("cell_id")
     wanted = [c for c in dict.fromkeys(cell_ids) if c in cells.index]
-    facts = cell_facts(snap, wanted).join(cells[["precision", "compute_mean_ms", "latency_median_ms"]])
-    rows = [_cell_row(snap, r) for r in facts.reset_index().itertuples(index=False)]
-    return pd.DataFrame(rows, columns=CELL_COLUMNS)
+    frame = cell_facts(snap, wanted).join(cells[["precision", "compute_mean_ms", "latency_median_ms"]]).reset_index()
+    if frame.empty:
+        return pd.DataFrame(columns=CELL_COLUMNS)
+    model_columns = ["model_source", "model_sha256", "shapes", "config_path", "precision"]
+    models = frame[model_columns].drop_duplicates()
+    models[["flops", "bytes", "model_note"]] = [_model_figures(snap, r) for r in models.itertuples(index=False)]
+    devices = frame[["device_name", "device_kind", "precision"]].drop_duplicates()
+    devices[["peak", "peak_tflops", "peak_gbps", "peak_note"]] = [
+        _peak_figures(_text(n), _text(k), p) for n, k, p in devices.itertuples(index=False)]
+    frame = frame.merge(models, on=model_columns, how="left").merge(
+        devices, on=["device_name", "device_kind", "precision"], how="left")
+    time_ms = frame.compute_mean_ms.where(frame.compute_mean_ms > 0, frame.latency_median_ms)
+    frame["time_ms"] = time_ms.where(time_ms > 0)
+    seconds = frame.time_ms.astype(float) / 1e3
+    flops, nbytes = frame.flops.astype(float), frame.bytes.astype(float)
+    frame["achieved_tflops"] = flops / seconds / 1e12
+    frame["achieved_gbps"] = nbytes / seconds / 1e9
+    frame["intensity"] = flops / nbytes.where(nbytes > 0)
+    frame["pct_peak_compute"] = 100 * frame.achieved_tflops / frame.peak_tflops.astype(float)
+    frame["pct_peak_bandwidth"] = 100 * frame.achieved_gbps / frame.peak_gbps.astype(float)
+    ridge = frame.peak_tflops.astype(float) * 1e12 / (frame.peak_gbps.astype(float) * 1e9)
+    frame["bound"] = np.where(frame.intensity.isna() | ridge.isna(), None,
+                              np.where(frame.intensity >= ridge, "compute", "memory"))
+    frame["note"] = [("; ".join(n for n in notes if isinstance(n, str)) or None)
+                     for notes in zip(frame.model_note, frame.peak_note)]
+    return frame[CELL_COLUMNS]
 
 
-def _cell_row(snap: Snapshot, r: Any) -> dict[str, Any]:
-    name, kind = _text(r.device_name), _text(r.device_kind)
-    peak = device_peak(name, kind)
-    notes = []
+def _model_figures(snap: Snapshot, r: Any) -> tuple[Any, Any, str | None]:
+    """(FLOPs, bytes, note) per query of one model at one shape and precision."""
     try:
         flops, nbytes, unknown = model_totals(*model_key(snap, r), PRECISION_ELEMENT_BYTES.get(r.precision, 4))
-        if unknown:
-            notes.append(f"{unknown} nodes of unknown shape left out")
     except NoModel as exc:
-        flops = nbytes = None
-        notes.append(str(exc))
+        return None, None, str(exc)
+    return flops, nbytes, (f"{unknown} nodes of unknown shape left out" if unknown else None)
+
+
+def _peak_figures(name: str | None, kind: str | None, precision: str) -> tuple[Any, Any, Any, str | None]:
+    """(the table's name, peak TFLOP/s at `precision`, peak GB/s, note) of a device."""
+    peak = device_peak(name, kind)
     if peak is None:
-        notes.append(f"no peak known for {name or 'this device'}" + (" (a CPU)" if kind == "cpu" else ""))
-    elif r.precision not in peak.tflops:
-        notes.append(f"the {peak.name} has no {r.precision} peak in the datasheet")
-    time_ms = cell_time_ms(r._asdict())
-    figures = roofline(flops, nbytes, time_ms, peak, r.precision)
-    return {"cell_id": r.cell_id, "flops": flops, "bytes": nbytes, "time_ms": time_ms,
-            "achieved_tflops": figures.achieved_tflops, "pct_peak_compute": figures.pct_peak_compute,
-            "achieved_gbps": figures.achieved_gbps, "pct_peak_bandwidth": figures.pct_peak_bandwidth,
-            "intensity": figures.intensity, "bound": figures.bound, "peak": peak.name if peak else None,
-            "note": "; ".join(notes) or None}
+        return None, None, None, f"no peak known for {name or 'this device'}" + (" (a CPU)" if kind == "cpu" else "")
+    if precision not in peak.tflops:
+        return peak.name, None, peak.bandwidth_gbps, f"the {peak.name} has no {precision} peak in the datasheet"
+    return peak.name, peak.tflops[precision], peak.bandwidth_gbps, None
 
 
 def _text(value: Any) -> str | None:
