@@ -80,7 +80,8 @@ def test_unknown_dimensions_are_unknown_not_guessed() -> None:
 
 def test_peak_table() -> None:
     assert device_peak("NVIDIA H200").name == "H200 SXM" and device_peak("NVIDIA H200 NVL").name == "H200 NVL"
-    assert device_peak("NVIDIA H100 80GB HBM3").name == "H100 SXM5" and device_peak("NVIDIA H100 PCIe").name == "H100 PCIe"
+    assert device_peak("NVIDIA H100 80GB HBM3").name == "H100 SXM5"
+    assert device_peak("NVIDIA H100 PCIe").name == "H100 PCIe"
     assert device_peak("NVIDIA A100-SXM4-80GB").bandwidth_gbps == 2039
     assert device_peak("Tesla T4").tflops == {"fp32": 8.1, "fp16": 65, "int8": 130}  # no TF32, no BF16 on Turing
     assert device_peak("NVIDIA L4").name == "L4" and device_peak("NVIDIA L40S").name == "L40S"

@@ -139,7 +139,8 @@ def memory_table(layers: pd.DataFrame) -> pd.DataFrame:
     """Per layer with a known size (the engine explorer's rule, farm.layers.memory): input, weight,
     output and total bytes as MiB, largest first."""
     known = layers.dropna(subset=["total_bytes"])
-    mib = {f"{part}_mib": known[f"{part}_bytes"].astype(float) / 2**20 for part in ("input", "weight", "output", "total")}
+    mib = {f"{part}_mib": known[f"{part}_bytes"].astype(float) / 2**20
+           for part in ("input", "weight", "output", "total")}
     frame = pd.DataFrame({"layer_index": known.layer_index, "name": known["name"], "type": known["type"], **mib})
     return frame.sort_values("total_mib", ascending=False).reset_index(drop=True)
 

@@ -122,15 +122,6 @@ def costs_for(snap: Snapshot, r: Any) -> tuple[NodeCost, ...]:
     return model_costs(*model_key(snap, r))
 
 
-def cell_time_ms(cell: Any) -> float | None:
-    """A query's compute time: the device-timed compute phase where the cell has one, else the median latency."""
-    for key in ("compute_mean_ms", "latency_median_ms"):
-        value = cell.get(key)
-        if value is not None and pd.notna(value) and value > 0:
-            return float(value)
-    return None
-
-
 def cell_roofline(snap: Snapshot, cell_ids: Any) -> pd.DataFrame:
     """Per cell id: FLOPs and bytes per query, the time, achieved TFLOP/s and GB/s, % of the device's
     compute and bandwidth peaks, arithmetic intensity (FLOPs/byte), the roof that bounds it, and a

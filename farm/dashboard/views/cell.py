@@ -205,7 +205,8 @@ else:
     columns[1].metric("MiB moved per query", f"{roof.bytes / 2**20:.4g}",
                       help="weights + each node's inputs and outputs at the cell's precision, unfused")
     columns[2].metric("Achieved TFLOP/s", number(roof.achieved_tflops))
-    columns[3].metric("% of peak compute", "–" if pd.isna(roof.pct_peak_compute) else f"{roof.pct_peak_compute:.3g} %")
+    columns[3].metric("% of peak compute",
+                      "–" if pd.isna(roof.pct_peak_compute) else f"{roof.pct_peak_compute:.3g} %")
     columns[4].metric("Achieved GB/s", number(roof.achieved_gbps))
     columns[5].metric("% of peak bandwidth",
                       "–" if pd.isna(roof.pct_peak_bandwidth) else f"{roof.pct_peak_bandwidth:.3g} %")
