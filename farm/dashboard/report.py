@@ -18,7 +18,9 @@ import pandas as pd
 from farm.dashboard.data import Snapshot, number, pareto_front, series_labels, with_noise_intervals, with_speedup
 from farm.dashboard.layers import layer_coverage, layer_kinds, top_layers
 from farm.dashboard.noise import MIN_EFFECT_PERCENT
+from farm.dashboard.summary import default_baseline, listed_backends, series_colours, summary, summary_text
 from farm.layers.coverage import coverage_note
+from farm.layers.memory import format_bytes
 from farm.measure import MIN_TAIL_SAMPLES
 from farm.warehouse import write_file
 
@@ -46,12 +48,14 @@ def write_report(results: str | Path, sweep: str, output: Path, baseline: str | 
         from farm.errors import UserError
 
         raise UserError(f"--baseline {baseline!r} is not a series of sweep {sweep}; series: {', '.join(names)}")
-    baseline = baseline or next((s for s in names if s.startswith("fp32")), names[0] if names else None)
+    baseline = baseline or default_baseline(measured, listed_backends(snap, [sweep]))
     measured = with_noise_intervals(snap, measured)  # the medians' intervals from each cell's raw samples
     compared = with_speedup(measured, baseline)
     compared["accuracy"] = compared.verdict.fillna("not checked")
     compared["pareto"] = pareto_front(compared)
-    parts = [_header(snap, sweep, frame)]
+    compared["colour"] = compared.series.map(series_colours(compared))
+    compared["style"] = [s[len(p) + 3:] or p for s, p in zip(compared.series, compared.precision.astype(str))]
+    parts = [_header(snap, sweep, frame), _answers(snap, frame, baseline)]
     if compared.empty:
         parts.append("<p>No measured cell in this sweep.</p>")
     for model in sorted(compared.model.unique()):
@@ -110,6 +114,25 @@ def _header(snap: Snapshot, sweep: str, frame: pd.DataFrame) -> str:
     return "".join(lines)
 
 
+def _answers(snap: Snapshot, frame: pd.DataFrame, baseline: str | None) -> str:
+    """The answer first: per model and batch, the fastest configuration that passes accuracy and
+    the fastest that fails (farm.dashboard.summary, as the dashboard's Overview shows it)."""
+    table = summary_text(summary(snap, frame, baseline))
+    if table.empty:
+        return ""
+    failing = {i for i, c in enumerate(table.columns) if c.startswith("✗")}
+    body = [[f"<span class=fail>✗ {_e(v)}</span>" if i in failing and v != "–"
+             else f"<span class=fail>{_e(v)}</span>" if "⚠" in str(v) else _e(v) for i, v in enumerate(row)]
+            for row in table.itertuples(index=False)]
+    return (f"<h2>Fastest configuration per model and batch</h2><p class=meta>Fastest by samples/s among the cells "
+            f"that pass the accuracy check against the fp32 reference; speedup over <b>{_e(baseline)}</b> at the "
+            "same model and batch (<span class=noise>within noise</span>: the 95 % interval of the ratio of medians "
+            "includes 1, or the change is under the minimum effect); accuracy: the figure that decided the verdict, "
+            "n: samples compared. ✗: the fastest that fails accuracy, ⚠ where it is the faster one.</p>"
+            + _table(table.columns, body, {i for i, c in enumerate(table.columns)
+                                           if "accuracy" in c or c in ("model", "sweep", "device", "profile")}))
+
+
 def _svg(figure) -> str:
     buffer = io.StringIO()
     figure.savefig(buffer, format="svg", bbox_inches="tight")
@@ -130,19 +153,52 @@ def _figure(width: float = 6.2, height: float = 3.6):
     return plt.subplots(figsize=(width, height))
 
 
+DASHES = ["-", "--", ":", "-."]  # by backend and mode (the series' style); the colour is its precision's hue
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+
+
+def _looks(rows: pd.DataFrame) -> dict[str, dict]:
+    """Per series: colour (farm.dashboard.summary.series_colours: a hue per precision, a shade per
+    series, 12 series of 4 precisions in 12 colours), dash and marker by its style."""
+    styles = sorted(rows["style"].unique())
+    return {s: {"color": c, "linestyle": DASHES[styles.index(st) % len(DASHES)],
+                "marker": MARKERS[styles.index(st) % len(MARKERS)]}
+            for s, c, st in rows[["series", "colour", "style"]].drop_duplicates("series").itertuples(index=False)}
+
+
+def _plain_log(axis, low: float, high: float) -> None:
+    """A log axis with plain tick labels (3, 10, 3,000: not 1e+04); the minor ticks at 2 and 5
+    labelled too where the axis spans under two decades."""
+    import math
+
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    def plain(value: float, _: int) -> str:
+        return f"{value:,.0f}" if value >= 1 else f"{value:g}"
+
+    axis.set_major_formatter(FuncFormatter(plain))
+    few = low > 0 and high > 0 and math.log10(high / low) < 2
+    axis.set_minor_formatter(FuncFormatter(
+        lambda v, i: plain(v, i) if round(v / 10 ** math.floor(math.log10(v) + 1e-9)) in (2, 5) else "")
+                             if few else NullFormatter())
+
+
 def _chart_against_batch(rows: pd.DataFrame, field: str, title: str) -> str:
     rows = rows[rows.batch.notna()]  # an ingested engine may not say its batch size
     if rows.empty:
         return ""
     figure, axes = _figure()
+    looks = _looks(rows)
     for series, points in rows.sort_values("batch").groupby("series"):
-        axes.plot(points.batch, points[field], marker="o", markersize=3, label=series)
+        axes.plot(points.batch, points[field], markersize=4, label=series, **looks[series])
     axes.set_xscale("log", base=2)
+    axes.set_yscale("log")
+    _plain_log(axes.yaxis, rows[field].min(), rows[field].max())
     batches = sorted(rows.batch.unique())
     axes.set_xticks(batches, [str(b) for b in batches])
     axes.minorticks_off()
     axes.set_xlabel("batch size")
-    axes.set_ylabel(title)
+    axes.set_ylabel(title + " (log)")
     axes.grid(alpha=0.3)
     axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return _svg(figure)
@@ -151,18 +207,20 @@ def _chart_against_batch(rows: pd.DataFrame, field: str, title: str) -> str:
 def _chart_pareto(rows: pd.DataFrame) -> str:
     figure, axes = _figure(9, 4.2)
     markers = {"pass": "o", "fail": "x", "not checked": "s"}
-    colours = {s: f"C{i % 10}" for i, s in enumerate(sorted(rows.series.unique()))}
+    looks = _looks(rows)
     for (series, verdict), points in rows.groupby(["series", "accuracy"]):
         axes.scatter(points.latency_p99_ms, points.throughput_samples_per_s, marker=markers[verdict],
-                     color=colours[series], s=28, label=f"{series} ({verdict})")
+                     color=looks[series]["color"], s=28, label=f"{series} ({verdict})")
+    for point in rows.itertuples():  # each point's batch size beside it
+        if pd.notna(point.batch):
+            axes.annotate(f"b{int(point.batch)}", (point.latency_p99_ms, point.throughput_samples_per_s),
+                          xytext=(3, 3), textcoords="offset points", fontsize=6, color="#444")
     front = rows[rows.pareto].sort_values("latency_p99_ms")
     axes.plot(front.latency_p99_ms, front.throughput_samples_per_s, linestyle="--", color="#555", linewidth=1)
     axes.set_xscale("log")
-    from matplotlib.ticker import FuncFormatter
-
-    plain = FuncFormatter(lambda value, _: f"{value:g}")
-    axes.xaxis.set_major_formatter(plain)
-    axes.xaxis.set_minor_formatter(plain)
+    axes.set_yscale("log")
+    _plain_log(axes.xaxis, rows.latency_p99_ms.min(), rows.latency_p99_ms.max())
+    _plain_log(axes.yaxis, rows.throughput_samples_per_s.min(), rows.throughput_samples_per_s.max())
     axes.set_xlabel("p99 latency (ms), lower is better")
     axes.set_ylabel("throughput (samples/s), higher is better")
     axes.grid(alpha=0.3)
@@ -183,7 +241,7 @@ _n = number
 
 def _cell_table(rows: pd.DataFrame) -> str:
     out = []
-    for r in rows.sort_values(["batch", "series"]).itertuples():
+    for r in rows.sort_values(["batch", "throughput_samples_per_s"], ascending=[True, False]).itertuples():
         noise = r.vs_baseline == "within noise"
         speedup = "–" if pd.isna(r.speedup) else f"{r.speedup:.3f}×"
         verdict = r.accuracy if r.accuracy != "fail" else f"fail: {r.failed_metric}"
@@ -197,6 +255,7 @@ def _cell_table(rows: pd.DataFrame) -> str:
         out.append([
             _e(r.series), "–" if pd.isna(r.batch) else str(r.batch), _n(r.throughput_qps), _n(r.throughput_samples_per_s), _n(r.latency_median_ms),
             ci, p99, _n(r.latency_cv_percent, 3), "–" if pd.isna(r.stable) else "yes" if r.stable else "no",
+            "–" if pd.isna(r.peak_memory_bytes) else format_bytes(r.peak_memory_bytes),
             f"<span class=noise>{speedup}</span>" if noise else speedup,
             f"<span class=noise>{ratio}</span>" if noise else ratio,
             (f"<span class=noise>{_e(r.vs_baseline)}</span>" if noise else _e(r.vs_baseline or "–"))
@@ -205,8 +264,8 @@ def _cell_table(rows: pd.DataFrame) -> str:
             "●" if r.pareto else "", f"<code>{_e(r.cell_id[:8])}</code>",
         ])
     return _table(["series", "batch", "qps", "samples/s", "p50 ms", "p50 95% CI ms", "p99 ms", "CV %", "stable",
-                   "speedup", "p50 / baseline (95% CI)", "vs baseline", "accuracy", "frontier", "cell"], out,
-                  {0, 11, 12, 14})
+                   "peak memory", "speedup", "p50 / baseline (95% CI)", "vs baseline", "accuracy", "frontier", "cell"],
+                  out, {0, 12, 13, 15})
 
 
 def _top_layers(snap: Snapshot, rows: pd.DataFrame) -> str:
@@ -218,7 +277,7 @@ def _top_layers(snap: Snapshot, rows: pd.DataFrame) -> str:
             continue
         top = top_layers(layers, "time_avg_ms", 10)
         body = [[str(t.layer_index), _e(t.name), _e(t.type), _n(t.time_avg_ms), _n(t.time_share_percent, 3),
-                 _n(t.total_bytes, 6)] for t in top.itertuples()]
+                 "–" if pd.isna(t.total_bytes) else format_bytes(t.total_bytes)] for t in top.itertuples()]
         kinds = sorted(layer_kinds(layers, cell.backend).dropna().unique())
         coverage = layer_coverage(snap, cell.cell_id, layers)
         if len(kinds) > 1:  # rows of different kinds are never summed together
@@ -230,7 +289,7 @@ def _top_layers(snap: Snapshot, rows: pd.DataFrame) -> str:
         warning = f" <span class=fail>⚠ {_e(note)}.</span>" if note else ""
         return (f"<h3>Top layers by time: {_e(cell.label)}</h3><p class=meta>The highest-throughput cell that does "
                 f"not fail accuracy; {summed}.{warning}</p>"
-                + _table(["#", "layer", "type", "mean ms", "share %", "bytes"], body, {1, 2}))
+                + _table(["#", "layer", "type", "mean ms", "share %", "memory moved"], body, {1, 2}))
     return ""
 
 

@@ -31,6 +31,7 @@ FAMILIES = {
     "red": ["#a50f15", "#de2d26", "#fb6a4a", "#fc9272"], "brown": ["#6b4c1a", "#8c6d31", "#bd9e39", "#e7ba52"],
     "pink": ["#7b4173", "#a55194", "#ce6dbd", "#de9ed6"], "grey": ["#252525", "#636363", "#969696", "#bdbdbd"],
 }
+PRECISION_RANK = {p: i for i, p in enumerate(("fp32", "tf32", "fp16", "bf16", "fp8", "int8", "int4"))}
 PRECISION_FAMILY = {"fp32": "blue", "tf32": "purple", "fp16": "green", "bf16": "orange", "int8": "red",
                     "fp8": "brown", "int4": "pink"}
 
@@ -53,14 +54,15 @@ def listed_backends(snap: Snapshot, sweeps: list[str]) -> list[str]:
 def default_baseline(frame: pd.DataFrame, backends: list[str]) -> str | None:
     """The series speedup is measured against unless the user picks another: fp32 on the first
     backend the sweep lists (`listed_backends`), in eager mode where the backend has modes; the
-    nearest there is otherwise (fp32 on any backend, then the first series)."""
+    nearest there is otherwise (fp32 on another backend; without fp32, the widest precision there
+    is: tf32, fp16, bf16, ...)."""
     measured = frame[(frame.status == "ok") & frame.throughput_qps.notna()]
     if measured.empty:
         return None
     rank = {b: i for i, b in enumerate(backends)}
     mode = measured.options.map(lambda text: _options(text).get("mode"))
     ordered = measured.assign(
-        _fp32=measured.precision != "fp32", _backend=measured.backend.map(lambda b: rank.get(b, len(rank))),
+        _fp32=measured.precision.map(lambda p: PRECISION_RANK.get(p, len(PRECISION_RANK))), _backend=measured.backend.map(lambda b: rank.get(b, len(rank))),
         _eager=mode.map(lambda m: m is not None and m != "eager"), _series=measured.series)
     ordered = ordered.sort_values(["_fp32", "_backend", "_eager", "_series"], kind="stable")
     return str(ordered.series.iloc[0])
