@@ -47,6 +47,8 @@ def precision_tab(layers: pd.DataFrame) -> None:
         return
     st.caption(f"{len(per_layer)} of {len(layers)} layers carry their output's type; the time shares are of "
                "those layers' time.")
+    st.caption("; ".join(f"{r.precision}: {r.layers} layers, {r.share_percent:.1f} % of the time"
+                         for r in summary.itertuples()))
     left, right = st.columns([1, 2])
     left.dataframe(summary, hide_index=True, column_config={
         "time_ms": st.column_config.NumberColumn("Σ ms", format="%.4g"),
@@ -200,17 +202,19 @@ roof = cell_roofline(snap, [cell_id]).iloc[0]
 if pd.isna(roof.flops):
     st.info(f"No roofline: {roof.note}.")
 else:
-    columns = st.columns(7)
+    columns = st.columns(4)
     columns[0].metric("GFLOP per query", f"{roof.flops / 1e9:.4g}", help="from the ONNX graph at this cell's shapes")
     columns[1].metric("MiB moved per query", f"{roof.bytes / 2**20:.4g}",
                       help="weights + each node's inputs and outputs at the cell's precision, unfused")
-    columns[2].metric("Achieved TFLOP/s", number(roof.achieved_tflops))
-    columns[3].metric("% of peak compute",
+    columns[2].metric("FLOP per byte", f"{roof.intensity:.4g}", help="arithmetic intensity")
+    columns[3].metric("Bound by", roof.bound or "–", help="the roof under which the intensity puts the cell")
+    columns = st.columns(4)
+    columns[0].metric("Achieved TFLOP/s", number(roof.achieved_tflops))
+    columns[1].metric("% of peak compute",
                       "–" if pd.isna(roof.pct_peak_compute) else f"{roof.pct_peak_compute:.3g} %")
-    columns[4].metric("Achieved GB/s", number(roof.achieved_gbps))
-    columns[5].metric("% of peak bandwidth",
+    columns[2].metric("Achieved GB/s", number(roof.achieved_gbps))
+    columns[3].metric("% of peak bandwidth",
                       "–" if pd.isna(roof.pct_peak_bandwidth) else f"{roof.pct_peak_bandwidth:.3g} %")
-    columns[6].metric("Bound by", roof.bound or "–", help=f"arithmetic intensity {roof.intensity:.4g} FLOP/byte")
     peak_text = (f"against the {roof.peak}'s datasheet peaks at {cell.precision}" if roof.peak
                  else "no peak to set them against")
     st.caption(f"{roof.flops / 1e9:.4g} GFLOP and {human_bytes(roof.bytes)} per query in {roof.time_ms:.4g} ms "
@@ -256,6 +260,9 @@ else:
             tooltip=["kind", "type", "layers", alt.Tooltip("time_ms:Q", format=".4g"),
                      alt.Tooltip("share_percent:Q", format=".1f")]).properties(height=22 * len(by_type) + 40),
             width="stretch")
+        st.caption(" · ".join(f"{r.type} {r.share_percent:.1f} % ({r.layers} layers, {r.time_ms:.4g} ms)"
+                              for r in by_type.groupby("kind").head(5).itertuples()) + " of the layer time of "
+                   + " and ".join(sorted(by_type.kind.unique())) + " rows")
         st.dataframe(by_type, hide_index=True, column_config={
             "time_ms": st.column_config.NumberColumn("Σ ms", format="%.4g"),
             "share_percent": st.column_config.NumberColumn("share", format="%.1f %%")})
