@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+from decimal import Decimal
 from pathlib import Path
 
 from farm.cli.common import connect, print_rows, require_sweep
@@ -30,8 +32,41 @@ def cmd_query(args: argparse.Namespace) -> int:
         raise UserError(f"query failed: {str(exc).splitlines()[0]}") from None
     if columns is None:
         return 0
+    if args.format == "table":  # what the SQL returns, every digit of it: round in the SQL to see fewer
+        exact = [tuple(exact_text(v) for v in row) for row in rows]
+        numeric = [any(isinstance(r[i], (int, float, Decimal)) and not isinstance(r[i], bool) for r in rows)
+                   for i in range(len(columns))]
+        if len(rows) > PLAIN_TABLE_ROWS:
+            print_plain_table(columns, exact, numeric)
+        else:
+            print_exact_table(columns, exact, numeric)
+        return 0
     print_rows(columns, rows, args.format)
     return 0
+
+
+def exact_text(value: object) -> str:
+    """A value as the query returned it: floats to the shortest text that reads back as the same
+    number (0.1, 1234.56789, 1e-07), not rounded to 4 significant digits; the rest as `farm show`
+    prints it (blank for NULL, yes/no)."""
+    from farm.display import fmt
+
+    if isinstance(value, float) and math.isfinite(value):
+        return repr(value)
+    return fmt(value)
+
+
+def print_exact_table(columns: list[str], rows: list[tuple[str, ...]], numeric: list[bool]) -> None:
+    from rich.table import Table
+
+    from farm.cli.common import console
+
+    table = Table(header_style="bold")
+    for name, right in zip(columns, numeric):
+        table.add_column(name, justify="right" if right else "left", overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    console().print(table, highlight=False, markup=False)
 
 
 def cmd_graph(args: argparse.Namespace) -> int:
@@ -98,8 +133,14 @@ def cmd_show(args: argparse.Namespace) -> int:
         where="c.sweep_id = ? AND (? OR list_contains(?, c.cell_id))",
         order_by="c.model, c.backend, c.precision, c.batch, c.profile, c.options, c.cell_id"),  # ties: in one order
         [MIN_TAIL_SAMPLES, COVERAGE_WARN_PERCENT, args.sweep, plan is None, plan or []])
-    if args.format == "table" and len(rows) > PLAIN_TABLE_ROWS:
-        print_plain_table(columns, rows)
+    if args.format == "table":  # each distinct note once, below the table, as the end-of-sweep summary does
+        rows, notes = footnoted(rows, columns.index("note"))
+        if len(rows) > PLAIN_TABLE_ROWS:
+            print_plain_table(columns, rows)
+        else:
+            print_rows(columns, rows, args.format)
+        for number, note in enumerate(notes, 1):
+            print(f"[{number}] {note}")
     else:
         print_rows(columns, rows, args.format)
     if plan is not None:
@@ -110,16 +151,33 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def footnoted(rows: list[tuple], column: int) -> tuple[list[tuple], list[str]]:
+    """`rows` with the text in `column` replaced by a footnote mark ('[2]'), and the notes in the
+    order first seen: a note shared by many rows (a backend's five-line reason) is printed once."""
+    notes: dict[str, int] = {}
+    marked = []
+    for row in rows:
+        note = row[column]
+        if note:
+            number = notes.setdefault(note, len(notes) + 1)
+            row = (*row[:column], f"[{number}]", *row[column + 1:])
+        marked.append(row)
+    return marked, list(notes)
+
+
 PLAIN_TABLE_ROWS = 500  # a larger `farm show` prints plain text: rich lays out 2,500 rows in about 40 s
 
 
-def print_plain_table(columns: list[str], rows: list[tuple]) -> None:
-    """Rows as aligned plain text (numbers right-aligned), as quick for 25,000 rows as for 25."""
+def print_plain_table(columns: list[str], rows: list[tuple], numeric: list[bool] | None = None) -> None:
+    """Rows as aligned plain text (numbers right-aligned), as quick for 25,000 rows as for 25.
+    Values are formatted with farm.display.fmt (texts stay as they are); `numeric` says which
+    columns to right-align where the rows are texts already."""
     from farm.display import fmt
 
     text = [[fmt(v) for v in row] for row in rows]
-    numeric = [any(isinstance(r[i], (int, float)) and not isinstance(r[i], bool) for r in rows)
-               for i in range(len(columns))]
+    if numeric is None:
+        numeric = [any(isinstance(r[i], (int, float)) and not isinstance(r[i], bool) for r in rows)
+                   for i in range(len(columns))]
     widths = [max([len(c)] + [len(r[i]) for r in text]) for i, c in enumerate(columns)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip(), "  ".join("-" * w for w in widths)]
     lines += ["  ".join(v.rjust(w) if n else v.ljust(w) for v, w, n in zip(r, widths, numeric)).rstrip()

@@ -47,3 +47,27 @@ def test_show_marks_a_failed_verdict_with_its_metric(warehouse: Path, tmp_path: 
     failed = [r for r in rows if r["cell"] == path.stem[:8]]
     assert [r["accuracy"] for r in failed] == ["fail: cosine_similarity"]
     assert sum(r["accuracy"] == "pass" for r in rows) == 5
+
+
+def test_show_prints_each_note_once_below_the_table(warehouse: Path, capsys) -> None:
+    """The six unsupported bf16 cells share one reason, the failed cells two: three notes, each
+    printed once as a footnote, the rows marked [1], [2], [3]."""
+    assert main(["show", "dash", "--results", str(warehouse)]) == 0
+    out = capsys.readouterr().out
+    notes = [line for line in out.splitlines() if line.startswith("[")]
+    assert len(notes) == 3 and len(set(notes)) == 3
+    assert sum("bf16 is not supported" in line for line in out.splitlines()) == 1
+    assert "[1]" in out and "[3]" in out
+    assert main(["show", "dash", "--results", str(warehouse), "--format", "csv"]) == 0  # csv: the note itself
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert sum("bf16 is not supported" in (r["note"] or "") for r in rows) == 6
+
+
+def test_query_prints_every_digit_the_sql_returns(warehouse: Path, capsys) -> None:
+    snap = Snapshot(warehouse)
+    qps = float(snap.query("SELECT throughput_qps FROM measurements ORDER BY cell_id LIMIT 1").throughput_qps[0])
+    assert main(["query", "SELECT round(throughput_qps, 6) AS six, throughput_qps AS every, 1.0 / 3 AS third "
+                 "FROM measurements ORDER BY cell_id LIMIT 1", "--results", str(warehouse)]) == 0
+    out = capsys.readouterr().out
+    assert repr(round(qps, 6)) in out and repr(qps) in out  # not rounded to 4 significant digits
+    assert "0.333333" in out
