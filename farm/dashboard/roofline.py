@@ -36,9 +36,16 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-@functools.lru_cache(maxsize=2)
+@functools.lru_cache(maxsize=16)
 def load_model(source: str, sha256: str, cache_dir: Path, config_dirs: tuple[Path, ...]):
-    """The cell's model as an onnx.ModelProto, checked against its hash; NoModel saying why not."""
+    """The cell's model (its graph and shapes, without the weights' data: farm.layers.flops.light_model),
+    checked against its hash; NoModel saying why not."""
+    from farm.layers.flops import light_model
+
+    return light_model(_full_model(source, sha256, cache_dir, config_dirs))
+
+
+def _full_model(source: str, sha256: str, cache_dir: Path, config_dirs: tuple[Path, ...]):
     import onnx
 
     if source.startswith("ingest:"):

@@ -61,35 +61,25 @@ class NodeCost:
 
 
 def light_model(model):
-    """A copy of `model` without the data of its large initializers (declared as graph inputs of
-    the same type and shape instead), so shape inference does not copy hundreds of MiB of weights."""
+    """A copy of `model` whose large floating-point initializers keep their name, type and shape
+    but not their data: what shape inference and the costs need, without hundreds of MiB of
+    weights (small and integer ones, which shape computations read, are kept whole)."""
     import onnx
 
     light = onnx.ModelProto()
-    if model.ByteSize() < 2**20:
-        light.CopyFrom(model)
-    else:
-        _copy_without_weights(model, light)
-    return light
-
-
-def _copy_without_weights(model, light) -> None:
-    from onnx import helper
-
-    graph = model.graph
     light.ir_version, light.producer_name = model.ir_version, model.producer_name
     light.opset_import.extend(model.opset_import)
+    graph = model.graph
     light.graph.name = graph.name
-    light.graph.node.extend(graph.node)
-    light.graph.input.extend(graph.input)
-    light.graph.output.extend(graph.output)
-    light.graph.value_info.extend(graph.value_info)
-    declared = {i.name for i in graph.input}
+    for field in ("node", "input", "output", "value_info"):
+        getattr(light.graph, field).extend(getattr(graph, field))
     for tensor in graph.initializer:
-        if math.prod(tensor.dims) <= 64 or tensor.data_type not in _FLOAT_TYPES:  # shape tensors: keep values
+        if math.prod(tensor.dims) <= 64 or tensor.data_type not in _FLOAT_TYPES:
             light.graph.initializer.append(tensor)
-        elif tensor.name not in declared:
-            light.graph.input.append(helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
+        else:
+            light.graph.initializer.append(onnx.TensorProto(name=tensor.name, data_type=tensor.data_type,
+                                                            dims=tensor.dims))
+    return light
 
 
 def node_costs(model, input_shapes: dict[str, list[int]]) -> list[NodeCost]:
