@@ -106,3 +106,28 @@ def test_rows_without_tensors_are_a_list_in_execution_order() -> None:
     assert "->" not in source and source.count("<TR>") == 2 + 5  # heading, column names, five layers
     assert source.index("triton_kernel_0") < source.index("triton_kernel_4")
     assert "5 layers in execution order: their rows name no tensors" in source
+
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "results" / "examples"
+
+
+@needs_dot
+@pytest.mark.skipif(not any(EXAMPLES.glob("*/layers/*.parquet")), reason="results/examples has no layers here")
+def test_175_graph_ops_with_edges_are_a_ranked_column(tmp_path: Path) -> None:
+    """ResNet-50 eager on the H200 (results/examples): 175 graph ops with their tensors, ranked top
+    to bottom: every layer a box, every tensor an edge, a column rather than a row."""
+    con = Warehouse(EXAMPLES).connect()
+    cell = con.execute("SELECT cell_id FROM cells WHERE options LIKE '%\"eager\"%' AND precision = 'fp32' "
+                       "AND batch = 1").fetchone()[0]
+    out = tmp_path / "engine.dot"
+    assert main(["graph", cell, "--results", str(EXAMPLES), "-o", str(out)]) == 0
+    source = out.read_text()
+    assert "rankdir=TB" in source and "<TABLE" not in source  # every row names its tensors: no list
+    assert len(re.findall(r"^\s*L\d+ \[", source, re.M)) == 175
+    edges = con.execute("SELECT sum(json_array_length(input_tensors)) FROM layers WHERE cell_id = ?",
+                        [cell]).fetchone()[0]
+    assert source.count("->") == edges + 1  # one per tensor read, one to the engine output
+    png = tmp_path / "engine.png"
+    assert main(["graph", cell, "--results", str(EXAMPLES), "-o", str(png)]) == 0
+    width, height = png_size(png.read_bytes())
+    assert width < 1500 and height > 10 * width
