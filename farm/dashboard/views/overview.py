@@ -35,7 +35,10 @@ else:
                "decided the verdict, n: samples compared. Beside it, ✗: the fastest that fails accuracy, ⚠ where "
                "it is the faster one." + ("" if "mJ / inference" in answers else " No energy figures: these cells "
                                           "have no GPU telemetry."))
-    st.table(answers.set_index(answers.columns[0]))
+    if len(answers) <= 200:  # a plain table: every figure in full, nothing to scroll
+        st.table(answers.set_index(answers.columns[0]))
+    else:  # hundreds of models and batch sizes: a table that scrolls, quick to draw
+        st.dataframe(answers, hide_index=True)
 
 counts = cells.status.value_counts()
 columns = st.columns(6)
