@@ -3,7 +3,13 @@
 Generates a warehouse of 10,000 cells with 100 layers each (1,000,000 layer rows) and 50 raw
 samples each, in the warehouse's real layout (one Parquet file per cell per table), then:
   - times the snapshot load (what the dashboard does once per warehouse change);
-  - serves it with `farm dashboard` and times every page in headless Chromium (Debian's
+  - times every page (each script in farm/dashboard/views, pages added later included) through
+    Streamlit's AppTest in this process: the page script's data work and the elements it makes,
+    no browser (`apptest` rows: first visit and the next, the snapshot already loaded);
+  - the same on a larger warehouse, 100,000 cells in sweeps of 25,000 (--big-cells,
+    --big-per-sweep), generated straight into compacted blocks (the layout `farm compact` leaves):
+    a minute to write, not the hour 700,000 per-cell files would take;
+  - serves the first with `farm dashboard` and times every page in headless Chromium (Debian's
     chromium through Playwright), from navigation until the page's last element is drawn and
     Streamlit reports the script run finished: cold (first visit, snapshot included) and warm.
 
@@ -13,10 +19,11 @@ they exist only under the folder given and are never mixed with real results.
     .venv/bin/python benchmarks/dashboard_scale.py [--cells 10000] [--layers 100] [--dir /tmp/farm-scale]
     .venv/bin/python benchmarks/dashboard_scale.py --quick --dir /tmp/farm-scale-quick   # the test suite runs this
 
---quick runs the same code on 40 cells of 10 layers and 20 samples: its figures only show that
-every page still loads. Each dashboard server listens on a free loopback port unless --port names
+--quick runs the same code on 40 cells of 10 layers and 20 samples (and 600 compacted cells in
+sweeps of 300 as the larger warehouse): its figures only show that every page still loads. Each dashboard server listens on a free loopback port unless --port names
 one, and is stopped (its whole process group) before the benchmark ends, also on SIGTERM.
---no-browser stops after the snapshot figures (for a machine without chromium).
+--no-browser stops after the snapshot and AppTest figures (for a machine without chromium);
+--pages overview compare ... times only those pages through AppTest.
 """
 
 from __future__ import annotations
@@ -202,12 +209,13 @@ def block_columns(sweep: str, sweep_index: int, index: np.ndarray, variants: int
     }
 
 
-def time_pages_apptest(results: Path, params: dict[str, str]) -> list[tuple[str, float, float]]:
+def time_pages_apptest(results: Path, params: dict[str, str], only: list[str] | None = None):
     """Every page (each script in farm/dashboard/views, so pages added later count too) through
     Streamlit's AppTest in this process: the page script's data work and the elements it makes,
     without a browser drawing them. Per page: (name, first visit, next visit), the warehouse's
     snapshot already loaded (it loads once per warehouse change: `snapshot load` above); first
-    visits fill the page's own caches. The first row is the snapshot load with the landing page."""
+    visits fill the page's own caches. The first row is the snapshot load with the landing page.
+    Rows come as they are measured; `only` names the pages to time (default: all)."""
     os.environ["FARM_RESULTS"] = str(results)
     from streamlit.testing.v1 import AppTest
 
@@ -216,8 +224,8 @@ def time_pages_apptest(results: Path, params: dict[str, str]) -> list[tuple[str,
         at.query_params[key] = value
     started = time.perf_counter()
     at.run()
-    rows = [("snapshot load + overview", time.perf_counter() - started, float("nan"))]
-    pages = sorted(p.stem for p in (ROOT / "farm" / "dashboard" / "views").glob("*.py"))
+    yield "snapshot load + overview", time.perf_counter() - started, float("nan")
+    pages = [p.stem for p in (ROOT / "farm" / "dashboard" / "views").glob("*.py") if not only or p.stem in only]
     for page in sorted(pages, key=lambda p: (p != "overview", p)):
         times = []
         for _ in range(2):
@@ -227,15 +235,15 @@ def time_pages_apptest(results: Path, params: dict[str, str]) -> list[tuple[str,
             times.append(time.perf_counter() - started)
             if at.exception:
                 raise RuntimeError(f"page {page}: {at.exception[0].message}")
-        rows.append((page, *times))
-    return rows
+        yield page, *times
 
 
-def print_apptest(results: Path, cells: int, params: dict[str, str]) -> None:
+def print_apptest(results: Path, cells: int, params: dict[str, str], only: list[str] | None = None) -> None:
     print(f"\npages through Streamlit's AppTest (script run: data work + elements, no browser), {cells:,} cells, "
           f"{os.cpu_count()} cores:\n{'apptest':<8} {'cells':>8} {'page':<26} {'first':>8} {'again':>8}")
-    for page, first, again in time_pages_apptest(results, params):
-        print(f"{'apptest':<8} {cells:>8,} {page:<26} {first:8.2f} {again:8.2f}", flush=True)
+    for page, first, again in time_pages_apptest(results, params, only):
+        again_text = "–" if again != again else f"{again:.2f}"  # the snapshot load has no second visit
+        print(f"{'apptest':<8} {cells:>8,} {page:<26} {first:8.2f} {again_text:>8}", flush=True)
 
 
 def free_port() -> int:
@@ -340,6 +348,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--big-cells", type=int, default=None,
                         help="also time the pages on this many cells, generated compacted (default 100,000; quick 600; "
                              "0: not)")
+    parser.add_argument("--pages", nargs="+", default=None, metavar="PAGE",
+                        help="time only these pages through AppTest (names of farm/dashboard/views/*.py; default all)")
     parser.add_argument("--big-per-sweep", type=int, default=None, help="cells per sweep there (default 25,000, "
                                                                         "quick 300)")
     args = parser.parse_args(argv)
@@ -382,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
     layers = snap.cell_file(f"{5:016x}", "layers")
     print(f"one cell's layers read: {1000 * (time.perf_counter() - started):.1f} ms ({len(layers)} rows)", flush=True)
     params = {"sweep": "scale0", "cell": f"{5:016x}", "a": f"{5:016x}", "b": f"{15:016x}"}
-    print_apptest(results, args.cells, params)
+    print_apptest(results, args.cells, params, args.pages)
     if args.big_cells:  # the same pages on a larger warehouse, generated compacted
         big = args.dir / "results-big"
         if not (args.keep and big.is_dir()):
@@ -395,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
         snap = Snapshot(big)
         print(f"snapshot load, compacted: {time.perf_counter() - started:.2f} s for {len(snap.cell_frame):,} cells")
         print_apptest(big, args.big_cells, {"sweep": "scale0", "cell": f"{0:04x}{5:012x}", "a": f"{0:04x}{5:012x}",
-                                            "b": f"{0:04x}{15:012x}"})
+                                            "b": f"{0:04x}{15:012x}"}, args.pages)
     if args.no_browser:
         return 0
 
