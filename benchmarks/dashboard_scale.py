@@ -20,8 +20,9 @@ they exist only under the folder given and are never mixed with real results.
     .venv/bin/python benchmarks/dashboard_scale.py --quick --dir /tmp/farm-scale-quick   # the test suite runs this
 
 --quick runs the same code on 40 cells of 10 layers and 20 samples (and 600 compacted cells in
-sweeps of 300 as the larger warehouse): its figures only show that every page still loads. Each dashboard server listens on a free loopback port unless --port names
-one, and is stopped (its whole process group) before the benchmark ends, also on SIGTERM.
+sweeps of 300 as the larger warehouse): its figures only show that every page still loads. Each
+dashboard server listens on a free loopback port unless --port names one, and is stopped (its
+whole process group) before the benchmark ends, also on SIGTERM.
 --no-browser stops after the snapshot and AppTest figures (for a machine without chromium);
 --pages overview compare ... times only those pages through AppTest.
 """
@@ -403,7 +404,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"20 samples each) in {time.perf_counter() - started:.0f} s", flush=True)
         started = time.perf_counter()
         snap = Snapshot(big)
-        print(f"snapshot load, compacted: {time.perf_counter() - started:.2f} s for {len(snap.cell_frame):,} cells")
+        print(f"larger warehouse, snapshot load (compacted): {time.perf_counter() - started:.2f} s for "
+              f"{len(snap.cell_frame):,} cells")
         print_apptest(big, args.big_cells, {"sweep": "scale0", "cell": f"{0:04x}{5:012x}", "a": f"{0:04x}{5:012x}",
                                             "b": f"{0:04x}{15:012x}"}, args.pages)
     if args.no_browser:
