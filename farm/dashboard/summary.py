@@ -62,9 +62,10 @@ def default_baseline(frame: pd.DataFrame, backends: list[str]) -> str | None:
     rank = {b: i for i, b in enumerate(backends)}
     mode = measured.options.map(lambda text: _options(text).get("mode"))
     ordered = measured.assign(
-        _fp32=measured.precision.map(lambda p: PRECISION_RANK.get(p, len(PRECISION_RANK))), _backend=measured.backend.map(lambda b: rank.get(b, len(rank))),
+        _precision=measured.precision.map(lambda p: PRECISION_RANK.get(p, len(PRECISION_RANK))),
+        _backend=measured.backend.map(lambda b: rank.get(b, len(rank))),
         _eager=mode.map(lambda m: m is not None and m != "eager"), _series=measured.series)
-    ordered = ordered.sort_values(["_fp32", "_backend", "_eager", "_series"], kind="stable")
+    ordered = ordered.sort_values(["_precision", "_backend", "_eager", "_series"], kind="stable")
     return str(ordered.series.iloc[0])
 
 
