@@ -17,18 +17,6 @@ from farm.dashboard.summary import default_baseline, listed_backends, summary, s
 from farm.layers.memory import format_bytes
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
-def _summary(root: str, stamp: tuple, sweep: str, baseline: str | None) -> tuple:  # noqa: ARG001 - cache key
-    frame = _load(root, stamp).cell_frame
-    frame = frame[frame.sweep_id == sweep].copy()
-    frame["series"] = series_labels(frame)
-    snap = _load(root, stamp)
-    measured = frame[(frame.status == "ok") & frame.throughput_qps.notna()]
-    default = default_baseline(frame, listed_backends(snap, [sweep]))
-    chosen = baseline if baseline in set(measured.series) else default
-    return summary_text(summary(snap, frame, chosen)), sorted(measured.series.unique()), default
-
-
 @st.cache_data(max_entries=32, show_spinner="Comparing…")
 def _compared(root: str, stamp: tuple, sweeps: tuple, filters: tuple, stable_only: bool, baseline: str | None,
               throughput: str) -> pd.DataFrame:
@@ -43,9 +31,32 @@ def compared_cells(snap: Snapshot, sweeps: list[str], filters: dict[str, list], 
     return _compared(str(root), fingerprint(root), tuple(sweeps), key, stable_only, baseline, throughput)
 
 
-def summary_of(snap: Snapshot, sweep: str, baseline: str | None) -> tuple[pd.DataFrame, list[str], str | None]:
-    """(`summary_text` of the sweep's summary against `baseline`, or the default baseline where
-    None; the sweep's measured series; the default baseline): computed once per warehouse state."""
+@st.cache_resource(max_entries=8, show_spinner=False)
+def _sweep_cells(root: str, stamp: tuple, sweep: str) -> tuple[pd.DataFrame, list[str], str | None]:
+    """A sweep's cells with their series (shared: never changed in place), its measured series
+    and the default baseline."""
+    snap = _load(root, stamp)
+    frame = snap.cell_frame[snap.cell_frame.sweep_id == sweep]
+    frame = frame.assign(series=series_labels(frame))
+    measured = frame[(frame.status == "ok") & frame.throughput_qps.notna()]
+    return frame, sorted(measured.series.unique()), default_baseline(frame, listed_backends(snap, [sweep]))
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _summary(root: str, stamp: tuple, sweep: str, baseline: str | None) -> pd.DataFrame:
+    frame, series, default = _sweep_cells(root, stamp, sweep)
+    return summary_text(summary(_load(root, stamp), frame, baseline if baseline in series else default))
+
+
+def summary_choices(snap: Snapshot, sweep: str) -> tuple[list[str], str | None]:  # noqa: ARG001 - one shape
+    """The sweep's measured series (what a baseline can be) and the default baseline."""
+    root = results_root()
+    return _sweep_cells(str(root), fingerprint(root), sweep)[1:]
+
+
+def summary_of(snap: Snapshot, sweep: str, baseline: str | None) -> pd.DataFrame:  # noqa: ARG001
+    """`summary_text` of the sweep's summary against `baseline` (the default one where it is not
+    a series of the sweep), once per warehouse state."""
     root = results_root()
     return _summary(str(root), fingerprint(root), sweep, baseline)
 

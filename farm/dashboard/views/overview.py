@@ -4,7 +4,8 @@ with its reason."""
 
 import streamlit as st
 
-from farm.dashboard.common import downloads, human_bytes, latest_sweep, results_root, snapshot_or_stop, summary_of
+from farm.dashboard.common import (downloads, human_bytes, latest_sweep, results_root, snapshot_or_stop,
+                                   summary_choices, summary_of)
 from farm.queries import STATUS_COUNTS, sweeps_with_counts
 from farm.warehouse import TABLES
 
@@ -17,12 +18,12 @@ st.subheader("Fastest configuration per model and batch")
 sweep_names = sorted(cells.sweep_id.unique())
 left, middle, right = st.columns([2, 3, 2])
 sweep = left.selectbox("Sweep", sweep_names, index=sweep_names.index(latest_sweep(cells)), key="ov-sweep")
-series, default = summary_of(snap, sweep, None)[1:]
+series, default = summary_choices(snap, sweep)
 baseline = middle.selectbox("Baseline for speedup", series, index=series.index(default) if default else 0,
                             key="ov-baseline", help="Speedup = throughput over this series' cell of the same "
                                                     "model and batch. Default: fp32 on the first backend the sweep "
                                                     "lists, eager mode where it has modes.") if series else None
-answers = summary_of(snap, sweep, baseline)[0]
+answers = summary_of(snap, sweep, baseline)
 batches = right.multiselect("Batch sizes", sorted(answers.batch.dropna().unique().tolist()), key="ov-batches")
 if batches:
     answers = answers[answers.batch.isin(batches)]
