@@ -24,7 +24,8 @@ sweeps of 300 as the larger warehouse): its figures only show that every page st
 dashboard server listens on a free loopback port unless --port names one, and is stopped (its
 whole process group) before the benchmark ends, also on SIGTERM.
 --no-browser stops after the snapshot and AppTest figures (for a machine without chromium);
---pages overview compare ... times only those pages through AppTest.
+--pages overview compare ... times only those pages through AppTest; --existing results/examples
+times the pages of a warehouse as it is (nothing generated).
 """
 
 from __future__ import annotations
@@ -353,7 +354,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="time only these pages through AppTest (names of farm/dashboard/views/*.py; default all)")
     parser.add_argument("--big-per-sweep", type=int, default=None, help="cells per sweep there (default 25,000, "
                                                                         "quick 300)")
+    parser.add_argument("--existing", type=Path, default=None, metavar="RESULTS",
+                        help="only time the pages of this warehouse through AppTest (e.g. results/examples)")
     args = parser.parse_args(argv)
+    if args.existing:  # a real warehouse, as it is: each page with its defaults
+        from farm.dashboard.data import Snapshot
+
+        started = time.perf_counter()
+        cells = len(Snapshot(args.existing).cell_frame)
+        print(f"snapshot load: {time.perf_counter() - started:.2f} s for {cells:,} cells of {args.existing}")
+        print_apptest(args.existing, cells, {}, args.pages)
+        return 0
     args.cells = args.cells if args.cells is not None else (40 if args.quick else 10_000)
     args.layers = args.layers if args.layers is not None else (10 if args.quick else 100)
     args.samples = args.samples if args.samples is not None else (20 if args.quick else 50)
