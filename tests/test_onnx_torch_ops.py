@@ -108,3 +108,27 @@ def test_if_runs_the_branch_its_condition_picks(flag: bool) -> None:
     proto = model([helper.make_node("If", ["cond"], ["y"], then_branch=branch("Mul", "then"),
                                     else_branch=branch("Sub", "else"))], [("x", F, (2, 3))], [("y", F)], [cond, k])
     check(proto, {"x": RNG.standard_normal((2, 3)).astype(np.float32)})
+
+
+def test_shape_constants_compile_into_one_graph_without_reading_tensors() -> None:
+    """Slice/Reshape/Unsqueeze read their constant shape inputs as ints: the generated forward
+    writes them as tuple literals, so torch.compile neither traces them as tensors (a graph break
+    per use: BERT-base had 63) nor meets numpy views among the constants (an AssertionError in
+    torch 2.11's Dynamo that failed every BERT-base compile cell on an H200)."""
+    import torch._dynamo as dynamo
+
+    # numpy_helper gives int64 initializers as views of their raw bytes: the case that asserted
+    starts, ends = numpy_helper.from_array(np.array([1], np.int64), "s"), numpy_helper.from_array(
+        np.array([5], np.int64), "e")
+    axes, shape = numpy_helper.from_array(np.array([1], np.int64), "a"), numpy_helper.from_array(
+        np.array([2, -1], np.int64), "shape")
+    proto = model([helper.make_node("Slice", ["x", "s", "e", "a"], ["y"], name="slice"),
+                   helper.make_node("Reshape", ["y", "shape"], ["z"], name="reshape"),
+                   helper.make_node("Relu", ["z"], ["out"], name="relu")],
+                  [("x", F, [2, 8, 3])], [("out", F)], [starts, ends, axes, shape])
+    feeds = {"x": np.random.default_rng(0).standard_normal((2, 8, 3)).astype(np.float32)}
+    check(proto, feeds)
+    module = build_module(proto).eval()
+    assert all(value.base is None for value in module.constants.values())
+    explained = dynamo.explain(module)(torch.from_numpy(feeds["x"]))
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0)

@@ -140,7 +140,7 @@ def _load_initializers(module, graph, torch) -> None:
 
 def _keep(module, torch, name: str, array, attr: str) -> None:
     if array.dtype.kind in "iub" and array.size <= SMALL_INT_CONSTANT:
-        module.constants[name] = array
+        module.constants[name] = np.array(array, copy=True)  # owning its data: torch.compile asserts on numpy views
     else:
         module.register_buffer(attr, torch.from_numpy(array.copy()))
         module.buffer_of[name] = attr
@@ -234,7 +234,8 @@ def _generate_forward(module) -> tuple[str, Callable]:
                 scope[f"A{index}_{key}"] = value
                 text = f"A{index}_{key}"
             items.append(f"{key!r}: {text}")
-        args = ", ".join([names[i] if i else "None" for i in ins] + ["None"] * _missing(OPS[op], len(ins)))
+        args = ", ".join([_argument(module, names, op, position, i) for position, i in enumerate(ins)]
+                         + ["None"] * _missing(OPS[op], len(ins)))
         targets = []
         for j, out in enumerate(outs):
             names[out] = f"v{index}_{j}" if out else "_"
@@ -251,6 +252,22 @@ def _generate_forward(module) -> tuple[str, Callable]:
     scope["_outputs"] = _outputs
     exec(compile(source, filename, "exec"), scope)  # noqa: S102 - source generated from the graph above
     return source, scope["forward"]
+
+
+# Inputs that operators read only as lists of ints (farm.onnx_torch.ops.ints): a constant there is
+# written into the generated call as a tuple literal. Left as a numpy global, torch.compile traces
+# it as a tensor and reading its values is a "data dependent operator": a graph break per use (63
+# in BERT-base, one per Slice/Reshape of each attention layer).
+SHAPE_ARGUMENTS = {"Slice": (1, 2, 3, 4), "Reshape": (1,), "Unsqueeze": (1,), "Squeeze": (1,), "ReduceMean": (1,),
+                   "Resize": (3,), "Expand": (1,), "Split": (1,), "ConstantOfShape": (0,)}
+
+
+def _argument(module, names: dict[str, str], op: str, position: int, name: str) -> str:
+    if not name:
+        return "None"
+    if position in SHAPE_ARGUMENTS.get(op, ()) and name in module.constants:
+        return repr(tuple(int(v) for v in np.asarray(module.constants[name]).reshape(-1)))
+    return names[name]
 
 
 def _missing(fn, given: int) -> int:
