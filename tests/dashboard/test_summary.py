@@ -245,3 +245,21 @@ def test_report_header_answers_first(known: Path, tmp_path: Path) -> None:
     assert "✗ bf16 · torch mode=compile" in head and "⚠ faster" in head
     assert "<b>fp32 · torch mode=eager</b>" in head
     assert "154140672" not in text
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "results" / "examples"
+
+
+@pytest.mark.skipif(not (EXAMPLES / "gpu-resnet50").is_dir(), reason="no example warehouse in this checkout")
+def test_the_reports_12_series_have_12_colours(tmp_path: Path) -> None:
+    """The example's 4 precisions x 3 PyTorch modes: every series its own colour (a matplotlib
+    cycle of 10 gave two pairs the same one), fp32's in blues."""
+    output = tmp_path / "report.html"
+    assert main(["report", "gpu-resnet50", "-o", str(output), "--results", str(EXAMPLES)]) == 0
+    text = output.read_text()
+    snap = Snapshot(EXAMPLES)
+    colours = series_colours(snap.cell_frame.assign(series=series_labels(snap.cell_frame)))
+    assert len(colours) == 12 and len(set(colours.values())) == 12
+    chart = text[text.index("<svg"):text.index("</svg>")]  # throughput against batch size
+    assert all(f"stroke: {colour}" in chart for colour in colours.values())
+    assert "fp32 · torch mode=eager</b>" in text  # the default baseline
