@@ -84,8 +84,13 @@ def test_one_actor_per_gpu_each_sees_only_its_gpu(ray_two_gpus, tmp_path: Path) 
     assert len(gpu_workers) == 2
     assert sorted(w["visible_devices"] for w in gpu_workers) == ["0", "1"]  # one GPU each, not both
     assert all(len(w["gpu_ids"]) == 1 for w in gpu_workers)
-    # thread pools sized to the host, not Ray's OMP_NUM_THREADS=1 for actors that reserve no CPUs
-    assert all(w["omp_threads"] == str(len(os.sched_getaffinity(0))) for w in executor.workers)
+    # the node's cores split between its GPU workers (disjoint halves here), the CPU worker has them
+    # all; thread pools sized to each share, not Ray's OMP_NUM_THREADS=1 for actors that reserve no CPUs
+    host = sorted(os.sched_getaffinity(0))
+    shares = [_cpu_list(w["cpu_set"]) for w in gpu_workers]
+    assert sorted(c for share in shares for c in share) == host and all(shares)
+    assert all(w["omp_threads"] == str(len(_cpu_list(w["cpu_set"]))) for w in executor.workers)
+    assert [_cpu_list(w["cpu_set"]) for w in executor.workers if w["kind"] == "cpu"] == [host]
     used = {recorder.results[c].worker["pid"] for c in cuda}
     assert used == {w["pid"] for w in gpu_workers}  # both GPU actors ran cells
     # no GPU here: PyTorch says so, and the cell is skipped, not crashed
@@ -148,6 +153,15 @@ def test_a_sweep_file_mistake_found_while_gpu_workers_start_leaves_none_running(
         plan_while_workers_start(loaded, Warehouse(tmp_path / "results"), runner, early=True)
     assert runner.workers  # the GPU workers had started meanwhile ...
     _wait_for(lambda: ray.available_resources().get("GPU", 0) == 2)  # ... and were stopped
+
+
+def _cpu_list(text: str) -> list[int]:
+    """'0-3,8' -> [0, 1, 2, 3, 8]"""
+    cores = []
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        cores += range(int(low), int(high or low) + 1)
+    return cores
 
 
 def _wait_for(condition, timeout_s: float = 60.0) -> None:

@@ -23,12 +23,14 @@ class CellWorker:
     """The actor: hands cells one at a time to its cell process, on the device Ray gave it."""
 
     def __init__(self, kind: str, log_queue, memory_limit: MemoryLimit, workers_on_node: int,
-                 cell_timeout_s: float | None = None, warm_up: bool = False) -> None:
+                 cell_timeout_s: float | None = None, warm_up: bool = False,
+                 core_share: tuple[int, int] = (0, 1)) -> None:
         import psutil
 
         self.kind = kind
         self.log_queue = log_queue
-        self.cores = _size_thread_pools()  # before the cell process starts: it inherits the settings
+        self.core_set = _take_cores(*core_share)  # before the cell process starts: it inherits them
+        self.cores = len(self.core_set)
         self.memory_limit_bytes = memory_limit.for_worker(psutil.virtual_memory().total, workers_on_node)
         # warm_up: each cell process opens the GPU and imports the engines as it starts (before its
         # first cell arrives), so a GPU's first cell is not seconds slower than the others
@@ -49,6 +51,7 @@ class CellWorker:
             "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
             "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
             "cpu_cores": self.cores,
+            "cpu_set": _ranges(self.core_set),
             "omp_threads": os.environ.get("OMP_NUM_THREADS"),
             "memory_limit_bytes": self.memory_limit_bytes,
         }
@@ -86,20 +89,42 @@ class CellWorker:
         self.cells.stop()
 
 
-def _size_thread_pools() -> int:
-    """Size CPU thread pools to the host's cores before any engine is imported.
+def _take_cores(index: int, workers: int) -> list[int]:
+    """Keep this worker to its share of the node's cores, and size CPU thread pools to it, before
+    any engine is imported. Worker `index` of `workers` on the node gets the index-th of as many
+    contiguous slices of the cores this process may use (all of them for a node's one worker).
 
-    Ray sets OMP_NUM_THREADS=1 in actors that reserve no CPUs, which would make CPU-side
-    PyTorch single-threaded. (Splitting the cores between the GPU actors of a node was tried
-    and measured slower for compile-heavy sweeps: compilation wants every core.)
+    Why split: on 4 H200s of one host (64 cores), cells measured with three other GPUs' cells
+    running beside them were slower wherever the host sets the pace (ResNet-50 fp16 b1 compile
+    2.42 -> 7.03 ms, b32 eager +16-20 %) than the same cells on one GPU alone, mostly while
+    another GPU's torch.compile filled every core with its compile workers. A measurement must
+    not depend on what its neighbours do; compiles get fewer threads in exchange.
+    Ray sets OMP_NUM_THREADS=1 in actors that reserve no CPUs, which would make CPU-side PyTorch
+    single-threaded: the pools are sized to the share instead.
     """
     try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[variable] = str(cores)
+        cores = sorted(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux: no affinity to set; every core
+        cores = list(range(os.cpu_count() or 1))
+        workers = 1
+    if workers > 1 and len(cores) >= workers:
+        size = len(cores) / workers
+        cores = cores[round(index * size):round((index + 1) * size)]
+        os.sched_setaffinity(0, cores)
+    for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TORCHINDUCTOR_COMPILE_THREADS"):
+        os.environ[variable] = str(len(cores))
     return cores
+
+
+def _ranges(cores: list[int]) -> str:
+    """[0, 1, 2, 3, 8] -> '0-3,8' (as taskset and /proc print CPU lists)."""
+    runs: list[list[int]] = []
+    for core in sorted(cores):
+        if runs and runs[-1][1] == core - 1:
+            runs[-1][1] = core
+        else:
+            runs.append([core, core])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def with_local_model(cell: Cell, cache_dir: Path, model_ref: list) -> Cell:

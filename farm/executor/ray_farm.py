@@ -57,6 +57,7 @@ class _Slot:
     node_id: str
     workers_on_node: int
     accelerators: frozenset[str] = frozenset()  # the node's `accelerator_type:<MODEL>` resources
+    index_on_node: int = 0  # which of the node's slots of its kind: which share of the node's cores
     actor: Any = None
     description: dict[str, Any] = dataclasses.field(default_factory=dict)
     start_error: str | None = None
@@ -173,7 +174,7 @@ class RayExecutor:
                 count = min(count, self.gpus - len(slots))
             accelerators = frozenset(k.split(":", 1)[1] for k in node.get("Resources", {})
                                      if k.startswith(ACCELERATOR_PREFIX) and kind == "cuda")
-            slots += [_Slot(kind, node["NodeID"], count, accelerators) for _ in range(count)]
+            slots += [_Slot(kind, node["NodeID"], count, accelerators, index_on_node=i) for i in range(count)]
         for slot in slots:
             self._launch(slot, log_queue)
         self._slots += slots
@@ -191,7 +192,7 @@ class RayExecutor:
             options["num_gpus"] = 1
         slot.actor = _remote_worker().options(**options).remote(
             slot.kind, log_queue, self.memory_limit, slot.workers_on_node, self.cell_timeout_s,
-            warm_up=slot.kind == "cuda")
+            warm_up=slot.kind == "cuda", core_share=(slot.index_on_node, slot.workers_on_node))
 
     def _await_started(self, slots: list[_Slot], log_queue) -> None:
         """Wait for the actors to describe themselves; relaunch those that fail, a few times."""
