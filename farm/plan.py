@@ -37,7 +37,7 @@ def plan_sweep(loaded: LoadedConfig, cache_dir: Path) -> Plan:
     models = []
     for i, spec in enumerate(config.models):
         try:
-            models.append(resolve_model(spec, i, loaded.base_dir, cache_dir))
+            models.append(resolve_model(spec, i, loaded.base_dir, cache_dir, config.measurement.seed))
         except ConfigError as exc:  # a mistake about the model's inputs: name the file too
             raise ConfigError(f"{loaded.path}: {exc}") from None
     profiles = [

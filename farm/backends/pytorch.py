@@ -1,8 +1,9 @@
 """PyTorch (CUDA or CPU): the GPU baseline every TensorRT figure is compared with.
 
-The ONNX file becomes a module through farm.onnx_torch, so PyTorch runs the same
-weights as every other backend. Modes: eager, torch.compile, and CUDA graphs (captured once,
-replayed per query). On CUDA each query is timed as trtexec does, by farm.device_timer: CUDA
+A model from a PyTorch source (farm.models.native) runs as the user's own nn.Module, built by
+its factory with the weights the ONNX engines run loaded; any other ONNX file becomes a module
+through farm.onnx_torch, so PyTorch runs the same weights as every other backend. Modes: eager,
+torch.compile, and CUDA graphs (captured once, replayed per query). On CUDA each query is timed as trtexec does, by farm.device_timer: CUDA
 events around the H2D copy, the compute and the D2H copy on one non-default stream, host time
 around the launch (enqueue), pinned host buffers; latency = H2D + compute + D2H.
 """
@@ -20,6 +21,7 @@ from farm.backends.base import BackendOptions, Capabilities, LoopTimedBackend
 from farm.backends.pytorch_layers import QUERY_RANGE, device_time_us, kernel_records
 from farm.layers.coverage import GRAPH_OP
 from farm.layers.memory import conv_macs, matmul_macs, tensor_bytes, total_bytes
+from farm.models.native import has_conv_4d, torch_module
 from farm.records import BuildRequest, BuildStats, LayerRecord, PhaseTimes, QueryFn
 
 _DTYPES = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfloat16"}
@@ -56,6 +58,7 @@ class TorchBackend(LoopTimedBackend):
         self.graph_outputs = None
         self.precision = "fp32"
         self.channels_last = False
+        self.native = False  # the model's own nn.Module (a PyTorch source), not the ONNX interpreter
 
     @classmethod
     def device_kind(cls, options: dict[str, Any]) -> str:
@@ -86,10 +89,7 @@ class TorchBackend(LoopTimedBackend):
     # --- build --------------------------------------------------------------------------------
 
     def build_impl(self, request: BuildRequest, feeds: dict[str, np.ndarray]) -> BuildStats:
-        import onnx
         import torch
-
-        from farm.onnx_torch import build_module
 
         precision, model_path = request.precision, request.model_path
         self.precision = precision
@@ -106,9 +106,8 @@ class TorchBackend(LoopTimedBackend):
         else:
             _set_cpu_threads(torch, self.options.threads, self.options.interop_threads)
         start = time.perf_counter()
-        model = onnx.load(str(model_path))
-        module = build_module(model, self.dtype).to(self.dev)
-        module = module.to(self.dtype).eval()
+        module, stats, self.native = torch_module(model_path, self.dtype)
+        module = module.to(self.dev).to(self.dtype).eval()
         self.channels_last = self.memory_format(module) == "channels_last"
         if self.channels_last:  # 4-D weights too, so convolutions run NHWC kernels without conversions
             module = module.to(memory_format=torch.channels_last)
@@ -128,9 +127,8 @@ class TorchBackend(LoopTimedBackend):
             self.run = self._capture_graph(torch)
         if cuda:
             torch.cuda.synchronize()
-        build_s = time.perf_counter() - start
-        return BuildStats(build_s=build_s, layers_before_fusion=len(model.graph.node),
-                          layers_after_fusion=len(module.nodes))
+        stats.build_s = time.perf_counter() - start
+        return stats
 
     def _to_device(self, array: np.ndarray):
         import torch
@@ -151,8 +149,11 @@ class TorchBackend(LoopTimedBackend):
         wanted = self.options.memory_format
         if wanted != "auto":
             return wanted
-        conv_4d = any(op == "Conv" and len(ins) > 1 and len(module.weight_shapes.get(ins[1], ())) == 4
-                      for _, op, ins, _, _ in module.nodes)
+        if self.native:
+            conv_4d = has_conv_4d(module)
+        else:
+            conv_4d = any(op == "Conv" and len(ins) > 1 and len(module.weight_shapes.get(ins[1], ())) == 4
+                          for _, op, ins, _, _ in module.nodes)
         return "channels_last" if conv_4d and self.dev.type == "cuda" else "contiguous"
 
     def _call_once(self) -> None:
@@ -261,14 +262,15 @@ class TorchBackend(LoopTimedBackend):
     # --- per-layer ------------------------------------------------------------------------------
 
     def layers_impl(self, feeds: dict[str, np.ndarray], iterations: int) -> list[LayerRecord]:
-        """Per ONNX node for eager and CUDA-graph cells (an eager run, each node a profiler
-        range); per generated kernel for torch.compile cells, whose nodes no longer exist."""
+        """Per ONNX node for eager and CUDA-graph cells of the interpreter (an eager run, each node a
+        profiler range); per kernel (CPU: per operator) for torch.compile cells, whose nodes no longer
+        exist, and for native modules, which have no ONNX nodes."""
         import torch
         from torch.profiler import ProfilerActivity, profile
 
         cuda = self.dev.type == "cuda"
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-        if self.options.mode == "compile":
+        if self.options.mode == "compile" or self.native:
             with profile(activities=activities) as prof:
                 for _ in range(iterations):
                     with torch.profiler.record_function(QUERY_RANGE):  # a query's kernels lie within it

@@ -23,15 +23,17 @@ from pydantic import ValidationError
 from farm.backends.registry import BACKENDS, backend_class, expand_option_axes, option_grid
 from farm.config.errors import describe_error, dotted
 from farm.config.schema import (DEFAULT_CONFIG_NAME, DEFAULT_TOLERANCES, INPUT_DTYPES, INT32_MAX, INT64_MAX,
-                                INT64_MIN, NAME_HINT, NAME_PATTERN, AccuracySettings, AppliedTolerance, Axes,
-                                CalibrationSpec, InputOverride, Measurement, ModelSpec, PrecisionSettings,
-                                Precision, ProfileRange, Strict, SweepConfig, Tolerance, model_display_name)
+                                INT64_MIN, NAME_HINT, NAME_PATTERN, NATIVE_PREFIXES, NATIVE_SOURCE,
+                                AccuracySettings, AppliedTolerance, Axes, CalibrationSpec, InputOverride,
+                                Measurement, ModelSpec, PrecisionSettings, Precision, ProfileRange, Strict,
+                                SweepConfig, Tolerance, model_display_name)
 from farm.errors import ConfigError
 
 __all__ = ["AccuracySettings", "AppliedTolerance", "Axes", "CalibrationSpec", "DEFAULT_CONFIG_NAME",
            "DEFAULT_TOLERANCES", "INPUT_DTYPES", "INT32_MAX", "InputOverride", "LoadedConfig", "Measurement",
-           "ModelSpec", "Precision", "PrecisionSettings", "ProfileRange", "Strict", "SweepConfig", "Tolerance",
-           "expand_option_axes", "load_config", "model_display_name", "parse_config"]
+           "ModelSpec", "NATIVE_PREFIXES", "NATIVE_SOURCE", "Precision", "PrecisionSettings", "ProfileRange",
+           "Strict", "SweepConfig", "Tolerance", "expand_option_axes", "load_config", "model_display_name",
+           "parse_config"]
 
 class LoadedConfig(typing.NamedTuple):
     """A validated sweep file and what is derived from it without looking at any model."""
@@ -138,6 +140,8 @@ def _check_semantics(config: SweepConfig, path: Path) -> dict[str, list[dict[str
 
     for index, model in enumerate(config.models):
         source = model.source
+        if source.startswith(NATIVE_PREFIXES):
+            continue  # imported, built and exported by the planner (farm.models.native)
         if not source.startswith("zoo:"):
             model_path = (path.parent / source).resolve()
             if not model_path.is_file():

@@ -128,11 +128,19 @@ class CalibrationSpec(Strict):
         return self
 
 
-class ModelSpec(Strict):
-    """One model of the sweep: `zoo:NAME` or a path to an .onnx file (relative to the sweep file)."""
+# PyTorch-native sources (farm.models.native): a factory, `module:PKG.MOD:FACTORY`, or a torchvision model
+NATIVE_SOURCE = re.compile(r"module:(?P<module>[A-Za-z_][\w.]*):(?P<factory>[A-Za-z_]\w*)|torchvision:(?P<name>[A-Za-z_]\w*)")
+NATIVE_PREFIXES = ("module:", "torchvision:")
 
-    source: Annotated[str, Field(description="'zoo:NAME' or a path to an .onnx file, relative to the sweep file")]
+
+class ModelSpec(Strict):
+    """One model of the sweep: `zoo:NAME`, a path to an .onnx file (relative to the sweep file), or a
+    PyTorch factory (`module:PKG.MOD:FACTORY`, `torchvision:NAME`) exported to ONNX by farm."""
+
+    source: Annotated[str, Field(description="'zoo:NAME', a path to an .onnx file, relative to the sweep file, "
+                                             "'module:PKG.MOD:FACTORY' or 'torchvision:NAME'")]
     name: Annotated[str, Field(min_length=1)] | None = None
+    kwargs: dict[str, Any] = {}  # the factory's keyword arguments (module and torchvision sources only)
     dims: dict[str, Size] = {}
     inputs: dict[str, InputOverride] = {}
     batch_dim: str | list[str] | None = None  # a dimension name or "INPUT:AXIS"; [] for none
@@ -155,7 +163,17 @@ class ModelSpec(Strict):
     def _source_form(cls, source: str) -> str:
         if not source.strip():
             raise ValueError("source is empty: use 'zoo:NAME' or a path to an .onnx file")
+        if source.startswith(NATIVE_PREFIXES) and not NATIVE_SOURCE.fullmatch(source):
+            raise ValueError(f"{source!r} is not a PyTorch source: write 'module:PKG.MOD:FACTORY' (e.g. "
+                             "'module:torchvision.models:resnet50') or 'torchvision:NAME' (e.g. 'torchvision:resnet50')")
         return source
+
+    @model_validator(mode="after")
+    def _kwargs_for_factories(self) -> ModelSpec:
+        if self.kwargs and not self.source.startswith(NATIVE_PREFIXES):
+            raise ValueError("kwargs are a PyTorch factory's arguments: only for sources 'module:PKG.MOD:FACTORY' "
+                             "and 'torchvision:NAME'")
+        return self
 
 
 class Axes(Strict):
@@ -279,4 +297,7 @@ def model_display_name(spec: ModelSpec) -> str:
         return spec.name
     if spec.source.startswith("zoo:"):
         return spec.source.removeprefix("zoo:")
+    native = NATIVE_SOURCE.fullmatch(spec.source)
+    if native:  # the factory's name: resnet50
+        return native["factory"] or native["name"]
     return Path(spec.source).stem

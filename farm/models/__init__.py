@@ -1,4 +1,5 @@
-"""Model sources: an .onnx file or `zoo:NAME`, resolved to ONNX bytes on disk plus input specs.
+"""Model sources: an .onnx file, `zoo:NAME`, or a PyTorch factory (`module:PKG.MOD:FACTORY`,
+`torchvision:NAME`: farm.models.native exports it), resolved to ONNX bytes on disk plus input specs.
 
 Every backend consumes the same ONNX file, so every backend runs the same weights. The model's
 hash (of its bytes) is part of every cell id. Hashes and input specs are cached beside the file
@@ -18,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from farm.config import ModelSpec, model_display_name
+from farm.config import NATIVE_PREFIXES, ModelSpec, model_display_name
 from farm.errors import ConfigError, UserError
 from farm.files import write_atomic
 from farm.records import (BATCH_NAMES, UNNAMED, InputSpec, ModelArtifact,  # noqa: F401  moved to farm.records
@@ -59,12 +60,17 @@ def shape_text(shape: tuple[int | str, ...]) -> str:
     return "[" + ", ".join(str(d) for d in shape) + "]"
 
 
-def resolve_model(spec: ModelSpec, index: int, base_dir: Path, cache_dir: Path) -> ModelArtifact:
-    """Materialize a model source and read its inputs, applying the sweep file's overrides."""
+def resolve_model(spec: ModelSpec, index: int, base_dir: Path, cache_dir: Path, seed: int = 1) -> ModelArtifact:
+    """Materialize a model source and read its inputs, applying the sweep file's overrides. A
+    PyTorch source is built with torch seeded by `seed` and exported to ONNX (farm.models.native)."""
     name = model_display_name(spec)
     default_dims: dict[str, int] = {}
     ranges: dict[str, tuple[float, float]] = {}
-    if spec.source.startswith("zoo:"):
+    if spec.source.startswith(NATIVE_PREFIXES):
+        from farm.models.native import native_model_path
+
+        path = native_model_path(spec, f"models[{index}]", base_dir, cache_dir, seed)
+    elif spec.source.startswith("zoo:"):
         from farm.models.zoo import ZOO
 
         entry = ZOO[spec.source.removeprefix("zoo:")]

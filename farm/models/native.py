@@ -1,0 +1,292 @@
+"""PyTorch-native model sources: `module:PKG.MOD:FACTORY` and `torchvision:NAME`.
+
+The planner calls the factory once (torch seeded first, so the weights are deterministic), saves
+the module's state_dict and exports it to ONNX (batch axis dynamic) into the warehouse cache. ONNX
+engines run that file, and the model's sha256 is the file's; the torch backend builds the module
+from the factory again and loads the saved state_dict (`native_module`), so PyTorch cells run
+the user's real nn.Module with the very weights every other engine runs. torch and the factory's
+package are imported only here, only for these sources.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib
+import inspect
+import io
+import json
+import sys
+import warnings
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from farm.config import NATIVE_SOURCE, ModelSpec
+from farm.errors import ConfigError
+from farm.files import TEMP_DIR_NAME, write_atomic
+from farm.records import BATCH_NAMES, BuildStats, axis_key
+
+NATIVE_VERSION = 1  # bump when the export changes, so cached exports are made again
+EXPORT_OPSET = 17
+EXPORT_BATCH = 2  # traced at batch 2, so that no batch-1 squeeze is baked into the graph
+TORCHVISION_MODULE = "torchvision.models"
+# torchvision's classification models, when the sweep file names no inputs: one image batch
+TORCHVISION_INPUTS = {"input": (("batch", 3, 224, 224), "float32")}
+ONNX_NAME, WEIGHTS_NAME, META_NAME = "model.onnx", "state_dict.pt", "native.json"
+
+
+def factory_ref(source: str) -> tuple[str, str]:
+    """(module, factory) of a native source: `torchvision:NAME` is `module:torchvision.models:NAME`."""
+    match = NATIVE_SOURCE.fullmatch(source)
+    if match is None:
+        raise ValueError(f"not a PyTorch source: {source!r}")
+    if match["name"]:
+        return TORCHVISION_MODULE, match["name"]
+    return match["module"], match["factory"]
+
+
+def native_model_path(spec: ModelSpec, where: str, base_dir: Path, cache_dir: Path, seed: int) -> Path:
+    """The ONNX export of a native source, made once into `<cache>/native/` (written atomically,
+    the ONNX file last). Raises ConfigError, one line, for a source farm cannot build."""
+    torch = _import_torch(where)
+    module_name, factory_name = factory_ref(spec.source)
+    factory = import_factory(module_name, factory_name, base_dir, where)
+    inputs = export_inputs(spec, module_name, where)
+    key = {"source": [module_name, factory_name], "kwargs": spec.kwargs, "seed": seed, "inputs": inputs,
+           "torch": torch.__version__, "factory_code": _code_identity(factory, module_name),
+           "import_path": str(base_dir), "version": NATIVE_VERSION}
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    folder = cache_dir / "native" / f"{factory_name}-{digest}"
+    onnx_path = folder / ONNX_NAME
+    if onnx_path.exists():
+        return onnx_path
+    net = construct(factory, spec.kwargs, seed, f"{module_name}.{factory_name}", where)
+    wrapper = wrap_module(net, [name for name, _, _ in inputs], [])
+    examples = _example_inputs(torch, inputs, spec.dims, seed)
+    with torch.no_grad():
+        count = len(wrapper(*examples))
+    outputs = ["output"] if count == 1 else [f"output_{i}" for i in range(count)]
+    data = _export(torch, wrapper, examples, inputs, outputs, spec.source, where)
+    tmp_dir = cache_dir / TEMP_DIR_NAME
+    buffer = io.BytesIO()
+    torch.save(net.state_dict(), buffer)
+    write_atomic(folder / WEIGHTS_NAME, buffer.getvalue(), tmp_dir=tmp_dir, make_parents=True)
+    meta = {"source": spec.source, "module": module_name, "factory": factory_name, "kwargs": spec.kwargs,
+            "seed": seed, "import_path": str(base_dir), "input_names": [n for n, _, _ in inputs],
+            "output_names": outputs, "torch": torch.__version__}
+    write_atomic(folder / META_NAME, json.dumps(meta, indent=1, default=str), tmp_dir=tmp_dir)
+    write_atomic(onnx_path, data, tmp_dir=tmp_dir)
+    return onnx_path
+
+
+def _import_torch(where: str):
+    try:
+        import torch
+    except ImportError as exc:
+        raise ConfigError(f"{where}.source: PyTorch sources need torch, which is not importable here ({exc}): "
+                          "pip install torch") from None
+    return torch
+
+
+def import_factory(module_name: str, factory_name: str, import_path: Path | str, where: str) -> Callable:
+    """The factory function, imported with `import_path` (the sweep file's folder) on sys.path."""
+    if str(import_path) not in sys.path:
+        sys.path.append(str(import_path))
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        if module_name.split(".")[0] == "torchvision" and getattr(exc, "name", "") == "torchvision":
+            raise ConfigError(f"{where}.source: torchvision is not installed: pip install torchvision") from None
+        raise ConfigError(f"{where}.source: cannot import {module_name!r} ({type(exc).__name__}: {_first_line(exc)}): "
+                          "install it, or put it on PYTHONPATH or beside the sweep file") from None
+    except Exception as exc:  # the module itself raised while importing
+        raise ConfigError(f"{where}.source: importing {module_name!r} raised {type(exc).__name__}: "
+                          f"{_first_line(exc)}") from None
+    factory = getattr(module, factory_name, None)
+    if not callable(factory):
+        public = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))[:12]
+        raise ConfigError(f"{where}.source: module {module_name!r} has no factory {factory_name!r}; "
+                          f"its callables include: {', '.join(public) or 'none'}")
+    return factory
+
+
+def construct(factory: Callable, kwargs: dict[str, Any], seed: int, label: str, where: str):
+    """The factory's module, built with torch seeded and in eval mode; ConfigError if it cannot be."""
+    import torch
+
+    try:
+        inspect.signature(factory).bind(**kwargs)
+    except TypeError as exc:
+        raise ConfigError(f"{where}.kwargs: {label}() does not take {sorted(kwargs)} ({exc})") from None
+    except ValueError:
+        pass  # no signature to check (a builtin): the call says
+    torch.manual_seed(seed)
+    try:
+        net = factory(**kwargs)
+    except Exception as exc:
+        raise ConfigError(f"{where}.source: {label}(**kwargs) raised {type(exc).__name__}: {_first_line(exc)}") from None
+    if not isinstance(net, torch.nn.Module):
+        raise ConfigError(f"{where}.source: {label}() returned a {type(net).__name__}, not a torch.nn.Module")
+    return net.eval()
+
+
+def export_inputs(spec: ModelSpec, module_name: str, where: str) -> list[tuple[str, tuple, str]]:
+    """(name, shape, dtype) of each input: the sweep file's `inputs` (a shape each), or
+    torchvision's default image batch."""
+    if not spec.inputs:
+        if module_name == TORCHVISION_MODULE:
+            return [(name, shape, dtype) for name, (shape, dtype) in TORCHVISION_INPUTS.items()]
+        raise ConfigError(f"{where}.inputs: a PyTorch source needs its inputs' shapes, in forward()'s order, e.g. "
+                          'inputs = { x = { shape = ["batch", 3, 224, 224] } } (dtype float32 unless given)')
+    inputs = []
+    for name, override in spec.inputs.items():
+        if not override.shape:
+            raise ConfigError(f'{where}.inputs.{name}.shape: a PyTorch source needs each input\'s shape, '
+                              'e.g. shape = ["batch", 3, 224, 224]')
+        inputs.append((name, tuple(override.shape), override.dtype or "float32"))
+    return inputs
+
+
+def _example_inputs(torch, inputs: list[tuple[str, tuple, str]], dims: dict[str, int], seed: int) -> list:
+    """Seeded tensors to trace the export with: dynamic dimensions at their `dims` size, the batch at 2."""
+    rng = np.random.default_rng(seed)
+    examples = []
+    for name, shape, dtype in inputs:
+        sizes = [d if isinstance(d, int) else EXPORT_BATCH if d.strip().lower() in BATCH_NAMES
+                 else dims.get(axis_key(name, axis), dims.get(d, EXPORT_BATCH)) for axis, d in enumerate(shape)]
+        values = rng.uniform(-1, 1, sizes) if np.dtype(_numpy_dtype(dtype)).kind == "f" else np.zeros(sizes)
+        examples.append(torch.from_numpy(values.astype(_numpy_dtype(dtype))).to(getattr(torch, dtype)))
+    return examples
+
+
+def _numpy_dtype(dtype: str) -> str:
+    return "float32" if dtype == "bfloat16" else dtype
+
+
+def _export(torch, wrapper, examples: list, inputs: list, outputs: list[str], source: str, where: str) -> bytes:
+    """ONNX bytes through the TorchScript exporter (dynamo=False: deterministic, and it needs no
+    onnxscript); every named dimension of an input dynamic."""
+    dynamic = {name: {axis: dim for axis, dim in enumerate(shape) if isinstance(dim, str)}
+               for name, shape, _ in inputs}
+    dynamic = {name: axes for name, axes in dynamic.items() if axes}
+    buffer = io.BytesIO()
+    try:
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(wrapper, tuple(examples), buffer, dynamo=False, opset_version=EXPORT_OPSET,
+                              input_names=[name for name, _, _ in inputs], output_names=outputs,
+                              dynamic_axes=dynamic)
+    except Exception as exc:
+        raise ConfigError(f"{where}.source: cannot export {source} to ONNX ({type(exc).__name__}: "
+                          f"{_first_line(exc)}); the ONNX engines need it") from None
+    return buffer.getvalue()
+
+
+def _code_identity(factory: Callable, module_name: str) -> dict[str, str | None]:
+    """What the weights and graph depend on beyond the call: the factory's source file and the
+    package's version, so that an edited factory is exported again."""
+    from importlib import metadata
+
+    identity: dict[str, str | None] = {}
+    try:
+        identity["file_sha256"] = hashlib.sha256(Path(inspect.getfile(factory)).read_bytes()).hexdigest()
+    except (TypeError, OSError):
+        identity["file_sha256"] = None
+    try:
+        identity["package"] = metadata.version(module_name.split(".")[0])
+    except metadata.PackageNotFoundError:
+        identity["package"] = None
+    return identity
+
+
+# --- the cell's side: the module the torch backend runs ------------------------------------------
+
+def read_native(model_path: Path) -> dict[str, Any] | None:
+    """The native source an ONNX file was exported from (its `native.json`), or None."""
+    meta = model_path.parent / META_NAME
+    if model_path.name != ONNX_NAME or not meta.exists():
+        return None
+    return json.loads(meta.read_text())
+
+
+def native_module(model_path: Path, meta: dict[str, Any]):
+    """The factory's module with the saved weights loaded, wrapped to take the ONNX inputs in order
+    and return a tuple of the ONNX outputs."""
+    import torch
+
+    where = f"model {meta['source']}"
+    factory = import_factory(meta["module"], meta["factory"], meta["import_path"], where)
+    net = construct(factory, meta["kwargs"], meta["seed"], f"{meta['module']}.{meta['factory']}", where)
+    state = torch.load(model_path.parent / WEIGHTS_NAME, map_location="cpu", weights_only=True)
+    net.load_state_dict(state)
+    return wrap_module(net, meta["input_names"], meta["output_names"])
+
+
+def torch_module(model_path: Path, dtype) -> tuple[Any, BuildStats, bool]:
+    """The module the torch backend runs for a model file, its build row, and whether it is native:
+    the source's own nn.Module where the file was exported from a PyTorch source, else farm's ONNX
+    interpreter over the file (the row's transform_summary says which)."""
+    native = read_native(model_path)
+    if native is not None:
+        module = native_module(model_path, native)
+        return module, BuildStats(build_s=None, layers_before_fusion=leaf_modules(module.net),
+                                  transform_summary=f"PyTorch: native module ({native['source']})"), True
+    import onnx
+
+    from farm.onnx_torch import build_module
+
+    model = onnx.load(str(model_path))
+    module = build_module(model, dtype)
+    return module, BuildStats(build_s=None, layers_before_fusion=len(model.graph.node),
+                              layers_after_fusion=len(module.nodes),
+                              transform_summary="PyTorch: ONNX interpreter (farm.onnx_torch)"), False
+
+
+def wrap_module(net, input_names: list[str], output_names: list[str]):
+    return _wrapper_class()(net, input_names, output_names)
+
+
+@functools.cache
+def _wrapper_class():
+    import torch
+
+    class NativeModule(torch.nn.Module):
+        """A user's module as the torch backend runs it: inputs by position, outputs a flat tuple."""
+
+        def __init__(self, net: torch.nn.Module, input_names: list[str], output_names: list[str]) -> None:
+            super().__init__()
+            self.net = net
+            self.input_names, self.output_names = list(input_names), list(output_names)
+
+        def forward(self, *inputs):
+            return tuple(_flatten(self.net(*inputs)))
+
+    return NativeModule
+
+
+def _flatten(value) -> list:
+    if isinstance(value, (tuple, list)):
+        return [t for item in value for t in _flatten(item)]
+    if isinstance(value, dict):
+        return [t for item in value.values() for t in _flatten(item)]
+    return [value]
+
+
+def leaf_modules(net) -> int:
+    """How many leaf modules (layers) a module has: the build row's layers_before_fusion."""
+    return sum(1 for m in net.modules() if not any(True for _ in m.children()))
+
+
+def has_conv_4d(net) -> bool:
+    """Whether a convolution of the module takes 4-D inputs (channels_last helps it on CUDA)."""
+    import torch
+
+    return any(isinstance(m, torch.nn.Conv2d) for m in net.modules())
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else "(no message)"
+

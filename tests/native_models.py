@@ -1,0 +1,53 @@
+"""PyTorch factories for tests/test_native_sources.py and benchmarks/native_vs_interpreter.py:
+`module:tests.native_models:FACTORY` sources, importable by the planner and by cell processes."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class TinyCnn(nn.Module):
+    """Conv-BN-ReLU twice, pooled, then a linear classifier: a small ResNet-like stem."""
+
+    def __init__(self, channels: int = 8, num_classes: int = 10) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, channels, 3, padding=1, bias=False), nn.BatchNorm2d(channels), nn.ReLU(),
+            nn.Conv2d(channels, channels, 3, padding=1, stride=2, bias=False), nn.BatchNorm2d(channels), nn.ReLU())
+        self.head = nn.Linear(channels, num_classes)
+        with torch.no_grad():  # running statistics away from 0/1, so that loading them matters
+            for module in self.modules():
+                if isinstance(module, nn.BatchNorm2d):
+                    module.running_mean.uniform_(-0.1, 0.1)
+                    module.running_var.uniform_(0.5, 1.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x).mean(dim=(2, 3)))
+
+
+def tiny_cnn(channels: int = 8, num_classes: int = 10) -> nn.Module:
+    return TinyCnn(channels, num_classes)
+
+
+def two_outputs(width: int = 16) -> nn.Module:
+    """A module returning a tuple: both outputs become ONNX outputs, in order."""
+
+    class TwoHeads(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.body = nn.Linear(width, width)
+
+        def forward(self, x: torch.Tensor):
+            y = self.body(x)
+            return y, torch.relu(y).sum(dim=1, keepdim=True)
+
+    return TwoHeads()
+
+
+def broken() -> nn.Module:
+    raise RuntimeError("this factory always fails")
+
+
+def not_a_module() -> int:
+    return 3
