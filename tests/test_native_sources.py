@@ -1,0 +1,174 @@
+"""PyTorch-native model sources (`module:PKG.MOD:FACTORY`, `torchvision:NAME`): the torch backend
+runs the factory's own nn.Module, ONNX Runtime the ONNX file farm exported from it, with the same
+weights; real torch and real ONNX Runtime on the CPU."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from farm.cli import main  # noqa: E402
+from farm.config import ModelSpec, load_config  # noqa: E402
+from farm.errors import ConfigError  # noqa: E402
+from farm.models import resolve_model  # noqa: E402
+from farm.models.native import native_module, read_native  # noqa: E402
+from farm.plan import plan_sweep  # noqa: E402
+from farm.warehouse import Warehouse  # noqa: E402
+from tests.conftest import tiny_cnn, write_sweep  # noqa: E402
+from tests.test_imports import run_bare  # noqa: E402
+
+NATIVE = 'source = "module:tests.native_models:tiny_cnn"\nkwargs = { num_classes = 5 }\n' \
+         'inputs = { x = { shape = ["batch", 3, 16, 16] } }\n'
+
+
+def tiny_spec(**changes) -> ModelSpec:
+    fields = {"source": "module:tests.native_models:tiny_cnn", "kwargs": {"num_classes": 5},
+              "inputs": {"x": {"shape": ["batch", 3, 16, 16]}}, **changes}
+    return ModelSpec.model_validate(fields)
+
+
+def test_torch_runs_the_module_and_onnxruntime_the_export(tmp_path: Path) -> None:
+    """One sweep, both backends: torch cells say they ran the native module (an ONNX file's torch
+    cell says interpreter), ONNX Runtime cells ran the export, and every cell passes accuracy
+    against the FP32 reference of the exported file."""
+    tiny_cnn(tmp_path / "tiny.onnx", channels=8, spatial=16)
+    config = write_sweep(tmp_path, f"""
+        name = "native"
+        [[models]]
+        {NATIVE}
+        [[models]]
+        source = "tiny.onnx"
+        [axes]
+        backends = ["torch", "onnxruntime"]
+        batch_sizes = [2]
+        [backends.torch]
+        device = "cpu"
+        """.replace("\n        ", "\n"))
+    results = tmp_path / "results"
+    assert main(["sweep", str(config), "--results", str(results), "--executor", "local"]) == 0
+    con = Warehouse(results).connect()
+    rows = con.execute("SELECT c.model, c.backend, c.status, b.transform_summary, c.model_sha256 FROM cells c "
+                       "JOIN builds b USING (cell_id) ORDER BY c.model, c.backend").fetchall()
+    assert [(m, b, s) for m, b, s, _, _ in rows] == [("tiny", "onnxruntime", "ok"), ("tiny", "torch", "ok"),
+                                                     ("tiny_cnn", "onnxruntime", "ok"), ("tiny_cnn", "torch", "ok")]
+    summaries = {(m, b): t for m, b, _, t, _ in rows}
+    assert summaries["tiny_cnn", "torch"] == "PyTorch: native module (module:tests.native_models:tiny_cnn)"
+    assert summaries["tiny", "torch"] == "PyTorch: ONNX interpreter (farm.onnx_torch)"
+    native_sha = {sha for m, _, _, _, sha in rows if m == "tiny_cnn"}
+    export = next((tmp_path / "results").rglob("native/tiny_cnn-*/model.onnx"))
+    assert native_sha == {hashlib.sha256(export.read_bytes()).hexdigest()}
+    verdicts = con.execute("SELECT c.model, c.backend, a.verdict, a.cosine_similarity FROM accuracy a "
+                           "JOIN cells c USING (cell_id) WHERE c.model = 'tiny_cnn'").fetchall()
+    assert sorted((b, v) for _, b, v, _ in verdicts) == [("onnxruntime", "pass"), ("torch", "pass")]
+    assert all(cos > 0.99999 for *_, cos in verdicts)
+    layers = con.execute("SELECT count(*) FROM layers l JOIN cells c USING (cell_id) "
+                         "WHERE c.model = 'tiny_cnn' AND c.backend = 'torch'").fetchone()[0]
+    assert layers > 0  # per-operator rows from the profiler
+
+
+def test_native_module_matches_the_exported_file(tmp_path: Path) -> None:
+    model = resolve_model(tiny_spec(), 0, tmp_path, tmp_path / "cache")
+    meta = read_native(model.path)
+    assert meta["input_names"] == ["x"] and meta["output_names"] == ["output"] and meta["kwargs"] == {"num_classes": 5}
+    x = np.random.default_rng(0).uniform(-1, 1, (3, 3, 16, 16)).astype(np.float32)  # batch 3: the axis is dynamic
+    (expected,) = ort.InferenceSession(str(model.path), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    with torch.no_grad():
+        (got,) = native_module(model.path, meta).eval()(torch.from_numpy(x))
+    assert expected.shape == (3, 5)
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-4, atol=1e-5)
+    assert [(i.name, i.shape, i.dtype, i.batch_axis) for i in model.inputs] == [("x", ("batch", 3, 16, 16),
+                                                                                "float32", 0)]
+
+
+def test_tuple_outputs_become_numbered_onnx_outputs(tmp_path: Path) -> None:
+    spec = ModelSpec.model_validate({"source": "module:tests.native_models:two_outputs",
+                                     "inputs": {"x": {"shape": ["batch", 16]}}})
+    model = resolve_model(spec, 0, tmp_path, tmp_path / "cache")
+    assert read_native(model.path)["output_names"] == ["output_0", "output_1"]
+    session = ort.InferenceSession(str(model.path), providers=["CPUExecutionProvider"])
+    assert [o.name for o in session.get_outputs()] == ["output_0", "output_1"]
+
+
+def test_same_source_same_sha_and_cached(tmp_path: Path) -> None:
+    first = resolve_model(tiny_spec(), 0, tmp_path, tmp_path / "cache")
+    mtime = first.path.stat().st_mtime_ns
+    again = resolve_model(tiny_spec(), 0, tmp_path, tmp_path / "cache")
+    elsewhere = resolve_model(tiny_spec(), 0, tmp_path, tmp_path / "other-cache")  # built and exported again
+    assert first.sha256 == again.sha256 == elsewhere.sha256
+    assert again.path == first.path and again.path.stat().st_mtime_ns == mtime  # not exported twice
+    assert resolve_model(tiny_spec(kwargs={"num_classes": 6}), 0, tmp_path, tmp_path / "cache").sha256 != first.sha256
+    assert resolve_model(tiny_spec(), 0, tmp_path, tmp_path / "cache", seed=2).sha256 != first.sha256
+    assert not list((tmp_path / "cache").rglob("*.tmp"))
+
+
+BAD_SOURCES = {
+    "no such module": ('source = "module:no_such_pkg.models:net"', "cannot import 'no_such_pkg.models'"),
+    "no such factory": ('source = "module:tests.native_models:nope"',
+                        "module 'tests.native_models' has no factory 'nope'; its callables include:"),
+    "factory raises": ('source = "module:tests.native_models:broken"',
+                       "tests.native_models.broken(**kwargs) raised RuntimeError: this factory always fails"),
+    "bad kwargs key": ('source = "module:tests.native_models:tiny_cnn"\nkwargs = { num_clases = 5 }',
+                       "models[0].kwargs: tests.native_models.tiny_cnn() does not take ['num_clases']"),
+    "not a module": ('source = "module:tests.native_models:not_a_module"', "returned a int, not a torch.nn.Module"),
+    "no inputs": ('source = "module:tests.native_models:tiny_cnn"', "a PyTorch source needs its inputs' shapes"),
+    "malformed": ('source = "module:tests.native_models"', "is not a PyTorch source: write 'module:PKG.MOD:FACTORY'"),
+    "kwargs on a file": ('source = "tiny.onnx"\nkwargs = { a = 1 }', "kwargs are a PyTorch factory's arguments"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_SOURCES)
+def test_bad_source_is_one_line(tmp_path: Path, case: str, capsys) -> None:
+    model, expected = BAD_SOURCES[case]
+    tiny_cnn(tmp_path / "tiny.onnx")
+    inputs = "" if case in ("no inputs", "malformed", "kwargs on a file") else \
+        '\ninputs = { x = { shape = ["batch", 3, 16, 16] } }'
+    config = write_sweep(tmp_path, f'name = "bad"\n[[models]]\n{model}{inputs}\n')
+    assert main(["sweep", str(config), "--results", str(tmp_path / "results"), "--executor", "local"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert expected in err and len(err.splitlines()) == 1, err
+
+
+def test_torchvision_absent_says_how_to_install(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    try:
+        import torchvision  # noqa: F401
+        pytest.skip("torchvision is installed here")
+    except ImportError:
+        pass
+    config = write_sweep(tmp_path, 'name = "tv"\n[[models]]\nsource = "torchvision:resnet18"\n')
+    with pytest.raises(ConfigError, match=r"models\[0\]\.source: torchvision is not installed: pip install torchvision"):
+        plan_sweep(load_config(config), tmp_path / "cache")
+
+
+def test_native_source_without_torch_is_one_line(tmp_path: Path) -> None:
+    """Planning imports torch only for PyTorch sources, and says so when it is absent."""
+    write_sweep(tmp_path, 'name = "tv"\n[[models]]\nsource = "torchvision:resnet18"\n')
+    result = run_bare("""
+        from pathlib import Path
+        from farm.config import load_config
+        from farm.errors import ConfigError
+        from farm.plan import plan_sweep
+        try:
+            plan_sweep(load_config("sweep.toml"), Path("cache"))
+        except ConfigError as exc:
+            print("error:", exc)
+    """, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "PyTorch sources need torch" in result.stdout and "pip install torch" in result.stdout
+
+
+def test_torchvision_default_inputs_and_names(tmp_path: Path) -> None:
+    from farm.config import model_display_name
+    from farm.models.native import TORCHVISION_INPUTS, factory_ref
+
+    assert factory_ref("torchvision:resnet50") == ("torchvision.models", "resnet50")
+    assert factory_ref("module:torchvision.models:resnet50") == ("torchvision.models", "resnet50")
+    assert model_display_name(ModelSpec(source="torchvision:resnet50")) == "resnet50"
+    assert model_display_name(ModelSpec(source="module:mypkg.models:make_net")) == "make_net"
+    assert TORCHVISION_INPUTS == {"input": (("batch", 3, 224, 224), "float32")}
