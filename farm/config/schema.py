@@ -137,14 +137,14 @@ class ModelSpec(Strict):
     """One model of the sweep: `zoo:NAME`, a path to an .onnx file (relative to the sweep file), or a
     PyTorch factory (`module:PKG.MOD:FACTORY`, `torchvision:NAME`) exported to ONNX by farm."""
 
-    source: Annotated[str, Field(description="'zoo:NAME', a path to an .onnx file, relative to the sweep file, "
-                                             "'module:PKG.MOD:FACTORY' or 'torchvision:NAME'")]
+    source: Annotated[str, Field(description="'zoo:NAME' or a path to an .onnx file, relative to the sweep file, "
+                                             "or a PyTorch factory: 'module:PKG.MOD:FACTORY', 'torchvision:NAME'")]
     name: Annotated[str, Field(min_length=1)] | None = None
-    kwargs: dict[str, Any] = {}  # the factory's keyword arguments (module and torchvision sources only)
     dims: dict[str, Size] = {}
     inputs: dict[str, InputOverride] = {}
     batch_dim: str | list[str] | None = None  # a dimension name or "INPUT:AXIS"; [] for none
     calibration: CalibrationSpec = CalibrationSpec()
+    kwargs: dict[str, Any] = {}  # the factory's keyword arguments (module and torchvision sources only)
 
     @field_validator("batch_dim", mode="before")
     @classmethod
