@@ -93,6 +93,35 @@ def test_verdict_bounds_and_unjudged() -> None:
     assert effect_interval(None, median_interval(*samples(1))).verdict == NOT_JUDGED
 
 
+def test_many_cells_intervals_are_the_one_cell_rule() -> None:
+    """farm.compare.intervals (every cell's samples at once) gives farm.measure's interval exactly:
+    ties, constant cells, NaNs, drift, one to five repeats in any order, one sample."""
+    from scipy import stats
+
+    from farm.compare.intervals import binom_ppf, median_intervals, t_ppf
+
+    rng = np.random.default_rng(3)
+    cells = []
+    for i in range(300):
+        n = int(rng.integers(1, 400))
+        values = rng.lognormal(0, rng.choice([0.001, 0.05, 0.5]), n)
+        values = [values, np.round(values, 1), np.ones(n), values, np.cumsum(rng.normal(0, .01, n)) + 2,
+                  values][i % 6]
+        if i % 6 == 3:
+            values[rng.integers(0, n, 3)] = np.nan
+        repeat = rng.integers(0, int(rng.integers(1, 6)), n)
+        cells.append((values, np.sort(repeat) if i % 6 != 5 else repeat))
+    cells.append((np.array([np.nan]), np.array([0])))
+    group = np.concatenate([np.full(len(v), i) for i, (v, _) in enumerate(cells)])
+    found = median_intervals(group, np.concatenate([r for _, r in cells]), np.concatenate([v for v, _ in cells]),
+                             len(cells))
+    assert found == [median_interval(v, r) for v, r in cells]
+    assert found[-1] is None and found[0].basis == "samples"
+    m = np.arange(1, 20_001)
+    assert (binom_ppf(0.025, m) == stats.binom.ppf(0.025, m, 0.5)).all()
+    assert (t_ppf(0.975, np.arange(1, 50)) == stats.t.ppf(0.975, np.arange(1, 50))).all()
+
+
 def test_layers_join_through_tensorrt_renamings_and_never_across_kinds() -> None:
     base = [{"layer_index": 0, "name": "conv1 + relu1", "type": "CaskConvolution", "kind": "engine layer",
              "time_avg_ms": 1.0},
@@ -179,6 +208,23 @@ def rewrite(folder: Path, column: str, value) -> None:
         index = table.column_names.index(column)
         table = table.set_column(index, column, pa.array([value] * table.num_rows, table.schema.field(column).type))
         pq.write_table(table, path)
+
+
+def test_compacted_sweeps_compare_as_per_cell_files(runs: Path, tmp_path: Path) -> None:
+    """Samples and layers read in one query per side give the same comparison once the sweeps are
+    compacted."""
+    from farm.warehouse import Warehouse
+
+    loose = compare_sweeps("base", "planted", runs, min_effect_percent=float(MIN_EFFECT))
+    compacted = copy_sweep(runs, "planted", tmp_path / "compacted")
+    shutil.copytree(runs / "base", compacted / "base")
+    for sweep in ("base", "planted"):
+        Warehouse(compacted).compact(sweep)
+    assert not list((compacted / "planted" / "samples").glob("[0-9a-f]*.parquet"))
+    found = compare_sweeps("base", "planted", compacted, min_effect_percent=float(MIN_EFFECT))
+    assert [(p.new_id, p.verdict, p.base, p.new) for p in found.pairs] == [
+        (p.new_id, p.verdict, p.base, p.new) for p in loose.pairs]
+    assert [p.layers.rows for p in found.pairs if p.layers] == [p.layers.rows for p in loose.pairs if p.layers]
 
 
 def test_base_in_another_warehouse(runs: Path, tmp_path: Path, capsys) -> None:

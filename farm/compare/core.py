@@ -108,7 +108,10 @@ def compare_sweeps(base_sweep: str, new_sweep: str, results: str | Path = "resul
                         f"({len(new.cells)} and {len(base.cells)} cells): compare runs of the same sweep file")
     allowed = _refusals(pairs, allow_timing_differences, allow_device_differences)
     labels = cell_labels(base.cells + new.cells)
-    results_ = [_compare_pair(pair, base, new, min_effect_percent, labels) for pair in pairs]
+    intervals = (base.intervals([p.base for p in pairs if p.base.get("status") == "ok"])
+                 | new.intervals([p.new for p in pairs if p.new.get("status") == "ok"]))
+    results_ = [_compare_pair(pair, intervals, min_effect_percent, labels) for pair in pairs]
+    _explain_slower(pairs, results_, base, new)
     results_.sort(key=_severity)
     return Comparison(base_sweep, new_sweep, base.results, new.results, float(min_effect_percent), results_,
                       [_unmatched(c, labels) for c in only_base], [_unmatched(c, labels) for c in only_new], allowed)
@@ -141,12 +144,12 @@ def _severity(pair: PairResult) -> tuple:
     return (not pair.regressed, pair.verdict != FAILED, -(effect if math.isfinite(effect) else -math.inf))
 
 
-def _compare_pair(pair: Pair, base: Side, new: Side, min_effect_percent: float,
+def _compare_pair(pair: Pair, intervals: dict[str, MedianInterval | None], min_effect_percent: float,
                   labels: dict[str, str]) -> PairResult:
     a, b = pair.base, pair.new
     ok_a, ok_b = a.get("status") == "ok", b.get("status") == "ok"
-    interval_a = base.interval(a) if ok_a else None
-    interval_b = new.interval(b) if ok_b else None
+    interval_a = intervals.get(str(a["cell_id"])) if ok_a else None
+    interval_b = intervals.get(str(b["cell_id"])) if ok_b else None
     effect = effect_interval(interval_a, interval_b, min_effect_percent)
     verdict = effect.verdict
     if not (ok_a and ok_b):
@@ -162,18 +165,28 @@ def _compare_pair(pair: Pair, base: Side, new: Side, min_effect_percent: float,
                         ratio_change(b.get("latency_p99_ms"), a.get("latency_p99_ms")),
                         ratio_change(b.get("energy_per_sample_mj"), a.get("energy_per_sample_mj")),
                         _accuracy(a, b), notes)
-    if verdict == SLOWER:
-        result.layers = _explain(a, b, base, new)
-        result.layers.latency_added_ms = interval_b.median - interval_a.median
     return result
 
 
-def _explain(a: dict[str, Any], b: dict[str, Any], base: Side, new: Side) -> LayerExplanation:
+def _explain_slower(pairs: list[Pair], results: list[PairResult], base: Side, new: Side) -> None:
+    """Each slower pair's layers (every slower cell's layer rows read in one query per side)."""
+    slower = [(pair, result) for pair, result in zip(pairs, results) if result.verdict == SLOWER]
+    if not slower:
+        return
+    rows_base = base.layers_of([pair.base for pair, _ in slower])
+    rows_new = new.layers_of([pair.new for pair, _ in slower])
+    for pair, result in slower:
+        result.layers = _explain(pair.base, pair.new, rows_base[str(pair.base["cell_id"])],
+                                 rows_new[str(pair.new["cell_id"])])
+        result.layers.latency_added_ms = result.new.median - result.base.median
+
+
+def _explain(a: dict[str, Any], b: dict[str, Any], rows_a: list[dict[str, Any]],
+             rows_b: list[dict[str, Any]]) -> LayerExplanation:
     """The layers that explain NEW's slower latency, with each cell's layer coverage (the stored
     figure, else Σ layer time ÷ compute time from its rows)."""
     from farm.layers.coverage import compute_ms, coverage_percent
 
-    rows_a, rows_b = base.layers(a), new.layers(b)
     explanation = explain(rows_a, rows_b, a.get("backend"), b.get("backend"))
     coverage = []
     for cell, rows in ((a, rows_a), (b, rows_b)):

@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from farm.compare.stats import MedianInterval, median_interval
+from farm.compare.read import read_cell_rows
+from farm.compare.stats import MedianInterval
 from farm.errors import UserError
 from farm.queries import CELL_VERDICTS, CELLS_WITH_FIGURES
 
@@ -33,30 +34,40 @@ class Side:
     cells: list[dict[str, Any]]
     warehouse: Any = field(repr=False, default=None)
 
-    def interval(self, cell: dict[str, Any]) -> MedianInterval | None:
-        """The cell's median latency and its 95 % interval from its raw samples; the stored
-        interval where it has no samples (an ingested trtexec summary); None without either."""
-        found = self.warehouse.cell_rows(self.sweep, "samples", cell["cell_id"], ["latency_ms", "repeat"])
+    def intervals(self, cells: list[dict[str, Any]]) -> dict[str, MedianInterval | None]:
+        """Per cell id: its median latency and 95 % interval from its raw samples (read for all of
+        `cells` in one query, computed together: farm.compare.intervals); the stored interval where
+        a cell has no samples (an ingested trtexec summary); None without either."""
+        from farm.compare.intervals import median_intervals
+
+        ids = [str(c["cell_id"]) for c in cells]
+        found = read_cell_rows(self.warehouse, self.sweep, "samples", ids, ["latency_ms", "repeat"])
+        computed: dict[str, MedianInterval | None] = {}
         if found is not None and found.num_rows:
+            names, group = np.unique(found.column("cell_id").to_numpy(zero_copy_only=False), return_inverse=True)
             latency = found.column("latency_ms").to_numpy(zero_copy_only=False).astype(np.float64)
             repeat = found.column("repeat").fill_null(0).to_numpy(zero_copy_only=False)
-            computed = median_interval(latency, repeat)
-            if computed is not None:
-                return computed
-        median, low, high = (cell.get(k) for k in ("latency_median_ms", "median_ci_low_ms", "median_ci_high_ms"))
-        if median is None or (isinstance(median, float) and math.isnan(median)):
-            return None
-        return MedianInterval(float(median), _float(low), _float(high), "stored", int(cell.get("queries") or 0),
-                              int(cell.get("repeats") or 0))
+            computed = dict(zip(names.tolist(), median_intervals(group, repeat, latency, len(names))))
+        return {str(c["cell_id"]): computed.get(str(c["cell_id"])) or _stored(c) for c in cells}
 
-    def layers(self, cell: dict[str, Any]) -> list[dict[str, Any]]:
-        """The cell's layer rows (name, type, kind, times), in execution order."""
-        found = self.warehouse.cell_rows(self.sweep, "layers", cell["cell_id"])
-        if found is None:
-            return []
-        wanted = ("layer_index", "name", "type", "kind", "time_avg_ms", "time_median_ms")
-        rows = [{k: row.get(k) for k in wanted} for row in found.to_pylist()]
-        return sorted(rows, key=lambda r: (r["layer_index"] is None, r["layer_index"] or 0))
+    def layers_of(self, cells: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+        """Per cell id: its layer rows (name, type, kind, times), in execution order (one query)."""
+        wanted = ["layer_index", "name", "type", "kind", "time_avg_ms", "time_median_ms"]
+        found = read_cell_rows(self.warehouse, self.sweep, "layers", [str(c["cell_id"]) for c in cells],
+                               wanted, optional=("kind", "time_median_ms"))
+        rows: dict[str, list[dict[str, Any]]] = {str(c["cell_id"]): [] for c in cells}
+        for row in found.to_pylist() if found is not None else []:
+            rows[row.pop("cell_id")].append(row)
+        return {cell: sorted(found_rows, key=lambda r: (r["layer_index"] is None, r["layer_index"] or 0))
+                for cell, found_rows in rows.items()}
+
+
+def _stored(cell: dict[str, Any]) -> MedianInterval | None:
+    median, low, high = (cell.get(k) for k in ("latency_median_ms", "median_ci_low_ms", "median_ci_high_ms"))
+    if median is None or (isinstance(median, float) and math.isnan(median)):
+        return None
+    return MedianInterval(float(median), _float(low), _float(high), "stored", int(cell.get("queries") or 0),
+                          int(cell.get("repeats") or 0))
 
 
 def _float(value: Any) -> float:
@@ -76,9 +87,8 @@ def load_side(results: str | Path, sweep: str, flag: str = "--results") -> Side:
     if sweep not in sweeps:
         raise UserError(f"no sweep {sweep!r} in {root}/ (sweeps there: {', '.join(sweeps) or 'none'}); "
                         f"`farm ls --results {root}` lists them, {flag} DIR picks another warehouse")
-    con = warehouse.connect()
-    measured = {d[0] for d in con.execute("SELECT * FROM measurements LIMIT 0").description}
-    figures = [f"m.{c}" if c in measured else f"NULL AS {c}" for c in MEASURED]
+    con = _sweep_tables(warehouse, sweep)
+    figures = [f"m.{c}" for c in MEASURED]
     select = ", ".join([*(f"c.{c}" for c in CELL_COLUMNS), "d.kind AS device_kind", "d.name AS device_name",
                         *figures, "v.verdict AS accuracy_verdict", "v.failed_metric", "v.cosine_similarity",
                         "v.top1_agreement", "v.max_abs_error"])
@@ -88,3 +98,19 @@ def load_side(results: str | Path, sweep: str, flag: str = "--results") -> Side:
     columns, rows = warehouse.fetch(con, sql, [sweep, plan is None, plan or []])
     con.close()
     return Side(root, sweep, [dict(zip(columns, row)) for row in rows], warehouse)
+
+
+def _sweep_tables(warehouse: Any, sweep: str) -> Any:
+    """An in-memory DuckDB holding the small tables of one sweep (the current schema's columns,
+    NULL where its files are older), read through the warehouse's consolidated copy: the other
+    sweeps' files are never opened."""
+    import duckdb
+
+    from farm.warehouse.consolidated import create_table, load_sweep_table
+
+    con = duckdb.connect(":memory:")
+    for table in ("cells", "measurements", "builds", "accuracy", "devices"):
+        create_table(con, table, table)
+        load_sweep_table(con, warehouse, sweep, table, table)
+    con.execute("CREATE OR REPLACE TABLE devices AS SELECT DISTINCT ON (device_id) * FROM devices")
+    return con

@@ -10,7 +10,7 @@ import pytest
 
 from farm.compare import SLOWER, compare_sweeps
 from tests.dashboard.test_app import metrics, open_page, texts
-from tests.test_compare import MIN_EFFECT
+from tests.test_compare import MIN_EFFECT, copy_sweep
 from tests.test_compare import runs as runs  # noqa: F401 - the fixture, shared
 
 
@@ -56,11 +56,13 @@ def test_regressions_page_same_sweep(monkeypatch, runs: Path) -> None:  # noqa: 
     assert (at.dataframe[0].value["latency change %"] == 0).all()
 
 
-def test_regressions_page_without_two_sweeps(monkeypatch, tmp_path: Path) -> None:
+def test_regressions_page_without_two_sweeps(monkeypatch, runs: Path, tmp_path: Path) -> None:  # noqa: F811
     (tmp_path / "empty").mkdir()
     at = open_page(monkeypatch, tmp_path / "empty", "regressions")
     assert "No results yet" in at.info[0].value and not at.dataframe
     examples = Path(__file__).resolve().parents[2] / "results" / "examples"
-    if (examples / "gpu-resnet50").is_dir():  # one sweep: nothing to compare it with
+    if [p.name for p in examples.iterdir() if p.is_dir()] == ["gpu-resnet50"]:  # one sweep: nothing to compare
         at = open_page(monkeypatch, examples, "regressions")
         assert at.title[0].value == "Regressions" and "Comparing needs two sweeps" in at.info[0].value
+    at = open_page(monkeypatch, copy_sweep(runs, "base", tmp_path / "one"), "regressions")
+    assert at.title[0].value == "Regressions" and "Comparing needs two sweeps" in at.info[0].value

@@ -12,6 +12,8 @@ from farm.dashboard.common import results_root, snapshot_or_stop
 from farm.dashboard.data import fingerprint
 from farm.errors import UserError
 
+SHOWN_LAYER_TABLES = 20  # slower cells whose layers the page lists (each table costs the browser a moment)
+
 
 @st.cache_data(max_entries=16, show_spinner="Comparing…")
 def _compare(root: str, stamp: tuple, base: str, new: str, min_effect: float, timing: bool,  # noqa: ARG001
@@ -74,14 +76,16 @@ for note in comparison.allowed:
     st.warning(note)
 st.dataframe(verdict_frame(comparison), hide_index=True, width="stretch")
 
-for pair in comparison.pairs:
-    if pair.layers is None:
-        continue
+explained = [pair for pair in comparison.pairs if pair.layers is not None]
+for pair in explained[:SHOWN_LAYER_TABLES]:
     st.subheader(f"{pair.new_id[:8]} {pair.label}: {100 * pair.effect.effect:+.1f} %")
     lines = layer_lines(pair)
     st.caption(lines[0])
     if pair.layers.rows:
         st.dataframe(pd.DataFrame(pair.layers.rows), hide_index=True, width="stretch")
+if len(explained) > SHOWN_LAYER_TABLES:
+    st.caption(f"The layers of {len(explained) - SHOWN_LAYER_TABLES} more slower cells are in the Markdown and "
+               f"JSON downloads below (this page lists the worst {SHOWN_LAYER_TABLES}).")
 for side, cells in (("BASE", comparison.only_base), ("NEW", comparison.only_new)):
     if cells:
         st.markdown(f"**Only in {side}** (no cell of the same configuration in the other sweep):\n"
