@@ -9,6 +9,7 @@ import streamlit as st
 from farm.dashboard.common import compared_cells, downloads, latest_sweep, snapshot_or_stop
 from farm.dashboard.data import series_labels
 from farm.dashboard.noise import MIN_EFFECT_PERCENT
+from farm.dashboard.roofline import cell_roofline
 from farm.dashboard.summary import default_baseline, listed_backends, series_colours
 from farm.dashboard.telemetry import energy_frame
 from farm.measure import MIN_TAIL_SAMPLES
@@ -190,6 +191,9 @@ def _interval(low: float, high: float, digits: str = ".4g") -> str:
     return f"{low:{digits}} – {high:{digits}}" if pd.notna(low) and pd.notna(high) else ""
 
 
+compared = compared.merge(cell_roofline(snap, compared.cell_id)[
+    ["cell_id", "achieved_tflops", "pct_peak_compute", "achieved_gbps", "pct_peak_bandwidth", "bound"]],
+    on="cell_id", how="left")
 table = compared.assign(
     ci=[_interval(lo, hi) for lo, hi in zip(compared.noise_low_ms, compared.noise_high_ms)],
     ratio_ci=[_interval(lo, hi, ".3f") for lo, hi in zip(compared.ratio_low, compared.ratio_high)],
@@ -198,7 +202,7 @@ table = compared.assign(
     link="cell?cell=" + compared.cell_id)
 table = table[["link", "model", "series", "batch", "throughput_qps", "throughput_samples_per_s",
                "latency_median_ms", "ci", "p99", "latency_p99_tail_samples", "latency_cv_percent", "stable",
-               "peak_memory_mib",
+               "peak_memory_mib", "achieved_tflops", "pct_peak_compute", "pct_peak_bandwidth", "bound",
                "speedup", "latency_ratio", "ratio_ci", "vs_baseline", "timing_differs", "noise_basis", "accuracy",
                "failed_metric", "energy_per_query_mj", "energy_per_sample_mj", "power_mean_w", "throttle_reasons",
                "pareto", "cell_id"]]
@@ -222,6 +226,13 @@ st.dataframe(styled, hide_index=True, column_config={
     "ratio_ci": st.column_config.TextColumn("ratio 95% CI"),
     "noise_basis": st.column_config.TextColumn("noise basis"),
     "latency_cv_percent": st.column_config.NumberColumn("CV %", format="%.2f"),
+    "achieved_tflops": st.column_config.NumberColumn("TFLOP/s", format="%.4g",
+                                                     help="FLOPs from the ONNX graph over the compute time"),
+    "pct_peak_compute": st.column_config.NumberColumn("% peak compute", format="%.3g",
+                                                      help="of the GPU's datasheet peak at the cell's precision"),
+    "pct_peak_bandwidth": st.column_config.NumberColumn("% peak bandwidth", format="%.3g",
+                                                        help="unfused bytes over the compute time, of the datasheet's"),
+    "bound": st.column_config.TextColumn("roofline bound", help="compute or memory: docs/dashboard.md, Roofline"),
     "peak_memory_mib": st.column_config.NumberColumn("peak memory MiB", format="%.1f",
                                                      help="peak device memory while timed, in MiB (2^20 bytes)"),
     "speedup": st.column_config.NumberColumn("speedup", format="%.3f×"),
