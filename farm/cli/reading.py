@@ -92,7 +92,9 @@ def cmd_graph(args: argparse.Namespace) -> int:
         raise UserError(f"cell {cell_id[:8]} has no per-layer rows to draw")
     title = f"{model} · {precision} · batch {batch if batch is not None else '?'} · {backend} · cell {cell_id[:8]}"
     write_file(Path(args.output), render(rows, title, fmt))
-    print(f"wrote {args.output} ({len(rows)} layers)")
+    from farm.layers.graph import has_edges
+    note = "" if has_edges(rows) else ": their rows name no tensors, listed in execution order"
+    print(f"wrote {args.output} ({len(rows)} layers{note})")
     return 0
 
 
