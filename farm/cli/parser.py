@@ -108,6 +108,10 @@ def _add_readers(add: AddCommand) -> None:
     p.add_argument("--baseline", default=None, metavar="SERIES",
                    help="series to compute speedups against, e.g. 'fp32 · onnxruntime' "
                         "(default: the first fp32 series)")
+    p.add_argument("--against", default=None, metavar="BASE_SWEEP",
+                   help="add a 'Changes against BASE_SWEEP' section: `farm compare BASE_SWEEP SWEEP`'s verdicts")
+    p.add_argument("--base-results", default=None, metavar="DIR",
+                   help="the warehouse holding BASE_SWEEP (default: --results)")
 
 
 def _add_check(add: AddCommand) -> None:

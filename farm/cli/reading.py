@@ -217,6 +217,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     require_dashboard_extra("farm report", "matplotlib")
     require_sweep(args.results, args.sweep)
-    summary = write_report(args.results, args.sweep, Path(args.output), baseline=args.baseline)
+    summary = write_report(args.results, args.sweep, Path(args.output), baseline=args.baseline,
+                           against=args.against, base_results=args.base_results)
     print(f"wrote {args.output} ({summary})")
     return 0

@@ -37,8 +37,11 @@ th { background: #f4f4f4; } td.text, th.text { text-align: left; }
 """
 
 
-def write_report(results: str | Path, sweep: str, output: Path, baseline: str | None = None) -> str:
-    """Write the report of one sweep; returns a one-line summary of what it holds."""
+def write_report(results: str | Path, sweep: str, output: Path, baseline: str | None = None,
+                 against: str | None = None, base_results: str | Path | None = None) -> str:
+    """Write the report of one sweep (with `against`: a "Changes against BASE" section, `farm
+    compare BASE SWEEP`); returns a one-line summary of what it holds."""
+    changes = _changes(results, sweep, against, base_results) if against is not None else ""
     snap = Snapshot(results)
     frame = snap.cell_frame[snap.cell_frame.sweep_id == sweep].copy()
     frame["series"] = series_labels(frame)  # labels within this sweep only
@@ -55,7 +58,7 @@ def write_report(results: str | Path, sweep: str, output: Path, baseline: str | 
     compared["pareto"] = pareto_front(compared)
     compared["colour"] = compared.series.map(series_colours(compared))
     compared["style"] = [s[len(p) + 3:] or p for s, p in zip(compared.series, compared.precision.astype(str))]
-    parts = [_header(snap, sweep, frame), _answers(snap, frame, baseline)]
+    parts = [_header(snap, sweep, frame), _answers(snap, frame, baseline), changes]
     if compared.empty:
         parts.append("<p>No measured cell in this sweep.</p>")
     for model in sorted(compared.model.unique()):
@@ -85,6 +88,15 @@ def write_report(results: str | Path, sweep: str, output: Path, baseline: str | 
                 f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>")
     write_file(output, document)
     return f"{len(frame)} cells, {len(measured)} measured, {frame.model.nunique()} model(s)"
+
+
+def _changes(results: str | Path, sweep: str, against: str, base_results: str | Path | None) -> str:
+    """The "Changes against BASE" section: farm.compare's verdicts of this sweep's cells against
+    BASE's (UserError, one line, for an unknown BASE or nothing to compare)."""
+    from farm.compare import compare_sweeps, render_html
+
+    comparison = compare_sweeps(against, sweep, results, base_results=base_results)
+    return f"<h2>Changes against {_e(against)}</h2>" + render_html(comparison)
 
 
 def _e(value: Any) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from farm.cli import main
 from farm.dashboard.data import Snapshot
+from tests.test_compare import runs as runs  # noqa: F401 - the fixture, shared
 
 
 class Collector(HTMLParser):
@@ -97,3 +98,22 @@ def test_report_intervals_come_from_the_samples(warehouse: Path, tmp_path: Path)
     for cell_id, row in intervals.iterrows():
         assert row.noise_source == "samples"
         assert f"{printed(row.noise_low_ms)} – {printed(row.noise_high_ms)}" in text
+
+
+def test_report_against_a_base_sweep(runs: Path, tmp_path: Path, capsys) -> None:  # noqa: F811
+    """`farm report planted --against base`: the comparison's verdicts in a section of their own (a
+    real warehouse of two tiny-CNN sweeps, tests/test_compare.py's `runs`); none without --against;
+    an unknown BASE is one line, exit 2."""
+
+    output = tmp_path / "against.html"
+    assert main(["report", "planted", "--results", str(runs), "-o", str(output), "--against", "base"]) == 0
+    text = output.read_text()
+    assert "<h2>Changes against base</h2>" in text and "planted against base" in text
+    assert "slower" in text and "matched cells regressed" in text and "<script" not in text
+    plain = tmp_path / "plain.html"
+    assert main(["report", "planted", "--results", str(runs), "-o", str(plain)]) == 0
+    assert "Changes against" not in plain.read_text()
+    capsys.readouterr()
+    assert main(["report", "planted", "--results", str(runs), "-o", str(plain), "--against", "nope"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "no sweep 'nope'" in err
