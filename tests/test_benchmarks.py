@@ -114,6 +114,9 @@ def test_dashboard_scale_quick(tmp_path: Path) -> None:
     assert all(positive(seconds) for _, seconds, _ in loads)
     layers = re.search(rf"^one cell's layers read: {NUMBER} ms \((\d+) rows\)", out, re.MULTILINE)
     assert layers and positive(layers.group(1)) and int(layers.group(2)) == 10, out
+    apptest = re.findall(rf"^apptest\s+([\d,]+)\s+(\S.+?)\s+{NUMBER}\s+(?:{NUMBER}|–)$", out, re.MULTILINE)
+    pages = ["snapshot load + overview", "overview", "cell", "compare", "diff", "regressions", "sql"]
+    assert {(cells, page) for cells, page, *_ in apptest} >= {(c, p) for c in ("40", "600") for p in pages}, out
     if no_browser:
         pytest.skip(f"{no_browser}: the snapshot figures were checked, the pages were not timed")
 
