@@ -114,7 +114,7 @@ def real(sweep: Path, gpus: int, scratch: Path, cold: bool = False) -> tuple[flo
               "after_s": wall - (last - began).total_seconds(), "cells": len(rows),
               "not_ok": sum(1 for r in rows if r[3] != "ok")}
     busy: dict[str, float] = {}
-    for started, finished, worker in rows:  # a GPU: its Ray GPU id on its node (actors come and go)
+    for started, finished, worker, _status in rows:  # a GPU: its Ray GPU id on its node (actors come and go)
         gpu = worker.split(", Ray GPU ", 1)[-1].split(",")[0] + " " + worker.rsplit("Ray node ", 1)[-1]
         busy[gpu] = busy.get(gpu, 0.0) + (finished - started).total_seconds()
     return wall, [phase - b for b in busy.values()], phases

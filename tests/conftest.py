@@ -83,3 +83,23 @@ def write_sweep(directory: Path, body: str, name: str = "sweep.toml", fast: bool
     path = directory / name
     path.write_text(text)
     return path
+
+
+def warehouse_without_telemetry(target: Path) -> Path:
+    """results/examples' gpu-resnet50 sweep as a farm from before GPU telemetry wrote it: a copy
+    under `target` whose measurements lack the telemetry columns. Skips where the checkout has
+    no examples."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    from farm.telemetry import COLUMNS
+
+    source = Path(__file__).resolve().parents[1] / "results" / "examples" / "gpu-resnet50"
+    if not any(source.glob("measurements/*.parquet")):
+        pytest.skip("results/examples has no per-cell gpu-resnet50 measurements in this checkout")
+    shutil.copytree(source, target / "gpu-resnet50")
+    for path in (target / "gpu-resnet50" / "measurements").glob("*.parquet"):
+        table = pq.read_table(path)
+        pq.write_table(table.drop_columns([c for c in COLUMNS if c in table.column_names]), path)
+    return target

@@ -19,6 +19,7 @@ from farm.measure import run_timed
 from farm.records import MeasurementSettings
 from farm.telemetry import COLUMNS, GpuTelemetry, cell_window, decode_reasons, telemetry_row
 from farm.warehouse import SCHEMAS
+from tests.conftest import warehouse_without_telemetry
 
 ROOT = Path(__file__).resolve().parent.parent
 # nvidia-ml-py's names this farm calls (pynvml.py of nvidia-ml-py 13.615.71; the NVML API reference)
@@ -173,7 +174,7 @@ def test_unknown_gpu_and_self_timed_backend(monkeypatch) -> None:
 def test_columns_declared_and_written(tmp_path: Path) -> None:
     assert set(COLUMNS) <= set(SCHEMAS["measurements"].names)
     from farm.cli import main
-    from tests.conftest import tiny_cnn, write_sweep
+    from tests.conftest import tiny_cnn, write_sweep, warehouse_without_telemetry
 
     (tmp_path / "models").mkdir()
     tiny_cnn(tmp_path / "models" / "tiny.onnx")
@@ -186,15 +187,12 @@ def test_columns_declared_and_written(tmp_path: Path) -> None:
     assert row["telemetry_note"] == telemetry.CPU_CELL and row["energy_j"] is None and row["throttled"] is None
 
 
-def test_dashboard_reads_a_warehouse_without_telemetry() -> None:
+def test_dashboard_reads_a_warehouse_without_telemetry(tmp_path: Path) -> None:
     pytest.importorskip("streamlit")
     from farm.dashboard.data import Snapshot
     from farm.dashboard.telemetry import energy_frame, has_telemetry, throttle_warning
 
-    examples = ROOT / "results" / "examples"
-    if not any(examples.glob("*/measurements/*.parquet")):
-        pytest.skip("results/examples has no measurements in this checkout")
-    snap = Snapshot(examples)
+    snap = Snapshot(warehouse_without_telemetry(tmp_path / "results"))
     frame = snap.cell_frame
     assert not frame.empty and set(COLUMNS) <= set(frame.columns)
     assert frame.energy_per_query_mj.isna().all()  # written before telemetry existed

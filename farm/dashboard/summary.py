@@ -104,7 +104,7 @@ def metric_text(metric: Any, value: Any) -> str:
 
 
 SUMMARY_FIELDS = ["series", "cell_id", "throughput_samples_per_s", "throughput_qps", "latency_p99_ms", "speedup",
-                  "vs_baseline", "verdict", "accuracy", "n", "peak_memory_bytes", "energy_per_query_mj"]
+                  "vs_baseline", "verdict", "accuracy", "n", "peak_memory_bytes", "energy_per_sample_mj"]
 
 
 def summary(snap: Snapshot, frame: pd.DataFrame, baseline: str | None) -> pd.DataFrame:
@@ -187,8 +187,8 @@ def summary_text(table: pd.DataFrame) -> pd.DataFrame:
     out["speedup"] = [times(v, w) for v, w in zip(table.speedup, table.vs_baseline)]
     out["accuracy"] = [accuracy(f, v, n) for f, v, n in zip(table.accuracy, table.verdict, table.n)]
     out["peak memory"] = table.peak_memory_bytes.map(lambda v: text(v, format_bytes))
-    if table.energy_per_query_mj.notna().any() or table.fail_energy_per_query_mj.notna().any():
-        out["mJ / inference"] = table.energy_per_query_mj.map(number)
+    if table.energy_per_sample_mj.notna().any() or table.fail_energy_per_sample_mj.notna().any():
+        out["mJ / inference"] = table.energy_per_sample_mj.map(number)  # per sample: a query is `batch` inferences
     out["✗ fastest that fails accuracy"] = table.fail_series.fillna("–")
     out["its samples/s"] = [text(v, number) + (" ⚠ faster" if faster else "")
                             for v, faster in zip(table.fail_throughput_samples_per_s, table.fail_faster)]

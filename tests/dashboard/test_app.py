@@ -16,7 +16,7 @@ from farm.dashboard import RESULTS_ENV
 from farm.dashboard.data import Snapshot
 
 APP = str(Path(__file__).resolve().parents[2] / "farm" / "dashboard" / "app.py")
-PAGES = ("overview", "compare", "cell", "diff", "sql")
+PAGES = ("overview", "compare", "cell", "diff", "regressions", "sql")
 
 
 def printed(value: float) -> str:
@@ -181,12 +181,15 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "results" / "examples"
 @pytest.mark.skipif(not (EXAMPLES / "gpu-resnet50").is_dir(), reason="no example warehouse in this checkout")
 @pytest.mark.parametrize("page", PAGES)
 def test_every_page_on_the_example_gpu_warehouse(monkeypatch, page: str) -> None:
-    """The 2 x H200 PyTorch warehouse committed under results/examples."""
-    at = open_page(monkeypatch, EXAMPLES, page)
+    """The H200 warehouses committed under results/examples (gpu-resnet50: 48 PyTorch cells on 4
+    GPUs; gpu-engines: 160 PyTorch and ONNX Runtime CUDA cells)."""
+    at = open_page(monkeypatch, EXAMPLES, page, **({"sweep": "gpu-resnet50"} if page == "compare" else {}))
     assert at.title[0].value.lower() == page
     assert all(e.value.startswith("Accuracy against the fp32 reference: **fail**") for e in at.error)
     if page == "overview":
-        assert metrics(at)["Cells"] == "48" and "NVIDIA H200" in at.dataframe[1].value.name.tolist()
+        cells = len(Snapshot(EXAMPLES).cell_frame)
+        assert cells == 208 and metrics(at)["Cells"] == f"{cells}"
+        assert "NVIDIA H200" in at.dataframe[1].value.name.tolist()
     if page == "compare":
         table = at.dataframe[0].value
         assert len(table) == 48 and table.series.str.contains("torch mode=cudagraphs").any()

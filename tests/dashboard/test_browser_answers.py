@@ -30,7 +30,7 @@ SWEEP = "gpu-resnet50"
 FASTEST = """
 WITH verdicts AS (SELECT cell_id, bool_and(verdict = 'pass') AS ok FROM accuracy GROUP BY cell_id)
 SELECT c.batch, v.ok, c.precision, json_extract_string(c.options, '$.mode') AS mode, m.throughput_qps,
-       m.throughput_samples_per_s, m.latency_p99_ms, m.peak_memory_bytes
+       m.throughput_samples_per_s, m.latency_p99_ms, m.peak_memory_bytes, m.energy_per_sample_mj
 FROM cells c JOIN measurements m USING (cell_id) JOIN verdicts v USING (cell_id)
 WHERE c.status = 'ok' AND c.sweep_id = ?
 QUALIFY row_number() OVER (PARTITION BY c.batch, v.ok ORDER BY m.throughput_samples_per_s DESC) = 1
@@ -50,7 +50,7 @@ def mib(value: float) -> str:
 def example(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy: the server's log goes beside the warehouse, not into the checkout."""
     root = tmp_path_factory.mktemp("answers") / "results"
-    shutil.copytree(EXAMPLES, root)
+    shutil.copytree(EXAMPLES, root, ignore=shutil.ignore_patterns("gpu-engines"))  # the one sweep these answers are of
     return root
 
 
@@ -64,11 +64,11 @@ def expected(example: Path) -> dict:
     base = dict(con.execute(BASELINE, [SWEEP, "fp32", "eager"]).fetchall())
     compile_base = dict(con.execute(BASELINE, [SWEEP, "fp32", "compile"]).fetchall())
     answers: dict[int, dict] = {}
-    for batch, ok, precision, mode, qps, rate, p99, peak in rows:
+    for batch, ok, precision, mode, qps, rate, p99, peak, energy in rows:
         answers.setdefault(batch, {})["pass" if ok else "fail"] = {
             "label": f"{precision} · torch mode={mode}", "rate": printed(rate), "p99": printed(p99),
             "speedup": f"{qps / base[batch]:.2f}×", "compile_speedup": f"{qps / compile_base[batch]:.2f}×",
-            "peak": mib(peak), "raw_rate": rate}
+            "peak": mib(peak), "raw_rate": rate, "energy": None if energy is None else printed(energy)}
     return answers
 
 
@@ -92,8 +92,12 @@ def test_the_landing_page_answers_first(example: Path, expected: dict, page, das
     rows = summary_rows(page)
     expect(rows).to_have_count(len(batches))
     for index, batch in enumerate(batches):
-        good, bad = expected[batch]["pass"], expected[batch]["fail"]
+        good, bad = expected[batch]["pass"], expected[batch].get("fail")  # none may fail at a batch
         cells = rows.nth(index).locator("td")
+        failing = 7  # the failing configuration's column, after the energy per inference where there is one
+        if good["energy"] is not None:
+            expect(cells.nth(7)).to_have_text(good["energy"])
+            failing = 8
         # batch, configuration, samples/s, p99 ms, speedup (verdict), accuracy, peak memory, then the failing one
         expect(cells.nth(0)).to_have_text(str(batch))
         expect(cells.nth(1)).to_have_text(good["label"])
@@ -103,9 +107,12 @@ def test_the_landing_page_answers_first(example: Path, expected: dict, page, das
         expect(cells.nth(4)).to_have_text(re.compile("^" + re.escape(good["speedup"]) + verdict))
         expect(cells.nth(5)).to_have_text(re.compile(r"^(cosine|top-1 agreement) [\d.]+( %)?, n "))
         expect(cells.nth(6)).to_have_text(good["peak"])
-        expect(cells.nth(7)).to_have_text(bad["label"])
+        if bad is None:
+            expect(cells.nth(failing)).to_have_text("–")
+            continue
+        expect(cells.nth(failing)).to_have_text(bad["label"])
         faster = " ⚠ faster" if bad["raw_rate"] > good["raw_rate"] else ""
-        expect(cells.nth(8)).to_have_text(bad["rate"] + faster)
+        expect(cells.nth(failing + 1)).to_have_text(bad["rate"] + faster)
     main = page.get_by_test_id("stMain")
     expect(main).to_contain_text("MiB")
     assert not re.search(r"(?<![\d.])\d{9,}", main.inner_text())  # bytes never raw (154140672)
@@ -134,7 +141,8 @@ def test_compare_charts_people_read(example: Path, page, dashboard) -> None:
     server = dashboard(example)
     page.goto(f"{server.url}/compare?sweep={SWEEP}")
     charts = page.locator(".vega-embed")
-    expect(charts).to_have_count(3)  # throughput and latency against batch, the Pareto frontier
+    # throughput and latency against batch, the Pareto frontier, energy per inference (GPU telemetry)
+    expect(charts).to_have_count(4)
     throughput = charts.first
     # every series has a legend entry (and the backend/mode legend its 3), inside the chart: none cut off
     labels = throughput.locator("g.role-legend-label text")

@@ -7,6 +7,7 @@ Screenshots go to artifacts/screenshots/ (or $FARM_SCREENSHOTS)."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -44,15 +45,25 @@ def expected_flops(layers: pd.DataFrame) -> int:
     return total
 
 
-def test_cell_page_shows_the_engine_explorer_views_and_the_roofline(page, dashboard) -> None:  # noqa: F811
-    snap = Snapshot(EXAMPLES)
+
+@pytest.fixture(scope="module")
+def examples(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example's gpu-resnet50 sweep alone (the one these views are checked on), in a copy: the
+    server's log goes beside the warehouse, not into the checkout."""
+    root = tmp_path_factory.mktemp("layers") / "results"
+    shutil.copytree(EXAMPLES, root, ignore=shutil.ignore_patterns("gpu-engines", ".cache", ".lock"))
+    return root
+
+
+def test_cell_page_shows_the_engine_explorer_views_and_the_roofline(examples, page, dashboard) -> None:  # noqa: F811
+    snap = Snapshot(examples)
     ok = snap.cell_frame[snap.cell_frame.status == "ok"]
     # no cell asked for: the first ok cell whose layers have edges (a compile cell's kernels have none)
     first_with_edges = next(c for c in ok.cell_id if snap.cell_file(c, "layers").input_tensors.ne("[]").any())
     cell = snap.cell(first_with_edges)
     assert '"eager"' in cell.options or '"cudagraphs"' in cell.options
     layers = snap.cell_file(cell.cell_id, "layers")
-    server = dashboard(EXAMPLES)
+    server = dashboard(examples)
     page.goto(f"{server.url}/cell")
     main = page.get_by_test_id("stMain")
     expect(main).to_contain_text(cell.cell_id)
@@ -99,12 +110,12 @@ def test_cell_page_shows_the_engine_explorer_views_and_the_roofline(page, dashbo
     shoot(page, "layers-3-cell-precision-graph")
 
 
-def test_kernels_without_edges_are_a_searchable_list(page, dashboard) -> None:  # noqa: F811
-    snap = Snapshot(EXAMPLES)
+def test_kernels_without_edges_are_a_searchable_list(examples, page, dashboard) -> None:  # noqa: F811
+    snap = Snapshot(examples)
     ok = snap.cell_frame[snap.cell_frame.status == "ok"]
     compiled = next(c for c in ok.cell_id if set(snap.cell_file(c, "layers").type) == {"kernel"})
     kernels = snap.cell_file(compiled, "layers")
-    server = dashboard(EXAMPLES)
+    server = dashboard(examples)
     page.goto(f"{server.url}/cell?cell={compiled}")
     main = page.get_by_test_id("stMain")
     expect(page.get_by_role("heading", name="Layers in execution order")).to_be_visible()
@@ -122,12 +133,12 @@ def test_kernels_without_edges_are_a_searchable_list(page, dashboard) -> None:  
     shoot(page, "layers-4-cell-kernel-list")
 
 
-def test_diff_of_eager_against_compiled_says_it_cannot_compare(page, dashboard) -> None:  # noqa: F811
-    snap = Snapshot(EXAMPLES)
+def test_diff_of_eager_against_compiled_says_it_cannot_compare(examples, page, dashboard) -> None:  # noqa: F811
+    snap = Snapshot(examples)
     ok = snap.cell_frame[snap.cell_frame.status == "ok"]
     eager = ok[ok.options.str.contains('"eager"') & (ok.precision == "fp32") & (ok.batch == 32)].cell_id.iloc[0]
     compiled = ok[ok.options.str.contains('"compile"') & (ok.precision == "fp32") & (ok.batch == 32)].cell_id.iloc[0]
-    server = dashboard(EXAMPLES)
+    server = dashboard(examples)
     page.goto(f"{server.url}/diff?a={eager}&b={compiled}")
     alerts = page.get_by_test_id("stAlert")
     expect(alerts.filter(has_text="Layers not diffed")).to_contain_text(

@@ -71,7 +71,8 @@ def write_known(root: Path) -> None:
                               "median_ci_low_ms": latency * 0.99, "median_ci_high_ms": latency * 1.01,
                               "median_ci_method": SAMPLE_INTERVAL_METHOD, "stable": True,
                               "peak_memory_bytes": PEAK_BYTES if best else 100 * 2**20 + i,
-                              "energy_per_query_mj": 12.5 if best else None}],
+                              "energy_per_query_mj": 12.5 * batch if best else None,
+                              "energy_per_sample_mj": 12.5 if best else None}],
             "accuracy": [{"cell_id": cell_id, "output_name": "logits", "n": n, "verdict": verdict,
                           "worst_metric": metric, "worst_value": value}],
             "devices": [device]})
@@ -113,7 +114,8 @@ def test_summary_answers_per_model_and_batch(frame) -> None:
     assert b32.speedup == pytest.approx(800 / 320) and b32.vs_baseline == "faster"
     assert b32.latency_p99_ms == pytest.approx(1000 * 32 / 800 * 1.5)
     assert b32.verdict == "pass" and b32.n == 64 and b32.accuracy == "pass: cosine 0.9999940"
-    assert b32.peak_memory_bytes == PEAK_BYTES and b32.energy_per_query_mj == 12.5
+    # energy per inference: per sample (a query of batch 32 is 32 inferences), not per query
+    assert b32.peak_memory_bytes == PEAK_BYTES and b32.energy_per_sample_mj == 12.5
     # the fastest that fails accuracy, beside it: faster than the answer, so marked
     assert b32.fail_series == "bf16 · torch mode=compile" and b32.fail_throughput_samples_per_s == 1000.0
     assert b32.fail_accuracy == "fail: top-1 agreement 87.5 %" and b32.fail_faster
@@ -257,8 +259,9 @@ def test_the_reports_12_series_have_12_colours(tmp_path: Path) -> None:
     output = tmp_path / "report.html"
     assert main(["report", "gpu-resnet50", "-o", str(output), "--results", str(EXAMPLES)]) == 0
     text = output.read_text()
-    snap = Snapshot(EXAMPLES)
-    colours = series_colours(snap.cell_frame.assign(series=series_labels(snap.cell_frame)))
+    frame = Snapshot(EXAMPLES).cell_frame
+    frame = frame[frame.sweep_id == "gpu-resnet50"]
+    colours = series_colours(frame.assign(series=series_labels(frame)))
     assert len(colours) == 12 and len(set(colours.values())) == 12
     chart = text[text.index("<svg"):text.index("</svg>")]  # throughput against batch size
     assert all(f"stroke: {colour}" in chart for colour in colours.values())

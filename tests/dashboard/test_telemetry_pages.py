@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from farm.cli import main
-from tests.conftest import tiny_cnn, write_sweep
+from tests.conftest import tiny_cnn, warehouse_without_telemetry, write_sweep
 from tests.dashboard.test_app import metrics, open_page, texts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,11 +58,8 @@ def test_compare_page_charts_energy(monkeypatch, throttled) -> None:
 
 
 @pytest.mark.parametrize("page", ["cell", "compare"])
-def test_warehouse_without_telemetry_opens(monkeypatch, page: str) -> None:
-    examples = ROOT / "results" / "examples"
-    if not any(examples.glob("*/measurements/*.parquet")):
-        pytest.skip("results/examples has no measurements in this checkout")
-    at = open_page(monkeypatch, examples, page)
+def test_warehouse_without_telemetry_opens(monkeypatch, tmp_path: Path, page: str) -> None:
+    at = open_page(monkeypatch, warehouse_without_telemetry(tmp_path / "results"), page)
     assert "Energy per inference" not in texts(at) and "GPU telemetry" not in [s.value for s in at.subheader]
 
 

@@ -191,9 +191,15 @@ def _interval(low: float, high: float, digits: str = ".4g") -> str:
     return f"{low:{digits}} – {high:{digits}}" if pd.notna(low) and pd.notna(high) else ""
 
 
-compared = compared.merge(cell_roofline(snap, compared.cell_id)[
-    ["cell_id", "achieved_tflops", "pct_peak_compute", "achieved_gbps", "pct_peak_bandwidth", "bound"]],
-    on="cell_id", how="left")
+ROOFLINE = ["achieved_tflops", "pct_peak_compute", "achieved_gbps", "pct_peak_bandwidth", "bound"]
+# Off by default: counting FLOPs reads (or, for zoo models, regenerates) every model of the table:
+# seconds on the first use in a dashboard process, where the rest of the page takes a fraction of one.
+if st.toggle("Roofline columns", key="roofline", help="achieved TFLOP/s and GB/s, % of the device's peaks and the "
+             "bounding roof per cell, from FLOPs and bytes counted in the ONNX graph (docs/dashboard.md, Roofline); "
+             "counting takes seconds the first time"):
+    compared = compared.merge(cell_roofline(snap, compared.cell_id)[["cell_id", *ROOFLINE]], on="cell_id", how="left")
+else:
+    compared = compared.assign(**{column: None for column in ROOFLINE})
 table = compared.assign(
     ci=[_interval(lo, hi) for lo, hi in zip(compared.noise_low_ms, compared.noise_high_ms)],
     ratio_ci=[_interval(lo, hi, ".3f") for lo, hi in zip(compared.ratio_low, compared.ratio_high)],
