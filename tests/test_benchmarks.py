@@ -187,3 +187,13 @@ def test_warehouse_scale_quick(tmp_path: Path) -> None:
     for _, before, after in rows:
         assert figure(before) >= 0 and figure(after) >= 0
     assert (tmp_path / "scale" / "results" / "scale0" / "compaction.json").is_file()
+
+
+def test_native_vs_interpreter_quick(tmp_path: Path) -> None:
+    out = run_benchmark("native_vs_interpreter.py", "--quick", "--cache", str(tmp_path / "cache"), timeout=300)
+    native = re.search(rf"native module median\s+{NUMBER} ms", out)
+    interpreter = re.search(rf"ONNX interpreter median\s+{NUMBER} ms", out)
+    ratio = re.search(rf"ratio interpreter / native\s+{NUMBER}", out)
+    assert native and interpreter and ratio, out
+    assert positive(ratio[1]) == pytest.approx(positive(interpreter[1]) / positive(native[1]), rel=0.05, abs=1e-3)
+    assert "build row: PyTorch: native module" in out and "build row: PyTorch: ONNX interpreter" in out
