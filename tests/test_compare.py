@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401 - pa.compute
 import pyarrow.parquet as pq
 import pytest
 
@@ -256,6 +257,23 @@ def test_different_timing_or_devices_are_refused_unless_allowed(runs: Path, tmp_
                                 allow_device_differences=True)
     assert len(comparison.pairs) == 2 and all("Some Other CPU" in " ".join(p.notes) for p in comparison.pairs)
 
+
+
+def test_two_runs_of_one_sweep_in_two_warehouses_keep_their_own_samples(runs: Path, tmp_path: Path) -> None:
+    """BASE and NEW with the same cell ids (one sweep file run twice, into two warehouses): each
+    side's intervals come from its own samples. (They were merged into one dict by cell id, so NEW's
+    samples stood for both and every pair came out +0.0 %, on two real H200 runs.)"""
+    slowed = copy_sweep(runs, "base", tmp_path / "slowed")
+    for path in (slowed / "base" / "samples").glob("*.parquet"):
+        table = pq.read_table(path)
+        index = table.column_names.index("latency_ms")
+        doubled = pa.compute.multiply(table.column(index), 2.0)
+        pq.write_table(table.set_column(index, "latency_ms", doubled), path)
+    comparison = compare_sweeps("base", "base", slowed, base_results=runs, min_effect_percent=3.0)
+    assert comparison.pairs and all(p.base_id == p.new_id for p in comparison.pairs)
+    for pair in comparison.pairs:
+        assert pair.new.median == pytest.approx(2 * pair.base.median)
+        assert pair.effect.effect == pytest.approx(1.0) and pair.verdict == SLOWER
 
 def test_unmatched_cells_accuracy_and_usage_errors(runs: Path, tmp_path: Path, capsys) -> None:
     doctored = copy_sweep(runs, "again", tmp_path / "doctored")

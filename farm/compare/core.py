@@ -108,8 +108,9 @@ def compare_sweeps(base_sweep: str, new_sweep: str, results: str | Path = "resul
                         f"({len(new.cells)} and {len(base.cells)} cells): compare runs of the same sweep file")
     allowed = _refusals(pairs, allow_timing_differences, allow_device_differences)
     labels = cell_labels(base.cells + new.cells)
-    intervals = (base.intervals([p.base for p in pairs if p.base.get("status") == "ok"])
-                 | new.intervals([p.new for p in pairs if p.new.get("status") == "ok"]))
+    # one dict per side: two runs of one sweep file in two warehouses share their cell ids
+    intervals = (base.intervals([p.base for p in pairs if p.base.get("status") == "ok"]),
+                 new.intervals([p.new for p in pairs if p.new.get("status") == "ok"]))
     results_ = [_compare_pair(pair, intervals, min_effect_percent, labels) for pair in pairs]
     _explain_slower(pairs, results_, base, new)
     results_.sort(key=_severity)
@@ -144,12 +145,12 @@ def _severity(pair: PairResult) -> tuple:
     return (not pair.regressed, pair.verdict != FAILED, -(effect if math.isfinite(effect) else -math.inf))
 
 
-def _compare_pair(pair: Pair, intervals: dict[str, MedianInterval | None], min_effect_percent: float,
-                  labels: dict[str, str]) -> PairResult:
+def _compare_pair(pair: Pair, intervals: tuple[dict[str, MedianInterval | None], dict[str, MedianInterval | None]],
+                  min_effect_percent: float, labels: dict[str, str]) -> PairResult:
     a, b = pair.base, pair.new
     ok_a, ok_b = a.get("status") == "ok", b.get("status") == "ok"
-    interval_a = intervals.get(str(a["cell_id"])) if ok_a else None
-    interval_b = intervals.get(str(b["cell_id"])) if ok_b else None
+    interval_a = intervals[0].get(str(a["cell_id"])) if ok_a else None
+    interval_b = intervals[1].get(str(b["cell_id"])) if ok_b else None
     effect = effect_interval(interval_a, interval_b, min_effect_percent)
     verdict = effect.verdict
     if not (ok_a and ok_b):
