@@ -188,5 +188,12 @@ def _accuracy_rows(backend: Backend, cell: Cell, feeds: dict[str, np.ndarray], c
 
 
 def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else "(no message)"
+    """The message's first line; where that is only a heading (torch.compile's "from user code:"
+    above the frames it was tracing), the innermost line under it too, so the reason says where."""
+    lines = [line.strip() for line in str(exc).strip().splitlines()]
+    if not lines or not lines[0]:
+        return "(no message)"
+    block = lines[1:lines.index("", 1)] if "" in lines[1:] else lines[1:]  # the heading's block
+    if lines[0].endswith(":") and block:
+        return f"{lines[0]} {block[-1]} (the traceback has the rest)"
+    return lines[0]
