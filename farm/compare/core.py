@@ -76,9 +76,13 @@ def cell_labels(cells: list[dict[str, Any]]) -> dict[str, str]:
     from farm.compare.match import options_text
     from farm.queries import option_labels
 
-    variants = option_labels([(c.get("backend"), json.loads(options_text(c.get("options")))) for c in cells])
+    # option_labels over the distinct (backend, options) pairs: what varies is the same, each parsed once
+    keys = [(str(c.get("backend")), options_text(c.get("options"))) for c in cells]
+    first = {key: cell for key, cell in reversed(list(zip(keys, cells)))}
+    found = dict(zip(first, option_labels([(cell.get("backend"), json.loads(key[1])) for key, cell in first.items()])))
     labels = {}
-    for cell, variant in zip(cells, variants):
+    for cell, key in zip(cells, keys):
+        variant = found[key]
         parts = [str(cell.get("model")), str(cell.get("precision")), f"b{cell.get('batch')}"]
         if isinstance(cell.get("profile"), str):
             parts.append(cell["profile"])

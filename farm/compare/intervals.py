@@ -33,6 +33,19 @@ def _medians(sorted_values: np.ndarray, starts: np.ndarray, lengths: np.ndarray)
     return np.where(lengths % 2 == 1, low, (low + high) / 2)
 
 
+def _sorted_within(x: np.ndarray, segment: np.ndarray) -> np.ndarray:
+    """x sorted within each segment (`segment`: non-decreasing per row), segments in order: as
+    x[np.lexsort((x, segment))], without lexsort's slow float key (0.17 s for 500,000 rows)."""
+    if x.size == 0:
+        return x
+    sizes = np.bincount(segment)
+    if sizes.size and (sizes == sizes[0]).all():  # equal segments (the usual): one row each
+        return np.sort(x.reshape(sizes.size, sizes[0]), axis=1).ravel()
+    rank = np.empty(x.size, dtype=np.int64)
+    rank[np.argsort(x)] = np.arange(x.size)
+    return x[np.argsort(segment.astype(np.int64) * x.size + rank)]
+
+
 def _inflation(below: np.ndarray, run_of_row: np.ndarray, run_start: np.ndarray, run_len: np.ndarray,
                run_group: np.ndarray, p: np.ndarray, block: np.ndarray) -> np.ndarray:
     """Per cell, the batch-means estimate of the sign process's variance inflation at block length
@@ -91,11 +104,11 @@ def median_intervals(group: np.ndarray, repeat: np.ndarray, latency_ms: np.ndarr
     n = np.bincount(group, minlength=groups)
     start = np.r_[0, np.cumsum(n)[:-1]]
     has = n > 0
-    by_value = np.lexsort((x, group))
+    ordered = _sorted_within(x, group)
     median = np.full(groups, np.nan)
-    median[has] = _medians(x[by_value], start[has], n[has])
-    # runs: each cell's repeats, each in query order (lexsort is stable)
-    order = np.lexsort((repeat, group))
+    median[has] = _medians(ordered, start[has], n[has])
+    # runs: each cell's repeats, each in query order (a stable sort)
+    order = np.lexsort((repeat, group))  # integer keys: fast
     group, repeat, x = group[order], repeat[order], x[order]
     below = (x <= median[group]).astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -115,16 +128,16 @@ def median_intervals(group: np.ndarray, repeat: np.ndarray, latency_ms: np.ndarr
     m = np.maximum(np.floor(ess).astype(np.int64), 1)
     k = binom_ppf((1 - CI_LEVEL) / 2, m)
     rank = np.minimum(np.maximum(np.floor(k * n / m).astype(np.int64), 1), (n + 1) // 2)
-    ordered = x[np.lexsort((x, group))]
     last = x.size - 1
     low = np.where(has, ordered[np.clip(start + rank - 1, 0, last)], np.nan)
     high = np.where(has, ordered[np.clip(start + n - rank, 0, last)], np.nan)
-    per_run = x[np.lexsort((x, run_of_row))]
+    per_run = _sorted_within(x, run_of_row)
     run_median = _medians(per_run, run_start, run_len)
     repeats = np.bincount(run_group, minlength=groups)
     low, high = _widen(low, high, median, run_median, run_group, repeats, CI_LEVEL)
-    return [MedianInterval(float(median[i]), float(low[i]), float(high[i]), "samples", int(n[i]), int(repeats[i]))
-            if has[i] else None for i in range(groups)]
+    return [MedianInterval(*figures[:3], "samples", *figures[3:]) if found else None
+            for found, *figures in zip(has.tolist(), median.tolist(), low.tolist(), high.tolist(), n.tolist(),
+                                       repeats.tolist())]
 
 
 def _widen(low: np.ndarray, high: np.ndarray, median: np.ndarray, run_median: np.ndarray, run_group: np.ndarray,
@@ -141,9 +154,12 @@ def _widen(low: np.ndarray, high: np.ndarray, median: np.ndarray, run_median: np
     mean = np.bincount(run_group, weights=logs, minlength=groups) / np.maximum(repeats, 1)
     squares = np.bincount(run_group, weights=(logs - mean[run_group]) ** 2, minlength=groups)
     low, high = low.copy(), high.copy()
+    r = repeats[widen].astype(np.float64)
     t = t_ppf(1 - (1 - level) / 2, np.maximum(repeats[widen] - 1, 1))
-    for i, t_i in zip(np.flatnonzero(widen).tolist(), t.tolist()):
-        half = float(t_i) * math.sqrt(squares[i] / (repeats[i] - 1)) / math.sqrt(repeats[i])
-        low[i] = min(low[i], median[i] * math.exp(-half))
-        high[i] = max(high[i], median[i] * math.exp(half))
+    half = t * np.sqrt(squares[widen] / (r - 1)) / np.sqrt(r)  # sqrt is exact: math.sqrt's figures
+    # math.exp, as the one-cell rule (numpy's exp may differ from it in the last bit)
+    down = np.array([math.exp(-h) for h in half.tolist()])
+    up = np.array([math.exp(h) for h in half.tolist()])
+    low[widen] = np.minimum(low[widen], median[widen] * down)
+    high[widen] = np.maximum(high[widen], median[widen] * up)
     return low, high

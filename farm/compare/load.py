@@ -44,10 +44,12 @@ class Side:
         found = read_cell_rows(self.warehouse, self.sweep, "samples", ids, ["latency_ms", "repeat"])
         computed: dict[str, MedianInterval | None] = {}
         if found is not None and found.num_rows:
-            names, group = np.unique(found.column("cell_id").to_numpy(zero_copy_only=False), return_inverse=True)
+            # rows come ordered by cell id: a dictionary's codes number the cells in that order
+            codes = found.column("cell_id").combine_chunks().dictionary_encode()
+            names, group = codes.dictionary.to_pylist(), codes.indices.to_numpy(zero_copy_only=False)
             latency = found.column("latency_ms").to_numpy(zero_copy_only=False).astype(np.float64)
             repeat = found.column("repeat").fill_null(0).to_numpy(zero_copy_only=False)
-            computed = dict(zip(names.tolist(), median_intervals(group, repeat, latency, len(names))))
+            computed = dict(zip(names, median_intervals(group, repeat, latency, len(names))))
         return {str(c["cell_id"]): computed.get(str(c["cell_id"])) or _stored(c) for c in cells}
 
     def layers_of(self, cells: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:

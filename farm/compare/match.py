@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Hashable
 
 # What a latency includes (measurements' timing columns): (column, label, words for true/false).
@@ -31,10 +32,16 @@ class Pair:
 
 def options_text(options: Any) -> str:
     """A cell's backend options as canonical JSON (keys sorted), whatever order they were stored in."""
+    return _canonical(options) if isinstance(options, str) else "{}"
+
+
+@lru_cache(maxsize=4096)
+def _canonical(options: str) -> str:
+    """options_text of stored text (a sweep's cells share a few option sets: parsed once each)."""
     try:
-        return json.dumps(json.loads(options), sort_keys=True) if isinstance(options, str) else "{}"
+        return json.dumps(json.loads(options), sort_keys=True)
     except ValueError:
-        return str(options)
+        return options
 
 
 def _missing(value: Any) -> bool:
@@ -56,13 +63,15 @@ def match_cells(base: list[dict[str, Any]], new: list[dict[str, Any]]) -> tuple[
     """(pairs, BASE cells with no match, NEW cells with no match). Cells pair on configuration and
     device (kind and model) first; cells left over pair on configuration alone, marked
     `device_differs`. Where a side holds several cells of one key, they pair in id order."""
+    config = {id(c): config_key(c) for c in (*base, *new)}  # each cell's keys once
+    device = {id(c): device_text(c) for c in (*base, *new)}
     pairs: list[Pair] = []
     left_base, left_new = list(base), list(new)
-    for key in (lambda c: (config_key(c), device_text(c)), config_key):
+    for key in (lambda c: (config[id(c)], device[id(c)]), lambda c: config[id(c)]):
         found, left_base, left_new = _pair_by(left_base, left_new, key)
         pairs += found
     for pair in pairs:
-        a, b = device_text(pair.base), device_text(pair.new)
+        a, b = device[id(pair.base)], device[id(pair.new)]
         pair.device_differs = None if a == b else f"device {a} vs {b}"
         pair.timing_differs = timing_difference(pair.base, pair.new)
         if pair.base.get("model_sha256") != pair.new.get("model_sha256"):

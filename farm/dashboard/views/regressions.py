@@ -15,15 +15,18 @@ from farm.errors import UserError
 SHOWN_LAYER_TABLES = 20  # slower cells whose layers the page lists (each table costs the browser a moment)
 
 
-@st.cache_data(max_entries=16, show_spinner="Comparing…")
+@st.cache_resource(max_entries=16, show_spinner="Comparing…")
 def _compare(root: str, stamp: tuple, base: str, new: str, min_effect: float, timing: bool,  # noqa: ARG001
              device: bool):
-    """The comparison, or the one-line reason there is none (stamp: part of the cache key)."""
+    """(the comparison, its verdict table), or the one-line reason there is none (stamp: part of
+    the cache key). A resource, not data: 25,000 pairs cost a second to pickle and unpickle at
+    every visit; the page only reads them."""
     try:
-        return compare_sweeps(base, new, root, min_effect_percent=min_effect, allow_timing_differences=timing,
-                              allow_device_differences=device)
+        comparison = compare_sweeps(base, new, root, min_effect_percent=min_effect,
+                                    allow_timing_differences=timing, allow_device_differences=device)
     except UserError as exc:
         return str(exc)
+    return comparison, verdict_frame(comparison)
 
 
 def _percent(value):
@@ -58,12 +61,12 @@ min_effect = third.number_input("minimum effect %", min_value=0.0, max_value=100
 allow_timing = st.checkbox("compare cells whose timing definitions differ", key="reg-timing")
 allow_device = st.checkbox("compare cells measured on different devices", key="reg-device")
 root = results_root()
-comparison = _compare(str(root), fingerprint(root), base, new, float(min_effect), allow_timing, allow_device)
-if isinstance(comparison, str):
-    st.error(comparison.replace("pass --allow-timing-differences", "tick the timing box above")
+found = _compare(str(root), fingerprint(root), base, new, float(min_effect), allow_timing, allow_device)
+if isinstance(found, str):
+    st.error(found.replace("pass --allow-timing-differences", "tick the timing box above")
              .replace("pass --allow-device-differences", "tick the device box above"))
     st.stop()
-
+comparison, frame = found
 counts = comparison.counts()
 columns = st.columns(5)
 for column, (label, value) in zip(columns, [("Regressed", len(comparison.regressed)), *(
@@ -74,7 +77,7 @@ st.caption(summary_line(comparison) + ". 'slower' only where the whole 95 % inte
            "'inconclusive' where the samples cannot tell (docs/dashboard.md: Comparing two runs).")
 for note in comparison.allowed:
     st.warning(note)
-st.dataframe(verdict_frame(comparison), hide_index=True, width="stretch")
+st.dataframe(frame, hide_index=True, width="stretch")
 
 explained = [pair for pair in comparison.pairs if pair.layers is not None]
 for pair in explained[:SHOWN_LAYER_TABLES]:
