@@ -248,6 +248,25 @@ def print_apptest(results: Path, cells: int, params: dict[str, str], only: list[
         print(f"{'apptest':<8} {cells:>8,} {page:<26} {first:8.2f} {again_text:>8}", flush=True)
 
 
+def time_roofline_toggle(results: Path, sweeps: list[str]) -> None:
+    """The Compare page's "Roofline columns" toggle, first use in this process (every model of the
+    sweep counted), per sweep: what a user waits for the first time the columns are asked for."""
+    os.environ["FARM_RESULTS"] = str(results)
+    from streamlit.testing.v1 import AppTest
+
+    for sweep in sweeps:
+        at = AppTest.from_file(str(ROOT / "farm" / "dashboard" / "app.py"), default_timeout=600)
+        at.query_params["sweep"] = sweep
+        at.run()
+        at.switch_page("views/compare.py").run()
+        started = time.perf_counter()
+        at.toggle(key="roofline").set_value(True).run()
+        if at.exception:
+            raise RuntimeError(f"roofline columns: {at.exception[0].message}")
+        print(f"{'apptest':<8} {sweep:<35} roofline columns, first use {time.perf_counter() - started:8.2f}",
+              flush=True)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -364,6 +383,8 @@ def main(argv: list[str] | None = None) -> int:
         cells = len(Snapshot(args.existing).cell_frame)
         print(f"snapshot load: {time.perf_counter() - started:.2f} s for {cells:,} cells of {args.existing}")
         print_apptest(args.existing, cells, {}, args.pages)
+        if not args.pages or "compare" in args.pages:
+            time_roofline_toggle(args.existing, Snapshot(args.existing).sweep_names)
         return 0
     args.cells = args.cells if args.cells is not None else (40 if args.quick else 10_000)
     args.layers = args.layers if args.layers is not None else (10 if args.quick else 100)

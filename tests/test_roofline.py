@@ -142,3 +142,29 @@ def test_cell_roofline_of_a_measured_cpu_cell(models_dir: Path, tmp_path: Path) 
     assert mapped.flops.to_dict()["fc"] == 2 * (2 * 5 * 4) and mapped.flops.to_dict()["pool"] == 2 * 4 * 64
     fc = mapped.loc["fc"]
     assert fc.achieved_tflops == pytest.approx(fc.flops / (fc.time_avg_ms / 1e3) / 1e12)
+
+
+@pytest.mark.parametrize(("name", "shapes"), [
+    ("resnet50", {"input": [8, 3, 224, 224]}),
+    ("bert-base", {"input_ids": [8, 128], "token_type_ids": [8, 128], "attention_mask": [8, 128]}),
+    ("resnet18", {"input": [2, 3, 224, 224]})])
+def test_zoo_structure_counts_as_the_full_model(name: str, shapes: dict, tmp_path: Path) -> None:
+    """The dashboard counts a zoo cell's FLOPs on the zoo's graph without weights when the cell's
+    hash is the one recorded for the model: the recorded hash is the full build's, and the counts
+    (every node's FLOPs, bytes and weights) are the full model's."""
+    import hashlib
+
+    from farm.dashboard.roofline import NoModel, load_model
+    from farm.layers.flops import light_model
+    from farm.models.zoo import ZOO, ZOO_SHA256, ZOO_VERSION, structure
+
+    full = ZOO[name].build()
+    sha256 = hashlib.sha256(full.SerializeToString()).hexdigest()
+    assert ZOO_SHA256[(name, ZOO_VERSION)] == sha256  # a changed generator needs a new ZOO_VERSION and hash
+    fast = structure(name)
+    assert fast.ByteSize() < 200_000 < full.ByteSize()
+    assert node_costs(fast, shapes) == node_costs(light_model(full), shapes)
+    found = load_model(f"zoo:{name}", sha256, tmp_path / "no-cache", ())  # no zoo file cached: the fast path
+    assert node_costs(found, shapes) == node_costs(full, shapes)
+    with pytest.raises(NoModel, match="not the model this cell measured"):  # another hash is still refused
+        load_model(f"zoo:{name}", "0" * 64, tmp_path / "no-cache", ())

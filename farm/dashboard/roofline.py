@@ -4,7 +4,10 @@ FLOPs and bytes come from the cell's ONNX model (farm.layers.flops) at the cell'
 the peaks from the device's row in farm.layers.roofline's table. The model is found where the
 sweep found it: a zoo model in the warehouse's cache, else built again in memory (no file
 written: the dashboard never writes), a file beside the sweep's config; either must still hash to
-the cell's `model_sha256`. Costs are computed once per (model hash, shapes) in this process.
+the cell's `model_sha256`. A zoo cell whose hash is the one this farm's zoo records for the model
+(farm.models.zoo.ZOO_SHA256) is counted on the zoo's graph without weights (`structure`): the
+same nodes and shapes in milliseconds, not seconds of generating and hashing the weights. Costs
+are computed once per (model hash, shapes) in this process.
 """
 
 from __future__ import annotations
@@ -51,9 +54,11 @@ def _full_model(source: str, sha256: str, cache_dir: Path, config_dirs: tuple[Pa
     if source.startswith("ingest:"):
         raise NoModel("an ingested TensorRT engine: farm has no ONNX model for it")
     if source.startswith("zoo:"):
-        from farm.models.zoo import ZOO, ZOO_VERSION
+        from farm.models.zoo import ZOO, ZOO_SHA256, ZOO_VERSION, structure
 
         name = source.removeprefix("zoo:")
+        if name in ZOO and ZOO_SHA256.get((name, ZOO_VERSION)) == sha256:  # this zoo's file: its graph suffices
+            return structure(name)
         cached = cache_dir / "zoo" / f"{name}-v{ZOO_VERSION}.onnx"
         data = cached.read_bytes() if cached.is_file() else None
         if data is None and name in ZOO:

@@ -24,7 +24,7 @@ IR_VERSION = 8  # accepted by every onnxruntime >= 1.14 and by TensorRT's ONNX p
 class ZooEntry:
     """A built-in model: how to make it, and what its inputs need that ONNX cannot say."""
 
-    build: Callable[[], "object"]  # returns onnx.ModelProto
+    build: Callable[..., "object"]  # returns onnx.ModelProto; build(weights=False): `structure`
     description: str
     default_dims: dict[str, int] = dataclasses.field(default_factory=dict)
     input_ranges: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
@@ -33,22 +33,37 @@ class ZooEntry:
 class GraphBuilder:
     """Appends nodes and seeded initializers to an ONNX graph under construction."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, weights: bool = True) -> None:
         from onnx import helper
 
         self.helper = helper
         self.name = name
+        self.weights = weights  # False: the structure only (random tensors without data: `structure`)
         self.rng = np.random.default_rng(zlib.crc32(name.encode()))
         self.nodes: list = []
         self.initializers: list = []
         self._count = 0
 
     def weight(self, name: str, shape: tuple[int, ...], std: float, mean: float = 0.0) -> str:
+        if not self.weights:
+            return self._placeholder(name, shape)
         values = self.rng.standard_normal(shape, dtype=np.float32) * np.float32(std) + np.float32(mean)
         return self.constant(name, values)
 
     def uniform(self, name: str, shape: tuple[int, ...], low: float, high: float) -> str:
+        if not self.weights:
+            return self._placeholder(name, shape)
         return self.constant(name, self.rng.uniform(low, high, shape).astype(np.float32))
+
+    def _placeholder(self, name: str, shape: tuple[int, ...]) -> str:
+        """A random float tensor's name, type and shape without its data (zeros where it is as small
+        as those farm.layers.flops.light_model keeps whole): what counting FLOPs and bytes reads."""
+        from onnx import TensorProto
+
+        if math.prod(shape) <= 64:
+            return self.constant(name, np.zeros(shape, dtype=np.float32))
+        self.initializers.append(TensorProto(name=name, data_type=TensorProto.FLOAT, dims=shape))
+        return name
 
     def constant(self, name: str, values: np.ndarray) -> str:
         from onnx import numpy_helper
@@ -76,7 +91,7 @@ class GraphBuilder:
 
 # --- ResNet (torchvision layout: 7x7 stem, four stages, global pool, 1000-way classifier) -------
 
-def make_resnet(depth: int, num_classes: int = 1000, width: int = 64, image: int = 224):
+def make_resnet(depth: int, num_classes: int = 1000, width: int = 64, image: int = 224, weights: bool = True):
     """ResNet-18/34 (basic blocks) or ResNet-50/101/152 (bottlenecks) with a dynamic batch."""
     from onnx import TensorProto, helper
 
@@ -84,7 +99,7 @@ def make_resnet(depth: int, num_classes: int = 1000, width: int = 64, image: int
         18: ([2, 2, 2, 2], False), 34: ([3, 4, 6, 3], False),
         50: ([3, 4, 6, 3], True), 101: ([3, 4, 23, 3], True), 152: ([3, 8, 36, 3], True),
     }[depth]
-    g = GraphBuilder(f"resnet{depth}")
+    g = GraphBuilder(f"resnet{depth}", weights)
 
     def conv_bn(x: str, c_in: int, c_out: int, k: int, stride: int, name: str, relu: bool = True,
                 gamma: float = 1.0) -> str:
@@ -136,12 +151,12 @@ def make_resnet(depth: int, num_classes: int = 1000, width: int = 64, image: int
 # --- BERT encoder (Hugging Face BertModel layout: embeddings, N post-LN layers, pooler) ----------
 
 def make_bert(layers: int = 12, hidden: int = 768, heads: int = 12, intermediate: int = 3072,
-              vocab: int = 30522, max_positions: int = 512, name: str = "bert-base"):
+              vocab: int = 30522, max_positions: int = 512, name: str = "bert-base", weights: bool = True):
     """A BERT encoder with dynamic batch and sequence length."""
     from onnx import TensorProto, helper
 
     # The pieces are added in the order they always were: the same bytes, so the same model hash.
-    g = GraphBuilder(name)
+    g = GraphBuilder(name, weights)
     x = _bert_embeddings(g, hidden, vocab, max_positions)
     mask = _bert_attention_mask(g)
     consts = _BertConstants(g, hidden, heads)
@@ -245,12 +260,31 @@ def _bert_layer(g: GraphBuilder, x: str, mask: str, c: _BertConstants, intermedi
 BERT_VOCAB = 30522
 
 ZOO: dict[str, ZooEntry] = {
-    "resnet18": ZooEntry(lambda: make_resnet(18), "ResNet-18, 224x224 RGB, dynamic batch (11.7 M parameters)"),
-    "resnet50": ZooEntry(lambda: make_resnet(50), "ResNet-50, 224x224 RGB, dynamic batch (25.6 M parameters)"),
+    "resnet18": ZooEntry(lambda weights=True: make_resnet(18, weights=weights),
+                         "ResNet-18, 224x224 RGB, dynamic batch (11.7 M parameters)"),
+    "resnet50": ZooEntry(lambda weights=True: make_resnet(50, weights=weights),
+                         "ResNet-50, 224x224 RGB, dynamic batch (25.6 M parameters)"),
     "bert-base": ZooEntry(
-        lambda: make_bert(),
+        lambda weights=True: make_bert(weights=weights),
         "BERT-base encoder, dynamic batch and sequence (110 M parameters); sequence defaults to 128",
         default_dims={"sequence": 128},
         input_ranges={"input_ids": (0, BERT_VOCAB), "token_type_ids": (0, 2), "attention_mask": (1, 2)},
     ),
 }
+
+
+# sha256 of each model `build()` writes at this ZOO_VERSION (tests/test_roofline.py builds them
+# and checks): a cell whose model_sha256 is here measured this generator's graph, so its FLOPs
+# can be counted on `structure(name)` without generating and hashing hundreds of MiB of weights.
+ZOO_SHA256: dict[tuple[str, int], str] = {
+    ("resnet18", 1): "665648f933cc0ada4da65f593d20415e8120e52a0c8f941a63576d273c1d5ec1",
+    ("resnet50", 1): "d95eb5fe3f343e904c5a09147cbe3274b190d978f9caf060641457f35bdbf7df",
+    ("bert-base", 1): "e051a4840e4d8f2c61e522019e57201ee2f41e5dd5ee7af65dc26c4c1786a9e3",
+}
+
+
+def structure(name: str):
+    """Zoo model `name`'s graph as `build()` makes it, every random tensor without its data: the
+    same nodes, names, shapes and types (what FLOPs and bytes are counted on) in a few MiB, in a
+    fraction of the time. Not a runnable model."""
+    return ZOO[name].build(weights=False)
