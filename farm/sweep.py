@@ -75,17 +75,19 @@ def run_sweep(config_path: str | Path, results: str | Path, *, force: bool = Fal
     # One writer at a time: a second sweep (or ingest) on this warehouse stops here, naming this
     # one; and what looks like leftovers (temporary files, unfinished cells) is nobody's work in
     # progress while we hold the lock.
-    with warehouse.writer_lock():
-        leftovers = warehouse.remove_leftovers()
-        if leftovers:
-            console.print(f"[yellow]removed {len(leftovers)} temporary file(s) left by an interrupted run[/yellow]",
-                          soft_wrap=True)
-        try:
-            return _run_locked(loaded, planned, warehouse, console, runner, force=force, executor=executor,
-                               address=address)
-        finally:
-            runner.close()  # workers started early and never used, if the run ended before its cells
-            warehouse.remove_leftovers()  # what this run's cells left in the temp area, even when it failed
+    try:
+        with warehouse.writer_lock():
+            leftovers = warehouse.remove_leftovers()
+            if leftovers:
+                console.print(f"[yellow]removed {len(leftovers)} temporary file(s) left by an interrupted run"
+                              "[/yellow]", soft_wrap=True)
+            try:
+                return _run_locked(loaded, planned, warehouse, console, runner, force=force, executor=executor,
+                                   address=address)
+            finally:
+                warehouse.remove_leftovers()  # what this run's cells left in the temp area, even when it failed
+    finally:
+        runner.close()  # workers started early and never used: the lock refused, or nothing to run
 
 
 def plan_while_workers_start(loaded: LoadedConfig, warehouse: Warehouse, runner: Executor, early: bool) -> Plan:
