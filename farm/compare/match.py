@@ -55,7 +55,11 @@ def config_key(cell: dict[str, Any]) -> tuple[Hashable, ...]:
 
 
 def device_text(cell: dict[str, Any]) -> str:
-    kind, name = cell.get("device_kind"), cell.get("device_name")
+    return _device_text(cell.get("device_kind"), cell.get("device_name"))
+
+
+@lru_cache(maxsize=1024)
+def _device_text(kind: Any, name: Any) -> str:
     return " ".join(str(p) for p in (kind, name) if not _missing(p)) or "no device recorded"
 
 
@@ -97,6 +101,8 @@ def timing_difference(base: dict[str, Any], new: dict[str, Any]) -> str | None:
     """'timing: transfers included vs not included; ...' (BASE vs NEW) where the two cells' timing
     definitions differ, one side unknown counting as different; None where they agree or neither
     says. The dashboard's rule (farm.dashboard.data.timing_difference), over a comparison's rows."""
+    if all(base.get(column) == new.get(column) for column, _, _ in TIMING):  # the usual: the same (NaN never is)
+        return None
     parts = []
     for column, label, words in TIMING:
         a, b = (None if _missing(row.get(column)) else row[column] for row in (base, new))

@@ -3,6 +3,7 @@ verdict table, worst regression first, and the layers that explain each slower c
 
 import json
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -29,20 +30,25 @@ def _compare(root: str, stamp: tuple, base: str, new: str, min_effect: float, ti
     return comparison, verdict_frame(comparison)
 
 
-def _percent(value):
-    return None if value is None or pd.isna(value) else round(100 * value, 2)
+def _percent(values) -> np.ndarray:
+    """Changes (None or NaN where there is none) in % to 2 decimals, NaN where missing."""
+    return np.round(100 * np.array([np.nan if v is None else v for v in values], dtype=np.float64), 2)
 
 
 def verdict_frame(comparison) -> pd.DataFrame:
     """One row per matched pair, worst regression first: changes in %, medians in ms."""
-    rows = [{"cell": p.new_id[:8], "configuration": p.label, "verdict": p.verdict,
-             "latency change %": _percent(p.effect.effect), "CI low %": _percent(p.effect.low),
-             "CI high %": _percent(p.effect.high), "base median ms": p.base.median if p.base else None,
-             "new median ms": p.new.median if p.new else None, "throughput %": _percent(p.throughput_change),
-             "p99 %": _percent(p.p99_change), "energy/inference %": _percent(p.energy_change),
-             "accuracy": accuracy_text(p.accuracy), "notes": "; ".join(p.notes), "base cell": p.base_id[:8]}
-            for p in comparison.pairs]
-    return pd.DataFrame(rows)
+    pairs = comparison.pairs
+    percent = {name: _percent(values) for name, values in (
+        ("latency change %", [p.effect.effect for p in pairs]), ("CI low %", [p.effect.low for p in pairs]),
+        ("CI high %", [p.effect.high for p in pairs]), ("throughput %", [p.throughput_change for p in pairs]),
+        ("p99 %", [p.p99_change for p in pairs]), ("energy/inference %", [p.energy_change for p in pairs]))}
+    columns = {"cell": [p.new_id[:8] for p in pairs], "configuration": [p.label for p in pairs],
+               "verdict": [p.verdict for p in pairs], **{k: percent[k] for k in list(percent)[:3]},
+               "base median ms": [p.base.median if p.base else None for p in pairs],
+               "new median ms": [p.new.median if p.new else None for p in pairs],
+               **{k: percent[k] for k in list(percent)[3:]}, "accuracy": [accuracy_text(p.accuracy) for p in pairs],
+               "notes": ["; ".join(p.notes) for p in pairs], "base cell": [p.base_id[:8] for p in pairs]}
+    return pd.DataFrame(columns)  # built by column: 25,000 rows in a fraction of the time row dicts take
 
 
 snap = snapshot_or_stop()
