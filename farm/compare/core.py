@@ -83,11 +83,9 @@ def cell_labels(cells: list[dict[str, Any]]) -> dict[str, str]:
     found = dict(zip(first, option_labels([(cell.get("backend"), json.loads(key[1])) for key, cell in first.items()])))
     labels = {}
     for cell, key in zip(cells, keys):
-        variant = found[key]
-        parts = [str(cell.get("model")), str(cell.get("precision")), f"b{cell.get('batch')}"]
-        if isinstance(cell.get("profile"), str):
-            parts.append(cell["profile"])
-        labels[str(cell["cell_id"])] = " · ".join(parts + [variant])
+        profile = cell.get("profile")
+        labels[str(cell["cell_id"])] = (f"{cell.get('model')!s} · {cell.get('precision')!s} · b{cell.get('batch')}"
+                                        f"{' · ' + profile if isinstance(profile, str) else ''} · {found[key]}")
     return labels
 
 
@@ -210,16 +208,18 @@ def _explain(a: dict[str, Any], b: dict[str, Any], rows_a: list[dict[str, Any]],
     return explanation
 
 
+_BASE_KEYS, _NEW_KEYS = (tuple(f"{side}_{c}" for c in ("cosine_similarity", "top1_agreement")) for side in ("base", "new"))
+
+
 def _accuracy(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     """Both cells' accuracy verdicts and worst figures, and the change ('pass -> fail', 'fail ->
     pass'; None where it did not change or was not checked on both)."""
     found: dict[str, Any] = {}
-    for side, cell in (("base", a), ("new", b)):
+    for side, cell, keys in (("base", a, _BASE_KEYS), ("new", b, _NEW_KEYS)):
         found[side] = cell.get("accuracy_verdict")
-        for column in ("cosine_similarity", "top1_agreement"):
+        for column, key in zip(("cosine_similarity", "top1_agreement"), keys):
             value = cell.get(column)
-            missing = value is None or (isinstance(value, float) and math.isnan(value))
-            found[f"{side}_{column}"] = None if missing else value
+            found[key] = None if value is None or value != value else value  # value != value: NaN
     if found["base"] and found["new"] and found["base"] != found["new"]:
         found["change"] = f"{found['base']} -> {found['new']}"
     else:

@@ -40,16 +40,14 @@ class Side:
         a cell has no samples (an ingested trtexec summary); None without either."""
         from farm.compare.intervals import median_intervals
 
-        ids = [str(c["cell_id"]) for c in cells]
-        found = read_cell_rows(self.warehouse, self.sweep, "samples", ids, ["latency_ms", "repeat"])
+        ids = list(dict.fromkeys(str(c["cell_id"]) for c in cells))
+        found = read_cell_rows(self.warehouse, self.sweep, "samples", ids, ["latency_ms", "repeat"], numbered=True)
         computed: dict[str, MedianInterval | None] = {}
-        if found is not None and found.num_rows:
-            # rows come ordered by cell id: a dictionary's codes number the cells in that order
-            codes = found.column("cell_id").combine_chunks().dictionary_encode()
-            names, group = codes.dictionary.to_pylist(), codes.indices.to_numpy(zero_copy_only=False)
+        if found is not None and found.num_rows:  # rows numbered by the cell's place in `ids`, in that order
+            group = found.column("cell_number").to_numpy(zero_copy_only=False).astype(np.int64)
             latency = found.column("latency_ms").to_numpy(zero_copy_only=False).astype(np.float64)
             repeat = found.column("repeat").fill_null(0).to_numpy(zero_copy_only=False)
-            computed = dict(zip(names, median_intervals(group, repeat, latency, len(names))))
+            computed = dict(zip(ids, median_intervals(group, repeat, latency, len(ids))))
         return {str(c["cell_id"]): computed.get(str(c["cell_id"])) or _stored(c) for c in cells}
 
     def layers_of(self, cells: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:

@@ -50,8 +50,13 @@ def _missing(value: Any) -> bool:
 
 def config_key(cell: dict[str, Any]) -> tuple[Hashable, ...]:
     """What makes two cells the same configuration."""
-    fields = ("model", "precision", "batch", "profile", "backend")
-    return tuple(None if _missing(cell.get(k)) else cell.get(k) for k in fields) + (options_text(cell.get("options")),)
+    values = tuple(map(cell.get, _CONFIG_FIELDS))
+    if any(v != v for v in values):  # NaN (only NaN differs from itself): missing, as None is
+        values = tuple(None if _missing(v) else v for v in values)
+    return values + (options_text(cell.get("options")),)
+
+
+_CONFIG_FIELDS = ("model", "precision", "batch", "profile", "backend")
 
 
 def device_text(cell: dict[str, Any]) -> str:

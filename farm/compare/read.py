@@ -21,14 +21,15 @@ def _paths(paths: Iterable[Path]) -> str:
 
 
 def read_cell_rows(warehouse: Any, sweep: str, table: str, cell_ids: list[str], columns: list[str],
-                   optional: tuple[str, ...] = ()) -> pa.Table | None:
+                   optional: tuple[str, ...] = (), numbered: bool = False) -> pa.Table | None:
     """`cell_id` and `columns` of `table` for `cell_ids` in `sweep`, ordered by cell and then as
     stored; None where none of them has rows. `optional` columns read as NULL where no file has
-    them (an older farm's files)."""
+    them (an older farm's files). `numbered`: `cell_number` (the cell's position in `cell_ids`,
+    which must be distinct) in place of `cell_id`, rows in that order: no strings to group by."""
     import duckdb
 
     found = warehouse.sources(sweep, table)
-    wanted = set(cell_ids)
+    wanted = dict.fromkeys(cell_ids)
     own = [p for p in found.loose if p.stem in wanted]
     parts = list(found.parts)
     for path in own + parts:
@@ -36,7 +37,8 @@ def read_cell_rows(warehouse: Any, sweep: str, table: str, cell_ids: list[str], 
         if problem:
             warehouse.skip(path, problem)
     con = duckdb.connect(":memory:")
-    con.register("_wanted", pa.table({"cell_id": pa.array(sorted(wanted), pa.string())}))
+    con.register("_wanted", pa.table({"cell_id": pa.array(list(wanted), pa.string()),
+                                      "cell_number": pa.array(range(len(wanted)), pa.int32())}))
     con.register("_superseded", pa.table({"cell_id": pa.array(sorted(found.superseded), pa.string())}))
     try:
         while True:
@@ -46,7 +48,7 @@ def read_cell_rows(warehouse: Any, sweep: str, table: str, cell_ids: list[str], 
                 return None
             try:
                 present = _columns(con, own + parts) if optional else set(columns)
-                return con.sql(_sql(own, parts, columns, optional, present)).to_arrow_table()
+                return con.sql(_sql(own, parts, columns, optional, present, numbered)).to_arrow_table()
             except duckdb.Error as exc:  # damaged inside: the file it names, or those whose footer fails
                 named = [p for p in parquet_files_named(exc, warehouse.root) if p in own or p in parts]
                 for path in named:
@@ -63,7 +65,8 @@ def _columns(con: Any, paths: list[Path]) -> set[str]:
     return {n for (n,) in names}
 
 
-def _sql(own: list[Path], parts: list[Path], columns: list[str], optional: tuple[str, ...], present: set[str]) -> str:
+def _sql(own: list[Path], parts: list[Path], columns: list[str], optional: tuple[str, ...], present: set[str],
+         numbered: bool = False) -> str:
     select = ", ".join(f'"{c}"' if c in present or c not in optional else f'NULL AS "{c}"' for c in columns)
     options = "union_by_name = true, filename = true, file_row_number = true"
     selects = []
@@ -74,6 +77,9 @@ def _sql(own: list[Path], parts: list[Path], columns: list[str], optional: tuple
         selects.append(f"SELECT cell_id, {select}, filename, file_row_number FROM read_parquet({_paths(parts)}, "
                        f"{options}) WHERE cell_id IN (SELECT cell_id FROM _wanted) "
                        "AND cell_id NOT IN (SELECT cell_id FROM _superseded)")
-    names = ", ".join(f'"{c}"' for c in ["cell_id", *columns])
-    return (f"SELECT {names} FROM ({' UNION ALL '.join(selects)}) "
+    names = ", ".join(f'"{c}"' for c in columns)
+    if numbered:
+        return (f"SELECT cell_number, {names} FROM ({' UNION ALL '.join(selects)}) JOIN _wanted USING (cell_id) "
+                "ORDER BY cell_number, filename, file_row_number")
+    return (f"SELECT cell_id, {names} FROM ({' UNION ALL '.join(selects)}) "
             "ORDER BY cell_id, filename, file_row_number")
