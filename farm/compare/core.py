@@ -4,7 +4,7 @@ explain each slower cell, and what regressed (docs/dashboard.md: Comparing two r
 from __future__ import annotations
 
 import math
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,28 +103,40 @@ def compare_sweeps(base_sweep: str, new_sweep: str, results: str | Path = "resul
     if not (isinstance(min_effect_percent, (int, float)) and 0 <= min_effect_percent < 1000):
         raise UserError(f"--min-effect {min_effect_percent}: give a percentage from 0 to 1000, e.g. --min-effect 3")
     base_flag = "--base-results" if base_results is not None else "--results"
-    # the two sides' reads overlap (DuckDB and numpy's sorts release the GIL): 25,000 cells a side
-    with ThreadPoolExecutor(2) as pool:
-        base_loading = pool.submit(load_side, base_results if base_results is not None else results, base_sweep,
-                                   base_flag)
-        new = load_side(results, new_sweep)
-        base = base_loading.result()
-    pairs, only_base, only_new = match_cells(base.cells, new.cells)
-    if not pairs:
-        raise UserError(f"no cell of sweep {new_sweep!r} has the configuration of one of {base_sweep!r}'s "
-                        f"({len(new.cells)} and {len(base.cells)} cells): compare runs of the same sweep file")
-    allowed = _refusals(pairs, allow_timing_differences, allow_device_differences)
-    labels = cell_labels(base.cells + new.cells)
-    # one dict per side: two runs of one sweep file in two warehouses share their cell ids
-    with ThreadPoolExecutor(2) as pool:
-        base_intervals = pool.submit(base.intervals, [p.base for p in pairs if p.base.get("status") == "ok"])
-        new_intervals = new.intervals([p.new for p in pairs if p.new.get("status") == "ok"])
-        intervals = (base_intervals.result(), new_intervals)
+    pool = ThreadPoolExecutor(2)  # each side read, then its intervals, while this thread matches
+    try:
+        loaded: tuple[Future, Future] = (Future(), Future())
+        computing = [pool.submit(_side_intervals, loaded[0], base_results if base_results is not None else results,
+                                 base_sweep, base_flag), pool.submit(_side_intervals, loaded[1], results, new_sweep)]
+        base, new = loaded[0].result(), loaded[1].result()  # BASE's error first, as a reader would
+        pairs, only_base, only_new = match_cells(base.cells, new.cells)
+        if not pairs:
+            raise UserError(f"no cell of sweep {new_sweep!r} has the configuration of one of {base_sweep!r}'s "
+                            f"({len(new.cells)} and {len(base.cells)} cells): compare runs of the same sweep file")
+        allowed = _refusals(pairs, allow_timing_differences, allow_device_differences)
+        labels = cell_labels(base.cells + new.cells)
+        # one dict per side: two runs of one sweep file in two warehouses share their cell ids
+        intervals = (computing[0].result(), computing[1].result())
+    finally:  # an error (an unknown sweep, no pairs) is said at once, not after the other side's work
+        pool.shutdown(wait=False, cancel_futures=True)
     results_ = [_compare_pair(pair, intervals, min_effect_percent, labels) for pair in pairs]
     _explain_slower(pairs, results_, base, new)
     results_.sort(key=_severity)
     return Comparison(base_sweep, new_sweep, base.results, new.results, float(min_effect_percent), results_,
                       [_unmatched(c, labels) for c in only_base], [_unmatched(c, labels) for c in only_new], allowed)
+
+
+def _side_intervals(loaded: Future, results: str | Path, sweep: str, flag: str = "--results"
+                    ) -> dict[str, MedianInterval | None]:
+    """Read one side (`loaded` gets it, or the error), then every ok cell's median interval (each
+    cell's from its own samples: those of unmatched cells are not needed, and cost little)."""
+    try:
+        side = load_side(results, sweep, flag)
+    except BaseException as exc:
+        loaded.set_exception(exc)
+        raise
+    loaded.set_result(side)
+    return side.intervals([c for c in side.cells if c.get("status") == "ok"])
 
 
 def _unmatched(cell: dict[str, Any], labels: dict[str, str]) -> str:

@@ -37,6 +37,7 @@ def read_cell_rows(warehouse: Any, sweep: str, table: str, cell_ids: list[str], 
         if problem:
             warehouse.skip(path, problem)
     con = duckdb.connect(":memory:")
+    con.execute("SET enable_progress_bar = false")  # a slow read draws no bar into farm compare's output
     con.register("_wanted", pa.table({"cell_id": pa.array(list(wanted), pa.string()),
                                       "cell_number": pa.array(range(len(wanted)), pa.int32())}))
     con.register("_superseded", pa.table({"cell_id": pa.array(sorted(found.superseded), pa.string())}))
