@@ -115,11 +115,13 @@ def compare_sweeps(base_sweep: str, new_sweep: str, results: str | Path = "resul
                             f"({len(new.cells)} and {len(base.cells)} cells): compare runs of the same sweep file")
         allowed = _refusals(pairs, allow_timing_differences, allow_device_differences)
         labels = cell_labels(base.cells + new.cells)
+        results_ = [_compare_pair(pair, labels) for pair in pairs]
         # one dict per side: two runs of one sweep file in two warehouses share their cell ids
         intervals = (computing[0].result(), computing[1].result())
     finally:  # an error (an unknown sweep, no pairs) is said at once, not after the other side's work
         pool.shutdown(wait=False, cancel_futures=True)
-    results_ = [_compare_pair(pair, intervals, min_effect_percent, labels) for pair in pairs]
+    for pair, result in zip(pairs, results_):
+        _judge(pair, result, min_effect_percent, intervals)
     _explain_slower(pairs, results_, base, new)
     results_.sort(key=_severity)
     return Comparison(base_sweep, new_sweep, base.results, new.results, float(min_effect_percent), results_,
@@ -166,28 +168,34 @@ def _severity(pair: PairResult) -> tuple:
     return (not pair.regressed, pair.verdict != FAILED, -(effect if math.isfinite(effect) else -math.inf))
 
 
-def _compare_pair(pair: Pair, intervals: tuple[dict[str, MedianInterval | None], dict[str, MedianInterval | None]],
-                  min_effect_percent: float, labels: dict[str, str]) -> PairResult:
+def _compare_pair(pair: Pair, labels: dict[str, str]) -> PairResult:
+    """A pair's result but for its latency verdict (`_judge` adds it once the intervals are in)."""
     a, b = pair.base, pair.new
-    ok_a, ok_b = a.get("status") == "ok", b.get("status") == "ok"
-    interval_a = intervals[0].get(str(a["cell_id"])) if ok_a else None
-    interval_b = intervals[1].get(str(b["cell_id"])) if ok_b else None
-    effect = effect_interval(interval_a, interval_b, min_effect_percent)
-    verdict = effect.verdict
-    if not (ok_a and ok_b):
-        verdict = FAILED if ok_a else FIXED if ok_b else NOT_MEASURED
     notes = [n for n in (pair.timing_differs, pair.device_differs) if n] + pair.notes
-    if not ok_b and b.get("reason"):
+    if b.get("status") != "ok" and b.get("reason"):
         notes.append(f"NEW {b.get('status')}: {str(b['reason']).splitlines()[0][:120]}")
     if b.get("throttled"):
         notes.append("NEW's GPU clocks slowed during its timed window")
-    result = PairResult(labels[str(b["cell_id"])], str(a["cell_id"]), str(b["cell_id"]), verdict, effect,
-                        interval_a, interval_b,
-                        ratio_change(b.get("throughput_qps"), a.get("throughput_qps")),
-                        ratio_change(b.get("latency_p99_ms"), a.get("latency_p99_ms")),
-                        ratio_change(b.get("energy_per_sample_mj"), a.get("energy_per_sample_mj")),
-                        _accuracy(a, b), notes)
-    return result
+    return PairResult(labels[str(b["cell_id"])], str(a["cell_id"]), str(b["cell_id"]), NOT_MEASURED, _NO_EFFECT,
+                      None, None, ratio_change(b.get("throughput_qps"), a.get("throughput_qps")),
+                      ratio_change(b.get("latency_p99_ms"), a.get("latency_p99_ms")),
+                      ratio_change(b.get("energy_per_sample_mj"), a.get("energy_per_sample_mj")), _accuracy(a, b), notes)
+
+
+_NO_EFFECT = effect_interval(None, None)
+
+
+def _judge(pair: Pair, result: PairResult, min_effect_percent: float,
+           intervals: tuple[dict[str, MedianInterval | None], dict[str, MedianInterval | None]]) -> None:
+    """The pair's change in median latency with its interval, and the verdict."""
+    a, b = pair.base, pair.new
+    ok_a, ok_b = a.get("status") == "ok", b.get("status") == "ok"
+    result.base = intervals[0].get(str(a["cell_id"])) if ok_a else None
+    result.new = intervals[1].get(str(b["cell_id"])) if ok_b else None
+    result.effect = effect_interval(result.base, result.new, min_effect_percent)
+    result.verdict = result.effect.verdict
+    if not (ok_a and ok_b):
+        result.verdict = FAILED if ok_a else FIXED if ok_b else NOT_MEASURED
 
 
 def _explain_slower(pairs: list[Pair], results: list[PairResult], base: Side, new: Side) -> None:
