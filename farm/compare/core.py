@@ -69,9 +69,10 @@ class Comparison:
         return found
 
 
-def cell_labels(cells: list[dict[str, Any]]) -> dict[str, str]:
+def cell_labels(cells: list[dict[str, Any]], wanted: set[str] | None = None) -> dict[str, str]:
     """Per cell id: 'tiny · fp32 · b4 · onnxruntime' (profile where there is one), the backend
-    followed by the options that vary among these cells (farm.queries.option_labels: one rule)."""
+    followed by the options that vary among these cells (farm.queries.option_labels: one rule);
+    only the `wanted` cell ids' where given (what varies is still among all of `cells`)."""
     import json
 
     from farm.compare.match import options_text
@@ -83,6 +84,8 @@ def cell_labels(cells: list[dict[str, Any]]) -> dict[str, str]:
     found = dict(zip(first, option_labels([(cell.get("backend"), json.loads(key[1])) for key, cell in first.items()])))
     labels = {}
     for cell, key in zip(cells, keys):
+        if wanted is not None and str(cell["cell_id"]) not in wanted:
+            continue
         profile = cell.get("profile")
         labels[str(cell["cell_id"])] = (f"{cell.get('model')!s} · {cell.get('precision')!s} · b{cell.get('batch')}"
                                         f"{' · ' + profile if isinstance(profile, str) else ''} · {found[key]}")
@@ -114,7 +117,8 @@ def compare_sweeps(base_sweep: str, new_sweep: str, results: str | Path = "resul
             raise UserError(f"no cell of sweep {new_sweep!r} has the configuration of one of {base_sweep!r}'s "
                             f"({len(new.cells)} and {len(base.cells)} cells): compare runs of the same sweep file")
         allowed = _refusals(pairs, allow_timing_differences, allow_device_differences)
-        labels = cell_labels(base.cells + new.cells)
+        shown = {str(p.new["cell_id"]) for p in pairs} | {str(c["cell_id"]) for c in (*only_base, *only_new)}
+        labels = cell_labels(base.cells + new.cells, shown)
         results_ = [_compare_pair(pair, labels) for pair in pairs]
         # one dict per side: two runs of one sweep file in two warehouses share their cell ids
         intervals = (computing[0].result(), computing[1].result())
