@@ -43,7 +43,9 @@ class Snapshot:
                 self.files_read += load_sweep_table(self.con, self.warehouse, sweep, table, table)
         # one devices file per sweep that used the device
         self.con.execute("CREATE OR REPLACE TABLE devices AS SELECT DISTINCT ON (device_id) * FROM devices")
-        self.cell_frame = self.query(CELL_FRAME_SQL + " ORDER BY c.sweep_id, c.model, c.backend, c.precision, c.batch")
+        # a total order (options and id break ties): pages and their defaults the same on every load
+        self.cell_frame = self.query(CELL_FRAME_SQL + " ORDER BY c.sweep_id, c.model, c.backend, c.precision, "
+                                                      "c.batch, c.options, c.cell_id")
         self.cell_frame["label"] = cell_labels(self.cell_frame)
 
     @property
