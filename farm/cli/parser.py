@@ -107,7 +107,7 @@ def _add_readers(add: AddCommand) -> None:
     p.add_argument("-o", "--output", default="report.html", help="output file (default: report.html)")
     p.add_argument("--baseline", default=None, metavar="SERIES",
                    help="series to compute speedups against, e.g. 'fp32 · onnxruntime' "
-                        "(default: the first fp32 series)")
+                        "(default: fp32 on the first backend the sweep file lists, eager where it has modes)")
     p.add_argument("--against", default=None, metavar="BASE_SWEEP",
                    help="add a 'Changes against BASE_SWEEP' section: `farm compare BASE_SWEEP SWEEP`'s verdicts")
     p.add_argument("--base-results", default=None, metavar="DIR",
