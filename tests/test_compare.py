@@ -313,3 +313,20 @@ def test_unmatched_cells_accuracy_and_usage_errors(runs: Path, tmp_path: Path, c
     assert "--min-effect -5" in capsys.readouterr().err
     assert main(["compare", "base", "again", "--results", str(tmp_path / "none")]) == 2
     assert "no warehouse at" in capsys.readouterr().err
+
+
+def test_a_long_comparison_prints_plain_text(runs: Path, capsys, monkeypatch) -> None:
+    """Past farm.cli.reading.PLAIN_TABLE_ROWS pairs the table is plain aligned text (rich took 55 s
+    to lay out 25,000 rows); the same rows either way."""
+    import farm.cli.reading
+
+    assert main(["compare", "base", "again", "--results", str(runs), "--min-effect", MIN_EFFECT]) == 0
+    boxed = capsys.readouterr().out
+    monkeypatch.setattr(farm.cli.reading, "PLAIN_TABLE_ROWS", 1)
+    assert main(["compare", "base", "again", "--results", str(runs), "--min-effect", MIN_EFFECT]) == 0
+    plain = capsys.readouterr().out
+    assert "┃" in boxed and "┃" not in plain and "│" not in plain
+    header = next(line for line in plain.splitlines() if line.startswith("cell"))
+    assert "configuration" in header and "verdict" in header
+    comparison = compare_sweeps("base", "again", runs, min_effect_percent=float(MIN_EFFECT))
+    assert all(pair.new_id[:8] in plain for pair in comparison.pairs)
