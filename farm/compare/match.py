@@ -105,12 +105,20 @@ def _pair_by(base: list[dict], new: list[dict], key) -> tuple[list[Pair], list[d
 def timing_difference(base: dict[str, Any], new: dict[str, Any]) -> str | None:
     """'timing: transfers included vs not included; ...' (BASE vs NEW) where the two cells' timing
     definitions differ, one side unknown counting as different; None where they agree or neither
-    says. The dashboard's rule (farm.dashboard.data.timing_difference), over a comparison's rows."""
+    says."""
     if all(base.get(column) == new.get(column) for column, _, _ in TIMING):  # the usual: the same (NaN never is)
         return None
+    parts = timing_parts(base, new)
+    return "timing: " + "; ".join(parts) if parts else None
+
+
+def timing_parts(a_row: dict[str, Any], b_row: dict[str, Any]) -> list[str]:
+    """Each timing definition the two rows state differently, as 'transfers included vs not
+    included' (a_row's first); a missing value (None, NaN) reads 'unknown'. The one rule behind
+    `farm compare`'s refusal and the dashboard's speedup note (farm.dashboard.data.timing_difference)."""
     parts = []
     for column, label, words in TIMING:
-        a, b = (None if _missing(row.get(column)) else row[column] for row in (base, new))
+        a, b = (None if _missing(row.get(column)) else row[column] for row in (a_row, b_row))
         if a == b:
             continue
         if words is None:
@@ -118,4 +126,4 @@ def timing_difference(base: dict[str, Any], new: dict[str, Any]) -> str | None:
         else:
             shown = ["unknown" if v is None else words[0] if bool(v) else words[1] for v in (a, b)]
         parts.append(f"{label} {shown[0]} vs {shown[1]}")
-    return "timing: " + "; ".join(parts) if parts else None
+    return parts

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from farm.compare.match import TIMING, timing_parts
 from farm.dashboard.noise import median_ratio, noise_verdict
 from farm.measure import SAMPLE_INTERVAL_METHOD
 from farm.queries import CELL_FRAME_SQL, baseline_positions, option_labels, speedup
@@ -277,7 +278,7 @@ def with_speedup(frame: pd.DataFrame, baseline_series: str | None) -> pd.DataFra
     for column in ("latency_ratio", "ratio_low", "ratio_high"):
         out.loc[~comparable, column] = float("nan")
     out.loc[verdict == "baseline", ["ratio_low", "ratio_high"]] = float("nan")  # itself: nothing to test
-    timing = [column for column, *_ in _TIMING if column in out]
+    timing = [column for column, *_ in TIMING if column in out]
     if timing:  # worded only where the definitions differ (most often nowhere: 25,000 cells in no time)
         key = out[timing[0]].astype(str).fillna("?")
         for column in timing[1:]:
@@ -297,25 +298,15 @@ def _key(value: Any) -> Any:
 
 
 # What a latency includes (measurements' timing columns): (column, label, words for true/false/unknown).
-_TIMING = (("latency_includes_transfers", "transfers", ("included", "not included")),
-           ("timing_cuda_graph", "CUDA graph", ("on", "off")), ("timing_spin_wait", "spin-wait", ("on", "off")),
-           ("timing_streams", "streams", None))
-
-
 def timing_difference(row: dict[str, Any], base: dict[str, Any]) -> str | None:
     """'different timing: transfers not included vs included; ...' (this cell vs its baseline) where
     the two cells' timing definitions differ, one side unknown counting as different; None where
-    they agree or neither says (`with_speedup`'s `timing_differs`, shown beside the verdict)."""
-    parts = []
-    for column, label, words in _TIMING:
-        a, b = (None if r.get(column) is None or pd.isna(r[column]) else r[column] for r in (row, base))
-        if a == b:
-            continue
-        if words is None:
-            shown = ["unknown" if v is None else str(int(v)) for v in (a, b)]
-        else:
-            shown = ["unknown" if v is None else words[0] if bool(v) else words[1] for v in (a, b)]
-        parts.append(f"{label} {shown[0]} vs {shown[1]}")
+    they agree or neither says (`with_speedup`'s `timing_differs`, shown beside the verdict).
+    farm.compare's rule, with pandas' missing values (pd.NA too) read as unknown."""
+    def known(r: dict[str, Any]) -> dict[str, Any]:
+        return {column: None if r.get(column) is None or pd.isna(r[column]) else r[column] for column, _, _ in TIMING}
+
+    parts = timing_parts(known(row), known(base))
     return "different timing: " + "; ".join(parts) if parts else None
 
 
@@ -334,6 +325,22 @@ def pareto_front(frame: pd.DataFrame, x: str = "latency_p99_ms", y: str = "throu
 
 
 
+def filter_cells(frame: pd.DataFrame, filters: dict[str, list], stable_only: bool) -> pd.DataFrame:
+    """The rows of `frame` each `filters` column keeps (one of its values; none given: all), stable
+    ones only if asked: the Compare page's choice."""
+    for column, values in filters.items():
+        if values:
+            frame = frame[frame[column].isin(values)]
+    if stable_only:
+        frame = frame[frame.stable.fillna(False).astype(bool)]
+    return frame
+
+
+def measured_only(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of cells that were measured: ok, with a throughput."""
+    return frame[(frame.status == "ok") & frame.throughput_qps.notna()]
+
+
 def compare_frame(snap: Snapshot, sweeps: list[str], filters: dict[str, list], stable_only: bool,
                   baseline: str | None, throughput: str) -> pd.DataFrame:
     """The Compare page's cells: the measured cells of `sweeps` (series named within them), kept
@@ -344,15 +351,9 @@ def compare_frame(snap: Snapshot, sweeps: list[str], filters: dict[str, list], s
     from farm.layers.memory import format_bytes
 
     frame = snap.cell_frame[snap.cell_frame.sweep_id.isin(sweeps)]
-    frame = frame.assign(series=series_labels(frame))
-    for column, values in filters.items():
-        if values:
-            frame = frame[frame[column].isin(values)]
-    if stable_only:
-        frame = frame[frame.stable.fillna(False).astype(bool)]
-    measured = frame[(frame.status == "ok") & frame.throughput_qps.notna()]
-    measured = measured.assign(accuracy=measured.verdict.fillna("not checked"))
-    compared = with_speedup(with_noise_intervals(snap, measured), baseline)
+    chosen = measured_only(filter_cells(frame.assign(series=series_labels(frame)), filters, stable_only))
+    chosen = chosen.assign(accuracy=chosen.verdict.fillna("not checked"))
+    compared = with_speedup(with_noise_intervals(snap, chosen), baseline)
     compared["pareto"] = pareto_front(compared, x="latency_p99_ms", y=throughput)
     compared["style"] = [s[len(p) + 3:] or p for s, p in zip(compared.series, compared.precision.astype(str))]
     compared["batch_label"] = compared.batch.map(lambda b: f"b{int(b)}" if pd.notna(b) else "b?")

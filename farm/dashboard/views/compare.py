@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from farm.dashboard.common import compared_cells, downloads, latest_sweep, snapshot_or_stop
-from farm.dashboard.data import series_labels
+from farm.dashboard.data import filter_cells, measured_only, series_labels
 from farm.dashboard.noise import MIN_EFFECT_PERCENT
 from farm.dashboard.roofline import cell_roofline
 from farm.dashboard.summary import default_baseline, listed_backends, series_colours
@@ -47,12 +47,8 @@ with st.expander("Filters", expanded=False):
     stable_only = right.checkbox("Stable cells only", key="cmp-stable")
 filters = {"model": models, "precision": precisions, "backend": backends, "device": devices,
            "series": series_filter, "batch": batches}
-for column, values in filters.items():
-    if values:
-        frame = frame[frame[column].isin(values)]
-if stable_only:
-    frame = frame[frame.stable.fillna(False).astype(bool)]
-measured = frame[(frame.status == "ok") & frame.throughput_qps.notna()]
+frame = filter_cells(frame, filters, stable_only)
+measured = measured_only(frame)
 if measured.empty:
     st.warning("No measured (ok) cell matches: widen the filters or pick another sweep.")
     st.stop()
