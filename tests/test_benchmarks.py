@@ -87,6 +87,48 @@ def test_torch_bare_loop_quick_on_cpu(tmp_path: Path) -> None:
     assert "import farm" not in source and "from farm" not in source
 
 
+def test_ort_bare_loop_quick_on_cpu(tmp_path: Path) -> None:
+    """The ONNX Runtime bare loop (no farm code) runs on the CPU provider and writes JSON; the
+    variants that need CUDA say so instead of timing something else."""
+    out = run_benchmark("ort_bare_loop.py", "--quick", "--device", "cpu", "--json", str(tmp_path / "bare.json"),
+                        timeout=300)
+    rows = re.findall(rf"^\s*(fp32)\s+(\d+)\s+(no-graphs)\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}$", out, re.MULTILINE)
+    assert [(int(b), v) for _, b, v, *_ in rows] == [(1, "no-graphs"), (4, "no-graphs")], out
+    assert len(re.findall(r"^\s*fp32\s+\d+\s+graphs\s+skipped: needs CUDA$", out, re.MULTILINE)) == 2, out
+    for *_, latency, compute, sync in rows:
+        assert positive(latency) == pytest.approx(positive(compute)) == pytest.approx(positive(sync))
+    written = json.loads((tmp_path / "bare.json").read_text())["rows"]
+    assert [(r["batch"], r["mode"], r["queries"]) for r in written] == [(1, "no-graphs", 20), (4, "no-graphs", 20)]
+    source = (BENCHMARKS / "ort_bare_loop.py").read_text()
+    assert "import farm" not in source and "from farm" not in source
+
+
+def test_repro_table_reads_a_real_warehouse_and_judges_each_cell(tmp_path: Path) -> None:
+    """benchmarks/device/torch_repro.py on results/examples' GPU cells: two runs (the same one
+    twice, so 0 %), a bare loop 2 % slower for every torch cell but one 10 % faster."""
+    script = str(BENCHMARKS / "device" / "torch_repro.py")
+    summary = tmp_path / "run.json"
+    subprocess.run([sys.executable, script, "summarize", str(ROOT / "results" / "examples" / "gpu-resnet50"),
+                    str(summary)], check=True, capture_output=True, text=True)
+    rows = json.loads(summary.read_text())
+    assert len(rows) == 48 and {r["mode"] for r in rows} == {"eager", "compile", "cudagraphs"}
+    bare = [{"precision": r["precision"], "batch": r["batch"], "mode": r["mode"],
+             "latency_median_ms": r["latency_median_ms"] * 1.02} for r in rows]
+    bare[0]["latency_median_ms"] = rows[0]["latency_median_ms"] / 1.1
+    (tmp_path / "bare.json").write_text(json.dumps({"device": "test", "rows": bare}))
+    out = subprocess.run([sys.executable, script, "table", str(summary), str(summary), str(tmp_path / "bare.json")],
+                         check=True, capture_output=True, text=True).stdout
+    lines = [line for line in out.splitlines() if re.match(r"^(fp|bf|tf)\d+ b\d+ ", line)]
+    assert len(lines) == 48
+    slow = f"{rows[0]['precision']} b{rows[0]['batch']} {rows[0]['mode']}"
+    assert [line.split("  ")[0].rstrip(" *") for line in lines if "off the bare loop" in line] == [slow]
+    assert all(line.endswith(" ok") for line in lines if not line.startswith(slow + " "))
+    assert out.strip().endswith("1 cell(s) miss a target")
+    one_run = subprocess.run([sys.executable, script, "table", str(summary), "-", str(tmp_path / "bare.json")],
+                             check=True, capture_output=True, text=True).stdout
+    assert one_run.strip().endswith("1 cell(s) miss a target") and "runs differ" not in one_run
+
+
 def port_is_closed(port: int) -> bool:
     with socket.socket() as s:
         s.settimeout(2)
