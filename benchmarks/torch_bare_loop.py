@@ -143,6 +143,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--warmup-s", type=float, default=None, help="default 1 (quick 0.05)")
     parser.add_argument("--memory-format", choices=["channels_last", "contiguous"], default=None,
                         help="default channels_last on CUDA, contiguous on CPU")
+    parser.add_argument("--cudnn-benchmark", choices=["on", "off"], default="on",
+                        help="torch.backends.cudnn.benchmark (default on: cuDNN times its algorithms per shape)")
     parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
     parser.add_argument("--quick", action="store_true", help="a tiny CNN, few queries: checks the path")
     parser.add_argument("--cache", default=None, help=argparse.SUPPRESS)  # accepted for older callers
@@ -165,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     channels_last = (args.memory_format or ("channels_last" if cuda else "contiguous")) == "channels_last"
     image = 16 if args.quick else args.image
     torch.set_grad_enabled(False)
-    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.benchmark = args.cudnn_benchmark == "on"
     where = torch.cuda.get_device_name(0) if cuda else f"CPU, {torch.get_num_threads()} threads"
     name = "tiny CNN" if args.quick else f"torchvision {args.model}"
     print(f"torch {torch.__version__}, {where}; {name}, {'channels_last' if channels_last else 'contiguous'}, "

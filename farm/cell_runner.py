@@ -30,10 +30,13 @@ __all__ = ["CellResult", "Log", "now", "run_cell", "warm_up"]  # CellResult and 
 Log = Callable[[str], None]
 
 
-def run_cell(cell: Cell, cache_dir: Path, log: Log = lambda message: None) -> CellResult:
+def run_cell(cell: Cell, cache_dir: Path, log: Log = lambda message: None,
+             timing: Callable[[bool], None] = lambda on: None) -> CellResult:
     """Build, measure and profile one cell; any exception becomes a failed result.
 
-    `log` receives progress lines (the executor tags them with the cell and shows them)."""
+    `log` receives progress lines (the executor tags them with the cell and shows them); `timing`
+    True when the timed loop starts and False when it ends, so that whoever watches this process
+    can keep its costlier readings out of the timed window (farm.executor.cell_process)."""
     result = CellResult(cell.cell_id, "ok", started_at=now(), host=host_info(), versions=library_versions(),
                         farm_commit=farm_commit())
     if cell.unsupported_reason:
@@ -46,7 +49,7 @@ def run_cell(cell: Cell, cache_dir: Path, log: Log = lambda message: None) -> Ce
         if unavailable:
             result.status, result.reason = "skipped", unavailable
         else:
-            _run_backend(backend, cell, cache_dir, result, log)
+            _run_backend(backend, cell, cache_dir, result, log, timing)
     result.finished_at = now()
     return result
 
@@ -83,12 +86,13 @@ def build_request(cell: Cell, model_path: Path, work_dir: Path, cache_dir: Path 
                         dynamic=any(spec.dynamic for spec in cell.model.inputs))
 
 
-def _run_backend(backend: Backend, cell: Cell, cache_dir: Path, result: CellResult, log: Log) -> None:
+def _run_backend(backend: Backend, cell: Cell, cache_dir: Path, result: CellResult, log: Log,
+                 timing: Callable[[bool], None]) -> None:
     work_dir = cache_dir / "work" / cell.cell_id
     shutil.rmtree(work_dir, ignore_errors=True)
     work_dir.mkdir(parents=True)
     try:
-        _build_and_measure(backend, cell, cache_dir, work_dir, result, log)
+        _build_and_measure(backend, cell, cache_dir, work_dir, result, log, timing)
     except MemoryError:
         result.status = "failed"
         result.reason = "out of memory while building or running: try a smaller batch size or fewer threads"
@@ -105,7 +109,7 @@ def _run_backend(backend: Backend, cell: Cell, cache_dir: Path, result: CellResu
 
 
 def _build_and_measure(backend: Backend, cell: Cell, cache_dir: Path, work_dir: Path, result: CellResult,
-                       log: Log) -> None:
+                       log: Log, timing: Callable[[bool], None]) -> None:
     feeds = make_feeds(cell.model.inputs, cell.input_shapes, cell.measurement.seed)
     transformed = None
     if backend.capabilities.onnx_precision and cell.precision in TRANSFORMS:
@@ -125,7 +129,11 @@ def _build_and_measure(backend: Backend, cell: Cell, cache_dir: Path, work_dir: 
     result.device = backend.device_row()
     seconds = result.build.build_s
     log(f"built in {seconds:.2f} s; measuring" if seconds is not None else "built; measuring")
-    result.samples, measurement, telemetry = _measure(backend, cell, result.device, feeds)
+    timing(True)
+    try:
+        result.samples, measurement, telemetry = _measure(backend, cell, result.device, feeds)
+    finally:
+        timing(False)
     # What the latency includes: backends that know say so in runtime_stats (TensorRT: transfers,
     # CUDA graph, spin-wait); every backend knows its streams and its own version.
     engine = backend.name if backend.name in result.versions else None

@@ -87,6 +87,17 @@ def test_torch_bare_loop_quick_on_cpu(tmp_path: Path) -> None:
     assert "import farm" not in source and "from farm" not in source
 
 
+def test_torch_harness_overhead_quick(tmp_path: Path) -> None:
+    """farm's torch cell path and a bare loop over the same native module, in alternating rounds."""
+    if find_spec("torch") is None:
+        pytest.skip("torch is not installed (pip install -e .[torch])")
+    out = run_benchmark("torch_harness_overhead.py", "--quick", "--cache", str(tmp_path / "cache"), timeout=300)
+    assert "module:tests.native_models:tiny_cnn: torch" in out and "cpu eager fp32 batch 1" in out, out
+    result = json.loads(out.strip().splitlines()[-1])
+    assert positive(str(result["ratio"])) == pytest.approx(positive(str(result["farm_ms"])) / positive(str(result["bare_ms"])))
+    assert len(re.findall(rf"^  (farm|bare) median\s+{NUMBER} ms   rounds: {NUMBER} {NUMBER}$", out, re.MULTILINE)) == 2
+
+
 def test_ort_bare_loop_quick_on_cpu(tmp_path: Path) -> None:
     """The ONNX Runtime bare loop (no farm code) runs on the CPU provider and writes JSON; the
     variants that need CUDA say so instead of timing something else."""

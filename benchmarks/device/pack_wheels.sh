@@ -18,7 +18,9 @@ mkdir -p .whl/all
   --platform any -d .whl/all ray==2.60.0 duckdb pydantic polygraphy onnxruntime-gpu==1.31.1 nvidia-ml-py rich \
   onnxconverter-common py-cpuinfo psutil graphviz pillow pytz
 rm -rf .whl/parts && mkdir -p .whl/parts
-(cd .whl/all && ls *.whl | grep -v -e '^numpy-' -e '^onnx-' > ../wheels.txt && tar cf - -T ../wheels.txt) \
+# smallest first: the first part then holds every wheel but ray's and ONNX Runtime's, which setup.sh
+# installs at once, so that farm runs (torch cells, --executor local) from the first call on
+(cd .whl/all && ls -Sr *.whl | grep -v -e '^numpy-' -e '^onnx-' > ../wheels.txt && tar cf - -T ../wheels.txt) \
   | split -b "${part_mb}M" -d -a 2 - .whl/parts/wheels.tar.
 count=0
 for f in .whl/parts/wheels.tar.*; do

@@ -13,6 +13,7 @@
 # Stages: gpu (what the machine is), run1, run2, bare (eager + CUDA graphs), bare-compile, table;
 # ort1, ort2, ort-bare, ort-table; native (farm's ONNX interpreter against the nn.Module itself,
 # ResNet-50 fp16 batch 1, eager and compile).
+# Sweeps run on farm's Ray executor (the product's path; TORCH_REPRO_EXECUTOR=local for in-process).
 # State lives in $TORCH_REPRO_DIR (default /tmp/torch-repro, kept while the machine is); each
 # stage's JSON and logs are copied to $OUT when set (the device tool's folder that comes back).
 # A sweep stopped by its time limit resumes where it stopped when its stage runs again.
@@ -36,7 +37,7 @@ for stage in "${stages[@]}"; do
       } | tee "$work/gpu.txt"; keep "$work/gpu.txt" ;;
     run1|run2|ort1|ort2)
       file=$sweep; [[ $stage == ort* ]] && file=benchmarks/device/ort-repro.toml
-      timeout "${TORCH_REPRO_SWEEP_S:-520}" python3 -m farm sweep "$file" --executor local --results "$work/$stage" \
+      timeout "${TORCH_REPRO_SWEEP_S:-520}" python3 -m farm sweep "$file" --executor "${TORCH_REPRO_EXECUTOR:-ray}" --results "$work/$stage" \
         > "$work/$stage.log" 2>&1; echo "sweep exit $?"
       grep -E "^(ok|failed|skipped|unsupported|error)" "$work/$stage.log" | cut -c1-110
       python3 benchmarks/device/torch_repro.py summarize "$work/$stage" "$work/$stage.json"

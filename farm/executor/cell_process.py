@@ -29,8 +29,12 @@ from farm.layers.memory import format_bytes
 from farm.records import Cell
 from farm.records import CellResult
 
-POLL_S = 0.25  # how often the worker checks the child's memory (one /proc read: ~50 µs)
+POLL_S = 0.25  # how often the worker checks the child's memory
 CHILDREN_EVERY = 4  # polls between rescans of the child's process tree (a /proc scan: ~1 ms)
+# PSS comes from /proc/PID/smaps_rollup, which walks the child's page tables under its memory-map
+# lock: 9-16 ms for a CUDA process of torch, longer as compiled kernels pile up, and host-bound cells
+# timed meanwhile stall. While the child times, the worker reads only its resident size (statm, a few
+# counters) beside the last PSS of its descendants; PSS again once the timed window is over.
 PARENT_CHECK_S = 0.5  # how often the child checks that its worker is still there
 START_TIMEOUT_S = 120.0
 
@@ -114,12 +118,16 @@ class CellProcess:
         conn.send((cell, str(cache_dir)))
         deadline = time.monotonic() + self.timeout_s if self.timeout_s else None
         tick = 0
+        timing = False
         while True:
             try:
                 if conn.poll(POLL_S):
                     kind, payload = conn.recv()
                     if kind == "log":
                         log(payload)
+                        continue
+                    if kind == "timing":
+                        timing = payload
                         continue
                     return payload
             except (EOFError, OSError):  # the child is gone; its exit status says how
@@ -128,7 +136,7 @@ class CellProcess:
             if code is not None:
                 return self._died(code, oom_kills, peak)
             tick += 1
-            rss = tree.memory(rescan=tick % CHILDREN_EVERY == 0)
+            rss = tree.memory_while_timing() if timing else tree.memory(rescan=tick % CHILDREN_EVERY == 0)
             peak = max(peak, rss)
             if deadline is not None and time.monotonic() > deadline:
                 self.stop()
@@ -187,6 +195,7 @@ class _ProcessTree:
 
         self.root = psutil.Process(pid)
         self.children: list = []
+        self.last: dict[int, int] = {}  # pid -> its last full reading
 
     def memory(self, rescan: bool) -> int:
         import psutil
@@ -196,17 +205,28 @@ class _ProcessTree:
                 self.children = self.root.children(recursive=True)
             except psutil.Error:
                 self.children = []
-        total = 0
+        self.last = {}
         for process in (self.root, *self.children):
             try:
                 # proportional set size: pages shared between the processes (a fork's, a library's)
                 # count once in all, not once per process as resident sizes would
-                total += process.memory_full_info().pss
+                self.last[process.pid] = process.memory_full_info().pss
             except AttributeError:  # no PSS on this system: resident size, an overcount
-                total += process.memory_info().rss
+                self.last[process.pid] = process.memory_info().rss
             except psutil.Error:  # ended between the scan and now
                 pass
-        return total
+        return sum(self.last.values())
+
+    def memory_while_timing(self) -> int:
+        """The child's resident size now (an O(1) read that leaves its page tables alone: never
+        below its PSS) and its descendants' last full readings."""
+        import psutil
+
+        try:
+            root = self.root.memory_info().rss
+        except psutil.Error:
+            root = self.last.get(self.root.pid, 0)
+        return root + sum(v for pid, v in self.last.items() if pid != self.root.pid)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -251,7 +271,8 @@ def child_main(fd: int, parent: int, warm_up_kind: str = "") -> None:
             cell, cache_dir = conn.recv()
         except (EOFError, OSError):  # the worker closed the pipe: done
             return
-        result = run_cell(cell, Path(cache_dir), lambda message: conn.send(("log", message)))
+        result = run_cell(cell, Path(cache_dir), lambda message: conn.send(("log", message)),
+                          lambda on: conn.send(("timing", on)))
         conn.send(("result", result))
 
 
