@@ -117,6 +117,35 @@ def test_the_memory_limit_stops_the_cell_without_a_retry(tmp_path: Path) -> None
         process.stop()
 
 
+def test_the_worker_leaves_the_childs_page_tables_alone_while_it_times(tmp_path: Path, monkeypatch) -> None:
+    """While the child times (3 s here) the worker reads its resident size only: a PSS read walks
+    the child's page tables under its memory-map lock, which slowed host-bound cells 1.5x on a GPU.
+    Before and after the timed window, PSS as before; the memory limit is watched throughout."""
+    from farm.executor import cell_process
+
+    calls: list[tuple[str, float]] = []
+    full, cheap = cell_process._ProcessTree.memory, cell_process._ProcessTree.memory_while_timing
+    monkeypatch.setattr(cell_process._ProcessTree, "memory",
+                        lambda self, rescan: calls.append(("pss", time.monotonic())) or full(self, rescan))
+    monkeypatch.setattr(cell_process._ProcessTree, "memory_while_timing",
+                        lambda self: calls.append(("rss", time.monotonic())) or cheap(self))
+    cell = one_cell(tmp_path, SLOW)
+    process = CellProcess(memory_limit_bytes=64 * 2**30)
+    try:
+        result = process.run(cell, tmp_path / "cache", lambda m: None)
+    finally:
+        process.stop()
+    assert isinstance(result, CellResult) and result.status == "ok", result
+    kinds = [kind for kind, _ in calls]
+    assert kinds.count("rss") >= 3, kinds  # a 3 s timed window, a reading every 0.25 s
+    first, last = kinds.index("rss"), len(kinds) - 1 - kinds[::-1].index("rss")
+    assert "pss" not in kinds[first:last + 1], kinds  # one window, no PSS read inside it
+    assert "pss" in kinds[:first], kinds  # the build, watched as before
+    cheap_reading = cell_process._ProcessTree(os.getpid())
+    cheap_reading.memory(rescan=False)
+    assert cheap_reading.memory_while_timing() >= psutil.Process().memory_info().rss // 2 > 0
+
+
 CHILD_OF_A_DOOMED_WORKER = """
 import sys
 from farm.executor.cell_process import CellProcess
