@@ -34,7 +34,8 @@ CHILDREN_EVERY = 4  # polls between rescans of the child's process tree (a /proc
 # PSS comes from /proc/PID/smaps_rollup, which walks the child's page tables under its memory-map
 # lock: 9-16 ms for a CUDA process of torch, longer as compiled kernels pile up, and host-bound cells
 # timed meanwhile stall. While the child times, the worker reads only its resident size (statm, a few
-# counters) beside the last PSS of its descendants; PSS again once the timed window is over.
+# counters): its last PSS plus what its resident size grew since, beside its descendants' last PSS;
+# PSS again once the timed window is over.
 PARENT_CHECK_S = 0.5  # how often the child checks that its worker is still there
 START_TIMEOUT_S = 120.0
 
@@ -196,6 +197,7 @@ class _ProcessTree:
         self.root = psutil.Process(pid)
         self.children: list = []
         self.last: dict[int, int] = {}  # pid -> its last full reading
+        self.root_rss = 0  # the root's resident size when it was last read in full
 
     def memory(self, rescan: bool) -> int:
         import psutil
@@ -206,6 +208,10 @@ class _ProcessTree:
             except psutil.Error:
                 self.children = []
         self.last = {}
+        try:
+            self.root_rss = self.root.memory_info().rss
+        except psutil.Error:
+            pass
         for process in (self.root, *self.children):
             try:
                 # proportional set size: pages shared between the processes (a fork's, a library's)
@@ -218,14 +224,15 @@ class _ProcessTree:
         return sum(self.last.values())
 
     def memory_while_timing(self) -> int:
-        """The child's resident size now (an O(1) read that leaves its page tables alone: never
-        below its PSS) and its descendants' last full readings."""
+        """The child's last full reading plus what its resident size grew since (an O(1) read that
+        leaves its page tables alone), and its descendants' last full readings."""
         import psutil
 
+        root = self.last.get(self.root.pid, 0)
         try:
-            root = self.root.memory_info().rss
+            root += max(0, self.root.memory_info().rss - self.root_rss)
         except psutil.Error:
-            root = self.last.get(self.root.pid, 0)
+            pass
         return root + sum(v for pid, v in self.last.items() if pid != self.root.pid)
 
 
