@@ -44,7 +44,8 @@ def _add_sweep(add: AddCommand) -> None:
     p.add_argument("--force", action="store_true", help="rerun cells that are already in the warehouse")
     p.add_argument("--executor", default="ray", choices=["ray", "local"],
                    help="where cells run: 'ray' (default) on Ray actors, one per GPU and one per node for CPU "
-                        "cells; 'local' one by one in this process, for debugging")
+                        "cells; 'local' one by one in this process, for debugging (host-bound GPU cells time "
+                        "slower there: take figures with 'ray')")
     p.add_argument("--address", default=None, metavar="ADDR",
                    help="join an existing Ray cluster ('auto' or 'ray://host:port'); default: start a local Ray "
                         "bound to localhost")
