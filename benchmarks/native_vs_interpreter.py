@@ -38,6 +38,22 @@ from farm.models import make_feeds, resolve_model  # noqa: E402
 from farm.records import MeasurementSettings  # noqa: E402
 
 
+def cell_inputs(args, warmup_ms: float, queries: int):
+    """(the model as a sweep plans it, the cell's seeded feeds, settings of one round of `queries`)
+    for `args.source` (with `args.kwargs` where given) at `args.shape` and `args.batch`."""
+    shape = [d if not d.isdigit() else int(d) for d in args.shape.split(",")]
+    kwargs = json.loads(getattr(args, "kwargs", "{}"))
+    spec = ModelSpec.model_validate({"source": args.source, "kwargs": kwargs,
+                                     "inputs": {"input": {"shape": shape}}} if not args.source.startswith(
+        ("torchvision:", "module:torchvision.models:")) else {"source": args.source, "kwargs": kwargs})
+    artifact = resolve_model(spec, 0, ROOT, Path(args.cache))
+    shapes = {i.name: i.concrete_shape(args.batch, artifact.dims) for i in artifact.inputs}
+    feeds = make_feeds(artifact.inputs, shapes, seed=1)
+    settings = MeasurementSettings(**Measurement(warmup_ms=warmup_ms, min_iterations=queries, min_duration_ms=0,
+                                                 repeats=1).model_dump())
+    return artifact, feeds, settings
+
+
 def build(path: Path, feeds, args, work: Path):
     """The torch backend built on `path` as a cell builds it; its query and its build row's note."""
     options = {"device": args.device, "mode": args.mode}
@@ -69,15 +85,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    shape = [d if not d.isdigit() else int(d) for d in args.shape.split(",")]
-    spec = ModelSpec.model_validate({"source": args.source, "kwargs": json.loads(args.kwargs),
-                                     "inputs": {"input": {"shape": shape}}} if not args.source.startswith(
-        ("torchvision:", "module:torchvision.models:")) else {"source": args.source, "kwargs": json.loads(args.kwargs)})
-    artifact = resolve_model(spec, 0, ROOT, Path(args.cache))
-    shapes = {i.name: i.concrete_shape(args.batch, artifact.dims) for i in artifact.inputs}
-    feeds = make_feeds(artifact.inputs, shapes, seed=1)
-    settings = MeasurementSettings(**Measurement(warmup_ms=20 if args.quick else 500, min_iterations=queries,
-                                                 min_duration_ms=0, repeats=1).model_dump())
+    artifact, feeds, settings = cell_inputs(args, 20 if args.quick else 500, queries)
     print(f"{args.source} {args.kwargs}: torch {torch.__version__} {args.device} {args.mode} {args.precision} "
           f"batch {args.batch}, {rounds} rounds x {queries} queries each side{' (quick mode)' if args.quick else ''}",
           flush=True)

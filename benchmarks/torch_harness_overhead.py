@@ -23,37 +23,29 @@ import json
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from farm.backends import backend_class  # noqa: E402
-from farm.backends.base import standalone_request  # noqa: E402
-from farm.config import Measurement, ModelSpec  # noqa: E402
+import native_vs_interpreter  # noqa: E402  (the cell's inputs and the torch backend built as a cell builds it)
+import torch_bare_loop  # noqa: E402  (the bare loop's own timing: its query, warm-up and median)
 from farm.measure import run_timed, summarize  # noqa: E402
-from farm.models import make_feeds, resolve_model  # noqa: E402
-from farm.records import MeasurementSettings  # noqa: E402
 
 
 def bare_side(backend, feeds: dict, mode: str, cuda: bool):
-    """A bare query over a copy of the backend's module: (query() -> latency ms)."""
+    """A bare loop over a copy of the backend's module: (warmup_s, queries) -> median latency ms,
+    timed by benchmarks/torch_bare_loop.py's own functions (on CUDA on a stream of its own, made
+    current for its rounds only: farm's query launches on farm's)."""
     import torch
 
     net = copy.deepcopy(backend.module.net)  # already in the cell's dtype, device and memory format
     host = backend._to_device(feeds[backend.input_names[0]]).cpu()
     run = torch.compile(net, mode="default", dynamic=False) if mode == "compile" else net
     if not cuda:
-        x = host
-
-        def cpu_query() -> float:
-            start = time.perf_counter()
-            run(x)
-            return (time.perf_counter() - start) * 1e3
-
-        cpu_query()
-        return cpu_query
+        run(host)
+        return lambda warmup_s, queries: torch_bare_loop.time_cpu(run, host, warmup_s, 1, queries)[0]
     host = host.pin_memory()
     x = host.to("cuda")
     stream = torch.cuda.Stream()
@@ -61,28 +53,21 @@ def bare_side(backend, feeds: dict, mode: str, cuda: bool):
         out = run(x)
     stream.synchronize()
     host_out = out.cpu().pin_memory()
-    events = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
 
-    def query() -> float:
-        with torch.cuda.stream(stream):
-            events[0].record()
-            x.copy_(host, non_blocking=True)
-            events[1].record()
-            y = run(x)
-            events[2].record()
-            host_out.copy_(y, non_blocking=True)
-            events[3].record()
-        events[3].synchronize()
-        return events[0].elapsed_time(events[3])
+    def timed(warmup_s: float, queries: int) -> float:
+        farm_stream = torch.cuda.current_stream()
+        torch.cuda.set_stream(stream)
+        try:
+            return torch_bare_loop.time_cuda(run, x, host, host_out, warmup_s, 1, queries)[0]
+        finally:
+            torch.cuda.set_stream(farm_stream)
 
-    return query
+    return timed
 
 
-def bare_round(query, warmup_s: float, queries: int) -> float:
-    deadline = time.perf_counter() + warmup_s
-    while time.perf_counter() < deadline:
-        query()
-    return statistics.median(query() for _ in range(queries))
+def bare_round(bare, warmup_s: float, queries: int) -> float:
+    """One round of the bare side `bare_side` made: its median latency in ms."""
+    return bare(warmup_s, queries)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -107,23 +92,11 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    shape = [d if not d.isdigit() else int(d) for d in args.shape.split(",")]
-    spec = ModelSpec.model_validate({"source": args.source, "inputs": {"input": {"shape": shape}}})
-    artifact = resolve_model(spec, 0, ROOT, Path(args.cache))
-    shapes = {i.name: i.concrete_shape(args.batch, artifact.dims) for i in artifact.inputs}
-    feeds = make_feeds(artifact.inputs, shapes, seed=1)
-    settings = MeasurementSettings(**Measurement(warmup_ms=warmup_s * 1e3, min_iterations=queries,
-                                                 min_duration_ms=0, repeats=1).model_dump())
-    backend = backend_class("torch")({"device": args.device, "mode": args.mode})
-    reason = backend.unavailable_reason()
-    if reason:
-        raise SystemExit(f"torch backend unavailable: {reason}")
+    artifact, feeds, settings = native_vs_interpreter.cell_inputs(args, warmup_s * 1e3, queries)
     with tempfile.TemporaryDirectory(prefix="farm-bench-") as tmp:
-        stats = backend.build(standalone_request(artifact.path, feeds, args.precision, Path(tmp),
-                                                 backend.options.model_dump()), feeds)
+        backend, farm_query, note = native_vs_interpreter.build(artifact.path, feeds, args, Path(tmp) / "farm")
         if not backend.native:
-            raise SystemExit(f"{args.source} did not build as a native module ({stats.transform_summary})")
-        farm_query = backend.query_fn(feeds)
+            raise SystemExit(f"{args.source} did not build as a native module ({note})")
         bare_query = bare_side(backend, feeds, args.mode, args.device == "cuda")
         print(f"{args.source}: torch {torch.__version__} {args.device} {args.mode} {args.precision} batch "
               f"{args.batch} ({backend.memory_format(backend.module)}), {rounds} rounds x {queries} queries each side"

@@ -7,17 +7,21 @@ display, no Ray: what a cell process does, alone.
 """
 import statistics
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch_harness_overhead as tho  # noqa: E402
-from farm.cell_runner import run_cell, warm_up  # noqa: E402
-from farm.config import load_config  # noqa: E402
+from farm.backends import backend_class  # noqa: E402
+from farm.cell_runner import build_request, run_cell, warm_up  # noqa: E402
+from farm.config import Measurement, load_config  # noqa: E402
 from farm.executor.costs import expected_seconds  # noqa: E402
 from farm.measure import run_timed, summarize  # noqa: E402
+from farm.models import make_feeds  # noqa: E402
 from farm.plan import plan_sweep  # noqa: E402
+from farm.records import MeasurementSettings  # noqa: E402
 
 cache = Path("/tmp/sequence-cache")
 plan = plan_sweep(load_config(sys.argv[1]), cache)
@@ -30,19 +34,12 @@ for cell in order:
     print(f"{cell.label:60s} {result.status:8s} p50 {m.get('latency_median_ms', float('nan')):.3f} ms", flush=True)
 
 compile_b1 = next(c for c in plan.cells if c.batch == 1 and c.options.get("mode") == "compile" and c.precision == "fp16")
-from farm.backends import backend_class  # noqa: E402
-from farm.cell_runner import build_request  # noqa: E402
-from farm.models import make_feeds  # noqa: E402
-import tempfile  # noqa: E402
 
 backend = backend_class("torch")(compile_b1.options)
 feeds = make_feeds(compile_b1.model.inputs, compile_b1.input_shapes, 1)
 backend.build(build_request(compile_b1, compile_b1.model.path, Path(tempfile.mkdtemp()), cache), feeds)
-settings = compile_b1.measurement
 farm_query, bare_query = backend.query_fn(feeds), tho.bare_side(backend, feeds, "compile", True)
 farm, bare = [], []
-from farm.records import MeasurementSettings  # noqa: E402
-from farm.config import Measurement  # noqa: E402
 short = MeasurementSettings(**Measurement(warmup_ms=300, min_iterations=200, min_duration_ms=0, repeats=1).model_dump())
 for _ in range(5):
     farm.append(summarize(run_timed(farm_query, short), 1, short)["latency_median_ms"])
