@@ -19,7 +19,8 @@ provider, host clock) only the path is exercised.
     python3 benchmarks/ort_bare_loop.py --model m.onnx --graphs off on --nhwc off on --json bare.json
     python3 benchmarks/ort_bare_loop.py --quick --device cpu      # a tiny model; the test suite
 
-benchmarks/device/ort_repro.sh sets it beside a farm sweep of the same file's cells.
+benchmarks/device/torch_repro.sh (stages ort1 ort-bare ort-table) sets it beside a farm sweep of the same
+file's cells.
 """
 
 from __future__ import annotations
@@ -69,17 +70,23 @@ def shape_of(dims: list, batch: int, batch_name: str | None) -> tuple[int, ...]:
     return tuple(out)
 
 
-def session(model: Path, device: str, stream_handle: int | None, graphs: bool, nhwc: bool):
+def session(model: Path, device: str, stream_handle: int | None, graphs: bool, nhwc: bool, tf32: bool = True,
+            save_optimized: Path | None = None):
+    """An InferenceSession as ONNX Runtime documents for speed. `tf32`: the CUDA EP's `use_tf32`
+    (ONNX Runtime's default is on; farm's fp32 cells turn it off, its tf32 cells on).
+    `save_optimized`: also write the optimized graph there, as a farm cell's session does."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     opts.log_severity_level = 3
+    if save_optimized is not None:
+        opts.optimized_model_filepath = str(save_optimized)
     if device == "cpu":
         return ort.InferenceSession(str(model), opts, providers=["CPUExecutionProvider"])
     cuda = {"device_id": "0", "user_compute_stream": str(stream_handle), "has_user_compute_stream": "1",
             "cudnn_conv_algo_search": "EXHAUSTIVE", "enable_cuda_graph": "1" if graphs else "0",
-            "prefer_nhwc": "1" if nhwc else "0"}
+            "prefer_nhwc": "1" if nhwc else "0", "use_tf32": "1" if tf32 else "0"}
     sess = ort.InferenceSession(str(model), opts, providers=[("CUDAExecutionProvider", cuda)])
     if "CUDAExecutionProvider" not in sess.get_providers():
         raise SystemExit("ort_bare_loop: ONNX Runtime did not start its CUDA provider here")
@@ -114,7 +121,7 @@ def bound_cuda(sess, batch: int, seed: int):
 
 
 def time_cuda(sess, binding, inputs, outputs, stream, warmup_s: float, rounds: int,
-              queries: int) -> dict[str, float]:
+              queries: int, sync: bool = True) -> dict[str, float]:
     import onnxruntime as ort
     import torch
 
@@ -143,14 +150,14 @@ def time_cuda(sess, binding, inputs, outputs, stream, warmup_s: float, rounds: i
             if time.perf_counter() >= deadline:
                 break
         laps = [query() for _ in range(rounds * queries)]
-        sync = []
-        for _ in range(rounds * queries):
+        plain = []
+        for _ in range(rounds * queries if sync else 0):
             start = time.perf_counter()
             run(binding)  # ONNX Runtime's default: synchronizes before it returns
-            sync.append((time.perf_counter() - start) * 1e3)
+            plain.append((time.perf_counter() - start) * 1e3)
     return {"latency_median_ms": statistics.median(a for a, _ in laps),
             "compute_median_ms": statistics.median(b for _, b in laps),
-            "sync_median_ms": statistics.median(sync), "queries": len(laps)}
+            "sync_median_ms": statistics.median(plain) if plain else None, "queries": len(laps)}
 
 
 def time_cpu(sess, batch: int, seed: int, warmup_s: float, rounds: int, queries: int) -> dict[str, float]:
@@ -195,6 +202,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=None, help="default 3 (quick 2)")
     parser.add_argument("--queries", type=int, default=None, help="per round; default 100 (quick 10)")
     parser.add_argument("--warmup-s", type=float, default=None, help="default 1 (quick 0.05)")
+    parser.add_argument("--tf32", choices=["auto", "on", "off"], default="auto",
+                        help="the CUDA EP's use_tf32; auto (default): as a farm cell of --label sets it, "
+                             "on for tf32, off otherwise (ONNX Runtime's own default is on)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
     parser.add_argument("--quick", action="store_true", help="a tiny model, few queries: checks the path")
@@ -237,7 +247,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{args.label:>9} {batch:>5} {name:>16}  skipped: needs CUDA", flush=True)
                     continue
                 start = time.perf_counter()
-                sess = session(model, args.device, int(stream.cuda_stream) if cuda else None, graphs, nhwc)
+                sess = session(model, args.device, int(stream.cuda_stream) if cuda else None, graphs, nhwc,
+                               tf32=args.tf32 == "on" or (args.tf32 == "auto" and args.label == "tf32"))
                 if cuda:
                     binding, inputs, outputs = bound_cuda(sess, batch, args.seed)
                     build_s = time.perf_counter() - start
@@ -247,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
                     figures = time_cpu(sess, batch, args.seed, warmup_s, rounds, queries)
                 rows.append({"precision": args.label, "batch": batch, "mode": name, "build_s": build_s, **figures})
                 print(f"{args.label:>9} {batch:>5} {name:>16} {figures['latency_median_ms']:12.4f} "
-                      f"{figures['compute_median_ms']:12.4f} {figures['sync_median_ms']:9.4f}", flush=True)
+                      f"{figures['compute_median_ms']:12.4f} {figures['sync_median_ms'] or 0:9.4f}", flush=True)
                 del sess
                 if cuda:
                     del binding, inputs, outputs

@@ -98,6 +98,18 @@ def test_torch_harness_overhead_quick(tmp_path: Path) -> None:
     assert len(re.findall(rf"^  (farm|bare) median\s+{NUMBER} ms   rounds: {NUMBER} {NUMBER}$", out, re.MULTILINE)) == 2
 
 
+def test_ort_harness_overhead_quick(tmp_path: Path) -> None:
+    """farm's onnxruntime cell path and the bare loop, alternating on one file in one process (CPU)."""
+    out = run_benchmark("ort_harness_overhead.py", "--quick", timeout=300)
+    assert "tiny.onnx: onnxruntime" in out and "cpu fp32 batch 2" in out, out
+    result = json.loads(out.strip().splitlines()[-1])
+    medians = result["medians_ms"]
+    assert set(medians) == {"farm", "bare"}
+    assert positive(str(result["farm_over_bare"])) == pytest.approx(positive(str(medians["farm"])) /
+                                                                   positive(str(medians["bare"])))
+    assert len(re.findall(rf"^  (farm|bare) median\s+{NUMBER} ms   rounds: {NUMBER} {NUMBER}$", out, re.MULTILINE)) == 2
+
+
 def test_ort_bare_loop_quick_on_cpu(tmp_path: Path) -> None:
     """The ONNX Runtime bare loop (no farm code) runs on the CPU provider and writes JSON; the
     variants that need CUDA say so instead of timing something else."""
@@ -138,6 +150,16 @@ def test_repro_table_reads_a_real_warehouse_and_judges_each_cell(tmp_path: Path)
     one_run = subprocess.run([sys.executable, script, "table", str(summary), "-", str(tmp_path / "bare.json")],
                              check=True, capture_output=True, text=True).stdout
     assert one_run.strip().endswith("1 cell(s) miss a target") and "runs differ" not in one_run
+    # a second bare run 10 % slower: the bare column is the median of the two, their spread beside it
+    (tmp_path / "bare2.json").write_text(json.dumps({"device": "test", "rows": [
+        dict(r, latency_median_ms=r["latency_median_ms"] * 1.1) for r in bare]}))
+    two_bare = subprocess.run([sys.executable, script, "table", str(summary), str(summary), str(tmp_path / "bare.json"),
+                               str(tmp_path / "bare2.json")], check=True, capture_output=True, text=True).stdout
+    row = next(line for line in two_bare.splitlines() if line.startswith(slow + " "))
+    figures = row.split()
+    assert "10.0" in figures, row
+    expected = rows[0]["latency_median_ms"] / 1.1 * 1.05
+    assert any(abs(float(f) - expected) < 0.002 for f in figures if re.fullmatch(r"\d+\.\d{3}", f)), row
 
 
 def port_is_closed(port: int) -> bool:

@@ -10,7 +10,8 @@ their provider options, `graphs` / `no-graphs` and ` nhwc` (benchmarks/ort_bare_
 `summarize` reads the cells, measurements and builds tables of a warehouse folder, per-cell and
 compacted files alike (pyarrow; no farm import, so it reads any farm version's warehouse).
 `table` prints, per (precision, batch, mode): both runs' median latency, their difference, the bare
-loop's median (benchmarks/torch_bare_loop.py or ort_bare_loop.py --json) and farm / bare, with the targets of issue 15: runs within 3 % (5 % for host-bound cells), farm
+loop's median (benchmarks/torch_bare_loop.py or ort_bare_loop.py --json; the median of several bare
+runs, with their spread as `bare %`) and farm / bare, with the targets of issue 15: runs within 3 % (5 % for host-bound cells), farm
 within 5 % of the bare loop. A cell is host-bound when its run-1 enqueue (host time around the
 launch) is at least half its GPU compute time: its latency then follows the CPU.
 """
@@ -18,12 +19,14 @@ launch) is at least half its GPU compute time: its latency then follows the CPU.
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from pathlib import Path
 
 RUN_TARGET, HOST_RUN_TARGET, BARE_TARGET = 3.0, 5.0, 5.0
 KEYS = ("latency_median_ms", "compute_median_ms", "enqueue_median_ms", "h2d_median_ms", "d2h_median_ms",
-        "repeat_spread_percent", "latency_cv_percent")
+        "repeat_spread_percent", "latency_cv_percent", "stable", "sm_clock_median_mhz", "power_mean_w",
+        "throttle_reasons")
 
 
 def _table(results: Path, table: str) -> dict[str, dict]:
@@ -69,23 +72,27 @@ def _fmt(value, spec: str = "8.3f") -> str:
 def table(run1: Path, run2: Path, bares: list[Path]) -> int:
     first = {_key(r): r for r in json.loads(run1.read_text())}
     second = {_key(r): r for r in json.loads(run2.read_text())} if str(run2) != "-" else {}
-    bare: dict[tuple, dict] = {}
+    bare: dict[tuple, list[float]] = {}  # every bare run's median of a cell: the host drifts between runs
     device = set()
     for path in bares:
         data = json.loads(path.read_text())
         device.add(data.get("device"))
-        bare.update({_key(r): r for r in data["rows"]})
+        for r in data["rows"]:
+            if r.get("latency_median_ms"):
+                bare.setdefault(_key(r), []).append(r["latency_median_ms"])
     print(f"bare loop: {', '.join(sorted(str(d) for d in device))}; medians in ms; * host-bound "
           f"(enqueue >= compute / 2): run target {HOST_RUN_TARGET:g} %, else {RUN_TARGET:g} %; "
           f"farm / bare target within {BARE_TARGET:g} %")
-    print(f"{'cell':<26} {'run 1':>8} {'run 2':>8} {'run %':>6} {'bare':>8} {'farm/bare':>9} "
+    print(f"{'cell':<26} {'run 1':>8} {'run 2':>8} {'run %':>6} {'bare':>8} {'bare %':>6} {'farm/bare':>9} "
           f"{'enqueue':>8} {'compute':>8}  verdict")
     order = {"eager": 0, "compile": 1, "cudagraphs": 2, "no-graphs": 3, "graphs": 4, "no-graphs nhwc": 5,
              "graphs nhwc": 6}
     failures = 0
     for key in sorted(set(first) | set(second), key=lambda k: (k[0], k[1], order.get(k[2], 9))):
-        a, b, c = first.get(key, {}), second.get(key, {}), bare.get(key, {})
-        la, lb, lc = a.get("latency_median_ms"), b.get("latency_median_ms"), c.get("latency_median_ms")
+        a, b, runs = first.get(key, {}), second.get(key, {}), bare.get(key, [])
+        la, lb = a.get("latency_median_ms"), b.get("latency_median_ms")
+        lc = statistics.median(runs) if runs else None  # several bare runs: their median, and their spread
+        bare_pct = (max(runs) - min(runs)) / min(runs) * 100 if len(runs) > 1 else None
         host = bool(a.get("enqueue_median_ms") and a.get("compute_median_ms")
                     and a["enqueue_median_ms"] >= a["compute_median_ms"] / 2)
         name = f"{key[0]} b{key[1]} {key[2]}{' *' if host else ''}"[:26]
@@ -100,7 +107,7 @@ def table(run1: Path, run2: Path, bares: list[Path]) -> int:
         if ratio is None or abs(ratio - 1) * 100 > BARE_TARGET:
             verdicts.append("off the bare loop" if ratio is not None else "no bare figure")
         failures += bool(verdicts)
-        print(f"{name:<26} {_fmt(la)} {_fmt(lb)} {_fmt(run_pct, '6.1f')} {_fmt(lc)} {_fmt(ratio, '9.3f')} "
+        print(f"{name:<26} {_fmt(la)} {_fmt(lb)} {_fmt(run_pct, '6.1f')} {_fmt(lc)} {_fmt(bare_pct, '6.1f')} {_fmt(ratio, '9.3f')} "
               f"{_fmt(a.get('enqueue_median_ms'))} {_fmt(a.get('compute_median_ms'))}  "
               f"{'; '.join(verdicts) or 'ok'}")
     print(f"{failures} cell(s) miss a target")

@@ -11,8 +11,13 @@
 #   bash benchmarks/device/torch_repro.sh ort1 ort2 ort-bare ort-table
 #
 # Stages: gpu (what the machine is), run1, run2, bare (eager + CUDA graphs), bare-compile, table;
-# ort1, ort2, ort-bare, ort-table; native (farm's ONNX interpreter against the nn.Module itself,
+# ort1, ort2, ort-bare, ort-table, ort-overhead (benchmarks/ort_harness_overhead.py on six of ort1's
+# cells); native (farm's ONNX interpreter against the nn.Module itself,
 # ResNet-50 fp16 batch 1, eager and compile).
+# Host-bound cells only, with longer windows (5 x 4 s, the bare loop 5 x 1000 queries):
+#   TORCH_REPRO_SWEEP=benchmarks/device/torch-repro-hostbound.toml \
+#   TORCH_REPRO_BARE_ARGS="--batches 1 32 --rounds 5 --queries 1000 --warmup-s 3" bash ... bare run1 ...
+# (the bare stage then times eager only where its --modes are given in TORCH_REPRO_BARE_ARGS).
 # Sweeps run on farm's Ray executor (the product's path; TORCH_REPRO_EXECUTOR=local for in-process).
 # State lives in $TORCH_REPRO_DIR (default /tmp/torch-repro, kept while the machine is); each
 # stage's JSON and logs are copied to $OUT when set (the device tool's folder that comes back).
@@ -42,12 +47,11 @@ for stage in "${stages[@]}"; do
       grep -E "^(ok|failed|skipped|unsupported|error)" "$work/$stage.log" | cut -c1-110
       python3 benchmarks/device/torch_repro.py summarize "$work/$stage" "$work/$stage.json"
       keep "$work/$stage.json" "$work/$stage.log" ;;
-    bare)
-      python3 benchmarks/torch_bare_loop.py --modes eager cudagraphs --json "$work/bare.json" $bare_args
-      keep "$work/bare.json" ;;
-    bare-compile)
-      python3 benchmarks/torch_bare_loop.py --modes compile --json "$work/bare-compile.json" $bare_args
-      keep "$work/bare-compile.json" ;;
+    bare|bare-compile)  # each run its own file (bare-eager-1.json, ...): the table shows the bare loop's own drift
+      modes="eager cudagraphs"; [ $stage = bare-compile ] && modes=compile
+      n=1; while [ -f "$work/bare-${modes%% *}-$n.json" ]; do n=$((n + 1)); done
+      python3 benchmarks/torch_bare_loop.py --modes $modes --json "$work/bare-${modes%% *}-$n.json" $bare_args
+      keep "$work/bare-${modes%% *}-$n.json" ;;
     table)
       python3 benchmarks/device/torch_repro.py table "$work/run1.json" "$work/run2.json" "$work"/bare*.json \
         | tee "$work/table.txt"; keep "$work/table.txt" ;;
@@ -55,19 +59,29 @@ for stage in "${stages[@]}"; do
       fp32=$(ls "$work"/ort1/.cache/zoo/resnet50*.onnx | head -1)
       fp16=$(ls "$work"/ort1/.cache/precision/*.fp16.onnx | head -1)
       python3 benchmarks/ort_bare_loop.py --model "$fp32" --label fp32 --nhwc off on --json "$work/ort-bare-fp32.json"
+      python3 benchmarks/ort_bare_loop.py --model "$fp32" --label tf32 --nhwc off on --json "$work/ort-bare-tf32.json"
       python3 benchmarks/ort_bare_loop.py --model "$fp16" --label fp16 --nhwc off on --json "$work/ort-bare-fp16.json"
       keep "$work"/ort-bare-*.json ;;
     ort-table)
       second="$work/ort2.json"; [ -f "$second" ] || second=-
       python3 benchmarks/device/torch_repro.py table "$work/ort1.json" "$second" "$work"/ort-bare-*.json \
         | tee "$work/ort-table.txt"; keep "$work/ort-table.txt" ;;
+    ort-overhead)  # farm's cell path beside the bare loop in one process, alternating (ort1's files)
+      fp32=$(ls "$work"/ort1/.cache/zoo/resnet50*.onnx | head -1)
+      fp16=$(ls "$work"/ort1/.cache/precision/*.fp16.onnx | head -1)
+      { for cell in "fp16 128 --nhwc --graphs" "fp16 128" "fp16 32 --nhwc --graphs" "fp16 1 --graphs" \
+                    "fp32 32" "tf32 32 --graphs"; do
+          set -- $cell; file=$fp32; [ "$1" = fp16 ] && file=$fp16
+          python3 benchmarks/ort_harness_overhead.py --model "$file" --precision "$1" --batch "$2" "${@:3}" \
+            2>&1 | grep -v "No registered plugin EP"
+        done; } | tee "$work/ort-overhead.txt"; keep "$work/ort-overhead.txt" ;;
     native)
       for mode in eager compile; do
         python3 benchmarks/native_vs_interpreter.py --source module:torchvision.models:resnet50 \
           --shape batch,3,224,224 --device cuda --mode $mode --precision fp16 --rounds 5 --queries 200 \
           --cache "$work/native-cache"
       done 2>&1 | tee "$work/native.txt"; keep "$work/native.txt" ;;
-    *) echo "unknown stage $stage (gpu run1 run2 bare bare-compile table ort1 ort2 ort-bare ort-table native all)" >&2
+    *) echo "unknown stage $stage (gpu run1 run2 bare bare-compile table ort1 ort2 ort-bare ort-table ort-overhead native all)" >&2
        exit 2 ;;
   esac
 done
