@@ -73,7 +73,7 @@ def shape_of(dims: list, batch: int, batch_name: str | None) -> tuple[int, ...]:
 def session(model: Path, device: str, stream_handle: int | None, graphs: bool, nhwc: bool, tf32: bool = True,
             save_optimized: Path | None = None):
     """An InferenceSession as ONNX Runtime documents for speed. `tf32`: the CUDA EP's `use_tf32`
-    (ONNX Runtime's default is on; farm's fp32 cells turn it off, its tf32 cells on).
+    (ONNX Runtime's default is on; farm's fp32 cells turn it off, its other cells keep it).
     `save_optimized`: also write the optimized graph there, as a farm cell's session does."""
     import onnxruntime as ort
 
@@ -204,7 +204,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--warmup-s", type=float, default=None, help="default 1 (quick 0.05)")
     parser.add_argument("--tf32", choices=["auto", "on", "off"], default="auto",
                         help="the CUDA EP's use_tf32; auto (default): as a farm cell of --label sets it, "
-                             "on for tf32, off otherwise (ONNX Runtime's own default is on)")
+                             "off for fp32, on otherwise (ONNX Runtime's own default)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
     parser.add_argument("--quick", action="store_true", help="a tiny model, few queries: checks the path")
@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 start = time.perf_counter()
                 sess = session(model, args.device, int(stream.cuda_stream) if cuda else None, graphs, nhwc,
-                               tf32=args.tf32 == "on" or (args.tf32 == "auto" and args.label == "tf32"))
+                               tf32=args.tf32 == "on" or (args.tf32 == "auto" and args.label != "fp32"))
                 if cuda:
                     binding, inputs, outputs = bound_cuda(sess, batch, args.seed)
                     build_s = time.perf_counter() - start

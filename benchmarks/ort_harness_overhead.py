@@ -83,7 +83,7 @@ def bare_side(model: Path, feeds: dict, args, save_optimized: Path | None):
 
     stream = torch.cuda.Stream()
     sess = ort_bare_loop.session(model, "cuda", int(stream.cuda_stream), args.graphs, args.nhwc,
-                                 tf32=args.precision == "tf32", save_optimized=save_optimized)
+                                 tf32=args.precision != "fp32", save_optimized=save_optimized)
     binding, inputs, outputs = ort_bare_loop.bound_cuda(sess, args.batch, args.seed)
     for (device, host), array in zip(inputs, feeds.values()):  # the very inputs farm's side runs
         host.copy_(torch.from_numpy(array))

@@ -237,6 +237,8 @@ def test_provider_options_follow_the_precision(tmp_path: Path) -> None:
     assert cuda["user_compute_stream"] == "1234" and cuda["enable_cuda_graph"] == "1"
     assert cuda["cudnn_conv_algo_search"] == "HEURISTIC"
     assert provider_list(options, "tf32", 1, tmp_path)[0][1]["use_tf32"] == "1"
+    # fp16 keeps ONNX Runtime's default: with TF32 off its fp16 ResNet-50 ran 10 % slower than ORT's own setup
+    assert provider_list(options, "fp16", 1, tmp_path)[0][1]["use_tf32"] == "1"
     trt_options = options.model_copy(update={"provider": "tensorrt"})
     (trt_name, trt), (fallback, rest) = provider_list(trt_options, "fp16", 1, tmp_path)
     assert (trt_name, fallback) == ("TensorrtExecutionProvider", "CUDAExecutionProvider")
