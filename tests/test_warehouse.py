@@ -383,3 +383,37 @@ def test_a_damaged_compacted_file_costs_only_its_rows(tmp_path: Path) -> None:
     assert (results / "s" / ".damaged" / "samples" / damaged.name).is_file()
     assert warehouse.inspect().findings == []
     assert Warehouse(results, warn=warnings.append).connect().execute("SELECT count(*) FROM cells").fetchone() == (10,)
+
+
+def _rows_of(warehouse: Warehouse, con) -> dict[str, list]:
+    return {t: sorted(map(repr, warehouse.fetch(con, f"SELECT * EXCLUDE (cell_id), cell_id FROM {t}")[1]))
+            for t in COMPACTED}
+
+
+def test_views_made_before_a_compaction_count_every_row_once_at_each_step_of_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader's views, made over per-cell files, queried at each moment of a compaction (blocks
+    written, the manifest committed, the per-cell files removed): every row once each time. Its
+    glob once matched the new blocks too (every row twice between the commit and the removal)."""
+    results = tmp_path / "results"
+    writer = Warehouse(results)
+    ids = [f"{i:016x}" for i in range(30)]
+    write_cells(writer, "s", ids)
+    writer.write_cell("s", "pcell", {"cells": [{"cell_id": "pcell", "sweep_id": "s", "status": "failed", "reason": "boom"}]})
+    ids.append("pcell")  # a per-cell name that starts with "p", as compacted files do: still read
+    reader = Warehouse(results, warn=lambda _: None)
+    con = reader.connect()
+    expected = _rows_of(reader, con)
+    seen = []
+    commit = Warehouse.write_compaction
+
+    def committed(self, sweep, compaction):  # blocks written, not yet listed: the reader's glob must skip them
+        seen.append(_rows_of(reader, con))
+        commit(self, sweep, compaction)
+        seen.append(_rows_of(reader, con))  # committed, per-cell files still there
+
+    monkeypatch.setattr(Warehouse, "write_compaction", committed)
+    assert writer.compact("s", block_cells=7).cells == len(ids)
+    seen.append(_rows_of(reader, con))  # per-cell files removed
+    assert len(seen) == 3 and all(rows == expected for rows in seen)
+    assert len(expected["cells"]) == len(ids)

@@ -4,10 +4,18 @@ A damaged file costs only its cell: readers skip a file that is not whole Parque
 warning naming it (DuckDB fails on it; only then are that table's files checked, by their first
 and last bytes, ~15 µs a file). Views list one glob per sweep folder (the files by name in a
 folder holding a damaged one), never the warehouse root.
+
+A sweep compacted while a view over it is open (farm.warehouse.compact: blocks written, the manifest
+committed, then the per-cell files removed) would leave that view reading the wrong files, since a
+glob is expanded at each query: so the glob never matches compacted files (`[!p]*.parquet`; files
+by name where a per-cell name starts with "p"), and `fetch` runs a query again on fresh views when
+a sweep's manifest changed since its views were made.
 """
 
 from __future__ import annotations
 
+import os
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
@@ -15,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from farm.warehouse.check import WarehouseCheck
-from farm.warehouse.layout import COMPACTED_TABLES, PART
+from farm.warehouse.layout import COMPACTED_TABLES, MANIFEST_NAME, PART
 from farm.warehouse.parquet import duckdb_glob_escape, file_problem, parquet_files_named, parquet_names, sql_string
 from farm.warehouse.schema import SCHEMAS, first_line
 
@@ -78,8 +86,31 @@ class WarehouseViews(WarehouseCheck):
     def create_views(self, con: duckdb.DuckDBPyConnection) -> None:
         """Create (or replace) one view per table in `con`; an empty typed view where the table
         has no file. Damaged files are left out, each with a one-line warning."""
+        stamp = self.manifests_stamp()  # before the listing: a compaction after it is seen by `fetch`
         for table in SCHEMAS:
             self._create_view(con, table)
+        if not hasattr(self, "_view_stamps"):
+            self._view_stamps = weakref.WeakKeyDictionary()
+        self._view_stamps[con] = stamp
+
+    def manifests_stamp(self) -> tuple:
+        """Every sweep's compaction manifest as (sweep, inode, mtime, size), None where it has none:
+        what changes when a sweep is compacted (the manifest is replaced whole)."""
+        found = []
+        for folder in self.sweep_dirs():
+            try:
+                st = os.stat(folder / MANIFEST_NAME)
+                found.append((folder.name, st.st_ino, st.st_mtime_ns, st.st_size))
+            except OSError:
+                found.append((folder.name, None))
+        return tuple(found)
+
+    def _views_stale(self, con: duckdb.DuckDBPyConnection) -> bool:
+        """Whether a sweep was compacted since `con`'s views were made (False for a connection whose
+        views this warehouse did not make)."""
+        stamps = getattr(self, "_view_stamps", None)
+        made = stamps.get(con) if stamps is not None else None
+        return made is not None and self.manifests_stamp() != made
 
     def fetch(self, con: duckdb.DuckDBPyConnection, sql: str,
               params: Any = None) -> tuple[list[str] | None, list[tuple[Any, ...]]]:
@@ -89,17 +120,27 @@ class WarehouseViews(WarehouseCheck):
         import duckdb
 
         seen = set()
+        refreshed = 0
         while True:
             try:
                 cursor = con.execute(sql, params)
-                if cursor.description is None:
-                    return None, []
-                return [d[0] for d in cursor.description], cursor.fetchall()
+                found = (None, []) if cursor.description is None else (
+                    [d[0] for d in cursor.description], cursor.fetchall())
             except duckdb.Error as exc:
+                if refreshed < 3 and self._views_stale(con):  # a compaction moved the files: read again
+                    refreshed += 1
+                    self.create_views(con)
+                    continue
                 if str(exc) in seen or not self._skip_file_of(exc):
                     raise
                 seen.add(str(exc))
                 self.create_views(con)
+                continue
+            if refreshed < 3 and self._views_stale(con):  # read while a compaction committed: again
+                refreshed += 1
+                self.create_views(con)
+                continue
+            return found
 
     def _create_view(self, con: duckdb.DuckDBPyConnection, table: str) -> None:
         import duckdb
@@ -221,10 +262,11 @@ class WarehouseViews(WarehouseCheck):
             found = self.sources(folder.name, table)
             parts += found.parts
             superseded |= found.superseded
-            if any(p.parent == directory for p in self.skipped) or any(PART.match(n) for n in names):
+            if (any(p.parent == directory for p in self.skipped) or any(PART.match(n) for n in names)
+                    or any(n.startswith("p") for n in names)):
                 loose += [duckdb_glob_escape(str(p)) for p in found.loose]
-            elif names:
-                loose.append(duckdb_glob_escape(str(directory)) + "/*.parquet")
+            elif names:  # never the compacted files a compaction may write there before this view's next query
+                loose.append(duckdb_glob_escape(str(directory)) + "/[!p]*.parquet")
         return loose, parts, superseded
 
     def _skip_file_of(self, exc: Exception, skip_new: bool = True) -> bool:
