@@ -272,3 +272,27 @@ def test_native_vs_interpreter_quick(tmp_path: Path) -> None:
     assert native and interpreter and ratio, out
     assert positive(ratio[1]) == pytest.approx(positive(interpreter[1]) / positive(native[1]), rel=0.05, abs=1e-3)
     assert "build row: PyTorch: native module" in out and "build row: PyTorch: ONNX interpreter" in out
+
+
+def test_keep_plan_stops_a_subset_run_narrowing_its_sweep(tmp_path: Path) -> None:
+    """benchmarks/device/keep_plan.py on results/examples' gpu-engines runs: a later run that
+    planned 16 of the sweep's 160 cells has its plan set to null; a full run's is left alone."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sys.path.insert(0, str(BENCHMARKS / "device"))
+    from keep_plan import keep_plan
+
+    runs = tmp_path / "results" / "gpu-engines" / "sweeps"
+    shutil.copytree(ROOT / "results" / "examples" / "gpu-engines" / "sweeps", runs)
+    plans = {p.name: pq.read_table(p).column("planned_cell_ids")[0].as_py() for p in sorted(runs.glob("*.parquet"))}
+    full = max((ids for ids in plans.values() if ids), key=len)
+    assert len(full) == 160
+    latest = sorted(plans)[-1]
+    table = pq.read_table(runs / latest)
+    index = table.column_names.index("planned_cell_ids")
+    pq.write_table(table.set_column(index, table.schema.field(index),
+                                    pa.array([full[:16]], table.schema.field(index).type)), runs / latest)
+    assert keep_plan(tmp_path / "results", "gpu-engines") == latest
+    assert pq.read_table(runs / latest).column("planned_cell_ids").to_pylist() == [None]
+    assert keep_plan(tmp_path / "results", "gpu-engines") is None  # the full run is the latest with a plan now

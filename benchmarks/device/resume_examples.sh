@@ -23,6 +23,9 @@ fi
 export PYTHONUNBUFFERED=1
 timeout "${RESUME_S:-540}" python3 -m farm sweep "$config" --results "$work" "$@" > "$work.log" 2>&1
 echo "sweep exit $?"; grep -vE "^\s*$" "$work.log" | tail -45 | cut -c1-160
+# a narrower sweep file of the same name measures a subset: the sweep stays the full one
+name=$(python3 -c "import sys, tomllib; print(tomllib.load(open(sys.argv[1], 'rb'))['name'])" "$config")
+python3 benchmarks/device/keep_plan.py "$work" "$name"
 (cd "$work" && find . -type f -newer .start ! -path './.cache/*' ! -name '*.lock' | sort > "$work.files")
 echo "$(wc -l < "$work.files") files written"
 (cd "$work" && tar cf "${OUT:-/tmp}/new-files.tar" -T "$work.files")
