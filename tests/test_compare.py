@@ -278,16 +278,26 @@ def test_two_runs_of_one_sweep_in_two_warehouses_keep_their_own_samples(runs: Pa
     side's intervals come from its own samples. (They were merged into one dict by cell id, so NEW's
     samples stood for both and every pair came out +0.0 %, on two real H200 runs.)"""
     slowed = copy_sweep(runs, "base", tmp_path / "slowed")
-    for path in (slowed / "base" / "samples").glob("*.parquet"):
-        table = pq.read_table(path)
-        index = table.column_names.index("latency_ms")
-        doubled = pa.compute.multiply(table.column(index), 2.0)
-        pq.write_table(table.set_column(index, "latency_ms", doubled), path)
-    comparison = compare_sweeps("base", "base", slowed, base_results=runs, min_effect_percent=3.0)
-    assert comparison.pairs and all(p.base_id == p.new_id for p in comparison.pairs)
-    for pair in comparison.pairs:
-        assert pair.new.median == pytest.approx(2 * pair.base.median)
-        assert pair.effect.effect == pytest.approx(1.0) and pair.verdict == SLOWER
+
+    def doubled(table: str, columns: tuple[str, ...]) -> None:
+        for path in (slowed / "base" / table).glob("*.parquet"):
+            found = pq.read_table(path)
+            for column in columns:
+                index = found.column_names.index(column)
+                found = found.set_column(index, column, pa.compute.multiply(found.column(index), 2.0))
+            pq.write_table(found, path)
+
+    # a second run twice as slow: its samples, and the median and interval it stored from them
+    doubled("samples", ("latency_ms",))
+    doubled("measurements", ("latency_median_ms", "median_ci_low_ms", "median_ci_high_ms"))
+    for older in (False, True):  # then as an older farm stored it: NEW's interval from NEW's own samples
+        if older:
+            rewrite(slowed / "base" / "measurements", "median_ci_method", None)
+        comparison = compare_sweeps("base", "base", slowed, base_results=runs, min_effect_percent=3.0)
+        assert comparison.pairs and all(p.base_id == p.new_id for p in comparison.pairs)
+        for pair in comparison.pairs:
+            assert pair.new.median == pytest.approx(2 * pair.base.median)
+            assert pair.effect.effect == pytest.approx(1.0) and pair.verdict == SLOWER
 
 def test_unmatched_cells_accuracy_and_usage_errors(runs: Path, tmp_path: Path, capsys) -> None:
     doctored = copy_sweep(runs, "again", tmp_path / "doctored")
@@ -330,3 +340,20 @@ def test_a_long_comparison_prints_plain_text(runs: Path, capsys, monkeypatch) ->
     assert "configuration" in header and "verdict" in header
     comparison = compare_sweeps("base", "again", runs, min_effect_percent=float(MIN_EFFECT))
     assert all(pair.new_id[:8] in plain for pair in comparison.pairs)
+
+
+def test_the_interval_a_cell_stored_is_the_one_its_samples_give(runs: Path) -> None:
+    """A comparison takes the interval farm stored when it measured a cell (its method today's)
+    instead of reading the samples again: it must be the very interval those samples give."""
+    from farm.compare.load import load_side
+
+    side = load_side(runs, "base")
+    measured = [c for c in side.cells if c.get("status") == "ok"]
+    assert measured and all(c["median_ci_method"] for c in measured)
+    stored = side.intervals(measured)
+    recomputed = side.intervals([{**c, "median_ci_method": None} for c in measured])
+    for cell_id, interval in stored.items():
+        again = recomputed[cell_id]
+        assert interval.basis == again.basis == "samples"
+        assert (interval.median, interval.low, interval.high) == pytest.approx((again.median, again.low, again.high),
+                                                                               rel=1e-12)

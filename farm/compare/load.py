@@ -20,7 +20,7 @@ from farm.queries import CELL_VERDICTS, CELLS_WITH_FIGURES
 MEASURED = ("throughput_qps", "throughput_samples_per_s", "latency_median_ms", "latency_p99_ms", "median_ci_low_ms",
             "median_ci_high_ms", "queries", "repeats", "compute_median_ms", "layer_coverage_percent",
             "energy_per_sample_mj", "energy_per_query_mj", "latency_includes_transfers", "timing_cuda_graph",
-            "timing_spin_wait", "timing_streams", "throttled")
+            "timing_spin_wait", "timing_streams", "throttled", "median_ci_method")
 CELL_COLUMNS = ("cell_id", "sweep_id", "model", "model_sha256", "precision", "batch", "profile", "backend", "options",
                 "status", "reason", "device_id")
 
@@ -35,19 +35,31 @@ class Side:
     warehouse: Any = field(repr=False, default=None)
 
     def intervals(self, cells: list[dict[str, Any]]) -> dict[str, MedianInterval | None]:
-        """Per cell id: its median latency and 95 % interval from its raw samples (read for all of
-        `cells` in one query, computed together: farm.compare.intervals); the stored interval where
-        a cell has no samples (an ingested trtexec summary); None without either."""
+        """Per cell id: its median latency and 95 % interval from its raw samples: the interval this
+        farm stored when it measured the cell (`median_ci_method` = SAMPLE_INTERVAL_METHOD: the same
+        function over the same samples, as the dashboard's Compare page takes it), else computed
+        from the samples (read for those cells in one query, computed together:
+        farm.compare.intervals); the stored interval where a cell has no samples (an ingested
+        trtexec summary); None without either."""
         from farm.compare.intervals import median_intervals
+        from farm.measure import SAMPLE_INTERVAL_METHOD
 
-        ids = list(dict.fromkeys(str(c["cell_id"]) for c in cells))
-        found = read_cell_rows(self.warehouse, self.sweep, "samples", ids, ["latency_ms", "repeat"], numbered=True)
         computed: dict[str, MedianInterval | None] = {}
+        ids = []
+        for cell in cells:
+            cell_id = str(cell["cell_id"])
+            if cell.get("median_ci_method") == SAMPLE_INTERVAL_METHOD and (found := _stored(cell, "samples")):
+                computed[cell_id] = found
+            elif cell_id not in computed:
+                ids.append(cell_id)
+        ids = list(dict.fromkeys(ids))
+        found = read_cell_rows(self.warehouse, self.sweep, "samples", ids, ["latency_ms", "repeat"],
+                               numbered=True) if ids else None
         if found is not None and found.num_rows:  # rows numbered by the cell's place in `ids`, in that order
             group = found.column("cell_number").to_numpy(zero_copy_only=False).astype(np.int64)
             latency = found.column("latency_ms").to_numpy(zero_copy_only=False).astype(np.float64)
             repeat = found.column("repeat").fill_null(0).to_numpy(zero_copy_only=False)
-            computed = dict(zip(ids, median_intervals(group, repeat, latency, len(ids))))
+            computed.update(zip(ids, median_intervals(group, repeat, latency, len(ids))))
         return {str(c["cell_id"]): computed.get(str(c["cell_id"])) or _stored(c) for c in cells}
 
     def layers_of(self, cells: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -62,11 +74,15 @@ class Side:
                 for cell, found_rows in rows.items()}
 
 
-def _stored(cell: dict[str, Any]) -> MedianInterval | None:
+def _stored(cell: dict[str, Any], basis: str = "stored") -> MedianInterval | None:
+    """The measurements row's interval; with basis 'samples' (one this farm computed from the
+    samples) only where all three figures are there."""
     median, low, high = (cell.get(k) for k in ("latency_median_ms", "median_ci_low_ms", "median_ci_high_ms"))
     if median is None or (isinstance(median, float) and math.isnan(median)):
         return None
-    return MedianInterval(float(median), _float(low), _float(high), "stored", int(cell.get("queries") or 0),
+    if basis == "samples" and not all(v is not None and math.isfinite(v) for v in (low, high)):
+        return None
+    return MedianInterval(float(median), _float(low), _float(high), basis, int(cell.get("queries") or 0),
                           int(cell.get("repeats") or 0))
 
 
@@ -111,6 +127,7 @@ def _sweep_tables(warehouse: Any, sweep: str) -> Any:
     con = duckdb.connect(":memory:")
     for table in ("cells", "measurements", "builds", "accuracy", "devices"):
         create_table(con, table, table)
-        load_sweep_table(con, warehouse, sweep, table, table)
+        if table != "builds":  # joined by CELLS_WITH_FIGURES, none of its columns read: left empty
+            load_sweep_table(con, warehouse, sweep, table, table)
     con.execute("CREATE OR REPLACE TABLE devices AS SELECT DISTINCT ON (device_id) * FROM devices")
     return con

@@ -51,7 +51,7 @@ def _missing(value: Any) -> bool:
 def config_key(cell: dict[str, Any]) -> tuple[Hashable, ...]:
     """What makes two cells the same configuration."""
     values = tuple(map(cell.get, _CONFIG_FIELDS))
-    if any(v != v for v in values):  # NaN (only NaN differs from itself): missing, as None is
+    if float in map(type, values):  # NaN (a float among these text and integer fields): missing, as None is
         values = tuple(None if _missing(v) else v for v in values)
     return values + (options_text(cell.get("options")),)
 

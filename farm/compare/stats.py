@@ -23,8 +23,7 @@ tell a change of that size from none: more repeats, or a quieter machine, would)
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -33,10 +32,11 @@ SLOWER, FASTER, WITHIN_NOISE = "slower", "faster", "within noise"
 INCONCLUSIVE, NOT_JUDGED = "inconclusive", "not judged"
 
 
-@dataclass(frozen=True)
-class MedianInterval:
+class MedianInterval(NamedTuple):
     """A cell's median latency and its 95 % interval (ms); `basis`: 'samples' (computed from the
-    raw samples) or 'stored' (the measurements row's, for a cell without samples)."""
+    raw samples) or 'stored' (the measurements row's, for a cell without samples). A named tuple,
+    as Effect: a comparison makes 75,000 of them for 25,000 pairs, three times faster than a
+    frozen dataclass builds them."""
 
     median: float
     low: float
@@ -47,11 +47,10 @@ class MedianInterval:
 
     @property
     def usable(self) -> bool:
-        return all(map(math.isfinite, (self.median, self.low, self.high))) and 0 < self.low <= self.median <= self.high
+        return 0 < self.low <= self.median <= self.high < math.inf  # NaN compares False: all finite
 
 
-@dataclass(frozen=True)
-class Effect:
+class Effect(NamedTuple):
     """NEW against BASE: the effect (NEW / BASE - 1, a fraction), its 95 % interval, the verdict."""
 
     effect: float
