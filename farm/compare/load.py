@@ -48,8 +48,8 @@ class Side:
         ids = []
         for cell in cells:
             cell_id = str(cell["cell_id"])
-            if cell.get("median_ci_method") == SAMPLE_INTERVAL_METHOD and (found := _stored(cell, "samples")):
-                computed[cell_id] = found
+            if cell.get("median_ci_method") == SAMPLE_INTERVAL_METHOD and (stored := _stored(cell, "samples")):
+                computed[cell_id] = stored
             elif cell_id not in computed:
                 ids.append(cell_id)
         ids = list(dict.fromkeys(ids))
