@@ -18,6 +18,7 @@
 #   TORCH_REPRO_SWEEP=benchmarks/device/torch-repro-hostbound.toml \
 #   TORCH_REPRO_BARE_ARGS="--batches 1 32 --rounds 5 --queries 1000 --warmup-s 3" bash ... bare run1 ...
 # (the bare stage then times eager only where its --modes are given in TORCH_REPRO_BARE_ARGS).
+# TORCH_REPRO_ORT_SWEEP names another sweep file for ort1 / ort2 (e.g. ort-repro-fp16.toml).
 # Sweeps run on farm's Ray executor (the product's path; TORCH_REPRO_EXECUTOR=local for in-process).
 # State lives in $TORCH_REPRO_DIR (default /tmp/torch-repro, kept while the machine is); each
 # stage's JSON and logs are copied to $OUT when set (the device tool's folder that comes back).
@@ -41,7 +42,7 @@ for stage in "${stages[@]}"; do
         python3 -c "import torch, torchvision; print('torch', torch.__version__, 'torchvision', torchvision.__version__)"
       } | tee "$work/gpu.txt"; keep "$work/gpu.txt" ;;
     run1|run2|ort1|ort2)
-      file=$sweep; [[ $stage == ort* ]] && file=benchmarks/device/ort-repro.toml
+      file=$sweep; [[ $stage == ort* ]] && file=${TORCH_REPRO_ORT_SWEEP:-benchmarks/device/ort-repro.toml}
       timeout "${TORCH_REPRO_SWEEP_S:-520}" python3 -m farm sweep "$file" --executor "${TORCH_REPRO_EXECUTOR:-ray}" --results "$work/$stage" \
         > "$work/$stage.log" 2>&1; echo "sweep exit $?"
       grep -E "^(ok|failed|skipped|unsupported|error)" "$work/$stage.log" | cut -c1-110
