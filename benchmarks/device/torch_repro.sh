@@ -17,7 +17,8 @@
 # Host-bound cells only, with longer windows (5 x 4 s, the bare loop 5 x 1000 queries):
 #   TORCH_REPRO_SWEEP=benchmarks/device/torch-repro-hostbound.toml \
 #   TORCH_REPRO_BARE_ARGS="--batches 1 32 --rounds 5 --queries 1000 --warmup-s 3" bash ... bare run1 ...
-# (the bare stage then times eager only where its --modes are given in TORCH_REPRO_BARE_ARGS).
+# Each bare run writes a file of its own (bare-eager-1.json, bare-eager-2.json, ...): the table
+# takes their median and shows how far apart they are.
 # TORCH_REPRO_ORT_SWEEP names another sweep file for ort1 / ort2 (e.g. ort-repro-fp16.toml).
 # Sweeps run on farm's Ray executor (the product's path; TORCH_REPRO_EXECUTOR=local for in-process).
 # State lives in $TORCH_REPRO_DIR (default /tmp/torch-repro, kept while the machine is); each
