@@ -417,3 +417,26 @@ def test_views_made_before_a_compaction_count_every_row_once_at_each_step_of_it(
     seen.append(_rows_of(reader, con))  # per-cell files removed
     assert len(seen) == 3 and all(rows == expected for rows in seen)
     assert len(expected["cells"]) == len(ids)
+
+
+def test_a_file_removed_and_written_again_under_a_reader_is_not_taken_for_damaged(tmp_path: Path) -> None:
+    """A view names a cell's file; a compaction removes it and a rerun writes one of the same name
+    before the reader looks: the reader reads again, and never skips the new file as damaged (it
+    did, and that cell's rows were gone from every later read)."""
+    results = tmp_path / "results"
+    writer = Warehouse(results)
+    ids = [f"{i:016x}" for i in range(3)]
+    write_cells(writer, "s", ids)
+    writer.compact("s", block_cells=10)
+    write_cells(writer, "s", ids[:1])  # redone after compaction: a file of its own again
+    reader = Warehouse(results, warn=lambda _: None)
+    con = reader.connect()
+    expected = _rows_of(reader, con)
+    own = results / "s" / "measurements" / f"{ids[0]}.parquet"
+    data = own.read_bytes()
+    own.unlink()
+    with pytest.raises(Exception) as gone:  # what DuckDB says of the view's file now
+        con.execute("SELECT count(*) FROM measurements").fetchall()
+    own.write_bytes(data)  # written anew before the reader looks at what the error named
+    assert reader._skip_file_of(gone.value) and own not in reader.skipped
+    assert _rows_of(reader, reader.connect()) == expected

@@ -31,6 +31,10 @@ if TYPE_CHECKING:
     import duckdb
 
 
+# DuckDB's words for a file that is not there (a list of names: "No files found that match the pattern")
+_GONE = ("No files found that match the pattern", "No such file or directory")
+
+
 class WarehouseViews(WarehouseCheck):
     """DuckDB over the warehouse (a base of `Warehouse`)."""
 
@@ -273,8 +277,13 @@ class WarehouseViews(WarehouseCheck):
 
     def _skip_file_of(self, exc: Exception, skip_new: bool = True) -> bool:
         """Whether the error names a file of this warehouse that a retry can do without: one that
-        is gone (a writer replaced it), skipped already, or (`skip_new`), now skipped, damaged."""
-        for path in parquet_files_named(exc, self.root):
+        is gone (a writer replaced it), skipped already, or (`skip_new`), now skipped, damaged.
+        A file DuckDB did not find was gone when it was read, even where one of its name is there
+        again (a compaction removed a cell's file and a rerun wrote it anew): never damaged."""
+        named = parquet_files_named(exc, self.root)
+        if named and any(words in str(exc) for words in _GONE):
+            return True
+        for path in named:
             if not path.exists() or path in self.skipped:
                 return True
             if skip_new:
