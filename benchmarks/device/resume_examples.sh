@@ -26,7 +26,7 @@ echo "sweep exit $?"; grep -vE "^\s*$" "$work.log" | tail -45 | cut -c1-160
 # a narrower sweep file of the same name measures a subset: the sweep stays the full one
 name=$(python3 -c "import sys, tomllib; print(tomllib.load(open(sys.argv[1], 'rb'))['name'])" "$config")
 python3 benchmarks/device/keep_plan.py "$work" "$name"
-(cd "$work" && find . -type f -newer .start ! -path './.cache/*' ! -name '*.lock' | sort > "$work.files")
+(cd "$work" && find . -type f -newer .start ! -path './.cache/*' ! -name '*.lock' ! -name .farm-warehouse | sort > "$work.files")
 echo "$(wc -l < "$work.files") files written"
 (cd "$work" && tar cf "${OUT:-/tmp}/new-files.tar" -T "$work.files")
 [ -n "${OUT:-}" ] && cp "$work.log" "$OUT/resume.log"
