@@ -69,16 +69,10 @@ def farm_side(model: Path, feeds: dict, args, work: Path):
 
 def bare_side(model: Path, feeds: dict, args, save_optimized: Path | None):
     """ort_bare_loop's session on `model` with the same inputs; a one-round timer (warmup_s, queries)."""
-    import onnxruntime as ort
-
-    if args.device == "cpu":
+    if args.device == "cpu":  # ort_bare_loop's own CPU loop: its inputs are seeded_feeds' for float inputs
         sess = ort_bare_loop.session(model, "cpu", None, False, False, save_optimized=save_optimized)
-        binding = sess.io_binding()
-        for name, array in feeds.items():
-            binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(array))
-        for spec in sess.get_outputs():
-            binding.bind_output(spec.name)
-        return lambda warmup_s, queries: _cpu_round(sess, binding, warmup_s, queries)
+        return lambda warmup_s, queries: ort_bare_loop.time_cpu(sess, args.batch, args.seed, warmup_s, 1,
+                                                                queries)["latency_median_ms"]
     import torch
 
     stream = torch.cuda.Stream()
@@ -90,20 +84,6 @@ def bare_side(model: Path, feeds: dict, args, save_optimized: Path | None):
         device.copy_(host)
     return lambda warmup_s, queries: ort_bare_loop.time_cuda(sess, binding, inputs, outputs, stream, warmup_s, 1,
                                                              queries, sync=False)["latency_median_ms"]
-
-
-def _cpu_round(sess, binding, warmup_s: float, queries: int) -> float:
-    import time
-
-    deadline = time.perf_counter() + warmup_s
-    while time.perf_counter() < deadline:
-        sess.run_with_iobinding(binding)
-    laps = []
-    for _ in range(queries):
-        start = time.perf_counter()
-        sess.run_with_iobinding(binding)
-        laps.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(laps)
 
 
 def main(argv: list[str] | None = None) -> int:
