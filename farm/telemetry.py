@@ -3,7 +3,7 @@
 `GpuTelemetry` is the window farm.measure.run_timed opens after the warm-up and closes after the
 last counted repeat, so build, warm-up, the accuracy check and layer profiling are outside it. At
 both ends it reads the board's total-energy counter (nvmlDeviceGetTotalEnergyConsumption, mJ since
-the driver loaded; Volta or newer); between them a background thread samples power, SM and memory
+the driver loaded; Volta or newer); between them a background thread samples instant power, SM and memory
 clocks, temperature, utilization and the current clock-event (throttle) reasons every `PERIOD_S` (200 ms).
 `row` turns that into the `measurements` columns in `COLUMNS` (docs/warehouse.md has their units);
 what cannot be read stays null and `telemetry_note` says why (no NVML, a CPU cell, a reading the
@@ -51,6 +51,28 @@ NO_NVML = "no NVML: nvidia-ml-py is not installed (pip install nvidia-ml-py)"
 CPU_CELL = "a CPU cell: GPU telemetry is for device cells"
 TURNED_OFF = "telemetry off (measurement.telemetry = false)"
 NOT_TIMED_BY_FARM = "the backend times itself, so farm cannot see its timed window"
+AVERAGED_POWER = ("power samples are NVML's power usage, a 1 s average on recent GPUs (this one reports no "
+                  "instant power): power_max_w lags and understates short peaks")
+
+
+def instant_power_reader(nvml: Any, handle: Any) -> Callable[[], float]:
+    """A reader of the GPU's instant power in mW (the NVML_FI_DEV_POWER_INSTANT field). Why not
+    nvmlDeviceGetPowerUsage: on an H200 (driver 580) it is the 1 s average (NVML_FI_DEV_POWER_AVERAGE
+    to the milliwatt), which after an idle gap climbs for a second while the board already draws
+    700 W (benchmarks/device/power_probe.py): a 1 s window's maximum then sat below its mean."""
+    field = nvml.NVML_FI_DEV_POWER_INSTANT
+
+    def read() -> float:
+        value = nvml.nvmlDeviceGetFieldValues(handle, [field])[0]
+        if value.nvmlReturn != nvml.NVML_SUCCESS:
+            raise nvml.NVMLError(value.nvmlReturn)
+        return float(getattr(value.value, FIELD_VALUE_MEMBERS.get(value.valueType, "uiVal")))
+
+    return read
+
+
+# nvmlValueType_t -> the member of nvmlValue_t that holds it (nvml.h)
+FIELD_VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
 
 
 def decode_reasons(mask: int) -> list[str]:
@@ -172,8 +194,11 @@ class GpuTelemetry:
     def _probe(self) -> None:
         """Keep the readings this GPU answers; a note for each it does not."""
         nvml, handle = self.nvml, self.handle
+        instant = (instant_power_reader(nvml, handle) if hasattr(nvml, "nvmlDeviceGetFieldValues")
+                   and hasattr(nvml, "NVML_FI_DEV_POWER_INSTANT") else None)
+        average = lambda: nvml.nvmlDeviceGetPowerUsage(handle)  # noqa: E731
         candidates: dict[str, list[Callable[[], float]]] = {
-            "power": [lambda: nvml.nvmlDeviceGetPowerUsage(handle)],
+            "power": [instant, average] if instant else [average],
             "sm_clock": [lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)],
             "mem_clock": [lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM)],
             "temperature": [lambda: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)],
@@ -194,6 +219,8 @@ class GpuTelemetry:
                 break
             else:
                 self.notes.append(f"the GPU does not report {name.replace('_', ' ')} ({error})")
+        if self.readers.get("power") is average:
+            self.notes.append(AVERAGED_POWER)
         try:
             nvml.nvmlDeviceGetTotalEnergyConsumption(handle)
             self.energy = lambda: nvml.nvmlDeviceGetTotalEnergyConsumption(handle)

@@ -28,13 +28,17 @@ DOCUMENTED = {
     "nvmlDeviceGetCount", "nvmlDeviceGetHandleByIndex", "nvmlDeviceGetHandleByUUID", "nvmlDeviceGetPowerUsage",
     "nvmlDeviceGetClockInfo", "nvmlDeviceGetTemperature", "nvmlDeviceGetUtilizationRates",
     "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons",
-    "nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetEnforcedPowerLimit",
+    "nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetFieldValues",
+    "NVML_FI_DEV_POWER_INSTANT", "NVML_SUCCESS",
 }
 UUID = "GPU-8a6f4e1c-0000-1111-2222-333344445555"
 
 
-def fake_nvml(reasons: int = 0, energy: bool = True, event_reasons: bool = True, gpus: int = 2) -> types.ModuleType:
-    """A `pynvml` for one H100-like GPU (uuid UUID) among `gpus`; `asked` records the handle lookups."""
+def fake_nvml(reasons: int = 0, energy: bool = True, event_reasons: bool = True, gpus: int = 2,
+              instant: str = "reported") -> types.ModuleType:
+    """A `pynvml` for one H100-like GPU (uuid UUID) among `gpus`; `asked` records the handle lookups.
+    `instant`: the instant-power field is 'reported' (900-950 W: never what the 1 s average says),
+    'not supported' by the GPU (its per-field return code), or 'absent' (an nvidia-ml-py without it)."""
     nvml = types.ModuleType("pynvml")
 
     class NVMLError(Exception):
@@ -57,6 +61,13 @@ def fake_nvml(reasons: int = 0, energy: bool = True, event_reasons: bool = True,
     }
     if event_reasons:
         funcs["nvmlDeviceGetCurrentClocksEventReasons"] = lambda h: reasons
+    if instant != "absent":
+        instants = itertools.cycle([900_000, 950_000])
+
+        def field_values(h, ids):  # nvmlFieldValue_t: valueType 1 = unsigned int, nvmlReturn 3 = not supported
+            return [types.SimpleNamespace(fieldId=i, valueType=1, nvmlReturn=0 if instant == "reported" else 3,
+                                          value=types.SimpleNamespace(uiVal=next(instants))) for i in ids]
+        funcs.update(NVML_FI_DEV_POWER_INSTANT=186, NVML_SUCCESS=0, nvmlDeviceGetFieldValues=field_values)
     if energy:
         funcs["nvmlDeviceGetTotalEnergyConsumption"] = lambda h: next(counter)
     else:
@@ -78,6 +89,10 @@ def test_the_fake_has_only_documented_names() -> None:
         return  # not installed here (the GPU machines have it); the names were read off its source
     assert [n for n in DOCUMENTED if not hasattr(pynvml, n)] == []
     assert pynvml.NVML_CLOCK_SM == 1 and pynvml.NVML_CLOCK_MEM == 2 and pynvml.NVML_TEMPERATURE_GPU == 0
+    assert pynvml.NVML_FI_DEV_POWER_INSTANT == 186 and pynvml.NVML_SUCCESS == 0
+    value = pynvml.c_nvmlFieldValue_t()  # the members the instant-power reader reads
+    assert {"valueType", "nvmlReturn", "value"} <= {f[0] for f in value._fields_}
+    assert [f[0] for f in pynvml.c_nvmlValue_t._fields_] == list(telemetry.FIELD_VALUE_MEMBERS.values())
 
 
 def test_nvml_absent_gives_nulls_and_the_note(monkeypatch) -> None:
@@ -141,7 +156,7 @@ def test_window_on_a_fake_gpu(monkeypatch) -> None:
     assert row["energy_per_query_mj"] == pytest.approx(700 / len(samples))
     assert row["energy_per_sample_mj"] == pytest.approx(700 / len(samples) / 8)
     assert row["telemetry_samples"] >= 2 and row["throttled"] is True and row["throttle_reasons"] == "sw_power_cap"
-    assert row["power_limit_w"] == 700.0 and row["power_max_w"] in (300.0, 350.0, 400.0)
+    assert row["power_limit_w"] == 700.0 and row["power_max_w"] in (900.0, 950.0)  # instant, not the average
     assert row["sm_clock_median_mhz"] == 1980 and row["temperature_max_c"] == 41
     assert "short against the energy counter" in row["telemetry_note"]  # a 60 ms window
 
@@ -158,6 +173,21 @@ def test_older_driver_and_missing_counter(monkeypatch) -> None:
     assert row["throttle_reasons"] == "hw_slowdown"  # read through the older ...ThrottleReasons
     assert row["energy_j"] is None and row["power_mean_w"] is not None
     assert "no total-energy counter" in row["telemetry_note"]
+    assert telemetry.AVERAGED_POWER not in row["telemetry_note"]  # instant power, read where reported
+
+
+@pytest.mark.parametrize("instant", ["not supported", "absent"])
+def test_power_without_an_instant_reading_is_the_average_and_says_so(monkeypatch, instant) -> None:
+    nvml = fake_nvml(instant=instant)
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    window = GpuTelemetry(UUID, period_s=0.005)
+    assert window.open() is None
+    window.start()
+    window.stop()
+    row = window.row(10, 1)
+    window.close()
+    assert row["power_max_w"] in (300.0, 350.0, 400.0)  # nvmlDeviceGetPowerUsage's readings
+    assert telemetry.AVERAGED_POWER in row["telemetry_note"] and "failed" not in row["telemetry_note"]
 
 
 def test_unknown_gpu_and_self_timed_backend(monkeypatch) -> None:
