@@ -230,14 +230,21 @@ def test_interval_coverage_quick() -> None:
 
 def test_telemetry_overhead_quick(tmp_path: Path) -> None:
     out = run_benchmark("telemetry_overhead.py", "--quick", "--cache", str(tmp_path / "cache"), timeout=300)
-    cells = re.findall(rf"^(.+): (\d+) rounds each side, (\d+) queries a round\n"
-                       rf"  p50 latency off / on\s+{NUMBER} / {NUMBER} ms\s+ratio on/off {NUMBER}\n"
-                       rf"  throughput off / on\s+{NUMBER} / {NUMBER} qps\s+ratio off/on {NUMBER}", out, re.MULTILINE)
+    interval = rf"{NUMBER} \[{NUMBER}, {NUMBER}\]"
+    cells = re.findall(rf"^(.+): (\d+) rounds each side, (\d+) queries a round, (\d+) blocks\n"
+                       rf"  p50 latency off / on\s+{NUMBER} / {NUMBER} ms\s+ratio on/off {interval}\n"
+                       rf"  throughput off / on\s+{NUMBER} / {NUMBER} qps\s+ratio off/on {interval}\s+(.+)$",
+                       out, re.MULTILINE)
     assert [c[0] for c in cells] == ["onnxruntime cpu fp32 batch 1"], out
-    for _, rounds, queries, off, on, ratio, off_qps, on_qps, qps_ratio in cells:
-        assert int(rounds) == 2 and int(queries) >= 5
-        assert positive(ratio) == pytest.approx(positive(on) / positive(off), rel=1e-3)
-        assert positive(qps_ratio) == pytest.approx(positive(off_qps) / positive(on_qps), rel=1e-3)
+    for _, rounds, queries, blocks, off, on, *latency, off_qps, on_qps, qps_low, qps, qps_high, verdict in cells:
+        assert int(rounds) == 2 and int(queries) >= 5 and int(blocks) == 1
+        ratio, low, high = map(positive, latency)
+        # one block: its ratio is the median and the whole interval, and with two rounds a side
+        # the ratio of the sides' means, which are their medians
+        assert low == ratio == high and positive(qps_low) == positive(qps) == positive(qps_high)
+        assert ratio == pytest.approx(positive(on) / positive(off), rel=1e-3)
+        assert positive(qps) == pytest.approx(positive(off_qps) / positive(on_qps), rel=1e-3)
+        assert verdict.startswith(("within 1 %", "OVER 1 %", "not resolved")), verdict
     assert "telemetry_note=a CPU" in out or "telemetry_note=no NVML" in out, out  # CPU: no telemetry, said so
     assert re.search(rf"^worst ratio off 1 by {NUMBER} % over 1 cell", out, re.MULTILINE), out
 
