@@ -19,14 +19,22 @@ moves), the sampler's samples and the time it spent sampling, and the last 'on' 
 queries: a CPU cell has no telemetry (the note says so), so both sides are the same loop and the
 figures only show that the path works.
 
-Measured on an H100 80GB HBM3 (driver 580.159.04, torch 2.11, nvidia-ml-py 13.615.71; fp16,
-rounds of 1.5 s): the sampler spends 0.17-0.25 ms per sample. On/off (latency, throughput):
-eager b32 1.015 / 1.010 and compile b32 0.970 / 0.989 (3 rounds each side); host-bound b1 cells
-eager 1.064 / 1.092 and compile 1.043 / 1.042 (8 rounds), eager b1 at a 200 ms period 1.033 /
-0.956, where the off rounds alone spread 43-67 %: the 1 % target is not resolved on b1 cells
-until their own instability (issue 15 item 3) is fixed. A model of the sampler here (six ctypes
-calls that release the GIL every 50 ms beside a pure-Python loop) cost that loop 1-5 %; one call
-every 50 ms or six every 200 ms, under 0.5 %.
+Measured on an H200 (driver 580.159.04, torch 2.11, nvidia-ml-py 13.615.71; fp16, 200 ms period,
+rounds of 1 s; median block ratio on/off for latency, off/on for throughput, 95 % intervals):
+
+    cudagraphs b128 (12 rounds a side)  0.9998 [0.9989, 1.0017]  0.9999 [0.9981, 1.0048]  within 1 %
+    eager b128      (12)                1.0011 [0.9997, 1.0014]  1.0011 [0.9978, 1.0024]  within 1 %
+    cudagraphs b1   (24)                0.9997 [0.9987, 1.0001]  0.9999 [0.9929, 1.0015]  within 1 %
+    cudagraphs b32  (24)                1.0001 [0.9995, 1.0015]  1.0007 [0.9981, 1.0040]  within 1 %
+    compile b1      (20)                1.0094 [0.9916, 1.0205]  1.0189 [0.9854, 1.0729]  not resolved
+    eager b1 / b32, compile b32         intervals 19-51 % wide                            not resolved
+
+The sampler spends 0.09-0.19 ms a sample, 7 samples a 1 s round. Where the GPU sets the pace the
+cost is within 1 %, shown; on host-bound cells (eager b1 and b32, compile b32) the same process's
+1 s rounds with telemetry off spread 38-74 % among themselves, so no run here can resolve 1 %.
+Earlier, at a 50 ms period (H100), b1 cells read 4-9 % slower with telemetry on; a model of the
+sampler here (six ctypes calls that release the GIL every 50 ms beside a pure-Python loop) cost
+that loop 1-5 %; one call every 50 ms or six every 200 ms, under 0.5 %: hence farm's 200 ms.
 """
 
 from __future__ import annotations
