@@ -440,3 +440,38 @@ def test_a_file_removed_and_written_again_under_a_reader_is_not_taken_for_damage
     own.write_bytes(data)  # written anew before the reader looks at what the error named
     assert reader._skip_file_of(gone.value) and own not in reader.skipped
     assert _rows_of(reader, reader.connect()) == expected
+
+
+def test_farm_compare_reader_lists_again_when_a_compaction_removed_its_files(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """farm compare's reader of many cells' samples lists a sweep's per-cell files, and a
+    compaction removes them before DuckDB reads them: it lists again and reads the compacted
+    rows, every one once, and takes no file for damaged (it did: a false warning, and those
+    cells' samples missing)."""
+    from farm.compare.read import read_cell_rows
+
+    results = tmp_path / "results"
+    writer = Warehouse(results)
+    ids = [f"{i:016x}" for i in range(12)]
+    write_cells(writer, "s", ids)
+    warnings: list[str] = []
+    reader = Warehouse(results, warn=warnings.append)
+    expected = read_cell_rows(reader, "s", "samples", ids, ["iteration", "latency_ms"])
+    ok = sum(int(i, 16) % 7 != 3 for i in ids)  # failed cells have no samples
+    assert expected.num_rows == 3 * ok
+    listings = []
+    listed = Warehouse.sources
+
+    def compacted_after_listing(self, sweep, table, compaction=None):
+        found = listed(self, sweep, table, compaction)
+        if self is not reader:  # the compaction's own listings
+            return found
+        listings.append((len(found.loose), len(found.parts)))
+        if len(listings) == 1:
+            writer.compact("s", block_cells=5)  # the listed per-cell files are gone now
+        return found
+
+    monkeypatch.setattr(Warehouse, "sources", compacted_after_listing)
+    got = read_cell_rows(reader, "s", "samples", ids, ["iteration", "latency_ms"])
+    assert listings == [(ok, 0), (0, 3)]  # per-cell files first, then the compacted blocks
+    assert got.equals(expected) and not reader.skipped and warnings == []

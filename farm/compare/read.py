@@ -2,7 +2,8 @@
 over that sweep's files only: each cell's own file where it has one, else its compacted block's
 rows (farm.warehouse.layout's rule, as `Warehouse.cell_rows` reads one cell), in each cell's file
 order. A comparison of two 2,500-cell sweeps reads 5,000 cells' samples in one query, not 5,000
-reads of a compacted block (16 s). Damaged files are left out with a warning, as every reader does."""
+reads of a compacted block (16 s). Damaged files are left out with a warning, as every reader does;
+files that were gone when DuckDB read them (a compaction ran meanwhile) are listed again."""
 
 from __future__ import annotations
 
@@ -10,10 +11,13 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 import pyarrow as pa
 
-from farm.warehouse.parquet import duckdb_glob_escape, file_problem, parquet_files_named, sql_string
+from farm.warehouse.parquet import duckdb_glob_escape, file_problem, files_gone, parquet_files_named, sql_string
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+# How often the sweep's files are listed again when some were gone before DuckDB read them
+RELISTS = 3
 
 
 def _paths(paths: Iterable[Path]) -> str:
@@ -28,36 +32,54 @@ def read_cell_rows(warehouse: Any, sweep: str, table: str, cell_ids: list[str], 
     which must be distinct) in place of `cell_id`, rows in that order: no strings to group by."""
     import duckdb
 
-    found = warehouse.sources(sweep, table)
     wanted = dict.fromkeys(cell_ids)
+    con = duckdb.connect(":memory:")
+    con.execute("SET enable_progress_bar = false")  # a slow read draws no bar into farm compare's output
+    con.register("_wanted", pa.table({"cell_id": pa.array(list(wanted), pa.string()),
+                                      "cell_number": pa.array(range(len(wanted)), pa.int32())}))
+    try:
+        for listed in range(1 + RELISTS):
+            try:
+                return _read(con, warehouse, sweep, table, wanted, columns, optional, numbered)
+            except duckdb.Error as exc:
+                # files listed, then gone before DuckDB read them (a compaction or a rerun moved
+                # them): never damaged; list the sweep's files again
+                if listed == RELISTS or not files_gone(exc, warehouse.root):
+                    raise
+    finally:
+        con.close()
+    return None  # not reached: the last try returns or raises
+
+
+def _read(con: Any, warehouse: Any, sweep: str, table: str, wanted: dict[str, None], columns: list[str],
+          optional: tuple[str, ...], numbered: bool) -> pa.Table | None:
+    """One listing of the sweep's files and the query over them, damaged files left out."""
+    import duckdb
+
+    found = warehouse.sources(sweep, table)
     own = [p for p in found.loose if p.stem in wanted]
     parts = list(found.parts)
     for path in own + parts:
         problem = None if path in warehouse.skipped else file_problem(path)
         if problem:
             warehouse.skip(path, problem)
-    con = duckdb.connect(":memory:")
-    con.execute("SET enable_progress_bar = false")  # a slow read draws no bar into farm compare's output
-    con.register("_wanted", pa.table({"cell_id": pa.array(list(wanted), pa.string()),
-                                      "cell_number": pa.array(range(len(wanted)), pa.int32())}))
     con.register("_superseded", pa.table({"cell_id": pa.array(sorted(found.superseded), pa.string())}))
-    try:
-        while True:
-            own = [p for p in own if p not in warehouse.skipped]
-            parts = [p for p in parts if p not in warehouse.skipped]
-            if not own and not parts:
-                return None
-            try:
-                present = _columns(con, own + parts) if optional else set(columns)
-                return con.sql(_sql(own, parts, columns, optional, present, numbered)).to_arrow_table()
-            except duckdb.Error as exc:  # damaged inside: the file it names, or those whose footer fails
-                named = [p for p in parquet_files_named(exc, warehouse.root) if p in own or p in parts]
-                for path in named:
-                    warehouse.skip(path, str(exc).strip().splitlines()[0])
-                if not named and not warehouse.skip_unreadable_footers(own + parts):
-                    raise
-    finally:
-        con.close()
+    while True:
+        own = [p for p in own if p not in warehouse.skipped]
+        parts = [p for p in parts if p not in warehouse.skipped]
+        if not own and not parts:
+            return None
+        try:
+            present = _columns(con, own + parts) if optional else set(columns)
+            return con.sql(_sql(own, parts, columns, optional, present, numbered)).to_arrow_table()
+        except duckdb.Error as exc:  # damaged inside: the file it names, or those whose footer fails
+            if files_gone(exc, warehouse.root):
+                raise
+            named = [p for p in parquet_files_named(exc, warehouse.root) if p in own or p in parts]
+            for path in named:
+                warehouse.skip(path, str(exc).strip().splitlines()[0])
+            if not named and not warehouse.skip_unreadable_footers(own + parts):
+                raise
 
 
 def _columns(con: Any, paths: list[Path]) -> set[str]:

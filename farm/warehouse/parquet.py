@@ -110,6 +110,17 @@ def parquet_files_named(exc: BaseException | str, root: Path) -> list[Path]:
     return found
 
 
+# DuckDB's words for a file that is not there (a list of names: "No files found that match the pattern")
+_GONE = ("No files found that match the pattern", "No such file or directory")
+
+
+def files_gone(exc: BaseException | str, root: Path) -> bool:
+    """Whether a DuckDB error says that Parquet files under `root` it was told to read were not
+    there: they were gone when it read them (a compaction or a rerun moved them), whatever lies
+    at their names now, so never damaged; the reader lists the files again."""
+    return bool(parquet_files_named(exc, root)) and any(words in str(exc) for words in _GONE)
+
+
 def free_name(path: Path) -> Path:
     """`path`, or `name.1.parquet`, `name.2.parquet`, ... if it is taken."""
     candidate, n = path, 0

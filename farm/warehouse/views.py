@@ -24,15 +24,16 @@ import pyarrow.parquet as pq
 
 from farm.warehouse.check import WarehouseCheck
 from farm.warehouse.layout import COMPACTED_TABLES, MANIFEST_NAME, PART
-from farm.warehouse.parquet import duckdb_glob_escape, file_problem, parquet_files_named, parquet_names, sql_string
+from farm.warehouse.parquet import (duckdb_glob_escape, file_problem, files_gone, parquet_files_named,
+                                    parquet_names, sql_string)
 from farm.warehouse.schema import SCHEMAS, first_line
 
 if TYPE_CHECKING:
     import duckdb
 
 
-# DuckDB's words for a file that is not there (a list of names: "No files found that match the pattern")
-_GONE = ("No files found that match the pattern", "No such file or directory")
+# How often one query is run again on fresh views because sweeps were compacted while it ran
+VIEW_REFRESHES = 3
 
 
 class WarehouseViews(WarehouseCheck):
@@ -116,6 +117,13 @@ class WarehouseViews(WarehouseCheck):
         made = stamps.get(con) if stamps is not None else None
         return made is not None and self.manifests_stamp() != made
 
+    def _refresh_stale_views(self, con: duckdb.DuckDBPyConnection) -> bool:
+        """Make `con`'s views again if a sweep was compacted since they were made; whether it did."""
+        if not self._views_stale(con):
+            return False
+        self.create_views(con)
+        return True
+
     def fetch(self, con: duckdb.DuckDBPyConnection, sql: str,
               params: Any = None) -> tuple[list[str] | None, list[tuple[Any, ...]]]:
         """Run `sql` on a connection with this warehouse's views: (column names, rows), or (None, [])
@@ -132,9 +140,8 @@ class WarehouseViews(WarehouseCheck):
                 found = (None, []) if cursor.description is None else (
                     [d[0] for d in cursor.description], cursor.fetchall())
             except duckdb.Error as exc:
-                if refreshed < 3 and self._views_stale(con):  # a compaction moved the files: read again
+                if refreshed < VIEW_REFRESHES and self._refresh_stale_views(con):  # files moved: read again
                     refreshed += 1
-                    self.create_views(con)
                     continue
                 if str(exc) in seen or not self._skip_file_of(exc):
                     raise
@@ -142,9 +149,8 @@ class WarehouseViews(WarehouseCheck):
                 self.create_views(con)
                 continue
             # rows read while a compaction committed: again (a statement without rows is not repeated)
-            if found[0] is not None and refreshed < 3 and self._views_stale(con):
+            if found[0] is not None and refreshed < VIEW_REFRESHES and self._refresh_stale_views(con):
                 refreshed += 1
-                self.create_views(con)
                 continue
             return found
 
@@ -280,10 +286,9 @@ class WarehouseViews(WarehouseCheck):
         is gone (a writer replaced it), skipped already, or (`skip_new`), now skipped, damaged.
         A file DuckDB did not find was gone when it was read, even where one of its name is there
         again (a compaction removed a cell's file and a rerun wrote it anew): never damaged."""
-        named = parquet_files_named(exc, self.root)
-        if named and any(words in str(exc) for words in _GONE):
+        if files_gone(exc, self.root):
             return True
-        for path in named:
+        for path in parquet_files_named(exc, self.root):
             if not path.exists() or path in self.skipped:
                 return True
             if skip_new:
