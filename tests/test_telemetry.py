@@ -161,8 +161,8 @@ def test_window_on_a_fake_gpu(monkeypatch) -> None:
     assert "short against the energy counter" in row["telemetry_note"]  # a 60 ms window
 
 
-def test_older_driver_and_missing_counter(monkeypatch) -> None:
-    nvml = fake_nvml(reasons=0x8, energy=False, event_reasons=False)
+def short_window_row(monkeypatch, nvml: types.ModuleType) -> dict:
+    """The telemetry row of a window opened, started and stopped at once on the fake `nvml`."""
     monkeypatch.setitem(sys.modules, "pynvml", nvml)
     window = GpuTelemetry(UUID, period_s=0.005)
     assert window.open() is None
@@ -170,6 +170,11 @@ def test_older_driver_and_missing_counter(monkeypatch) -> None:
     window.stop()
     row = window.row(10, 1)
     window.close()
+    return row
+
+
+def test_older_driver_and_missing_counter(monkeypatch) -> None:
+    row = short_window_row(monkeypatch, fake_nvml(reasons=0x8, energy=False, event_reasons=False))
     assert row["throttle_reasons"] == "hw_slowdown"  # read through the older ...ThrottleReasons
     assert row["energy_j"] is None and row["power_mean_w"] is not None
     assert "no total-energy counter" in row["telemetry_note"]
@@ -178,14 +183,7 @@ def test_older_driver_and_missing_counter(monkeypatch) -> None:
 
 @pytest.mark.parametrize("instant", ["not supported", "absent"])
 def test_power_without_an_instant_reading_is_the_average_and_says_so(monkeypatch, instant) -> None:
-    nvml = fake_nvml(instant=instant)
-    monkeypatch.setitem(sys.modules, "pynvml", nvml)
-    window = GpuTelemetry(UUID, period_s=0.005)
-    assert window.open() is None
-    window.start()
-    window.stop()
-    row = window.row(10, 1)
-    window.close()
+    row = short_window_row(monkeypatch, fake_nvml(instant=instant))
     assert row["power_max_w"] in (300.0, 350.0, 400.0)  # nvmlDeviceGetPowerUsage's readings
     assert telemetry.AVERAGED_POWER in row["telemetry_note"] and "failed" not in row["telemetry_note"]
 
