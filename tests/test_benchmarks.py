@@ -303,3 +303,24 @@ def test_keep_plan_stops_a_subset_run_narrowing_its_sweep(tmp_path: Path) -> Non
     assert keep_plan(tmp_path / "results", "gpu-engines") == latest
     assert pq.read_table(runs / latest).column("planned_cell_ids").to_pylist() == [None]
     assert keep_plan(tmp_path / "results", "gpu-engines") is None  # the full run is the latest with a plan now
+
+
+def test_note_averaged_power_marks_rows_with_telemetry_once() -> None:
+    """benchmarks/device/note_averaged_power.py: a row with telemetry samples gets the note (after
+    its own, if any), once however often it runs; a row without telemetry keeps its note; no figure
+    changes. results/examples' rows carry it (measured before farm read instant power)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sys.path.insert(0, str(BENCHMARKS / "device"))
+    from note_averaged_power import NOTE, mark
+
+    table = pa.table({"power_max_w": [181.3, 600.0, None], "telemetry_samples": pa.array([7, 40, None], pa.int64()),
+                      "telemetry_note": [None, "a 900 ms window is short", "a CPU cell"]})
+    marked, changed = mark(table)
+    assert changed == 2 and marked.column("telemetry_note").to_pylist() == [
+        NOTE, f"a 900 ms window is short; {NOTE}", "a CPU cell"]
+    assert marked.column("power_max_w").equals(table.column("power_max_w")) and marked.schema == table.schema
+    assert mark(marked) == (marked, 0)
+    examples = [pq.read_table(p) for p in sorted((ROOT / "results" / "examples").glob("*/measurements/*.parquet"))]
+    assert examples and all(mark(t)[1] == 0 for t in examples)
