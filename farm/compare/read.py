@@ -38,17 +38,17 @@ def read_cell_rows(warehouse: Any, sweep: str, table: str, cell_ids: list[str], 
     con.register("_wanted", pa.table({"cell_id": pa.array(list(wanted), pa.string()),
                                       "cell_number": pa.array(range(len(wanted)), pa.int32())}))
     try:
-        for listed in range(1 + RELISTS):
+        for _ in range(RELISTS):
             try:
                 return _read(con, warehouse, sweep, table, wanted, columns, optional, numbered)
             except duckdb.Error as exc:
                 # files listed, then gone before DuckDB read them (a compaction or a rerun moved
                 # them): never damaged; list the sweep's files again
-                if listed == RELISTS or not files_gone(exc, warehouse.root):
+                if not files_gone(exc, warehouse.root):
                     raise
+        return _read(con, warehouse, sweep, table, wanted, columns, optional, numbered)
     finally:
         con.close()
-    return None  # not reached: the last try returns or raises
 
 
 def _read(con: Any, warehouse: Any, sweep: str, table: str, wanted: dict[str, None], columns: list[str],

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from farm.warehouse.check import WarehouseCheck
-from farm.warehouse.layout import COMPACTED_TABLES, MANIFEST_NAME, PART
+from farm.warehouse.layout import COMPACTED_TABLES, MANIFEST_NAME
 from farm.warehouse.parquet import (duckdb_glob_escape, file_problem, files_gone, parquet_files_named,
                                     parquet_names, sql_string)
 from farm.warehouse.schema import SCHEMAS, first_line
@@ -274,8 +274,9 @@ class WarehouseViews(WarehouseCheck):
             found = self.sources(folder.name, table)
             parts += found.parts
             superseded |= found.superseded
-            if (any(p.parent == directory for p in self.skipped) or any(PART.match(n) for n in names)
-                    or any(n.startswith("p") for n in names)):
+            # by name where a glob would not do: a damaged file skipped there, or a name starting
+            # with "p" (compacted files, part-*, among them)
+            if any(p.parent == directory for p in self.skipped) or any(n.startswith("p") for n in names):
                 loose += [duckdb_glob_escape(str(p)) for p in found.loose]
             elif names:  # never the compacted files a compaction may write there before this view's next query
                 loose.append(duckdb_glob_escape(str(directory)) + "/[!p]*.parquet")
