@@ -6,7 +6,9 @@ own inputs, the padding dropped from the outputs), and through the reference in 
 (cached). Per output: cosine similarity, max/mean absolute and relative error (Polygraphy's
 comparator), SNR, and top-1/top-5 agreement where the output is a classifier's ([n, classes ≥ 5])
 with a flip inside the reference's own near-tie margin counted as a tie. A tolerance breach is a
-failing verdict, never an error. Definitions and their sources: docs/precision.md#accuracy.
+failing verdict, never an error. An output the evaluation set cannot judge (a floating-point
+reference that is constant, or zero almost everywhere, on these inputs: a detector's score map on
+random noise) is `unjudged`, never `fail`. Definitions and their sources: docs/precision.md#accuracy.
 """
 
 from __future__ import annotations
@@ -27,6 +29,11 @@ REFERENCE = "onnxruntime-cpu fp32"
 DEFAULT_SAMPLES = 64
 DEFAULT_TIE_MARGIN = 0.01  # of the reference row's logit range (max - min)
 SEED_OFFSET = 1_000_000  # evaluation inputs are seeded apart from calibration's (seed + 1000 + i)
+VERDICTS = ("pass", "fail", "unjudged")
+# A floating-point reference output is degenerate when it is constant, or when at least this share
+# of its elements is zero (|x| <= ZERO): no error metric separates a right engine from a wrong one.
+ZERO, DEGENERATE_ZERO_SHARE = 1e-6, 0.99
+CALIBRATION_HINT = "give real inputs in [models.calibration] (docs/config.md)"
 
 Run = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
 
@@ -159,7 +166,11 @@ def check(run: Run, cell: Cell, feeds: dict[str, np.ndarray], cache_dir: Path,
     model = cell.model
     evaluation = evaluation_set(model.inputs, cell.input_shapes, samples, cell.measurement.seed, cell.calibration)
     first, _ = next(evaluation.chunks(cell.batch))
-    if not all(np.array_equal(first[k], feeds[k]) for k in feeds) and _same(run(first), run(feeds)):
+    if (not all(np.array_equal(first[k], feeds[k]) for k in feeds) and _same(run(first), run(feeds))
+            and not _same(reference_outputs(model.path, model.sha256, first, cache_dir),
+                          reference_outputs(model.path, model.sha256, feeds, cache_dir))):
+        # the engine gives the same outputs for two inputs the reference tells apart (a model that
+        # maps both to the same outputs is no sign of that)
         log("the backend's outputs do not follow their inputs: accuracy on the cell's own inputs")
         reference = reference_outputs(model.path, model.sha256, feeds, cache_dir)
         n = next((np.shape(feeds[s.name])[s.batch_axis] for s in model.inputs if s.batch_axis is not None), 1)
@@ -243,9 +254,28 @@ def compare(outputs: dict[str, np.ndarray], reference: dict[str, np.ndarray], to
             row |= _polygraphy_errors(a, b)
         if np.ndim(expected) == 2 and np.shape(expected)[1] >= 5 and finite:
             row |= top_k_agreement(got, expected, tie_margin)
-        row |= _verdict(row, tolerance, finite)
+        degenerate = degenerate_reference(expected)
+        row |= ({"verdict": "unjudged", "worst_metric": degenerate, "worst_value": None} if degenerate
+                else _verdict(row, tolerance, finite))
         rows.append(row)
     return rows
+
+
+def degenerate_reference(expected: np.ndarray) -> str | None:
+    """Why a reference output cannot judge an engine on these inputs, or None where it can: a
+    floating-point output that is constant, or zero (|x| <= ZERO) on DEGENERATE_ZERO_SHARE of its
+    elements or more. Integer and boolean outputs (indices, labels, counts) are compared exactly."""
+    values = np.asarray(expected)
+    if values.dtype.kind != "f" or values.size == 0 or not np.isfinite(values).all():
+        return None
+    if values.size > 1 and float(values.max()) == float(values.min()):
+        return f"reference constant ({float(values.reshape(-1)[0]):.4g}) on these inputs"
+    zero = float(np.mean(np.abs(values) <= ZERO))
+    if zero >= DEGENERATE_ZERO_SHARE:
+        return f"reference ~0 on {100 * zero:.1f} % of elements on these inputs"
+    return None
+
+
 def tolerance_text(tolerance: Any) -> str:
     """The `tolerance` column: the bounds that are set, as JSON. `tolerance` is a farm.records.Tolerance
     or one of farm.config's tolerance tables (what a caller outside a cell passes)."""

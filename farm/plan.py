@@ -81,6 +81,7 @@ def _model_cells(loaded: LoadedConfig, index: int, model: ModelArtifact, profile
                         cell = dataclasses.replace(
                             cell, notes=note, device_kind=cls.device_kind(options),
                             unsupported_reason=model.batch_unsupported(batch)
+                            or (None if cls.capabilities.native_modules else model.onnx_error)
                             or cls.unsupported_reason(precision, options))
                         cells += _pinned(cell, config.axes.accelerator_types)
     return cells

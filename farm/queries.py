@@ -11,18 +11,23 @@ from __future__ import annotations
 import math
 from typing import Any, Hashable, Iterable
 
-# One row per cell that has accuracy rows: `verdict` 'pass' when every output passed, else 'fail'
-# (`failed_metric`: the first, by name, of the failing outputs' worst metrics), and the worst figures.
+# One row per cell that has accuracy rows: `verdict` 'fail' when an output failed, else 'unjudged'
+# when an output could not be judged (farm.accuracy: a degenerate reference, a check that could
+# not run), else 'pass'; `failed_metric`: the first, by name, of the failing (else unjudged)
+# outputs' worst metrics; and the worst figures.
 CELL_VERDICTS = """cell_verdicts AS (
     SELECT cell_id,
-           CASE WHEN bool_and(verdict = 'pass') THEN 'pass' ELSE 'fail' END AS verdict,
-           min(worst_metric) FILTER (verdict = 'fail') AS failed_metric,
+           CASE WHEN bool_or(verdict = 'fail') THEN 'fail' WHEN bool_and(verdict = 'pass') THEN 'pass'
+                ELSE 'unjudged' END AS verdict,
+           coalesce(min(worst_metric) FILTER (verdict = 'fail'),
+                    min(worst_metric) FILTER (verdict <> 'pass')) AS failed_metric,
            min(cosine_similarity) AS cosine_similarity, max(max_abs_error) AS max_abs_error,
            min(top1_agreement) AS top1_agreement
     FROM accuracy GROUP BY cell_id)"""
 
-# The verdict as the tables print it: 'pass', 'fail: <metric>', or NULL (accuracy not checked).
-VERDICT_TEXT = "CASE WHEN v.verdict = 'pass' THEN 'pass' ELSE 'fail: ' || v.failed_metric END"
+# The verdict as the tables print it: 'pass', 'fail: <metric>', 'unjudged: <why>', or NULL
+# (accuracy not checked).
+VERDICT_TEXT = "CASE WHEN v.verdict = 'pass' THEN 'pass' ELSE v.verdict || ': ' || v.failed_metric END"
 
 # One row per cell with its figures: cells c, measurements m, builds b, cell_verdicts v, devices d
 # (each at most one row per cell, so the join never repeats a cell).

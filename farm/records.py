@@ -90,6 +90,7 @@ class ModelArtifact:
     dims: dict[str, int]
     error: str | None = None  # set when the file is not a readable ONNX model
     declared_batch: int | None = None  # no input has a batch axis: the one batch size it runs
+    onnx_error: str | None = None  # a PyTorch source with no ONNX export: why (its PyTorch cells still run)
 
     def dynamic_dims(self) -> set[str]:
         """Names of the dynamic dimensions that `dims` sizes (not the batch, not unnamed ones)."""

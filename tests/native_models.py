@@ -51,3 +51,20 @@ def broken() -> nn.Module:
 
 def not_a_module() -> int:
     return 3
+
+
+def not_exportable(width: int = 16) -> nn.Module:
+    """Runs in PyTorch, exported by no exporter: forward() calls out to numpy, which neither
+    torch.export nor TorchScript's tracer can follow into ONNX."""
+
+    class ThroughNumpy(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.body = nn.Linear(width, width)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if torch.onnx.is_in_onnx_export() or torch.compiler.is_compiling():
+                raise RuntimeError("this module cannot be exported")
+            return self.body(x)
+
+    return ThroughNumpy()

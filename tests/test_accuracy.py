@@ -164,9 +164,46 @@ def test_a_model_without_a_batch_axis_runs_its_samples_one_at_a_time(tmp_path: P
     np.testing.assert_array_equal(outputs["y"][5], session.run(["y"], {"x": evaluation.arrays["x"][5]})[0])
 
 
+def test_a_reference_that_is_zero_on_these_inputs_cannot_judge(tmp_path: Path) -> None:
+    """Relu(x - 10) on inputs in [-1, 1) is 0 everywhere (a detector's score map on noise): fp16 or
+    not, no metric can tell a right engine from a wrong one there. The verdict says unjudged and
+    why, never fail, and n counts every input compared (not 1: the model maps every input to the
+    same outputs, which is no sign that the engine ignores its inputs)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    ten = helper.make_tensor("ten", TensorProto.FLOAT, [], [10.0])
+    graph = helper.make_graph(
+        [helper.make_node("Sub", ["x", "ten"], ["shifted"]), helper.make_node("Relu", ["shifted"], ["y"])],
+        "dark", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 64])], [ten])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    (tmp_path / "models").mkdir()
+    onnx.save(model, tmp_path / "models" / "dark.onnx")
+    con = run_sweep(tmp_path, '[[models]]\nsource = "models/dark.onnx"\n[axes]\nprecisions = ["fp32", "fp16"]\n'
+                              'batch_sizes = [4]\n[accuracy]\nsamples = 12\n')
+    rows = con.execute("SELECT verdict, worst_metric, n FROM accuracy").fetchall()
+    assert rows == [("unjudged", "reference constant (0) on these inputs", 12)] * 2
+
+
+def test_degenerate_reference_rule() -> None:
+    from farm.accuracy import degenerate_reference
+
+    sparse = np.zeros(10_000, np.float32)
+    sparse[:5] = 0.003  # 99.95 % zero: a text detector's map on random inputs
+    assert degenerate_reference(sparse) == "reference ~0 on 100.0 % of elements on these inputs"
+    sparse[:200] = 0.5  # 98 % zero: a real, sparse output
+    assert degenerate_reference(sparse) is None
+    assert degenerate_reference(np.full(4, 2.5, np.float32)) == "reference constant (2.5) on these inputs"
+    assert degenerate_reference(np.zeros(8, np.int64)) is None  # indices and counts compare exactly
+    assert degenerate_reference(np.array([0.1, 0.2], np.float32)) is None
+
+
 def test_an_accuracy_check_that_cannot_run_keeps_the_measured_latency(tmp_path: Path) -> None:
     """NonZero: how many values the output holds depends on the data, so chunks do not stack. The
-    cell stays ok with its measurement; its accuracy row fails, saying why it was not checked."""
+    cell stays ok with its measurement; its accuracy row is unjudged (never fail), saying why it was
+    not checked, and so is the cell's verdict as the tables print it."""
     import onnx
     from onnx import TensorProto, helper
 
@@ -183,4 +220,7 @@ def test_an_accuracy_check_that_cannot_run_keeps_the_measured_latency(tmp_path: 
     assert con.execute("SELECT status FROM cells").fetchall() == [("ok",)]
     assert con.execute("SELECT count(*) FROM measurements WHERE throughput_qps > 0").fetchone() == (1,)
     (verdict, why), = con.execute("SELECT verdict, worst_metric FROM accuracy").fetchall()
-    assert verdict == "fail" and why.startswith("not checked: ")
+    assert verdict == "unjudged" and why.startswith("not checked: ")
+    from farm.queries import CELL_VERDICTS, VERDICT_TEXT
+    (text,), = con.execute(f"WITH {CELL_VERDICTS} SELECT {VERDICT_TEXT} FROM cell_verdicts v").fetchall()
+    assert text.startswith("unjudged: not checked: ")

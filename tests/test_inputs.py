@@ -238,6 +238,37 @@ def test_integer_input_without_range_is_an_error_with_a_fix(tmp_path: Path) -> N
     assert plan(sweep(tmp_path, "sr.onnx", suggestion(message))).cells  # pasted as printed, it plans
 
 
+def token_and_rate_model(path: Path) -> Path:
+    """ids [batch, 8] through an embedding table of 100 rows (past a Cast), and an int64 sample rate
+    that an If compares with 16000 inside its condition's subgraph-free graph: y = emb[ids] * (sr == 16000)."""
+    table = numpy_helper.from_array(np.random.default_rng(0).standard_normal((100, 4)).astype(np.float32), "emb")
+    rate = numpy_helper.from_array(np.array(16000, np.int64), "rate")
+    nodes = [helper.make_node("Cast", ["ids"], ["ids64"], to=TensorProto.INT64),
+             helper.make_node("Gather", ["emb", "ids64"], ["vectors"]),
+             helper.make_node("Equal", ["sr", "rate"], ["is16k"]),
+             helper.make_node("Cast", ["is16k"], ["gate"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["vectors", "gate"], ["y"])]
+    return save(path, nodes,
+                [helper.make_tensor_value_info("ids", TensorProto.INT32, ["batch", 8]),
+                 helper.make_tensor_value_info("sr", TensorProto.INT64, [])],
+                [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8, 4])], [table, rate])
+
+
+def test_integer_values_the_graph_tells_are_used(tmp_path: Path) -> None:
+    """Token ids take the embedding table's rows, a sample rate the constant it is compared with;
+    the model gives non-zero outputs on them; the sweep file's range still wins."""
+    token_and_rate_model(tmp_path / "m.onnx")
+    cell = plan(sweep(tmp_path, "m.onnx")).cells[0]
+    specs = {spec.name: (spec.low, spec.high) for spec in cell.model.inputs}
+    assert specs == {"ids": (0.0, 100.0), "sr": (16000.0, 16000.0)}
+    feeds = make_feeds(cell.model.inputs, cell.input_shapes, 0)
+    assert feeds["ids"].min() >= 0 and feeds["ids"].max() < 100 and len(np.unique(feeds["ids"])) > 1
+    (y,) = ort.InferenceSession(str(cell.model.path), providers=["CPUExecutionProvider"]).run(None, feeds)
+    assert np.abs(y).sum() > 0  # sr == 16000: the gate is open
+    cell = plan(sweep(tmp_path, "m.onnx", "inputs.ids.range = [0, 10]")).cells[0]
+    assert {spec.name: spec.high for spec in cell.model.inputs}["ids"] == 10
+
+
 @pytest.mark.parametrize("table, expected", [
     ("inputs.sample_rate.range = [0.5, 0.7]", "range: [0.5, 0.7) holds no integer"),
     ("inputs.sample_rate.range = [3.2, 3.9]", "range: [3.2, 3.9) holds no integer"),

@@ -111,11 +111,8 @@ BAD_SOURCES = {
     "no such module": ('source = "module:no_such_pkg.models:net"', "cannot import 'no_such_pkg.models'"),
     "no such factory": ('source = "module:tests.native_models:nope"',
                         "module 'tests.native_models' has no factory 'nope'; its callables include:"),
-    "factory raises": ('source = "module:tests.native_models:broken"',
-                       "tests.native_models.broken(**kwargs) raised RuntimeError: this factory always fails"),
     "bad kwargs key": ('source = "module:tests.native_models:tiny_cnn"\nkwargs = { num_clases = 5 }',
                        "models[0].kwargs: tests.native_models.tiny_cnn() does not take ['num_clases']"),
-    "not a module": ('source = "module:tests.native_models:not_a_module"', "returned a int, not a torch.nn.Module"),
     "no inputs": ('source = "module:tests.native_models:tiny_cnn"', "a PyTorch source needs its inputs' shapes"),
     "malformed": ('source = "module:tests.native_models"', "is not a PyTorch source: write 'module:PKG.MOD:FACTORY'"),
     "kwargs on a file": ('source = "tiny.onnx"\nkwargs = { a = 1 }', "kwargs are a PyTorch factory's arguments"),
@@ -132,6 +129,55 @@ def test_bad_source_is_one_line(tmp_path: Path, case: str, capsys) -> None:
     assert main(["sweep", str(config), "--results", str(tmp_path / "results"), "--executor", "local"]) == 2
     err = capsys.readouterr().err.strip()
     assert expected in err and len(err.splitlines()) == 1, err
+
+
+def test_one_model_that_cannot_be_built_or_exported_stops_nothing(tmp_path: Path, capfd) -> None:
+    """A factory that raises fails its own cells; a module no exporter takes keeps its PyTorch cells
+    (ONNX Runtime's say `unsupported`, with why and what to do); the good model runs; what the
+    exporters printed is in export.log, not on the terminal."""
+    config = write_sweep(tmp_path, f"""
+        name = "mixed"
+        [[models]]
+        source = "module:tests.native_models:broken"
+        inputs = {{ x = {{ shape = ["batch", 16] }} }}
+        [[models]]
+        source = "module:tests.native_models:not_a_module"
+        inputs = {{ x = {{ shape = ["batch", 16] }} }}
+        [[models]]
+        source = "module:tests.native_models:not_exportable"
+        inputs = {{ x = {{ shape = ["batch", 16] }} }}
+        [[models]]
+        {NATIVE}
+        [axes]
+        backends = ["torch", "onnxruntime"]
+        batch_sizes = [2]
+        [backends.torch]
+        device = "cpu"
+        """.replace("\n        ", "\n"))
+    results = tmp_path / "results"
+    assert main(["sweep", str(config), "--results", str(results), "--executor", "local"]) == 1
+    out, err = capfd.readouterr()
+    assert "torch.onnx" not in out + err and "TorchScript" not in out + err
+    rows = {(m, b): (s, r) for m, b, s, r in Warehouse(results).connect().execute(
+        "SELECT model, backend, status, reason FROM cells").fetchall()}
+    assert rows["broken", "torch"] == rows["broken", "onnxruntime"] == (
+        "failed", "tests.native_models.broken(**kwargs) raised RuntimeError: this factory always fails")
+    assert rows["not_a_module", "torch"][1] == "tests.native_models.not_a_module() returned a int, not a torch.nn.Module"
+    assert rows["not_exportable", "torch"] == ("ok", None)
+    status, reason = rows["not_exportable", "onnxruntime"]
+    assert status == "unsupported" and reason.startswith(
+        "PyTorch could not export module:tests.native_models:not_exportable to ONNX (dynamo: ")
+    assert "torchscript: RuntimeError: this module cannot be exported" in reason
+    assert reason.endswith("engines that run ONNX need a file: export it yourself and give its path as the source")
+    assert rows["tiny_cnn", "torch"][0] == rows["tiny_cnn", "onnxruntime"][0] == "ok"
+    log = next(results.rglob("native/not_exportable-*/export.log")).read_text()
+    assert "--- torch.onnx.export, dynamo ---" in log and "--- torch.onnx.export, torchscript ---" in log
+    meta = read_native(next(results.rglob("native/tiny_cnn-*/model.onnx")))
+    assert meta["exporter"] == "torch.onnx.export(dynamo=True)"
+    verdict = Warehouse(results).connect().execute(
+        "SELECT a.verdict, a.worst_metric FROM accuracy a JOIN cells c USING (cell_id) "
+        "WHERE c.model = 'not_exportable'").fetchone()
+    assert verdict[0] == "unjudged" and "no fp32 reference" in verdict[1]
 
 
 def test_torchvision_absent_says_how_to_install(tmp_path: Path) -> None:

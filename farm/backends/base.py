@@ -45,6 +45,7 @@ class Capabilities:
     profiles: bool = False  # builds optimization profiles: the sweep's profile axis applies to it
     onnx_precision: bool = True  # fp16/int8 cells are built from farm's transformed ONNX (else it converts)
     outputs: bool = True  # returns outputs, so its cells get accuracy rows
+    native_modules: bool = False  # runs a PyTorch source's own nn.Module: needs no ONNX file of it
 
 
 class Backend(ABC):

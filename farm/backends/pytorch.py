@@ -47,7 +47,8 @@ class TorchBackend(LoopTimedBackend):
     name = "torch"
     Options = TorchOptions
     # converts the module (weights and activations) itself: no transformed ONNX
-    capabilities = Capabilities(precisions=frozenset({"fp32", "tf32", "fp16", "bf16"}), onnx_precision=False)
+    capabilities = Capabilities(precisions=frozenset({"fp32", "tf32", "fp16", "bf16"}), onnx_precision=False,
+                                native_modules=True)
 
     def __init__(self, options: dict[str, Any]) -> None:
         super().__init__(options)

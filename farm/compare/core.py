@@ -271,7 +271,7 @@ def _accuracy(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         found["change"] = f"{found['base']} -> {found['new']}"
     else:
         found["change"] = None
-    if found["new"] == "fail" and b.get("failed_metric"):
+    if found["new"] in ("fail", "unjudged") and b.get("failed_metric"):
         found["failed_metric"] = b["failed_metric"]
     return found
 

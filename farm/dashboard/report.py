@@ -71,7 +71,7 @@ def write_report(results: str | Path, sweep: str, output: Path, baseline: str | 
         if len(plotted):
             parts.append(f"<h3>Pareto frontier: throughput against p99 latency</h3><p class=meta>"
                          f"{int(plotted.pareto.sum())} of {len(plotted)} cells are on it (joined by the dashed line); "
-                         "marker: o pass, x fail, s accuracy not checked.</p>" + _chart_pareto(plotted))
+                         "marker: o pass, x fail, d unjudged, s accuracy not checked.</p>" + _chart_pareto(plotted))
         parts.append(f"<h3>Cells</h3><p class=meta>Speedup = throughput over the baseline <b>{_e(baseline)}</b> at "
                      "the same batch size; <span class=noise>within noise</span>: the 95 % interval of the ratio "
                      "of the two median latencies includes 1, or the ratio is less than "
@@ -218,7 +218,7 @@ def _chart_against_batch(rows: pd.DataFrame, field: str, title: str) -> str:
 
 def _chart_pareto(rows: pd.DataFrame) -> str:
     figure, axes = _figure(9, 4.2)
-    markers = {"pass": "o", "fail": "x", "not checked": "s"}
+    markers = {"pass": "o", "fail": "x", "unjudged": "d", "not checked": "s"}
     looks = _looks(rows)
     for (series, verdict), points in rows.groupby(["series", "accuracy"]):
         axes.scatter(points.latency_p99_ms, points.throughput_samples_per_s, marker=markers[verdict],
@@ -256,7 +256,7 @@ def _cell_table(rows: pd.DataFrame) -> str:
     for r in rows.sort_values(["batch", "throughput_samples_per_s"], ascending=[True, False]).itertuples():
         noise = r.vs_baseline == "within noise"
         speedup = "–" if pd.isna(r.speedup) else f"{r.speedup:.3f}×"
-        verdict = r.accuracy if r.accuracy != "fail" else f"fail: {r.failed_metric}"
+        verdict = f"{r.accuracy}: {r.failed_metric}" if r.accuracy in ("fail", "unjudged") else r.accuracy
         ci = f"{_n(r.noise_low_ms)} – {_n(r.noise_high_ms)}" if pd.notna(r.noise_low_ms) else "–"
         if r.noise_source == "stored" and ci != "–":
             ci += " (stored)"

@@ -112,16 +112,17 @@ def summary(snap: Snapshot, frame: pd.DataFrame, baseline: str | None) -> pd.Dat
     accuracy, as SUMMARY_FIELDS (accuracy: the figure that decided the verdict, `metric_text`; n:
     samples compared, None where the warehouse does not record it), and the fastest that fails,
     as the same fields prefixed `fail_`; `fail_faster` marks where the failing one is the faster.
-    Where no cell of a group had its accuracy checked, the fastest unchecked cell stands in (its
-    verdict None). `frame` holds the cells (with `series`, `series_labels` of the chosen sweeps)."""
+    Where no cell of a group had its accuracy judged, the fastest unchecked or unjudged cell stands
+    in (its verdict None or 'unjudged'). `frame` holds the cells (with `series`, `series_labels` of the chosen sweeps)."""
     measured = frame[(frame.status == "ok") & frame.throughput_samples_per_s.notna()]
     keys = group_keys(frame)
     columns = keys + SUMMARY_FIELDS + [f"fail_{f}" for f in SUMMARY_FIELDS] + ["fail_faster"]
     if measured.empty:
         return pd.DataFrame(columns=columns)
     ranked = measured.sort_values("throughput_samples_per_s", ascending=False, kind="stable")
-    checked = ranked.groupby(keys, dropna=False).verdict.transform(lambda v: v.notna().any())
-    best = ranked[(ranked.verdict == "pass") | (ranked.verdict.isna() & ~checked)].drop_duplicates(keys)
+    judged = ranked.verdict.isin(["pass", "fail"])
+    checked = judged.groupby([ranked[k] for k in keys], dropna=False).transform("any")
+    best = ranked[(ranked.verdict == "pass") | (~judged & ~checked)].drop_duplicates(keys)
     failing = ranked[ranked.verdict == "fail"].drop_duplicates(keys)
     base = measured[measured.series == baseline].drop_duplicates(["model", "batch"])
     chosen = pd.concat([best, failing, base]).drop_duplicates("cell_id")

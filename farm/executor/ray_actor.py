@@ -130,7 +130,7 @@ def _ranges(cores: list[int]) -> str:
 def with_local_model(cell: Cell, cache_dir: Path, model_ref: list) -> Cell:
     """Use the driver's model file where this node can see it, else write the shipped bytes."""
     path = cell.model.path
-    if cell.model.error or (path.is_file() and path.stat().st_size == cell.model.size_bytes):
+    if cell.model.error or cell.model.onnx_error or (path.is_file() and path.stat().st_size == cell.model.size_bytes):
         return cell
     import ray
 

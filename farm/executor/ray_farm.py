@@ -98,7 +98,7 @@ class RayExecutor:
 
             model_refs = {}
             for cell in cells:
-                if not cell.model.error and cell.model.sha256 not in model_refs:
+                if not (cell.model.error or cell.model.onnx_error) and cell.model.sha256 not in model_refs:
                     model_refs[cell.model.sha256] = ray.put(cell.model.path.read_bytes())
             gpu_cells = [c for c in cells if c.device_kind == "cuda"]
             if gpu_cells and self._gpu_slots is None:

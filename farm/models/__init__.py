@@ -8,7 +8,6 @@ hash (of its bytes) is part of every cell id. Hashes and input specs are cached 
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import math
@@ -66,10 +65,13 @@ def resolve_model(spec: ModelSpec, index: int, base_dir: Path, cache_dir: Path, 
     name = model_display_name(spec)
     default_dims: dict[str, int] = {}
     ranges: dict[str, tuple[float, float]] = {}
+    meta: dict[str, Any] | None = None
+    onnx_error = None
     if spec.source.startswith(NATIVE_PREFIXES):
-        from farm.models.native import native_model_path
-
-        path = native_model_path(spec, f"models[{index}]", base_dir, cache_dir, seed)
+        native = _native(spec, index, base_dir, cache_dir, seed)
+        if isinstance(native, ModelArtifact):
+            return native
+        path, meta, onnx_error = native
     elif spec.source.startswith("zoo:"):
         from farm.models.zoo import ZOO
 
@@ -78,7 +80,7 @@ def resolve_model(spec: ModelSpec, index: int, base_dir: Path, cache_dir: Path, 
         default_dims, ranges = entry.default_dims, entry.input_ranges
     else:
         path = (base_dir / spec.source).resolve()
-    meta = _read_metadata(path)
+    meta = meta or _read_metadata(path)
     dims = {**default_dims, **spec.dims}
     where = f"models[{index}]"
     if meta.get("error"):
@@ -102,7 +104,8 @@ def resolve_model(spec: ModelSpec, index: int, base_dir: Path, cache_dir: Path, 
     for raw in meta["inputs"]:
         override = spec.inputs.get(raw["name"])
         dtype = override.dtype if override and override.dtype else raw["dtype"]
-        low, high = _value_range(raw["name"], dtype, shapes[raw["name"]], override, ranges, where)
+        low, high = _value_range(raw["name"], dtype, shapes[raw["name"]], override, ranges, where,
+                                 raw.get("hint") if dtype == raw["dtype"] else None)
         inputs.append(InputSpec(raw["name"], dtype, shapes[raw["name"]], float(low), float(high),
                                 batch_axes[raw["name"]]))
     declared = None
@@ -110,7 +113,26 @@ def resolve_model(spec: ModelSpec, index: int, base_dir: Path, cache_dir: Path, 
         firsts = {shape[0] for shape in shapes.values() if shape}
         declared = firsts.pop() if len(firsts) == 1 and isinstance(next(iter(firsts)), int) else 1
     return ModelArtifact(name, spec.source, path, meta["sha256"], meta["size"], tuple(inputs), dims,
-                         declared_batch=declared)
+                         declared_batch=declared, onnx_error=onnx_error)
+
+
+def _native(spec: ModelSpec, index: int, base_dir: Path, cache_dir: Path,
+            seed: int) -> ModelArtifact | tuple[Path, dict[str, Any] | None, str | None]:
+    """A PyTorch source's ONNX path, its metadata where no ONNX file can give it, and why it has
+    none; or, where the factory cannot build the module, a model whose cells fail with the reason."""
+    from farm.models.native import WEIGHTS_NAME, ModelFailed, native_model
+
+    try:
+        native = native_model(spec, f"models[{index}]", base_dir, cache_dir, seed)
+    except ModelFailed as exc:  # this model's cells fail with the reason; the sweep goes on
+        identity = hashlib.sha256(json.dumps([spec.source, spec.kwargs, seed], default=str).encode()).hexdigest()
+        return ModelArtifact(model_display_name(spec), spec.source, cache_dir / "native", identity, 0, (),
+                             dict(spec.dims), exc.reason)
+    if not native.onnx_error:
+        return native.path, None, None
+    # no ONNX file to read: the inputs as the sweep file gives them
+    return native.path, {"sha256": native.sha256, "size": (native.path.parent / WEIGHTS_NAME).stat().st_size,
+                         "inputs": native.inputs}, native.onnx_error
 
 
 def _common_dynamic_first_axis(shapes: dict[str, tuple[int | str, ...]]) -> bool:
@@ -177,8 +199,10 @@ def _batch_axes(name: str, shapes: dict[str, tuple[int | str, ...]], batch_dim: 
 
 
 def _value_range(input_name: str, dtype: str, shape: tuple[int | str, ...], override: Any,
-                 zoo_ranges: dict[str, tuple[float, float]], where: str) -> tuple[float, float]:
-    """[low, high) of an input's random values (low == high: that one value)."""
+                 zoo_ranges: dict[str, tuple[float, float]], where: str,
+                 hint: dict[str, Any] | None = None) -> tuple[float, float]:
+    """[low, high) of an input's random values (low == high: that one value). `hint`: what the
+    graph says of an integer input (farm.models.int_ranges), used where the sweep file says nothing."""
     kind = np.dtype(dtype).kind if dtype != "bfloat16" else "f"
     key = f"{where}.inputs.{toml_key(input_name)}"
     if override is not None and override.value is not None:
@@ -209,6 +233,9 @@ def _value_range(input_name: str, dtype: str, shape: tuple[int | str, ...], over
         return BOOL_RANGE
     if input_name.lower() in KNOWN_INT_RANGES:
         return KNOWN_INT_RANGES[input_name.lower()]
+    if hint is not None:
+        low, high = hint["range"]
+        return (float(low), float(low)) if high == low + 1 else (float(low), float(high))
     scalar = all(d == 1 for d in shape)
     fix = f"inputs.{toml_key(input_name)}.{'value = 1' if scalar else 'range = [0, 2]'}"
     raise ConfigError(f"{key}: integer input {input_name!r} ({dtype}, shape {shape_text(shape)}) has no value "
@@ -239,7 +266,7 @@ def _read_metadata(path: Path) -> dict[str, Any]:
     """Hash and input specs of an ONNX file, cached in a sidecar keyed by size and mtime."""
     stat = path.stat()
     sidecar = path.with_name(path.name + ".farm.json")
-    key = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "version": 2}
+    key = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "version": 3}
     try:
         cached = json.loads(sidecar.read_text())
         if all(cached.get(k) == v for k, v in key.items()):
@@ -263,10 +290,13 @@ def _onnx_inputs(data: bytes) -> list[dict[str, Any]]:
     import onnx
     from onnx import helper
 
+    from farm.models.int_ranges import integer_hints
+
     model = onnx.load_from_string(data)
     if not model.graph.node:
         raise ValueError("the graph has no nodes")
     initializers = {t.name for t in model.graph.initializer}
+    hints = integer_hints(model)
     inputs = []
     for value in model.graph.input:
         if value.name in initializers:
@@ -281,7 +311,7 @@ def _onnx_inputs(data: bytes) -> list[dict[str, Any]]:
                 shape.append(int(dim.dim_value))
             else:  # no name (or "?"): sized by its location, never shared with another "?"
                 shape.append(dim.dim_param if dim.dim_param.strip() else UNNAMED)
-        inputs.append({"name": value.name, "dtype": dtype, "shape": shape})
+        inputs.append({"name": value.name, "dtype": dtype, "shape": shape, "hint": hints.get(value.name)})
     if not inputs:
         raise ValueError("the model has no inputs")
     return inputs

@@ -1,8 +1,13 @@
 """PyTorch-native model sources: `module:PKG.MOD:FACTORY` and `torchvision:NAME`.
 
 The planner calls the factory once (torch seeded first, so the weights are deterministic), saves
-the module's state_dict and exports it to ONNX (batch axis dynamic) into the warehouse cache. ONNX
-engines run that file, and the model's sha256 is the file's; the torch backend builds the module
+the module's state_dict and exports it to ONNX (batch axis dynamic) into the warehouse cache:
+`torch.onnx.export(dynamo=True)`, as PyTorch recommends, and the TorchScript exporter where that
+fails (`native.json` says which ran; the exporters' output goes to `export.log` beside it, never to
+the terminal). ONNX engines run that file, and the model's sha256 is the file's. A module neither
+exporter takes keeps its PyTorch cells (the model's sha256 is then its weights'), and its ONNX
+engines' cells are `unsupported` with the reason; a factory that raises fails that model's cells
+only. Either way the rest of the sweep runs. The torch backend builds the module
 from the factory again and loads the saved state_dict (`native_module`), so PyTorch cells run
 the user's real nn.Module with the very weights every other engine runs. torch and the factory's
 package are imported only here, only for these sources.
@@ -10,6 +15,7 @@ package are imported only here, only for these sources.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import importlib
@@ -17,7 +23,6 @@ import inspect
 import io
 import json
 import sys
-import warnings
 from pathlib import Path
 from typing import Any, Callable
 
@@ -25,16 +30,36 @@ import numpy as np
 
 from farm.config import NATIVE_SOURCE, ModelSpec
 from farm.errors import ConfigError
+from farm.models.export import ExportFailed, captured_output, export_onnx
 from farm.files import TEMP_DIR_NAME, write_atomic
 from farm.records import BATCH_NAMES, BuildStats, axis_key
 
-NATIVE_VERSION = 1  # bump when the export changes, so cached exports are made again
-EXPORT_OPSET = 17
+NATIVE_VERSION = 2  # bump when the export changes, so cached exports are made again
 EXPORT_BATCH = 2  # traced at batch 2, so that no batch-1 squeeze is baked into the graph
 TORCHVISION_MODULE = "torchvision.models"
 # torchvision's classification models, when the sweep file names no inputs: one image batch
 TORCHVISION_INPUTS = {"input": (("batch", 3, 224, 224), "float32")}
-ONNX_NAME, WEIGHTS_NAME, META_NAME = "model.onnx", "state_dict.pt", "native.json"
+ONNX_NAME, WEIGHTS_NAME, META_NAME, LOG_NAME = "model.onnx", "state_dict.pt", "native.json", "export.log"
+
+
+class ModelFailed(Exception):
+    """The model itself cannot be built here (its factory raised, or returned no module): its
+    cells fail with this reason, and the rest of the sweep runs."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclasses.dataclass(frozen=True)
+class NativeModel:
+    """What planning gets of a native source: where its files are (`model.onnx`, which may be
+    absent where `onnx_error` says why), and the sha256 that stands for the model in cell ids."""
+
+    path: Path
+    sha256: str | None  # None: the ONNX file's (farm.models reads it); else the weights'
+    onnx_error: str | None
+    inputs: list[dict[str, Any]]  # name, dtype, shape: as the ONNX file's would read
 
 
 def factory_ref(source: str) -> tuple[str, str]:
@@ -47,9 +72,11 @@ def factory_ref(source: str) -> tuple[str, str]:
     return match["module"], match["factory"]
 
 
-def native_model_path(spec: ModelSpec, where: str, base_dir: Path, cache_dir: Path, seed: int) -> Path:
+def native_model(spec: ModelSpec, where: str, base_dir: Path, cache_dir: Path, seed: int) -> NativeModel:
     """The ONNX export of a native source, made once into `<cache>/native/` (written atomically,
-    the ONNX file last). Raises ConfigError, one line, for a source farm cannot build."""
+    `native.json` and the ONNX file last). Raises ConfigError, one line, for a mistake in the sweep
+    file (no such module or factory, kwargs it does not take, no input shapes), ModelFailed for a
+    factory that cannot build its module; an export no exporter manages is `onnx_error`."""
     torch = _import_torch(where)
     module_name, factory_name = factory_ref(spec.source)
     factory = import_factory(module_name, factory_name, base_dir, where)
@@ -60,25 +87,49 @@ def native_model_path(spec: ModelSpec, where: str, base_dir: Path, cache_dir: Pa
     digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
     folder = cache_dir / "native" / f"{factory_name}-{digest}"
     onnx_path = folder / ONNX_NAME
-    if onnx_path.exists():
-        return onnx_path
+    described = [{"name": name, "dtype": dtype, "shape": list(shape)} for name, shape, dtype in inputs]
+    cached = read_native(onnx_path)
+    if cached is not None and (onnx_path.exists() or cached.get("onnx_error")):
+        return _described(folder, cached, described)
     net = construct(factory, spec.kwargs, seed, f"{module_name}.{factory_name}", where)
     wrapper = wrap_module(net, [name for name, _, _ in inputs], [])
     examples = _example_inputs(torch, inputs, spec.dims, seed)
-    with torch.no_grad():
-        count = len(wrapper(*examples))
+    try:
+        with torch.no_grad():
+            count = len(wrapper(*examples))
+    except Exception as exc:  # noqa: BLE001 - the module's own forward: its cells say so
+        raise ModelFailed(f"{spec.source}: forward() on the example inputs raised {type(exc).__name__}: "
+                          f"{_first_line(exc)}") from None
     outputs = ["output"] if count == 1 else [f"output_{i}" for i in range(count)]
-    data = _export(torch, wrapper, examples, inputs, outputs, spec.source, where)
     tmp_dir = cache_dir / TEMP_DIR_NAME
     buffer = io.BytesIO()
     torch.save(net.state_dict(), buffer)
-    write_atomic(folder / WEIGHTS_NAME, buffer.getvalue(), tmp_dir=tmp_dir, make_parents=True)
     meta = {"source": spec.source, "module": module_name, "factory": factory_name, "kwargs": spec.kwargs,
             "seed": seed, "import_path": str(base_dir), "input_names": [n for n, _, _ in inputs],
-            "output_names": outputs, "torch": torch.__version__}
+            "output_names": outputs, "torch": torch.__version__,
+            "weights_sha256": hashlib.sha256(buffer.getvalue()).hexdigest()}
+    try:
+        data, meta["exporter"], log = export_onnx(torch, wrapper, examples, inputs, outputs)
+    except ExportFailed as exc:
+        data, log = None, exc.log
+        meta["onnx_error"] = (f"PyTorch could not export {spec.source} to ONNX ({exc.reason}); engines that run "
+                              "ONNX need a file: export it yourself and give its path as the source")
+    write_atomic(folder / WEIGHTS_NAME, buffer.getvalue(), tmp_dir=tmp_dir, make_parents=True)
+    write_atomic(folder / LOG_NAME, log, tmp_dir=tmp_dir)
+    if data is not None:
+        write_atomic(onnx_path, data, tmp_dir=tmp_dir)
     write_atomic(folder / META_NAME, json.dumps(meta, indent=1, default=str), tmp_dir=tmp_dir)
-    write_atomic(onnx_path, data, tmp_dir=tmp_dir)
-    return onnx_path
+    return _described(folder, meta, described)
+
+
+def _described(folder: Path, meta: dict[str, Any], inputs: list[dict[str, Any]]) -> NativeModel:
+    error = meta.get("onnx_error")
+    return NativeModel(folder / ONNX_NAME, meta.get("weights_sha256") if error else None, error, inputs)
+
+
+def native_model_path(spec: ModelSpec, where: str, base_dir: Path, cache_dir: Path, seed: int) -> Path:
+    """The path of a native source's ONNX export (native_model), for callers that need the file."""
+    return native_model(spec, where, base_dir, cache_dir, seed).path
 
 
 def _import_torch(where: str):
@@ -113,7 +164,8 @@ def import_factory(module_name: str, factory_name: str, import_path: Path | str,
 
 
 def construct(factory: Callable, kwargs: dict[str, Any], seed: int, label: str, where: str):
-    """The factory's module, built with torch seeded and in eval mode; ConfigError if it cannot be."""
+    """The factory's module, built with torch seeded and in eval mode: ConfigError for kwargs the
+    factory does not take, ModelFailed where it raises or returns something else."""
     import torch
 
     try:
@@ -124,11 +176,12 @@ def construct(factory: Callable, kwargs: dict[str, Any], seed: int, label: str, 
         pass  # no signature to check (a builtin): the call says
     torch.manual_seed(seed)
     try:
-        net = factory(**kwargs)
+        with captured_output():  # a factory's own prints (download notices, warnings) stay off the terminal
+            net = factory(**kwargs)
     except Exception as exc:
-        raise ConfigError(f"{where}.source: {label}(**kwargs) raised {type(exc).__name__}: {_first_line(exc)}") from None
+        raise ModelFailed(f"{label}(**kwargs) raised {type(exc).__name__}: {_first_line(exc)}") from None
     if not isinstance(net, torch.nn.Module):
-        raise ConfigError(f"{where}.source: {label}() returned a {type(net).__name__}, not a torch.nn.Module")
+        raise ModelFailed(f"{label}() returned a {type(net).__name__}, not a torch.nn.Module")
     return net.eval()
 
 
@@ -163,25 +216,6 @@ def _example_inputs(torch, inputs: list[tuple[str, tuple, str]], dims: dict[str,
 
 def _numpy_dtype(dtype: str) -> str:
     return "float32" if dtype == "bfloat16" else dtype
-
-
-def _export(torch, wrapper, examples: list, inputs: list, outputs: list[str], source: str, where: str) -> bytes:
-    """ONNX bytes through the TorchScript exporter (dynamo=False: deterministic, and it needs no
-    onnxscript); every named dimension of an input dynamic."""
-    dynamic = {name: {axis: dim for axis, dim in enumerate(shape) if isinstance(dim, str)}
-               for name, shape, _ in inputs}
-    dynamic = {name: axes for name, axes in dynamic.items() if axes}
-    buffer = io.BytesIO()
-    try:
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")
-            torch.onnx.export(wrapper, tuple(examples), buffer, dynamo=False, opset_version=EXPORT_OPSET,
-                              input_names=[name for name, _, _ in inputs], output_names=outputs,
-                              dynamic_axes=dynamic)
-    except Exception as exc:
-        raise ConfigError(f"{where}.source: cannot export {source} to ONNX ({type(exc).__name__}: "
-                          f"{_first_line(exc)}); the ONNX engines need it") from None
-    return buffer.getvalue()
 
 
 def _code_identity(factory: Callable, module_name: str) -> dict[str, str | None]:

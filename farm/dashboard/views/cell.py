@@ -146,10 +146,12 @@ if throttled:
     st.warning(throttled)
 accuracy = snap.query("SELECT * FROM accuracy WHERE cell_id = ?", [cell_id])
 if not accuracy.empty:
-    verdict = "pass" if (accuracy.verdict == "pass").all() else "fail"
-    (st.success if verdict == "pass" else st.error)(
+    verdict = ("fail" if (accuracy.verdict == "fail").any() else "pass" if (accuracy.verdict == "pass").all()
+               else "unjudged")
+    {"pass": st.success, "fail": st.error, "unjudged": st.warning}[verdict](
         f"Accuracy against the fp32 reference: **{verdict}** (worst: "
-        + ", ".join(f"{r.output_name} {r.worst_metric} {r.worst_value:.6g}" for r in accuracy.itertuples()) + ")")
+        + ", ".join(f"{r.output_name} {r.worst_metric}" + ("" if pd.isna(r.worst_value) else f" {r.worst_value:.6g}")
+                    for r in accuracy.itertuples()) + ")")
 
 if has_telemetry(cell):
     st.subheader("GPU telemetry")

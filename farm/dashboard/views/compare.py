@@ -19,7 +19,8 @@ LATENCIES = {"p50 (median)": "latency_median_ms", "p90": "latency_p90_ms", "p95"
 THROUGHPUTS = {"samples/s": "throughput_samples_per_s", "queries/s": "throughput_qps"}
 MAX_CHARTED_MODELS = 2  # each model is three charts, 0.4 s each model to draw in a browser (10,000 cells)
 MAX_CHARTED_SERIES = 24  # per model: more lines than this are unreadable (and slow to draw)
-VERDICT_SHAPES = {"domain": ["pass", "fail", "not checked"], "range": ["circle", "cross", "square"]}
+VERDICT_SHAPES = {"domain": ["pass", "fail", "unjudged", "not checked"],
+                  "range": ["circle", "cross", "diamond", "square"]}
 CLOCK_SHAPES = {"domain": ["not throttled", "throttled"], "range": ["circle", "cross"]}
 LEGEND = {"orient": "right", "labelLimit": 0, "symbolLimit": 0}  # every entry, never cut short
 
