@@ -8,6 +8,7 @@ a `BuildRequest` and the feeds; what it can do is its declared `capabilities`.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import shutil
 import traceback
@@ -19,6 +20,7 @@ import numpy as np
 from farm.accuracy import REFERENCE, check as check_accuracy
 from farm.backends.base import Backend
 from farm.backends.registry import backend_class
+from farm.errors import EngineUnsupported
 from farm.models import make_feeds
 from farm.precision import TRANSFORMS, TransformUnsupported, Transformed, transform
 from farm.provenance import farm_commit, host_info, library_versions
@@ -31,12 +33,15 @@ Log = Callable[[str], None]
 
 
 def run_cell(cell: Cell, cache_dir: Path, log: Log = lambda message: None,
-             timing: Callable[[bool], None] = lambda on: None) -> CellResult:
+             timing: Callable[[bool], None] = lambda on: None,
+             checkpoint: Callable[[CellResult], None] = lambda result: None) -> CellResult:
     """Build, measure and profile one cell; any exception becomes a failed result.
 
     `log` receives progress lines (the executor tags them with the cell and shows them); `timing`
     True when the timed loop starts and False when it ends, so that whoever watches this process
-    can keep its costlier readings out of the timed window (farm.executor.cell_process)."""
+    can keep its costlier readings out of the timed window (farm.executor.cell_process);
+    `checkpoint` the result as it stands before per-layer profiling (the step after the figures),
+    so that a process that dies there does not take the figures with it."""
     result = CellResult(cell.cell_id, "ok", started_at=now(), host=host_info(), versions=library_versions(),
                         farm_commit=farm_commit())
     if cell.unsupported_reason:
@@ -49,7 +54,7 @@ def run_cell(cell: Cell, cache_dir: Path, log: Log = lambda message: None,
         if unavailable:
             result.status, result.reason = "skipped", unavailable
         else:
-            _run_backend(backend, cell, cache_dir, result, log, timing)
+            _run_backend(backend, cell, cache_dir, result, log, timing, checkpoint)
     result.finished_at = now()
     return result
 
@@ -87,16 +92,18 @@ def build_request(cell: Cell, model_path: Path, work_dir: Path, cache_dir: Path 
 
 
 def _run_backend(backend: Backend, cell: Cell, cache_dir: Path, result: CellResult, log: Log,
-                 timing: Callable[[bool], None]) -> None:
+                 timing: Callable[[bool], None], checkpoint: Callable[[CellResult], None]) -> None:
     work_dir = cache_dir / "work" / cell.cell_id
     shutil.rmtree(work_dir, ignore_errors=True)
     work_dir.mkdir(parents=True)
     try:
-        _build_and_measure(backend, cell, cache_dir, work_dir, result, log, timing)
+        _build_and_measure(backend, cell, cache_dir, work_dir, result, log, timing, checkpoint)
     except MemoryError:
         result.status = "failed"
         result.reason = "out of memory while building or running: try a smaller batch size or fewer threads"
         result.traceback = traceback.format_exc()
+    except EngineUnsupported as exc:  # a limit of the engine, not an accident: what to do is in it
+        result.status, result.reason, result.traceback = "unsupported", _first_line(exc)[:1000], traceback.format_exc()
     except Exception as exc:  # a failed cell is a result; the sweep goes on
         result.status = "failed"
         result.reason = f"{type(exc).__name__}: {_first_line(exc)}"[:500]
@@ -109,7 +116,7 @@ def _run_backend(backend: Backend, cell: Cell, cache_dir: Path, result: CellResu
 
 
 def _build_and_measure(backend: Backend, cell: Cell, cache_dir: Path, work_dir: Path, result: CellResult,
-                       log: Log, timing: Callable[[bool], None]) -> None:
+                       log: Log, timing: Callable[[bool], None], checkpoint: Callable[[CellResult], None]) -> None:
     feeds = make_feeds(cell.model.inputs, cell.input_shapes, cell.measurement.seed)
     transformed = None
     if backend.capabilities.onnx_precision and cell.precision in TRANSFORMS:
@@ -144,6 +151,7 @@ def _build_and_measure(backend: Backend, cell: Cell, cache_dir: Path, work_dir: 
         log("checking accuracy against the fp32 reference")
         result.accuracy = _accuracy_rows(backend, cell, feeds, cache_dir, log)
     if cell.measurement.layer_iterations:
+        checkpoint(dataclasses.replace(result, finished_at=now()))
         log("profiling layers")
         result.layers = backend.profile_layers(feeds, cell.measurement.layer_iterations)
 

@@ -12,3 +12,9 @@ class UserError(Exception):
 
 class ConfigError(UserError):
     """The sweep file is invalid. Raised before anything is written."""
+
+
+class EngineUnsupported(Exception):
+    """What an engine (or farm's path to it) cannot do with this model: an operator it lacks, a
+    graph it cannot capture. The cell is `unsupported` with this one-line reason, which says what
+    to do; never `failed`, which is for what should have worked."""

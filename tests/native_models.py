@@ -68,3 +68,26 @@ def not_exportable(width: int = 16) -> nn.Module:
             return self.body(x)
 
     return ThroughNumpy()
+
+
+def aborts_in_cell_process(stage: str = "measuring", width: int = 16) -> nn.Module:
+    """A module that prints an engine-like message and aborts inside a farm cell process (never in
+    the planner that exports it): while measuring, or only under the profiler (per-layer profiling,
+    after the cell's figures are taken)."""
+    import os
+    import sys
+
+    class Aborts(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.body = nn.Linear(width, width)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            in_cell = "cell_process" in sys.argv[0] and not torch.onnx.is_in_onnx_export()
+            if in_cell and (stage == "measuring" or torch.autograd._profiler_enabled()):
+                os.write(2, b"CUDA failure 800: operation not permitted ; GPU=0 ; file=cuda_allocator.cc ; "
+                            b"expr=cudaFreeHost(p);\n")
+                os.abort()
+            return self.body(x)
+
+    return Aborts()

@@ -191,9 +191,11 @@ def test_degenerate_reference_rule() -> None:
     from farm.accuracy import degenerate_reference
 
     sparse = np.zeros(10_000, np.float32)
-    sparse[:5] = 0.003  # 99.95 % zero: a text detector's map on random inputs
-    assert degenerate_reference(sparse) == "reference ~0 on 100.0 % of elements on these inputs"
-    sparse[:200] = 0.5  # 98 % zero: a real, sparse output
+    sparse[:5] = 0.5  # 99.95 % zero
+    assert degenerate_reference(sparse) == "reference ~0 on these inputs (100.0 % of elements 0, largest 0.5)"
+    sparse[:160] = np.linspace(1e-5, 0.003, 160)  # 98.4 % zero, the largest 0.003: a text detector's map on noise
+    assert degenerate_reference(sparse) == "reference ~0 on these inputs (98.4 % of elements 0, largest 0.003)"
+    sparse[0] = 0.5  # 98.4 % zero, one clear score: a real, sparse output
     assert degenerate_reference(sparse) is None
     assert degenerate_reference(np.full(4, 2.5, np.float32)) == "reference constant (2.5) on these inputs"
     assert degenerate_reference(np.zeros(8, np.int64)) is None  # indices and counts compare exactly

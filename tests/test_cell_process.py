@@ -184,3 +184,58 @@ def test_a_cell_past_its_timeout_is_stopped_without_a_retry(tmp_path: Path) -> N
         assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
     finally:
         process.stop()
+
+
+def native_cell(tmp_path: Path, stage: str, layer_iterations: int):
+    config = write_sweep(tmp_path, f"""
+[[models]]
+source = "module:tests.native_models:aborts_in_cell_process"
+kwargs = {{ stage = "{stage}" }}
+inputs = {{ x = {{ shape = ["batch", 16] }} }}
+[axes]
+backends = ["torch"]
+[backends.torch]
+device = "cpu"
+[measurement]
+warmup_ms = 10
+min_iterations = 5
+min_duration_ms = 50
+repeats = 1
+layer_iterations = {layer_iterations}
+""")
+    (cell,) = plan_sweep(load_config(config), tmp_path / "cache").cells
+    return cell
+
+
+def test_a_dead_cell_keeps_what_its_process_printed_last(tmp_path: Path) -> None:
+    """An engine that aborts says why on stderr first: that line is in the reason (one line), the
+    last lines of its output in the death's tail; the next cell's process starts clean."""
+    process = CellProcess()
+    try:
+        death = process.run(native_cell(tmp_path, "measuring", 0), tmp_path / "cache", lambda message: None)
+        assert isinstance(death, CellDeath) and death.signal == "SIGABRT", death
+        assert death.reason.startswith("the cell's process was killed by SIGABRT")
+        assert "; it last printed: " in death.reason and "CUDA failure 800: operation not permitted" in death.reason
+        assert "\n" not in death.reason and "cudaFreeHost" in death.output_tail
+        (tmp_path / "other").mkdir()
+        healthy = process.run(one_cell(tmp_path / "other"), tmp_path / "cache", lambda message: None)
+        assert isinstance(healthy, CellResult) and healthy.status == "ok"
+    finally:
+        process.stop()
+
+
+def test_a_death_in_per_layer_profiling_keeps_the_figures(tmp_path: Path) -> None:
+    """The process dies after the cell was measured (in per-layer profiling, as ONNX Runtime did
+    beside PyTorch's profiler): the cell is ok with its samples and accuracy, no per-layer rows,
+    and the reason says which step died and how."""
+    process = CellProcess()
+    try:
+        result = process.run(native_cell(tmp_path, "profiling", 2), tmp_path / "cache", lambda message: None)
+    finally:
+        process.stop()
+    assert isinstance(result, CellResult) and result.status == "ok", result
+    assert result.samples is not None and len(result.samples) >= 5 and result.accuracy
+    assert result.layers == []
+    assert result.reason.startswith("per-layer profiling did not finish, so this cell has no per-layer rows "
+                                    "(the cell's process was killed by SIGABRT")
+    assert "CUDA failure 800" in result.reason and "cudaFreeHost" in result.traceback

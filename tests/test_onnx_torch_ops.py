@@ -132,3 +132,113 @@ def test_shape_constants_compile_into_one_graph_without_reading_tensors() -> Non
     assert all(value.base is None for value in module.constants.values())
     explained = dynamo.explain(module)(torch.from_numpy(feeds["x"]))
     assert (explained.graph_count, explained.graph_break_count) == (1, 0)
+
+
+# --- the operators of the models users bring (farm.onnx_torch.seq_ops) ------------------------
+
+B = TensorProto.BOOL
+V = RNG.standard_normal((2, 3, 4)).astype(np.float32)
+MASK = RNG.random((2, 3, 4)) > 0.5
+
+
+def const(name, array):
+    return numpy_helper.from_array(np.asarray(array), name)
+
+
+SINGLE = {  # op: (node kwargs, inputs [(name, type, array)], initializers, opset)
+    "Not": ({}, [("x", B, MASK)], [], 17),
+    "And": ({}, [("x", B, MASK), ("y", B, ~MASK)], [], 17),
+    "Where": ({}, [("c", B, MASK), ("x", F, V), ("y", F, -V)], [], 17),
+    "Less": ({}, [("x", F, V), ("y", F, V[::-1].copy())], [], 17),
+    "Neg": ({}, [("x", F, V)], [], 17),
+    "Abs": ({}, [("x", F, V)], [], 17),
+    "Floor": ({}, [("x", F, V * 3)], [], 17),
+    "Log": ({}, [("x", F, np.abs(V) + 0.1)], [], 17),
+    "Reciprocal": ({}, [("x", F, np.abs(V) + 0.1)], [], 17),
+    "Softplus": ({}, [("x", F, V)], [], 17),
+    "HardSwish": ({}, [("x", F, V * 4)], [], 17),
+    "Max": ({}, [("x", F, V), ("y", F, -V)], [], 17),
+    "Sum": ({}, [("x", F, V), ("y", F, V)], [], 17),
+    "ReduceSum": ({"keepdims": 0}, [("x", F, V)], [const("axes", np.array([1, -1], np.int64))], 17),
+    "ReduceMax": ({}, [("x", F, V)], [const("axes", np.array([2], np.int64))], 18),
+    "ArgMax": ({"axis": 1, "keepdims": 0}, [("x", F, V)], [], 17),
+    "Size": ({}, [("x", F, V)], [], 17),
+    "Tile": ({}, [("x", F, V)], [const("repeats", np.array([1, 2, 3], np.int64))], 17),
+    "CumSum": ({}, [("x", F, V)], [const("axis", np.array(2, np.int64))], 17),
+    "LogSoftmax": ({"axis": 1}, [("x", F, V)], [], 17),
+    "InstanceNormalization": ({}, [("x", F, V)], [const("s", RNG.random(3).astype(np.float32)),
+                                                  const("b", RNG.random(3).astype(np.float32))], 17),
+    "PRelu": ({}, [("x", F, V)], [const("slope", np.full((3, 1), 0.2, np.float32))], 17),
+    "GatherElements": ({"axis": 2}, [("x", F, V)], [const("i", RNG.integers(-4, 4, (2, 3, 2)))], 17),
+}
+
+
+@pytest.mark.parametrize("op", SINGLE)
+def test_elementwise_logic_and_reductions(op: str) -> None:
+    attrs, inputs, initializers, opset = SINGLE[op]
+    names = [n for n, _, _ in inputs] + [t.name for t in initializers]
+    outputs = ["y_out"]
+    proto = model([helper.make_node(op, names, outputs, **attrs)], [(n, t, a.shape) for n, t, a in inputs],
+                  [(o, F) for o in outputs], initializers, opset)
+    del proto.graph.output[:]
+    proto.graph.output.extend([helper.make_empty_tensor_value_info("y_out")])
+    check(proto, {n: a for n, _, a in inputs})
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge"])
+def test_pad(mode: str) -> None:
+    pads = const("pads", np.array([0, 1, 2, 0, 2, 1], np.int64))
+    value = const("value", np.array(0.5, np.float32))
+    check(model([helper.make_node("Pad", ["x", "pads"] + (["value"] if mode == "constant" else []), ["y"], mode=mode)],
+                [("x", F, V.shape)], [("y", F)], [pads, value]), {"x": V})
+
+
+@pytest.mark.parametrize("starts, ends, steps", [([0, 3], [3, -100], [2, -1]), ([-1, 0], [-100, 4], [-2, 3])])
+def test_slice_with_steps(starts, ends, steps) -> None:
+    inits = [const("s", np.array(starts, np.int64)), const("e", np.array(ends, np.int64)),
+             const("a", np.array([1, 2], np.int64)), const("st", np.array(steps, np.int64))]
+    check(model([helper.make_node("Slice", ["x", "s", "e", "a", "st"], ["y"])], [("x", F, V.shape)], [("y", F)], inits),
+          {"x": V})
+
+
+def test_top_k() -> None:
+    check(model([helper.make_node("TopK", ["x", "k"], ["values", "indices"], axis=-1)], [("x", F, V.shape)],
+                [("values", F), ("indices", I64)], [const("k", np.array([2], np.int64))]), {"x": V})
+
+
+@pytest.mark.parametrize("kind, direction, layout", [("LSTM", "bidirectional", 0), ("LSTM", "forward", 0),
+                                                      ("LSTM", "reverse", 0), ("GRU", "bidirectional", 0)])
+def test_recurrent_layers_match_onnx_runtime(kind: str, direction: str, layout: int) -> None:
+    """ONNX's gate order (LSTM i,o,f,c; GRU z,r,h) run by torch.lstm / torch.gru, with biases and
+    initial states."""
+    seq, batch, size, hidden = 5, 3, 6, 4
+    dirs, gates = (2 if direction == "bidirectional" else 1), (4 if kind == "LSTM" else 3)
+    inits = [const("W", RNG.standard_normal((dirs, gates * hidden, size)).astype(np.float32) * 0.5),
+             const("R", RNG.standard_normal((dirs, gates * hidden, hidden)).astype(np.float32) * 0.5),
+             const("B", RNG.standard_normal((dirs, 2 * gates * hidden)).astype(np.float32) * 0.5)]
+    x = RNG.standard_normal((batch, seq, size) if layout else (seq, batch, size)).astype(np.float32)
+    state = (batch, dirs, hidden) if layout else (dirs, batch, hidden)
+    h0 = RNG.standard_normal(state).astype(np.float32)
+    names, feeds = ["x", "W", "R", "B", "", "h0"], {"x": x, "h0": h0}
+    outputs = [("y", F), ("h", F)]
+    extra = {"linear_before_reset": 1} if kind == "GRU" else {}
+    if kind == "LSTM":
+        names.append("c0")
+        feeds["c0"] = RNG.standard_normal(state).astype(np.float32)
+        outputs.append(("c", F))
+    node = helper.make_node(kind, names, [o for o, _ in outputs], hidden_size=hidden, direction=direction,
+                            layout=layout, **extra)
+    check(model([node], [(n, F, a.shape) for n, a in feeds.items()], outputs, inits, 17), feeds)
+
+
+@pytest.mark.parametrize("center", [0, 1])
+def test_non_max_suppression(center: int) -> None:
+    boxes = RNG.random((2, 40, 4)).astype(np.float32)
+    boxes[..., 2:] += boxes[..., :2] if not center else 0  # corners: y2 > y1 (centres: widths as drawn)
+    scores = RNG.random((2, 3, 40)).astype(np.float32)
+    inits = [const("k", np.array([5], np.int64)), const("iou", np.array([0.3], np.float32)),
+             const("floor", np.array([0.2], np.float32))]
+    check(model([helper.make_node("NonMaxSuppression", ["boxes", "scores", "k", "iou", "floor"], ["sel"],
+                                  center_point_box=center)],
+                [("boxes", F, boxes.shape), ("scores", F, scores.shape)], [("sel", I64)], inits, 17),
+          {"boxes": boxes, "scores": scores})

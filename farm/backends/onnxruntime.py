@@ -162,7 +162,14 @@ class OnnxRuntimeBackend(LoopTimedBackend):
     def _new_session(self, opts, cuda_graph: bool | None = None):
         import onnxruntime as ort
 
-        session = ort.InferenceSession(str(self.model_path), opts, providers=self._providers(cuda_graph))
+        try:
+            session = ort.InferenceSession(str(self.model_path), opts, providers=self._providers(cuda_graph))
+        except Exception as exc:
+            if cuda_graph is not False and self.options.cuda_graph:
+                from farm.backends.ort_cuda import raise_if_uncapturable
+
+                raise_if_uncapturable(exc)
+            raise
         if self.cuda:
             wanted = self._providers()[0][0]
             if wanted not in session.get_providers():  # ONNX Runtime falls back silently: not here
@@ -183,7 +190,14 @@ class OnnxRuntimeBackend(LoopTimedBackend):
         start = time.perf_counter()
         self.session = self._new_session(opts)
         if self.cuda:
-            self._bind(feeds)
+            try:
+                self._bind(feeds)
+            except Exception as exc:
+                if self.options.cuda_graph:
+                    from farm.backends.ort_cuda import raise_if_uncapturable
+
+                    raise_if_uncapturable(exc)
+                raise
         build_s = time.perf_counter() - start
         original = onnx.load(str(self.model_path), load_external_data=False)
         saved = optimized_path.exists()

@@ -15,6 +15,7 @@ PyTorch: both use the CUDA runtime's primary context, which ONNX Runtime shares.
 from __future__ import annotations
 
 import ctypes
+import re
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -295,3 +296,21 @@ class BoundSession:
     def close(self) -> None:
         self.binding = None
         self.inputs, self.outputs = [], []
+
+
+# How ONNX Runtime says a session cannot be captured in a CUDA graph (1.17 to 1.22 wordings): a node
+# left on the CPU, control flow, or a dynamic-shape node the capture cannot hold.
+_UNCAPTURABLE = re.compile(r"cannot use the (CUDA Graph|graph capture) feature|CUDA graph capture|"
+                           r"cudaStreamBeginCapture|graph capture is not supported", re.IGNORECASE)
+
+
+def raise_if_uncapturable(exc: BaseException) -> None:
+    """EngineUnsupported where `exc` is ONNX Runtime refusing to capture the model in a CUDA graph:
+    a limit of the engine for this model, not an accident; the cell without CUDA graphs runs."""
+    from farm.errors import EngineUnsupported
+
+    text = str(exc)
+    if _UNCAPTURABLE.search(text):
+        first = next((line.strip() for line in text.splitlines() if _UNCAPTURABLE.search(line)), text.strip())
+        raise EngineUnsupported(f"ONNX Runtime cannot capture this model in a CUDA graph ({first[:300]}): "
+                                "run it with cuda_graph = false") from exc

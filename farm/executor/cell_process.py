@@ -9,7 +9,11 @@ killer), says so, and starts a fresh child for the next cell. The child is reuse
 cell, so in-process caches (CUDA context, compiled kernels) stay warm as before.
 
 The child runs in a session of its own (killing its process group ends its helpers too, e.g.
-torch.compile's compile workers) and ends itself when its parent disappears.
+torch.compile's compile workers) and ends itself when its parent disappears. What it prints goes
+to a file the worker keeps: a cell whose process dies carries the last lines it printed (an
+engine's own message before an abort) in its reason. A cell whose figures were taken before its
+process died (in the per-layer profiling that follows them) keeps them: the child sends its result
+before that step, and the death costs only the per-layer rows, which the reason says.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from multiprocessing.connection import Connection, Pipe
@@ -38,6 +43,8 @@ CHILDREN_EVERY = 4  # polls between rescans of the child's process tree (a /proc
 # PSS again once the timed window is over.
 PARENT_CHECK_S = 0.5  # how often the child checks that its worker is still there
 START_TIMEOUT_S = 120.0
+TAIL_LINES, TAIL_BYTES = 40, 16_384  # what a dead cell keeps of its process's last output
+REASON_LINES = 3  # of which the reason quotes the last few non-empty lines
 
 
 @dataclasses.dataclass
@@ -56,6 +63,7 @@ class CellDeath:
     worker: dict | None = None  # the worker's description after it started a fresh process
     retry: bool = True  # False where a retry would likely end the same way (out of memory, timed out)
     timed_out: bool = False
+    output_tail: str | None = None  # the last lines the process printed while running the cell
 
 
 class CellProcess:
@@ -68,6 +76,7 @@ class CellProcess:
         self.timeout_s = timeout_s  # a cell still running after this long is stopped (None: never)
         self.proc: subprocess.Popen | None = None
         self.conn: Connection | None = None
+        self.output = None  # the file the child's stdout and stderr go to
 
     @property
     def pid(self) -> int | None:
@@ -81,10 +90,11 @@ class CellProcess:
         self.stop()
         ours, theirs = Pipe(duplex=True)
         fd = theirs.fileno()
+        self.output = tempfile.TemporaryFile()
         try:
             self.proc = subprocess.Popen([sys.executable, "-m", "farm.executor.cell_process", str(fd),
                                           str(os.getpid()), self.warm_up or ""], pass_fds=[fd], start_new_session=True,
-                                         stdin=subprocess.DEVNULL)
+                                         stdin=subprocess.DEVNULL, stdout=self.output, stderr=self.output)
         except OSError as exc:
             ours.close()
             raise RuntimeError(f"cannot start a process: {exc}") from None
@@ -105,7 +115,19 @@ class CellProcess:
             _kill_group(self.proc)
         if self.conn is not None:
             self.conn.close()
-        self.proc, self.conn = None, None
+        if self.output is not None:
+            self.output.close()
+        self.proc, self.conn, self.output = None, None, None
+
+    def _output_since(self, offset: int) -> str | None:
+        """The last TAIL_LINES lines the child printed after `offset` (None: nothing)."""
+        if self.output is None:
+            return None
+        size = os.fstat(self.output.fileno()).st_size
+        start = max(offset, size - TAIL_BYTES)
+        data = os.pread(self.output.fileno(), size - start, start) if size > start else b""
+        lines = data.decode(errors="replace").splitlines()[-TAIL_LINES:]
+        return "\n".join(lines) if any(line.strip() for line in lines) else None
 
     def run(self, cell: Cell, cache_dir: Path, log: Callable[[str], None]) -> CellResult | CellDeath:
         """Run one cell in the child; its result, or how the child died (a fresh one is then started)."""
@@ -116,6 +138,8 @@ class CellProcess:
         oom_kills = kernel_oom_kills()
         tree = _ProcessTree(proc.pid)
         peak = 0
+        offset = os.fstat(self.output.fileno()).st_size if self.output is not None else 0
+        partial: CellResult | None = None  # the result as it stood before per-layer profiling
         conn.send((cell, str(cache_dir)))
         deadline = time.monotonic() + self.timeout_s if self.timeout_s else None
         tick = 0
@@ -130,29 +154,43 @@ class CellProcess:
                     if kind == "timing":
                         timing = payload
                         continue
+                    if kind == "partial":
+                        partial = payload
+                        continue
                     return payload
             except (EOFError, OSError):  # the child is gone; its exit status says how
                 pass
             code = proc.poll()
             if code is not None:
-                return self._died(code, oom_kills, peak)
+                tail = self._output_since(offset)
+                return salvaged(partial, self._died(code, oom_kills, peak, tail))
             tick += 1
             rss = tree.memory_while_timing() if timing else tree.memory(rescan=tick % CHILDREN_EVERY == 0)
             peak = max(peak, rss)
             if deadline is not None and time.monotonic() > deadline:
+                tail = self._output_since(offset)
                 self.stop()
-                return CellDeath(f"timed out: the cell was still running after {self.timeout_s:g} s "
-                                 "(--cell-timeout); stopped", signal="SIGKILL", peak_memory_bytes=peak or None,
-                                 retry=False, timed_out=True)
+                return salvaged(partial, CellDeath(
+                    f"timed out: the cell was still running after {self.timeout_s:g} s (--cell-timeout); stopped",
+                    signal="SIGKILL", peak_memory_bytes=peak or None, retry=False, timed_out=True, output_tail=tail))
             if self.memory_limit_bytes and rss > self.memory_limit_bytes:
+                tail = self._output_since(offset)
                 self.stop()
-                return CellDeath(
+                return salvaged(partial, CellDeath(
                     f"out of memory: the cell's processes used {format_bytes(rss)}, over this worker's limit of "
                     f"{format_bytes(self.memory_limit_bytes)} (--worker-memory); try a smaller batch size",
-                    signal="SIGKILL", out_of_memory=True, peak_memory_bytes=rss, retry=False)
+                    signal="SIGKILL", out_of_memory=True, peak_memory_bytes=rss, retry=False, output_tail=tail))
 
-    def _died(self, code: int, oom_kills_before: int | None, peak: int) -> CellDeath:
+    def _died(self, code: int, oom_kills_before: int | None, peak: int, tail: str | None = None) -> CellDeath:
         self.stop()
+        death = self._death(code, oom_kills_before, peak)
+        death.output_tail = tail
+        if tail:
+            last = [line.strip() for line in tail.splitlines() if line.strip()][-REASON_LINES:]
+            death.reason += "; it last printed: " + " | ".join(line[:200] for line in last)
+        return death
+
+    def _death(self, code: int, oom_kills_before: int | None, peak: int) -> CellDeath:
         peak_text = f"; its processes had used {format_bytes(peak)}" if peak else ""
         if code < 0:
             name = _signal_name(-code)
@@ -166,6 +204,18 @@ class CellProcess:
             return CellDeath(f"the cell's process was killed by {name}{peak_text}", name, False, peak or None)
         return CellDeath(f"the cell's process exited with status {code} before returning a result{peak_text}",
                          None, False, peak or None)
+
+
+def salvaged(partial: CellResult | None, death: CellDeath) -> CellResult | CellDeath:
+    """The death as it is, or, where the cell's figures had come back before it (the process died
+    in per-layer profiling), the cell's result without per-layer rows, saying why they are missing."""
+    if partial is None:
+        return death
+    partial.layers = []
+    partial.reason = (f"per-layer profiling did not finish, so this cell has no per-layer rows "
+                      f"({death.reason}); its figures were taken before it")[:1000]
+    partial.traceback = "\n".join(filter(None, [partial.traceback, death.output_tail]))
+    return partial
 
 
 def kernel_oom_kills() -> int | None:
@@ -279,7 +329,7 @@ def child_main(fd: int, parent: int, warm_up_kind: str = "") -> None:
         except (EOFError, OSError):  # the worker closed the pipe: done
             return
         result = run_cell(cell, Path(cache_dir), lambda message: conn.send(("log", message)),
-                          lambda on: conn.send(("timing", on)))
+                          lambda on: conn.send(("timing", on)), lambda partial: conn.send(("partial", partial)))
         conn.send(("result", result))
 
 

@@ -383,7 +383,8 @@ def _crashed(attempt: Attempt, reason: str, traceback: str | None = None) -> Cel
     return CellResult(
         attempt.cell.cell_id, "failed", reason=reason, attempts=attempt.number,
         earlier_attempts=[d.reason for d in deaths[:-1]],
-        traceback=traceback or "\n".join(f"attempt {i}: {d.reason}" for i, d in enumerate(deaths, 1)) or None,
+        traceback=traceback or "\n".join(f"attempt {i}: {d.reason}" + (f"\n{tail}" if (tail := getattr(d, "output_tail", None)) else "")
+                                          for i, d in enumerate(deaths, 1)) or None,
         started_at=attempt.started_at or now(), finished_at=now(), worker=worker,
         host={"host": worker["host"]} if worker and worker.get("host") else {}, farm_commit=farm_commit(),
     )

@@ -28,8 +28,10 @@ import numpy as np
 
 from farm.onnx_torch.more_ops import MORE_OPS
 from farm.onnx_torch.ops import OPS, UnsupportedOperator
+from farm.onnx_torch.seq_ops import SEQ_OPS
 
 OPS.update(MORE_OPS)
+OPS.update(SEQ_OPS)
 
 __all__ = ["OPS", "SMALL_INT_CONSTANT", "UnsupportedOperator", "build_module", "forward_source"]
 
@@ -88,8 +90,10 @@ def build_module(model, float_dtype=None):
             self.constants: dict[str, Any] = {}  # small integer initializers and Constants, as numpy
             self.buffer_of: dict[str, str] = {}  # initializer / float Constant name -> buffer attribute
             self.weight_shapes: dict[str, list[int]] = {}
+            self.branch_buffers: list[str] = []  # If branches' float constants, as buffers
             _load_initializers(self, graph, torch)
             self.nodes = _graph_nodes(graph, self.weight_shapes)
+            _branch_buffers(self, self.nodes, torch)
             _fold_constants(self, torch)
             self.source, self._straight = _generate_forward(self)
             self.record: Callable[[str, list, list, list], None] | None = None  # set while profiling
@@ -121,6 +125,31 @@ def build_module(model, float_dtype=None):
             return tuple(env[o] for o in self.output_names)
 
     return OnnxModule()
+
+
+def _branch_buffers(module, nodes: list[tuple], torch) -> None:
+    """The floating-point initializers and Constants inside If branches (nested too) become
+    buffers of the module, as the main graph's are: on its device and in its dtype, never copied
+    from the host on a query."""
+    for _, op, _, _, attrs in nodes:
+        if op != "If":
+            continue
+        for key in ("_then", "_else"):
+            branch = attrs[key]
+            branch.setdefault("buffers", {})
+            for name in [n for n, array in branch["constants"].items() if array.dtype.kind == "f"]:
+                attr = f"g{len(module.branch_buffers)}"
+                module.register_buffer(attr, torch.from_numpy(branch["constants"].pop(name).astype("float32")))
+                module.branch_buffers.append(attr)
+                branch["buffers"][name] = attr
+            for index, (name, kind, ins, outs, held) in enumerate(branch["nodes"]):
+                array = held.get("array") if kind == "Constant" else None
+                if array is not None and np.asarray(array).dtype.kind == "f":
+                    attr = f"g{len(module.branch_buffers)}"
+                    module.register_buffer(attr, torch.from_numpy(np.array(array, dtype="float32")))
+                    module.branch_buffers.append(attr)
+                    branch["nodes"][index] = (name, kind, ins, outs, {"buffer": attr})
+            _branch_buffers(module, branch["nodes"], torch)
 
 
 def forward_source(module) -> str:

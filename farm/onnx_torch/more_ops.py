@@ -43,10 +43,10 @@ def _resize(m, a, x, roi=None, scales=None, sizes=None):
     coords = _text(a.get("coordinate_transformation_mode", "half_pixel"))
     n = x.dim() - 2
     size = scale = None
-    if sizes is not None and np.asarray(sizes).size:
+    if sizes is not None and np.size(ints(sizes)):
         size = ints(sizes)[2:]
-    elif scales is not None and np.asarray(scales).size:
-        values = [float(v) for v in np.asarray(scales).reshape(-1)]
+    elif scales is not None and _floats(scales):
+        values = _floats(scales)
         if values[:2] != [1.0, 1.0]:
             raise UnsupportedOperator("Resize of the batch or channel axis is not supported by the PyTorch backend")
         scale = values[2:]
@@ -64,6 +64,13 @@ def _resize(m, a, x, roi=None, scales=None, sizes=None):
             return F.interpolate(x, size=size, scale_factor=scale, mode=kind, align_corners=coords == "align_corners")
     raise UnsupportedOperator(f"Resize mode={mode} coordinate_transformation_mode={coords} is not supported by "
                               f"the PyTorch backend")
+
+
+def _floats(value) -> list[float]:
+    """Scales as Python floats, wherever they are (a device tensor is read back)."""
+    if isinstance(value, lazy_torch().Tensor):
+        return [float(v) for v in value.reshape(-1).tolist()]
+    return [float(v) for v in np.asarray(value).reshape(-1)]
 
 
 def _text(value) -> str:
@@ -118,6 +125,7 @@ def _if(m, a, cond, *outer):
     branch = a["_then"] if taken else a["_else"]
     env = dict(zip(a["_free"], outer))
     env.update(branch["constants"])
+    env.update({name: getattr(m, attr) for name, attr in branch.get("buffers", {}).items()})
     from farm.onnx_torch.ops import OPS
 
     for _, op, ins, outs, attrs in branch["nodes"]:

@@ -10,9 +10,18 @@ from typing import Callable
 
 import numpy as np
 
+from farm.errors import EngineUnsupported
 
-class UnsupportedOperator(RuntimeError):
-    pass
+# What a user can do about an operator the interpreter lacks: the cell's reason ends with it.
+INTERPRETER_FIX = ("PyTorch runs an ONNX file through farm's interpreter (farm.onnx_torch), which lacks it; "
+                   "give the model as a PyTorch source (module:PKG.MOD:FACTORY) to run its own nn.Module")
+
+
+class UnsupportedOperator(EngineUnsupported):
+    """An ONNX operator, or one of its attribute settings, the interpreter does not implement."""
+
+    def __str__(self) -> str:
+        return f"{super().__str__()}: {INTERPRETER_FIX}"
 
 
 # --- operators: fn(module, attrs, *inputs) -> output or tuple of outputs -----------------------
@@ -103,8 +112,10 @@ def _gemm(m, a, x, w, b=None):
 def _gather(m, a, data, indices):
     torch = lazy_torch()
     axis = a.get("axis", 0)
-    if not isinstance(data, torch.Tensor):
+    if not isinstance(data, torch.Tensor) and not isinstance(indices, torch.Tensor):
         return np.take(np.asarray(data), np.asarray(indices), axis=axis)
+    if not isinstance(data, torch.Tensor):  # host data, device indices: gather on the device
+        data = _tensor(data, indices)
     if not isinstance(indices, torch.Tensor):
         # Constant indices: slice on the device, so no host-to-device copy happens in the forward
         # pass (a copy is not allowed while a CUDA graph is being captured).
@@ -130,12 +141,38 @@ def _slice(m, a, x, starts, ends, axes=None, steps=None):
     starts, ends = ints(starts), ints(ends)
     axes = ints(axes) if axes is not None else list(range(len(starts)))
     steps = ints(steps) if steps is not None else [1] * len(starts)
+    if any(st != 1 for st in steps):
+        return sliced_with_steps(x, starts, ends, axes, steps)
     index = [slice(None)] * (x.ndim if hasattr(x, "ndim") else np.asarray(x).ndim)
     for s, e, ax, st in zip(starts, ends, axes, steps):
-        if st != 1:
-            raise UnsupportedOperator("Slice with steps other than 1 is not supported by the PyTorch backend")
         index[ax] = slice(s, e if e < 2**62 else None)
     return x[tuple(index)]
+
+
+def sliced_with_steps(x, starts: list[int], ends: list[int], axes: list[int], steps_list: list[int]):
+    """Slice with any steps (farm.onnx_torch.ops._slice takes steps of 1 itself): negative ones
+    through a flip, since torch slices step forward only."""
+    torch = lazy_torch()
+    rank = x.dim() if isinstance(x, torch.Tensor) else np.ndim(x)
+    axes = [ax % rank for ax in axes]
+    if not isinstance(x, torch.Tensor):
+        index = [slice(None)] * rank
+        for s, e, ax, st in zip(starts, ends, axes, steps_list):
+            index[ax] = slice(s, None if abs(e) >= 2**62 else e, st)
+        return np.asarray(x)[tuple(index)]
+    for s, e, ax, st in zip(starts, ends, axes, steps_list):
+        length = x.shape[ax]
+        picked = range(length)[slice(s, None if abs(e) >= 2**62 else e, st)]
+        if st > 0:
+            x = x.narrow(ax, picked.start, max(0, picked.stop - picked.start)) if len(picked) else x.narrow(ax, 0, 0)
+            x = x[(slice(None),) * ax + (slice(None, None, st),)]
+        else:  # walk backwards: flip the range it covers, then step forward
+            if not len(picked):
+                x = x.narrow(ax, 0, 0)
+                continue
+            low = picked[-1]
+            x = x.narrow(ax, low, picked[0] - low + 1).flip(ax)[(slice(None),) * ax + (slice(None, None, -st),)]
+    return x
 
 
 def _reshape(m, a, x, shape):
@@ -171,6 +208,9 @@ def _squeeze(m, a, x, axes=None):
     axes = ints(axes) if axes is not None else a.get("axes")
     if axes is None:
         return x.squeeze()
+    if not isinstance(x, lazy_torch().Tensor):
+        array = np.asarray(x)
+        return array.squeeze(axis=tuple(ax % array.ndim for ax in axes))
     for axis in sorted((ax % x.dim() for ax in axes), reverse=True):
         x = x.squeeze(axis)
     return x
@@ -209,6 +249,12 @@ def _reduce_mean(m, a, x, axes=None):
     return x.mean(dim=axes, keepdim=bool(a.get("keepdims", 1)))
 
 
+def _transpose(m, a, x):
+    if not isinstance(x, lazy_torch().Tensor):  # a host value (shape arithmetic, a folded constant)
+        return np.transpose(np.asarray(x), a.get("perm"))
+    return x.permute(*a["perm"]) if "perm" in a else x.permute(*reversed(range(x.dim())))
+
+
 def _constant(m, a):
     """Decoded once at build (farm.onnx_torch._fold_constants): a host array or a buffer's name."""
     return a["array"] if "array" in a else getattr(m, a["buffer"])
@@ -240,7 +286,7 @@ OPS: dict[str, Callable] = {
     "Div": binary(lambda x, y: x / y),
     "Pow": binary(lambda x, y: x ** y),
     "Softmax": lambda m, a, x: lazy_torch().softmax(x, dim=a.get("axis", -1)),
-    "Transpose": lambda m, a, x: x.permute(*a["perm"]) if "perm" in a else x.permute(*reversed(range(x.dim()))),
+    "Transpose": _transpose,
     "Reshape": _reshape,
     "Gather": _gather,
     "Shape": _shape,

@@ -1,0 +1,347 @@
+"""Operators of the graphs users bring beyond CNNs: logic and comparisons, reductions, padding,
+recurrent layers (LSTM, GRU through PyTorch's own cuDNN-backed kernels), TopK and
+NonMaxSuppression, and the small elementwise ops exporters emit. Each is tested against ONNX
+Runtime on a tiny model (tests/test_onnx_torch_ops.py). Host values (numpy: shape arithmetic)
+stay on the host; a device value that shape arithmetic needs is read back once (`host`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from farm.onnx_torch.ops import UnsupportedOperator, binary, ints, lazy_torch
+
+
+def host(value) -> np.ndarray:
+    """A value as numpy: a tensor (on any device) is copied to the host."""
+    torch = lazy_torch()
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().numpy()
+    return np.asarray(value)
+
+
+def unary(torch_fn, numpy_fn=None):
+    def op(m, a, x):
+        if numpy_fn is not None and not isinstance(x, lazy_torch().Tensor):
+            return numpy_fn(np.asarray(x))
+        return torch_fn(lazy_torch(), x)
+    return op
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _where(m, a, cond, x, y):
+    torch = lazy_torch()
+    values = (cond, x, y)
+    if not any(isinstance(v, torch.Tensor) for v in values):
+        return np.where(np.asarray(cond), np.asarray(x), np.asarray(y))
+    like = next(v for v in values if isinstance(v, torch.Tensor))
+    cond, x, y = (v if isinstance(v, torch.Tensor) else torch.as_tensor(np.array(v), device=like.device)
+                  for v in values)
+    if x.dtype != y.dtype:  # a host scalar beside a tensor: the tensor's type
+        x, y = (x, y.to(x.dtype)) if x.dim() >= y.dim() else (x.to(y.dtype), y)
+    return torch.where(cond.bool(), x, y)
+
+
+def _reduce(kind):
+    """ReduceSum/Max/Min/Prod/L2/Mean (axes as an input from opset 13/18, or an attribute)."""
+    def op(m, a, x, axes=None):
+        torch = lazy_torch()
+        axes = ints(axes) if axes is not None else a.get("axes")
+        keep = bool(a.get("keepdims", 1))
+        if axes is None or len(axes) == 0:
+            if a.get("noop_with_empty_axes", 0):
+                return x
+            axes = list(range(x.dim() if isinstance(x, torch.Tensor) else np.ndim(x)))
+        if not isinstance(x, torch.Tensor):
+            array = np.asarray(x)
+            fn = {"sum": np.sum, "max": np.max, "min": np.min, "prod": np.prod, "mean": np.mean}[kind]
+            return fn(array, axis=tuple(axes), keepdims=keep)
+        dims = tuple(ax % x.dim() for ax in axes)
+        if kind == "sum":
+            return x.sum(dim=dims, keepdim=keep)
+        if kind == "mean":
+            return x.mean(dim=dims, keepdim=keep)
+        if kind == "l2":
+            return x.square().sum(dim=dims, keepdim=keep).sqrt()
+        if kind == "prod":
+            for dim in sorted(dims, reverse=True):
+                x = x.prod(dim=dim, keepdim=keep)
+            return x
+        return x.amax(dim=dims, keepdim=keep) if kind == "max" else x.amin(dim=dims, keepdim=keep)
+    return op
+
+
+def _arg(kind):
+    def op(m, a, x):
+        axis, keep = a.get("axis", 0), bool(a.get("keepdims", 1))
+        if a.get("select_last_index", 0):
+            raise UnsupportedOperator(f"Arg{kind.capitalize()} with select_last_index")
+        fn = x.argmax if kind == "max" else x.argmin
+        return fn(dim=axis, keepdim=keep)
+    return op
+
+
+def _pad(m, a, x, pads=None, value=None, axes=None):
+    F = lazy_torch().nn.functional
+    pads = ints(pads) if pads is not None else a["pads"]
+    mode = _text(a.get("mode", "constant"))
+    rank = x.dim()
+    axes = [ax % rank for ax in ints(axes)] if axes is not None else list(range(rank))
+    n = len(axes)
+    begin, end = dict(zip(axes, pads[:n])), dict(zip(axes, pads[n:]))
+    flat = []
+    for axis in reversed(range(rank)):  # torch: last axis first
+        flat += [begin.get(axis, 0), end.get(axis, 0)]
+    while len(flat) > 2 and flat[-2:] == [0, 0]:
+        flat = flat[:-2]
+    fill = float(host(value).reshape(-1)[0]) if value is not None and np.size(host(value)) else 0.0
+    if mode == "constant":
+        return F.pad(x, flat, value=fill)
+    torch_mode = {"reflect": "reflect", "edge": "replicate", "wrap": "circular"}.get(mode)
+    if torch_mode is None:
+        raise UnsupportedOperator(f"Pad mode={mode}")
+    return F.pad(x, flat, mode=torch_mode)
+
+
+def _size(m, a, x):
+    shape = x.shape if hasattr(x, "shape") else np.shape(x)
+    return np.asarray(math.prod(shape), dtype=np.int64)
+
+
+def _tile(m, a, x, repeats):
+    if not isinstance(x, lazy_torch().Tensor):
+        return np.tile(np.asarray(x), ints(repeats))
+    return x.repeat(*ints(repeats))
+
+
+def _top_k(m, a, x, k):
+    values, indices = x.topk(ints(k)[0], dim=a.get("axis", -1), largest=bool(a.get("largest", 1)),
+                             sorted=bool(a.get("sorted", 1)))
+    return values, indices.long()
+
+
+def _cum_sum(m, a, x, axis):
+    if a.get("exclusive", 0) or a.get("reverse", 0):
+        raise UnsupportedOperator("CumSum with exclusive or reverse")
+    return x.cumsum(dim=ints(axis)[0])
+
+
+def _gather_elements(m, a, data, indices):
+    torch = lazy_torch()
+    axis = a.get("axis", 0)
+    index = indices if isinstance(indices, torch.Tensor) else torch.as_tensor(np.array(indices), device=data.device)
+    index = torch.where(index < 0, index + data.shape[axis], index)
+    return data.gather(axis, index.long())
+
+
+def _instance_norm(m, a, x, scale, bias):
+    return lazy_torch().nn.functional.instance_norm(x, weight=scale, bias=bias, eps=a.get("epsilon", 1e-5))
+
+
+def _prelu(m, a, x, slope):
+    torch = lazy_torch()
+    return torch.where(x >= 0, x, x * slope)
+
+
+def _log_softmax(m, a, x):
+    return lazy_torch().log_softmax(x, dim=a.get("axis", -1))
+
+
+def _dropout(m, a, x, ratio=None, training=None):
+    return x  # inference: the identity (a mask output, where asked for, is not supported)
+
+
+# --- recurrent layers: ONNX's gate order and weights, run by PyTorch's own kernels --------------
+
+def _rnn_weights(m, kind: str, w, r, b, directions: int, hidden: int):
+    """Per direction [w_ih, w_hh, b_ih, b_hh] in PyTorch's gate order, made once per weight tensor
+    (cached on the module, keyed by the tensors' storage: moved or cast weights are made again)."""
+    torch = lazy_torch()
+    key = (kind, w.data_ptr(), r.data_ptr(), None if b is None else b.data_ptr(), w.dtype, str(w.device))
+    cache = m.__dict__.setdefault("_rnn_weights", {})
+    if key in cache:
+        return cache[key]
+    gates = 4 if kind == "lstm" else 3
+    order = [0, 2, 3, 1] if kind == "lstm" else [1, 0, 2]  # ONNX i,o,f,c -> torch i,f,g,o; z,r,h -> r,z,n
+
+    def reorder(t):
+        return torch.cat([t.narrow(0, g * hidden, hidden) for g in order])
+
+    params = []
+    for d in range(directions):
+        bias = b[d] if b is not None else torch.zeros(2 * gates * hidden, dtype=w.dtype, device=w.device)
+        params += [reorder(w[d]), reorder(r[d]), reorder(bias[:gates * hidden]), reorder(bias[gates * hidden:])]
+    cache[key] = params
+    return params
+
+
+def _check_rnn(kind: str, a, sequence_lens, x) -> None:
+    defaults = {"lstm": [b"Sigmoid", b"Tanh", b"Tanh"], "gru": [b"Sigmoid", b"Tanh"]}[kind]
+    acts = [s if isinstance(s, bytes) else str(s).encode() for s in a.get("activations", defaults)]
+    if acts[:len(defaults)] != defaults or a.get("clip") is not None or a.get("input_forget", 0):
+        raise UnsupportedOperator(f"{kind.upper()} with activations {acts}, clip or input_forget")
+    if kind == "gru" and not a.get("linear_before_reset", 0):
+        raise UnsupportedOperator("GRU with linear_before_reset=0 (PyTorch's GRU is linear_before_reset=1)")
+    if sequence_lens is not None:
+        lengths = set(ints(sequence_lens))
+        if lengths != {x.shape[0]}:
+            raise UnsupportedOperator(f"{kind.upper()} with sequence_lens shorter than the sequence")
+
+
+def _rnn(kind: str):
+    def op(m, a, x, w, r, b=None, sequence_lens=None, initial_h=None, initial_c=None, p=None):
+        torch = lazy_torch()
+        if p is not None:
+            raise UnsupportedOperator("LSTM with peepholes")
+        if a.get("layout", 0):  # ONNX Runtime has no batch-first recurrent layers to check one against
+            raise UnsupportedOperator(f"{kind.upper()} with layout=1 (batch first)")
+        _check_rnn(kind, a, sequence_lens, x)
+        directions = 2 if _text(a.get("direction", "forward")) == "bidirectional" else 1
+        reverse = _text(a.get("direction", "forward")) == "reverse"
+        hidden = a["hidden_size"]
+        params = _rnn_weights(m, kind, w, r, b, directions, hidden)
+        zeros = torch.zeros(directions, x.shape[1], hidden, dtype=x.dtype, device=x.device)
+        h0 = initial_h if initial_h is not None else zeros
+        if reverse:
+            x = x.flip(0)
+        if kind == "lstm":
+            c0 = initial_c if initial_c is not None else zeros
+            y, h, c = torch.lstm(x, (h0.contiguous(), c0.contiguous()), params, True, 1, 0.0, False,
+                                 directions == 2, False)
+        else:
+            y, h = torch.gru(x, h0.contiguous(), params, True, 1, 0.0, False, directions == 2, False)
+            c = None
+        if reverse:
+            y = y.flip(0)
+        y = y.reshape(y.shape[0], y.shape[1], directions, hidden).permute(0, 2, 1, 3)  # [seq, dirs, batch, H]
+        return (y, h, c) if kind == "lstm" else (y, h)
+    return op
+
+
+# --- detection: NonMaxSuppression ---------------------------------------------------------------
+
+def _nms(m, a, boxes, scores, max_per_class=None, iou_threshold=None, score_threshold=None):
+    """ONNX NonMaxSuppression: [selected, 3] (batch, class, box) in descending score per class,
+    greedy, boxes as corners (y1, x1, y2, x2; either order) or centres (center_point_box=1)."""
+    torch = lazy_torch()
+    limit = ints(max_per_class)[0] if max_per_class is not None and np.size(host(max_per_class)) else 0
+    iou_limit = float(host(iou_threshold).reshape(-1)[0]) if iou_threshold is not None else 0.0
+    floor = float(host(score_threshold).reshape(-1)[0]) if score_threshold is not None else None
+    if limit <= 0:
+        return torch.zeros((0, 3), dtype=torch.int64, device=boxes.device)
+    if a.get("center_point_box", 0):  # [x_center, y_center, width, height]
+        cx, cy, w, h = boxes.unbind(-1)
+        corners = torch.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], dim=-1)
+    else:
+        first, second = boxes[..., :2], boxes[..., 2:]
+        corners = torch.cat([torch.minimum(first, second), torch.maximum(first, second)], dim=-1)
+    picked = []
+    for batch in range(scores.shape[0]):
+        for klass in range(scores.shape[1]):
+            score = scores[batch, klass].float()
+            candidates = torch.nonzero(score > floor).reshape(-1) if floor is not None else \
+                torch.arange(score.shape[0], device=score.device)
+            order = candidates[torch.argsort(score[candidates], descending=True, stable=True)]
+            kept = _greedy(corners[batch].float()[order], iou_limit, limit)
+            for index in order[kept].tolist():
+                picked.append((batch, klass, index))
+    return torch.tensor(picked, dtype=torch.int64, device=boxes.device).reshape(-1, 3)
+
+
+def _greedy(boxes, iou_limit: float, limit: int):
+    """Indices (into `boxes`, sorted by score) that greedy suppression keeps, at most `limit`."""
+    torch = lazy_torch()
+    area = (boxes[:, 2] - boxes[:, 0]).clamp(min=0) * (boxes[:, 3] - boxes[:, 1]).clamp(min=0)
+    low = torch.maximum(boxes[:, None, :2], boxes[None, :, :2])
+    high = torch.minimum(boxes[:, None, 2:], boxes[None, :, 2:])
+    inter = (high - low).clamp(min=0).prod(-1)
+    union = area[:, None] + area[None, :] - inter
+    iou = torch.where(union > 0, inter / union.clamp(min=1e-12), torch.zeros_like(inter)).cpu()
+    suppressed = np.zeros(len(boxes), dtype=bool)
+    kept = []
+    for i in range(len(boxes)):
+        if suppressed[i]:
+            continue
+        kept.append(i)
+        if len(kept) == limit:
+            break
+        suppressed |= (iou[i] > iou_limit).numpy()
+    return torch.tensor(kept, dtype=torch.int64, device=boxes.device)
+
+
+def _not(m, a, x):
+    if not isinstance(x, lazy_torch().Tensor):
+        return np.logical_not(np.asarray(x))
+    return x.logical_not()
+
+
+SEQ_OPS = {
+    "Not": _not,
+    "And": binary(lambda x, y: x & y),
+    "Or": binary(lambda x, y: x | y),
+    "Xor": binary(lambda x, y: x ^ y),
+    "Less": binary(lambda x, y: x < y),
+    "LessOrEqual": binary(lambda x, y: x <= y),
+    "Greater": binary(lambda x, y: x > y),
+    "GreaterOrEqual": binary(lambda x, y: x >= y),
+    "Mod": binary(lambda x, y: x % y),
+    "Where": _where,
+    "Neg": unary(lambda t, x: -x, np.negative),
+    "Abs": unary(lambda t, x: x.abs(), np.abs),
+    "Floor": unary(lambda t, x: x.floor(), np.floor),
+    "Ceil": unary(lambda t, x: x.ceil(), np.ceil),
+    "Round": unary(lambda t, x: x.round(), np.round),
+    "Sign": unary(lambda t, x: x.sign(), np.sign),
+    "Log": unary(lambda t, x: x.log()),
+    "Reciprocal": unary(lambda t, x: x.reciprocal()),
+    "Sin": unary(lambda t, x: x.sin()),
+    "Cos": unary(lambda t, x: x.cos()),
+    "Softplus": unary(lambda t, x: t.nn.functional.softplus(x)),
+    "HardSwish": unary(lambda t, x: t.nn.functional.hardswish(x)),
+    "Mish": unary(lambda t, x: t.nn.functional.mish(x)),
+    "Elu": lambda m, a, x: lazy_torch().nn.functional.elu(x, a.get("alpha", 1.0)),
+    "Selu": lambda m, a, x: lazy_torch().nn.functional.selu(x),
+    "PRelu": _prelu,
+    "Min": lambda m, a, *xs: _fold(xs, lambda x, y: lazy_torch().minimum(x, y), np.minimum),
+    "Max": lambda m, a, *xs: _fold(xs, lambda x, y: lazy_torch().maximum(x, y), np.maximum),
+    "Sum": lambda m, a, *xs: _fold(xs, lambda x, y: x + y, np.add),
+    "ReduceSum": _reduce("sum"),
+    "ReduceMax": _reduce("max"),
+    "ReduceMin": _reduce("min"),
+    "ReduceProd": _reduce("prod"),
+    "ReduceL2": _reduce("l2"),
+    "ArgMax": _arg("max"),
+    "ArgMin": _arg("min"),
+    "Pad": _pad,
+    "Size": _size,
+    "Tile": _tile,
+    "TopK": _top_k,
+    "CumSum": _cum_sum,
+    "GatherElements": _gather_elements,
+    "InstanceNormalization": _instance_norm,
+    "LogSoftmax": _log_softmax,
+    "Dropout": _dropout,
+    "LSTM": _rnn("lstm"),
+    "GRU": _rnn("gru"),
+    "NonMaxSuppression": _nms,
+}
+
+
+def _fold(xs, torch_fn, numpy_fn):
+    torch = lazy_torch()
+    if not any(isinstance(x, torch.Tensor) for x in xs):
+        result = np.asarray(xs[0])
+        for x in xs[1:]:
+            result = numpy_fn(result, np.asarray(x))
+        return result
+    like = next(x for x in xs if isinstance(x, torch.Tensor))
+    values = [x if isinstance(x, torch.Tensor) else torch.as_tensor(np.array(x), device=like.device) for x in xs]
+    result = values[0]
+    for x in values[1:]:
+        result = torch_fn(result, x)
+    return result
