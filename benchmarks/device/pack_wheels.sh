@@ -17,6 +17,9 @@ mkdir -p .whl/all
   --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
   --platform any -d .whl/all ray==2.60.0 duckdb pydantic polygraphy onnxruntime-gpu==1.31.1 nvidia-ml-py rich \
   onnxconverter-common py-cpuinfo psutil graphviz pillow pytz
+# torch.onnx's dynamo exporter (onnxscript, onnx-ir) and timm (benchmarks/model_corpus.py), without
+# their dependencies: the machines' torch, torchvision and huggingface_hub are the ones to use
+.venv/bin/pip download -q --no-deps -d .whl/all onnxscript onnx-ir timm
 rm -rf .whl/parts && mkdir -p .whl/parts
 # smallest first: the first part then holds every wheel but ray's and ONNX Runtime's, which setup.sh
 # installs at once, so that farm runs (torch cells, --executor local) from the first call on

@@ -1,0 +1,108 @@
+"""PyTorch factories of the model corpus (benchmarks/model_corpus.py): Hugging Face `transformers`
+architectures built from a config with random weights (no hub download), each wrapped so that its
+forward takes tensors by position and returns tensors. The architectures are the libraries'; only
+the sizes are chosen here (small enough for a CPU run, the layers as the library builds them).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class Positional(nn.Module):
+    """A Hugging Face model called with its inputs by name, returning its tensors in order."""
+
+    def __init__(self, model: nn.Module, names: list[str]) -> None:
+        super().__init__()
+        self.model, self.names = model, names
+
+    def forward(self, *inputs: torch.Tensor):
+        out = self.model(**dict(zip(self.names, inputs)), return_dict=True)
+        return tuple(v for v in out.values() if isinstance(v, torch.Tensor))
+
+
+def _text_config(cls, **sizes):
+    import transformers
+
+    return getattr(transformers, cls)(**sizes)
+
+
+def bert(layers: int = 4, hidden: int = 256) -> nn.Module:
+    from transformers import BertModel
+
+    config = _text_config("BertConfig", vocab_size=30522, hidden_size=hidden, num_hidden_layers=layers,
+                          num_attention_heads=4, intermediate_size=4 * hidden)
+    return Positional(BertModel(config), ["input_ids", "attention_mask"])
+
+
+def distilbert(layers: int = 4, hidden: int = 256) -> nn.Module:
+    from transformers import DistilBertModel
+
+    config = _text_config("DistilBertConfig", vocab_size=30522, dim=hidden, n_layers=layers, n_heads=4,
+                          hidden_dim=4 * hidden)
+    return Positional(DistilBertModel(config), ["input_ids", "attention_mask"])
+
+
+def roberta(layers: int = 4, hidden: int = 256) -> nn.Module:
+    from transformers import RobertaModel
+
+    config = _text_config("RobertaConfig", vocab_size=50265, hidden_size=hidden, num_hidden_layers=layers,
+                          num_attention_heads=4, intermediate_size=4 * hidden)
+    return Positional(RobertaModel(config), ["input_ids", "attention_mask"])
+
+
+def gpt2(layers: int = 4, hidden: int = 256) -> nn.Module:
+    from transformers import GPT2LMHeadModel
+
+    config = _text_config("GPT2Config", vocab_size=50257, n_embd=hidden, n_layer=layers, n_head=4, use_cache=False)
+    return Positional(GPT2LMHeadModel(config), ["input_ids"])
+
+
+def llama(layers: int = 4, hidden: int = 256) -> nn.Module:
+    from transformers import LlamaForCausalLM
+
+    config = _text_config("LlamaConfig", vocab_size=32000, hidden_size=hidden, intermediate_size=3 * hidden,
+                          num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2, use_cache=False)
+    return Positional(LlamaForCausalLM(config), ["input_ids"])
+
+
+def t5_encoder(layers: int = 4, hidden: int = 256) -> nn.Module:
+    from transformers import T5EncoderModel
+
+    config = _text_config("T5Config", vocab_size=32128, d_model=hidden, d_kv=64, d_ff=4 * hidden,
+                          num_layers=layers, num_heads=4, use_cache=False)
+    return Positional(T5EncoderModel(config), ["input_ids", "attention_mask"])
+
+
+def vit(layers: int = 4, hidden: int = 256) -> nn.Module:
+    from transformers import ViTModel
+
+    config = _text_config("ViTConfig", hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=4,
+                          intermediate_size=4 * hidden, image_size=224, patch_size=16)
+    return Positional(ViTModel(config), ["pixel_values"])
+
+
+def wav2vec2(layers: int = 4, hidden: int = 256) -> nn.Module:
+    from transformers import Wav2Vec2Model
+
+    config = _text_config("Wav2Vec2Config", hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=4,
+                          intermediate_size=4 * hidden)
+    return Positional(Wav2Vec2Model(config), ["input_values"])
+
+
+def whisper_encoder(layers: int = 2, hidden: int = 256) -> nn.Module:
+    from transformers import WhisperConfig
+    from transformers.models.whisper.modeling_whisper import WhisperEncoder
+
+    config = WhisperConfig(d_model=hidden, encoder_layers=layers, encoder_attention_heads=4,
+                           encoder_ffn_dim=4 * hidden, num_mel_bins=80, max_source_positions=1500)
+    return Positional(WhisperEncoder(config), ["input_features"])
+
+
+def lraspp() -> nn.Module:
+    """torchvision's LR-ASPP segmentation model with no weights to download (its default fetches
+    ImageNet weights for the backbone)."""
+    from torchvision.models.segmentation import lraspp_mobilenet_v3_large
+
+    return lraspp_mobilenet_v3_large(weights=None, weights_backbone=None)

