@@ -242,3 +242,26 @@ def test_non_max_suppression(center: int) -> None:
                                   center_point_box=center)],
                 [("boxes", F, boxes.shape), ("scores", F, scores.shape)], [("sel", I64)], inits, 17),
           {"boxes": boxes, "scores": scores})
+
+
+def test_gather_of_one_element_is_a_scalar() -> None:
+    """Gather(1-D data, scalar index) is a 0-d tensor (silero-vad's sample-rate switch), on a device
+    tensor as on a host one."""
+    index = const("i", np.array(0, np.int64))
+    check(model([helper.make_node("Gather", ["x", "i"], ["y"], axis=0)], [("x", F, (3,))], [("y", F)], [index]),
+          {"x": np.array([16000, 8000, 1], np.float32)})
+
+
+def test_small_host_values_are_copied_to_a_device_once() -> None:
+    """Shape arithmetic gives the same small host values on every query: the second time the device
+    copy of the first is used (no host-to-device copy, which CUDA graph capture forbids). The meta
+    device stands in for a GPU; CPU tensors are not cached."""
+    from farm.onnx_torch.ops import _tensor
+
+    on_device = torch.zeros(2, device="meta")
+    first = _tensor(np.array([3, 4], np.int64), on_device)
+    assert first.device.type == "meta" and _tensor(np.array([3, 4], np.int64), on_device) is first
+    assert _tensor(np.array([3, 5], np.int64), on_device) is not first
+    assert _tensor(np.array([3, 4], np.int32), on_device) is not first  # the dtype is part of the key
+    on_cpu = torch.zeros(2)
+    assert _tensor(np.array([3, 4]), on_cpu) is not _tensor(np.array([3, 4]), on_cpu)

@@ -356,3 +356,33 @@ def test_node_providers_count_each_node_once() -> None:
               node("relu", "CUDAExecutionProvider"), node("shape", "CPUExecutionProvider"),
               {"cat": "Session", "name": "model_run", "ts": 0, "dur": 5}]
     assert node_providers(events) == {"CUDAExecutionProvider": 2, "CPUExecutionProvider": 1}
+
+
+def test_an_output_of_another_rank_than_declared_is_copied_from_where_onnx_runtime_puts_it(tmp_path: Path) -> None:
+    """A model that declares an output [n, seqlen] and produces [n, 1, seqlen] (ddddocr's OCR model):
+    ONNX Runtime's CUDA EP refused a bound buffer of the produced rank ("Invalid rank for output", on
+    an H200), so that output stays allocated by ONNX Runtime and is copied from there. The CPU EP
+    merges such shapes leniently, so here the path is checked (which output is loose, what comes
+    back), not the refusal."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    from farm.backends.ort_cuda import BoundSession
+
+    axes = helper.make_tensor("axes", TensorProto.INT64, [1], [1])
+    graph = helper.make_graph([helper.make_node("Unsqueeze", ["x", "axes"], ["y"])], "rank",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", "seqlen"])], [axes])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    proto.ir_version = 8
+    onnx.save(proto, tmp_path / "rank.onnx")
+    session = ort.InferenceSession(str(tmp_path / "rank.onnx"), providers=["CPUExecutionProvider"])
+    feeds = {"x": np.arange(8, dtype=np.float32).reshape(2, 4)}
+    bound = BoundSession(session, HostMemory(), feeds, ort.RunOptions())
+    assert bound.loose == [0]
+    phases = bound.query_fn(transfers=True)()
+    assert phases.compute_ms > 0 and phases.d2h_ms >= 0
+    np.testing.assert_array_equal(bound.outputs[0][2], feeds["x"][:, None, :])
+    other = {"x": -feeds["x"]}
+    np.testing.assert_array_equal(bound.outputs_for(other)["y"], other["x"][:, None, :])

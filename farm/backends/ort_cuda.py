@@ -239,21 +239,40 @@ class BoundSession:
         session.run_with_iobinding(self.binding, first_run_options or run_options)
         memory.synchronize()
         self.outputs: list[tuple[str, Any, np.ndarray]] = []
-        for name, produced in zip(names, self.binding.get_outputs()):
+        declared = {o.name: o.shape for o in session.get_outputs()}
+        # Outputs produced at another rank than the model declares (a malformed model: ONNX Runtime
+        # refuses a bound buffer of the produced rank) stay allocated by ONNX Runtime on each run,
+        # and are copied from where it put them; every other output is bound once.
+        self.loose: list[int] = []
+        for index, (name, produced) in enumerate(zip(names, self.binding.get_outputs())):
             dtype = numpy_type(produced.data_type())
-            value = ort.OrtValue.ortvalue_from_shape_and_type(produced.shape(), dtype, memory.device_type, 0)
+            rank_differs = declared[name] is not None and len(declared[name]) != len(produced.shape())
+            value = None if rank_differs else ort.OrtValue.ortvalue_from_shape_and_type(
+                produced.shape(), dtype, memory.device_type, 0)
+            if rank_differs:
+                self.loose.append(index)
             self.outputs.append((name, value, memory.pinned(np.zeros(produced.shape(), dtype))))
         self.binding.clear_binding_outputs()
         for name, value, _ in self.outputs:
-            self.binding.bind_ortvalue_output(name, value)
+            if value is None:
+                self.binding.bind_output(name, memory.device_type, 0)
+            else:
+                self.binding.bind_ortvalue_output(name, value)
 
     def copy_inputs(self) -> None:
         for _, value, host in self.inputs:
             self.memory.h2d(value, host)
 
     def copy_outputs(self) -> None:
-        for _, value, host in self.outputs:
+        for host, value in self._output_values():
             self.memory.d2h(host, value)
+
+    def _output_values(self) -> list[tuple[np.ndarray, Any]]:
+        """(pinned host copy, device OrtValue) per output: the bound ones, and where ONNX Runtime
+        put the loose ones on its last run."""
+        produced = self.binding.get_outputs() if self.loose else None
+        return [(host, produced[index] if value is None else value)
+                for index, (_, value, host) in enumerate(self.outputs)]
 
     def run(self) -> None:
         self.session.run_with_iobinding(self.binding, self.run_options)
@@ -263,7 +282,9 @@ class BoundSession:
         memory = self.memory
         timer = DeviceTimer(memory.events, memory.stream, transfers)
         inputs = [(value, host) for _, value, host in self.inputs] if transfers else []
-        outputs = [(host, value) for _, value, host in self.outputs] if transfers else []
+        outputs = [(host, value) for _, value, host in self.outputs] if transfers and not self.loose else []
+        loose = transfers and bool(self.loose)
+        output_values = self._output_values
         h2d, d2h, run = memory.h2d, memory.d2h, self.run
 
         def query() -> PhaseTimes:
@@ -273,7 +294,7 @@ class BoundSession:
             timer.inputs_done()
             timer.enqueue(run)
             timer.compute_done()
-            for host, value in outputs:
+            for host, value in output_values() if loose else outputs:
                 d2h(host, value)
             timer.outputs_done()
             return timer.phases()

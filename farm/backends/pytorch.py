@@ -176,8 +176,18 @@ class TorchBackend(LoopTimedBackend):
                 self.module(*self.device_inputs)
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            self.graph_outputs = self.module(*self.device_inputs)
+        try:
+            with torch.cuda.graph(graph):
+                self.graph_outputs = self.module(*self.device_inputs)
+        except Exception as exc:  # a limit of CUDA graphs for this model: the eager cell runs it
+            from farm.errors import EngineUnsupported
+
+            what = ("the module" if self.native else "farm's ONNX interpreter (shape arithmetic and control flow "
+                    "on the host)")
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+            raise EngineUnsupported(f"PyTorch cannot capture this model in a CUDA graph ({type(exc).__name__}: "
+                                    f"{first}): {what} reads or copies host values during a query; run it with "
+                                    'mode = "eager" or "compile"') from exc
         self.graph = graph
 
         def replay(*_inputs):  # inputs are the captured static buffers; the query copies into them

@@ -41,14 +41,27 @@ def ints(value) -> list[int]:
     return [int(v) for v in value.reshape(-1).tolist()]
 
 
+_DEVICE_CONSTANTS: dict[tuple, object] = {}  # small host values already copied to a device
+_MAX_CACHED = 4096  # elements
+
+
 def _tensor(value, like=None):
-    """A tensor on `like`'s device: numpy constants become tensors where an op needs one."""
+    """A tensor on `like`'s device: numpy constants become tensors where an op needs one. A small
+    host value met again is the device copy made the first time (shape arithmetic gives the same
+    values on every query): a warm-up fills the cache, so a CUDA graph captured after it holds no
+    host-to-device copy, which capture forbids. Under torch.compile the value is a traced constant."""
     torch = lazy_torch()
     if isinstance(value, torch.Tensor):
         return value
     array = np.array(value)  # a writable copy: torch refuses to share read-only numpy memory
     device = like.device if like is not None else None
-    return torch.as_tensor(array, device=device)
+    if device is None or device.type == "cpu" or array.size > _MAX_CACHED or torch.compiler.is_compiling():
+        return torch.as_tensor(array, device=device)
+    key = (str(device), array.dtype.str, array.shape, array.tobytes())
+    cached = _DEVICE_CONSTANTS.get(key)
+    if cached is None:
+        cached = _DEVICE_CONSTANTS[key] = torch.as_tensor(array, device=device)
+    return cached
 
 
 def binary(fn):
@@ -122,13 +135,13 @@ def _gather(m, a, data, indices):
         flat = np.asarray(indices).reshape(-1)
         axis = axis % data.dim()
         picked = torch.cat([data.narrow(axis, int(i) % data.shape[axis], 1) for i in flat], dim=axis)
-        return picked.reshape(*data.shape[:axis], *np.asarray(indices).shape, *data.shape[axis + 1:])
+        return picked.reshape((*data.shape[:axis], *np.asarray(indices).shape, *data.shape[axis + 1:]))
     index = indices.long()
     if axis == 0 and data.dim() == 2 and index.dim() >= 1:
         return torch.nn.functional.embedding(index, data)
     axis = axis % data.dim()
     picked = data.index_select(axis, index.reshape(-1))
-    return picked.reshape(*data.shape[:axis], *index.shape, *data.shape[axis + 1:])
+    return picked.reshape((*data.shape[:axis], *index.shape, *data.shape[axis + 1:]))  # () for a scalar
 
 
 def _shape(m, a, x):
