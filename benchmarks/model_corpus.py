@@ -43,6 +43,11 @@ def wheel(package: str, member: str) -> dict:
     return {"kind": "wheel", "package": package, "member": member}
 
 
+# token ids (their range read from the embedding table) and an all-ones mask, 128 tokens
+ENCODER_INPUTS = ('inputs = { input_ids = { shape = ["batch", 128], dtype = "int64" }, '
+                  'attention_mask = { shape = ["batch", 128], dtype = "int64" } }')
+DECODER_INPUTS = 'inputs = { input_ids = { shape = ["batch", 128], dtype = "int64" } }'
+
 # name: (family, source, the model's table in the sweep file beyond `source`, quick)
 CORPUS: dict[str, tuple[str, dict, str, bool]] = {
     "yolov8n-nudenet": ("detector (YOLOv8n, dynamic H/W)", wheel("nudenet==3.4.2", "nudenet/320n.onnx"),
@@ -78,22 +83,18 @@ CORPUS: dict[str, tuple[str, dict, str, bool]] = {
     "shufflenet-light": ("CNN classifier (constant weights)", {"kind": "onnx-light", "file": "light_shufflenet.onnx"},
                          "", True),
     "bert": ("transformer encoder (int inputs)", {"kind": "factory", "factory": "bert", "needs": "transformers"},
-             'inputs = { input_ids = { shape = ["batch", 128], dtype = "int64" }, '
-             'attention_mask = { shape = ["batch", 128], dtype = "int64" } }', False),
+             ENCODER_INPUTS, False),
     "distilbert": ("transformer encoder", {"kind": "factory", "factory": "distilbert", "needs": "transformers"},
-                   'inputs = { input_ids = { shape = ["batch", 128], dtype = "int64" }, '
-                   'attention_mask = { shape = ["batch", 128], dtype = "int64" } }', True),
+                   ENCODER_INPUTS, True),
     "roberta": ("transformer encoder", {"kind": "factory", "factory": "roberta", "needs": "transformers"},
-                'inputs = { input_ids = { shape = ["batch", 128], dtype = "int64" }, '
-                'attention_mask = { shape = ["batch", 128], dtype = "int64" } }', False),
+                ENCODER_INPUTS, False),
     "t5-encoder": ("transformer encoder (relative attention)", {"kind": "factory", "factory": "t5_encoder",
                                                                 "needs": "transformers"},
-                   'inputs = { input_ids = { shape = ["batch", 128], dtype = "int64" }, '
-                   'attention_mask = { shape = ["batch", 128], dtype = "int64" } }', False),
+                   ENCODER_INPUTS, False),
     "gpt2": ("transformer decoder (causal LM)", {"kind": "factory", "factory": "gpt2", "needs": "transformers"},
-             'inputs = { input_ids = { shape = ["batch", 128], dtype = "int64" } }', False),
+             DECODER_INPUTS, False),
     "llama": ("transformer decoder (rotary, GQA)", {"kind": "factory", "factory": "llama", "needs": "transformers"},
-              'inputs = { input_ids = { shape = ["batch", 128], dtype = "int64" } }', False),
+              DECODER_INPUTS, False),
     "vit-hf": ("vision transformer", {"kind": "factory", "factory": "vit", "needs": "transformers"},
                'inputs = { pixel_values = { shape = ["batch", 3, 224, 224] } }', False),
     "wav2vec2": ("speech encoder (conv + transformer)", {"kind": "factory", "factory": "wav2vec2", "needs": "transformers"},

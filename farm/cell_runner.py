@@ -20,6 +20,7 @@ import numpy as np
 from farm.accuracy import REFERENCE, check as check_accuracy
 from farm.backends.base import Backend
 from farm.backends.registry import backend_class
+from farm.config import NATIVE_PREFIXES
 from farm.errors import EngineUnsupported
 from farm.models import make_feeds
 from farm.precision import TRANSFORMS, TransformUnsupported, Transformed, transform
@@ -133,6 +134,7 @@ def _build_and_measure(backend: Backend, cell: Cell, cache_dir: Path, work_dir: 
     result.build = backend.build(build_request(cell, model_path, work_dir, cache_dir), feeds)
     if transformed is not None:
         _record_transform(result, transformed, cell)
+    _record_exporter(result, cell, backend)
     result.device = backend.device_row()
     seconds = result.build.build_s
     log(f"built in {seconds:.2f} s; measuring" if seconds is not None else "built; measuring")
@@ -186,6 +188,17 @@ def _record_transform(result: CellResult, transformed: Transformed, cell: Cell) 
     build.transform_tool = transformed.tool
     for name, count in transformed.counts.items():  # builds.transform_<name>
         setattr(build, f"transform_{name}", count)
+
+
+def _record_exporter(result: CellResult, cell: Cell, backend: Backend) -> None:
+    """Which exporter made the ONNX file an engine ran, for a PyTorch source (`transform_summary`)."""
+    from farm.models.native import read_native
+
+    meta = read_native(cell.model.path) if cell.model.source.startswith(NATIVE_PREFIXES) else None
+    if not meta or not meta.get("exporter") or backend.capabilities.native_modules:
+        return
+    build = result.build
+    build.transform_summary = "; ".join(filter(None, [f"ONNX by {meta['exporter']}", build.transform_summary]))[:1000]
 
 
 def _accuracy_rows(backend: Backend, cell: Cell, feeds: dict[str, np.ndarray], cache_dir: Path,

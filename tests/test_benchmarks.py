@@ -324,3 +324,17 @@ def test_note_averaged_power_marks_rows_with_telemetry_once() -> None:
     assert mark(marked) == (marked, 0)
     examples = [pq.read_table(p) for p in sorted((ROOT / "results" / "examples").glob("*/measurements/*.parquet"))]
     assert examples and all(mark(t)[1] == 0 for t in examples)
+
+
+def test_model_corpus_quick(tmp_path: Path) -> None:
+    """The corpus's small models (wheel files, the onnx wheel's light models, a transformers encoder,
+    PyTorch's own layers) on ONNX Runtime and PyTorch, CPU: a table per engine, and no cell failed
+    (what an engine cannot do is unsupported, with the reason)."""
+    out = run_benchmark("model_corpus.py", "--quick", "--cache", str(tmp_path / "corpus"),
+                        "--json", str(tmp_path / "counts.json"), timeout=900)
+    counts = json.loads((tmp_path / "counts.json").read_text())
+    assert set(counts["engines"]) == {"onnxruntime cpu", "torch cpu eager"}, out
+    for engine, figures in counts["engines"].items():
+        assert figures["cells"] >= 3 and figures.get("failed", 0) == 0, (engine, out)
+        assert figures.get("accuracy fail", 0) == 0, (engine, out)
+    assert re.search(rf"onnxruntime cpu\s+{NUMBER}\s+{NUMBER}", out), out

@@ -174,6 +174,11 @@ def test_one_model_that_cannot_be_built_or_exported_stops_nothing(tmp_path: Path
     assert "--- torch.onnx.export, dynamo ---" in log and "--- torch.onnx.export, torchscript ---" in log
     meta = read_native(next(results.rglob("native/tiny_cnn-*/model.onnx")))
     assert meta["exporter"] == "torch.onnx.export(dynamo=True)"
+    summaries = dict(Warehouse(results).connect().execute(
+        "SELECT c.backend, b.transform_summary FROM cells c JOIN builds b USING (cell_id) "
+        "WHERE c.model = 'tiny_cnn'").fetchall())
+    assert summaries["onnxruntime"].startswith("ONNX by torch.onnx.export(dynamo=True)")  # on the build row
+    assert summaries["torch"] == "PyTorch: native module (module:tests.native_models:tiny_cnn)"
     verdict = Warehouse(results).connect().execute(
         "SELECT a.verdict, a.worst_metric FROM accuracy a JOIN cells c USING (cell_id) "
         "WHERE c.model = 'not_exportable'").fetchone()

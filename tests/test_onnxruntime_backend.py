@@ -386,3 +386,46 @@ def test_an_output_of_another_rank_than_declared_is_copied_from_where_onnx_runti
     np.testing.assert_array_equal(bound.outputs[0][2], feeds["x"][:, None, :])
     other = {"x": -feeds["x"]}
     np.testing.assert_array_equal(bound.outputs_for(other)["y"], other["x"][:, None, :])
+
+
+def test_a_scalar_input_is_bound_as_a_scalar(tmp_path: Path) -> None:
+    """An int64 scalar input (silero-vad's sample rate) keeps its shape () through the binding, so
+    the accuracy check's feeds match it (it was made 1-D: 'input sr: shape (), the cell runs (1,)')."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    from farm.backends.ort_cuda import BoundSession
+
+    graph = helper.make_graph([helper.make_node("Cast", ["sr"], ["rate"], to=TensorProto.FLOAT),
+                               helper.make_node("Mul", ["x", "rate"], ["y"])], "scalar",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4]),
+                               helper.make_tensor_value_info("sr", TensorProto.INT64, [])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    proto.ir_version = 8
+    onnx.save(proto, tmp_path / "scalar.onnx")
+    session = ort.InferenceSession(str(tmp_path / "scalar.onnx"), providers=["CPUExecutionProvider"])
+    feeds = {"x": np.ones((2, 4), np.float32), "sr": np.array(16000, np.int64)}
+    bound = BoundSession(session, HostMemory(), feeds, ort.RunOptions())
+    assert {name: host.shape for name, _, host in bound.inputs} == {"x": (2, 4), "sr": ()}
+    np.testing.assert_array_equal(bound.outputs_for({"x": feeds["x"], "sr": np.array(8000)})["y"],
+                                  np.full((2, 4), 8000, np.float32))
+
+
+@pytest.mark.parametrize("message", [
+    # ONNX Runtime 1.31's words on an H200 (benchmarks/model_corpus.py: yolov8n-nudenet fp16, silero-vad)
+    "[ONNXRuntimeError] : 1 : FAIL : This session cannot use the graph capture feature as requested by the user  "
+    "as all compute graph nodes have not been partitioned to the CUDAExecutionProvider",
+    "[ONNXRuntimeError] : 1 : FAIL : This session cannot use the graph capture feature as requested by the user as "
+    "the model has control flow nodes which can't be supported by CUDAExecutionProvider",
+])
+def test_a_graph_onnx_runtime_cannot_capture_is_unsupported(message: str) -> None:
+    from farm.backends.ort_cuda import raise_if_uncapturable
+    from farm.errors import EngineUnsupported
+
+    with pytest.raises(EngineUnsupported) as info:
+        raise_if_uncapturable(RuntimeError(message))
+    assert str(info.value).startswith("ONNX Runtime cannot capture this model in a CUDA graph ([ONNXRuntimeError]")
+    assert str(info.value).endswith("run it with cuda_graph = false")
+    raise_if_uncapturable(RuntimeError("CUDA out of memory"))  # anything else is left to fail as it is

@@ -162,7 +162,7 @@ class TorchMemory:
         self._device: dict[int, Any] = {}  # device pointer -> a tensor over it
 
     def pinned(self, array: np.ndarray) -> np.ndarray:
-        tensor = self.torch.from_numpy(np.ascontiguousarray(array)).pin_memory()
+        tensor = self.torch.from_numpy(np.asarray(array).copy(order="C")).pin_memory()  # a 0-d array stays 0-d
         view = tensor.numpy()
         self._host[view.ctypes.data] = tensor
         return view
@@ -227,7 +227,8 @@ class BoundSession:
         self.binding = session.io_binding()
         self.inputs: list[tuple[str, Any, np.ndarray]] = []  # name, bound OrtValue, pinned host copy
         for spec in session.get_inputs():
-            host = np.ascontiguousarray(feeds[spec.name], dtype=numpy_type(spec.type))
+            # np.asarray, not np.ascontiguousarray: that makes a scalar input (a sample rate) 1-D
+            host = np.asarray(feeds[spec.name], dtype=numpy_type(spec.type)).copy(order="C")
             value = ort.OrtValue.ortvalue_from_shape_and_type(host.shape, host.dtype, memory.device_type, 0)
             self.inputs.append((spec.name, value, memory.pinned(host)))
             self.binding.bind_ortvalue_input(spec.name, value)

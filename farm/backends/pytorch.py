@@ -182,12 +182,10 @@ class TorchBackend(LoopTimedBackend):
         except Exception as exc:  # a limit of CUDA graphs for this model: the eager cell runs it
             from farm.errors import EngineUnsupported
 
-            what = ("the module" if self.native else "farm's ONNX interpreter (shape arithmetic and control flow "
-                    "on the host)")
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+            what = "the module" if self.native else "farm's ONNX interpreter (shape arithmetic, control flow)"
             raise EngineUnsupported(f"PyTorch cannot capture this model in a CUDA graph ({type(exc).__name__}: "
-                                    f"{first}): {what} reads or copies host values during a query; run it with "
-                                    'mode = "eager" or "compile"') from exc
+                                    f"{(str(exc).strip().splitlines() or [''])[0][:200]}): {what} reads or copies "
+                                    'host values during a query; run it with mode = "eager" or "compile"') from exc
         self.graph = graph
 
         def replay(*_inputs):  # inputs are the captured static buffers; the query copies into them
