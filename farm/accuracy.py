@@ -29,13 +29,11 @@ REFERENCE = "onnxruntime-cpu fp32"
 DEFAULT_SAMPLES = 64
 DEFAULT_TIE_MARGIN = 0.01  # of the reference row's logit range (max - min)
 SEED_OFFSET = 1_000_000  # evaluation inputs are seeded apart from calibration's (seed + 1000 + i)
-VERDICTS = ("pass", "fail", "unjudged")
 # A floating-point reference output is degenerate when it is constant, when at least
 # DEGENERATE_ZERO_SHARE of its elements are zero (|x| <= ZERO), or when most are zero and none
 # reaches FAINT (a score map with nothing in it: a text detector's on random noise, 98 % zeros and
 # a largest score of 0.003): no error metric separates a right engine from a wrong one there.
 ZERO, DEGENERATE_ZERO_SHARE, FAINT = 1e-6, 0.99, 0.01
-CALIBRATION_HINT = "give real inputs in [models.calibration] (docs/config.md)"
 
 Run = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
 

@@ -44,6 +44,7 @@ CHILDREN_EVERY = 4  # polls between rescans of the child's process tree (a /proc
 PARENT_CHECK_S = 0.5  # how often the child checks that its worker is still there
 START_TIMEOUT_S = 120.0
 TAIL_LINES, TAIL_BYTES = 40, 16_384  # what a dead cell keeps of its process's last output
+OUTPUT_LIMIT = 8 << 20  # the child's output file is emptied before a cell once it holds this much
 REASON_LINES = 3  # of which the reason quotes the last few non-empty lines
 
 
@@ -90,7 +91,7 @@ class CellProcess:
         self.stop()
         ours, theirs = Pipe(duplex=True)
         fd = theirs.fileno()
-        self.output = tempfile.TemporaryFile()
+        self.output = tempfile.TemporaryFile(mode="a+b")  # appends: emptying it never leaves a hole
         try:
             self.proc = subprocess.Popen([sys.executable, "-m", "farm.executor.cell_process", str(fd),
                                           str(os.getpid()), self.warm_up or ""], pass_fds=[fd], start_new_session=True,
@@ -139,6 +140,9 @@ class CellProcess:
         tree = _ProcessTree(proc.pid)
         peak = 0
         offset = os.fstat(self.output.fileno()).st_size if self.output is not None else 0
+        if offset > OUTPUT_LIMIT:  # only the running cell's output is ever read
+            self.output.truncate(0)
+            offset = 0
         partial: CellResult | None = None  # the result as it stood before per-layer profiling
         conn.send((cell, str(cache_dir)))
         deadline = time.monotonic() + self.timeout_s if self.timeout_s else None
