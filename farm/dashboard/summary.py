@@ -91,9 +91,12 @@ def group_keys(frame: pd.DataFrame) -> list[str]:
 
 
 def metric_text(metric: Any, value: Any) -> str:
-    """An accuracy figure as people read it: 'top-1 agreement 99.2 %', 'cosine 0.999981'."""
-    if not isinstance(metric, str) or value is None or pd.isna(value):
+    """An accuracy figure as people read it: 'top-1 agreement 99.2 %', 'cosine 0.999981'; an
+    unjudged output's reason as it is ('reference ~0 on these inputs (...)')."""
+    if not isinstance(metric, str):
         return ""
+    if value is None or pd.isna(value):
+        return metric if " " in metric else ""  # a reason, not a metric's name
     if metric.endswith("_agreement"):
         return f"top-{metric[3]} agreement {100 * value:.1f} %"
     if metric == "cosine_similarity":  # enough decimals to show how far from 1: 0.99999956, not 1.000

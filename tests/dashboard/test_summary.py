@@ -165,6 +165,9 @@ def test_metric_text() -> None:
     assert metric_text("cosine_similarity", 0.95) == "cosine 0.9500"
     assert metric_text("max_abs_error", 0.0123456) == "max abs error 0.01235"
     assert metric_text(None, 1.0) == ""
+    assert metric_text("shape", None) == ""  # a failing metric with no figure
+    reason = "reference ~0 on these inputs (99.1 % of elements 0, largest 0.053)"
+    assert metric_text(reason, None) == reason  # an unjudged output says why
 
 
 def test_twelve_series_get_twelve_colours_by_precision(frame) -> None:
