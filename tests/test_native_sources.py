@@ -27,6 +27,15 @@ NATIVE = 'source = "module:tests.native_models:tiny_cnn"\nkwargs = { num_classes
          'inputs = { x = { shape = ["batch", 3, 16, 16] } }\n'
 
 
+def sweep_on_torch_and_onnxruntime(tmp_path: Path, name: str, models: str) -> tuple[int, Path]:
+    """Run a sweep of `models` (their [[models]] tables) on PyTorch CPU and ONNX Runtime at batch 2:
+    (exit status, the warehouse)."""
+    config = write_sweep(tmp_path, f'name = "{name}"\n{models}\n[axes]\nbackends = ["torch", "onnxruntime"]\n'
+                                   'batch_sizes = [2]\n[backends.torch]\ndevice = "cpu"\n')
+    results = tmp_path / "results"
+    return main(["sweep", str(config), "--results", str(results), "--executor", "local"]), results
+
+
 def tiny_spec(**changes) -> ModelSpec:
     fields = {"source": "module:tests.native_models:tiny_cnn", "kwargs": {"num_classes": 5},
               "inputs": {"x": {"shape": ["batch", 3, 16, 16]}}, **changes}
@@ -38,20 +47,9 @@ def test_torch_runs_the_module_and_onnxruntime_the_export(tmp_path: Path) -> Non
     cell says interpreter), ONNX Runtime cells ran the export, and every cell passes accuracy
     against the FP32 reference of the exported file."""
     tiny_cnn(tmp_path / "tiny.onnx", channels=8, spatial=16)
-    config = write_sweep(tmp_path, f"""
-        name = "native"
-        [[models]]
-        {NATIVE}
-        [[models]]
-        source = "tiny.onnx"
-        [axes]
-        backends = ["torch", "onnxruntime"]
-        batch_sizes = [2]
-        [backends.torch]
-        device = "cpu"
-        """.replace("\n        ", "\n"))
-    results = tmp_path / "results"
-    assert main(["sweep", str(config), "--results", str(results), "--executor", "local"]) == 0
+    status, results = sweep_on_torch_and_onnxruntime(
+        tmp_path, "native", f'[[models]]\n{NATIVE}\n[[models]]\nsource = "tiny.onnx"\n')
+    assert status == 0
     con = Warehouse(results).connect()
     rows = con.execute("SELECT c.model, c.backend, c.status, b.transform_summary, c.model_sha256 FROM cells c "
                        "JOIN builds b USING (cell_id) ORDER BY c.model, c.backend").fetchall()
@@ -135,27 +133,11 @@ def test_one_model_that_cannot_be_built_or_exported_stops_nothing(tmp_path: Path
     """A factory that raises fails its own cells; a module no exporter takes keeps its PyTorch cells
     (ONNX Runtime's say `unsupported`, with why and what to do); the good model runs; what the
     exporters printed is in export.log, not on the terminal."""
-    config = write_sweep(tmp_path, f"""
-        name = "mixed"
-        [[models]]
-        source = "module:tests.native_models:broken"
-        inputs = {{ x = {{ shape = ["batch", 16] }} }}
-        [[models]]
-        source = "module:tests.native_models:not_a_module"
-        inputs = {{ x = {{ shape = ["batch", 16] }} }}
-        [[models]]
-        source = "module:tests.native_models:not_exportable"
-        inputs = {{ x = {{ shape = ["batch", 16] }} }}
-        [[models]]
-        {NATIVE}
-        [axes]
-        backends = ["torch", "onnxruntime"]
-        batch_sizes = [2]
-        [backends.torch]
-        device = "cpu"
-        """.replace("\n        ", "\n"))
-    results = tmp_path / "results"
-    assert main(["sweep", str(config), "--results", str(results), "--executor", "local"]) == 1
+    width16 = 'inputs = { x = { shape = ["batch", 16] } }'
+    models = "".join(f'[[models]]\nsource = "module:tests.native_models:{factory}"\n{width16}\n'
+                     for factory in ("broken", "not_a_module", "not_exportable"))
+    status, results = sweep_on_torch_and_onnxruntime(tmp_path, "mixed", f"{models}[[models]]\n{NATIVE}\n")
+    assert status == 1
     out, err = capfd.readouterr()
     assert "torch.onnx" not in out + err and "TorchScript" not in out + err
     rows = {(m, b): (s, r) for m, b, s, r in Warehouse(results).connect().execute(

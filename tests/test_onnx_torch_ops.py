@@ -256,7 +256,7 @@ def test_small_host_values_are_copied_to_a_device_once() -> None:
     """Shape arithmetic gives the same small host values on every query: the second time the device
     copy of the first is used (no host-to-device copy, which CUDA graph capture forbids). The meta
     device stands in for a GPU; CPU tensors are not cached."""
-    from farm.onnx_torch.ops import _tensor
+    from farm.onnx_torch.ops import tensor_like as _tensor
 
     on_device = torch.zeros(2, device="meta")
     first = _tensor(np.array([3, 4], np.int64), on_device)

@@ -127,11 +127,6 @@ def _described(folder: Path, meta: dict[str, Any], inputs: list[dict[str, Any]])
     return NativeModel(folder / ONNX_NAME, meta.get("weights_sha256") if error else None, error, inputs)
 
 
-def native_model_path(spec: ModelSpec, where: str, base_dir: Path, cache_dir: Path, seed: int) -> Path:
-    """The path of a native source's ONNX export (native_model), for callers that need the file."""
-    return native_model(spec, where, base_dir, cache_dir, seed).path
-
-
 def _import_torch(where: str):
     try:
         import torch

@@ -138,18 +138,20 @@ def _branch_buffers(module, nodes: list[tuple], torch) -> None:
             branch = attrs[key]
             branch.setdefault("buffers", {})
             for name in [n for n, array in branch["constants"].items() if array.dtype.kind == "f"]:
-                attr = f"g{len(module.branch_buffers)}"
-                module.register_buffer(attr, torch.from_numpy(branch["constants"].pop(name).astype("float32")))
-                module.branch_buffers.append(attr)
-                branch["buffers"][name] = attr
+                branch["buffers"][name] = _add_branch_buffer(module, branch["constants"].pop(name), torch)
             for index, (name, kind, ins, outs, held) in enumerate(branch["nodes"]):
                 array = held.get("array") if kind == "Constant" else None
                 if array is not None and np.asarray(array).dtype.kind == "f":
-                    attr = f"g{len(module.branch_buffers)}"
-                    module.register_buffer(attr, torch.from_numpy(np.array(array, dtype="float32")))
-                    module.branch_buffers.append(attr)
-                    branch["nodes"][index] = (name, kind, ins, outs, {"buffer": attr})
+                    branch["nodes"][index] = (name, kind, ins, outs, {"buffer": _add_branch_buffer(module, array, torch)})
             _branch_buffers(module, branch["nodes"], torch)
+
+
+def _add_branch_buffer(module, array, torch) -> str:
+    """Register one branch constant as a float32 buffer; its attribute name."""
+    attr = f"g{len(module.branch_buffers)}"
+    module.register_buffer(attr, torch.from_numpy(np.array(array, dtype="float32")))
+    module.branch_buffers.append(attr)
+    return attr
 
 
 def forward_source(module) -> str:

@@ -45,7 +45,7 @@ _DEVICE_CONSTANTS: dict[tuple, object] = {}  # small host values already copied 
 _MAX_CACHED = 4096  # elements
 
 
-def _tensor(value, like=None):
+def tensor_like(value, like=None):
     """A tensor on `like`'s device: numpy constants become tensors where an op needs one. A small
     host value met again is the device copy made the first time (shape arithmetic gives the same
     values on every query): a warm-up fills the cache, so a CUDA graph captured after it holds no
@@ -70,7 +70,7 @@ def binary(fn):
         if not isinstance(x, torch.Tensor) and not isinstance(y, torch.Tensor):
             return fn(np.asarray(x), np.asarray(y))  # shape arithmetic stays on the host
         like = x if isinstance(x, torch.Tensor) else y
-        return fn(_tensor(x, like), _tensor(y, like))
+        return fn(tensor_like(x, like), tensor_like(y, like))
     return op
 
 
@@ -128,7 +128,7 @@ def _gather(m, a, data, indices):
     if not isinstance(data, torch.Tensor) and not isinstance(indices, torch.Tensor):
         return np.take(np.asarray(data), np.asarray(indices), axis=axis)
     if not isinstance(data, torch.Tensor):  # host data, device indices: gather on the device
-        data = _tensor(data, indices)
+        data = tensor_like(data, indices)
     if not isinstance(indices, torch.Tensor):
         # Constant indices: slice on the device, so no host-to-device copy happens in the forward
         # pass (a copy is not allowed while a CUDA graph is being captured).
@@ -248,7 +248,7 @@ def _concat(m, a, *xs):
     if not any(isinstance(x, torch.Tensor) for x in xs):
         return np.concatenate([np.atleast_1d(np.asarray(x)) for x in xs], axis=a["axis"])
     like = next(x for x in xs if isinstance(x, torch.Tensor))
-    return torch.cat([_tensor(x, like) for x in xs], dim=a["axis"])
+    return torch.cat([tensor_like(x, like) for x in xs], dim=a["axis"])
 
 
 def _clip(m, a, x, low=None, high=None):

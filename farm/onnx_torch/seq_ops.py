@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from farm.onnx_torch.ops import UnsupportedOperator, binary, ints, lazy_torch
+from farm.onnx_torch.ops import UnsupportedOperator, binary, ints, lazy_torch, tensor_like
 
 
 def host(value) -> np.ndarray:
@@ -40,8 +40,7 @@ def _where(m, a, cond, x, y):
     if not any(isinstance(v, torch.Tensor) for v in values):
         return np.where(np.asarray(cond), np.asarray(x), np.asarray(y))
     like = next(v for v in values if isinstance(v, torch.Tensor))
-    cond, x, y = (v if isinstance(v, torch.Tensor) else torch.as_tensor(np.array(v), device=like.device)
-                  for v in values)
+    cond, x, y = (tensor_like(v, like) for v in values)
     if x.dtype != y.dtype:  # a host scalar beside a tensor: the tensor's type
         x, y = (x, y.to(x.dtype)) if x.dim() >= y.dim() else (x.to(y.dtype), y)
     return torch.where(cond.bool(), x, y)
@@ -134,7 +133,7 @@ def _cum_sum(m, a, x, axis):
 def _gather_elements(m, a, data, indices):
     torch = lazy_torch()
     axis = a.get("axis", 0)
-    index = indices if isinstance(indices, torch.Tensor) else torch.as_tensor(np.array(indices), device=data.device)
+    index = tensor_like(indices, data)
     index = torch.where(index < 0, index + data.shape[axis], index)
     return data.gather(axis, index.long())
 
@@ -201,8 +200,8 @@ def _rnn(kind: str):
         if a.get("layout", 0):  # ONNX Runtime has no batch-first recurrent layers to check one against
             raise UnsupportedOperator(f"{kind.upper()} with layout=1 (batch first)")
         _check_rnn(kind, a, sequence_lens, x)
-        directions = 2 if _text(a.get("direction", "forward")) == "bidirectional" else 1
-        reverse = _text(a.get("direction", "forward")) == "reverse"
+        direction = _text(a.get("direction", "forward"))
+        directions, reverse = (2 if direction == "bidirectional" else 1), direction == "reverse"
         hidden = a["hidden_size"]
         params = _rnn_weights(m, kind, w, r, b, directions, hidden)
         zeros = torch.zeros(directions, x.shape[1], hidden, dtype=x.dtype, device=x.device)
@@ -340,7 +339,7 @@ def _fold(xs, torch_fn, numpy_fn):
             result = numpy_fn(result, np.asarray(x))
         return result
     like = next(x for x in xs if isinstance(x, torch.Tensor))
-    values = [x if isinstance(x, torch.Tensor) else torch.as_tensor(np.array(x), device=like.device) for x in xs]
+    values = [tensor_like(x, like) for x in xs]
     result = values[0]
     for x in values[1:]:
         result = torch_fn(result, x)
