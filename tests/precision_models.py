@@ -175,3 +175,83 @@ def plugin_model(path: Path) -> Path:
                               [numpy_helper.from_array(rng.normal(0, 1, (16, 16)).astype(np.float32), "w")])
     return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
                                                          helper.make_opsetid("trt.plugins", 1)]), path)
+
+
+def output_in_value_info_model(path: Path) -> Path:
+    """x[N,16] -> MatMul -> Softmax -> y, with `y` declared in value_info as well as an output (as
+    Paddle's exporter writes it: a document orientation classifier)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(8)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], name="matmul"),
+             helper.make_node("Softmax", ["m"], ["y"], name="softmax", axis=-1)]
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 16])
+    graph = helper.make_graph(nodes, "value_info", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16])],
+                              [y], [numpy_helper.from_array(rng.normal(0, 1, (16, 16)).astype(np.float32), "w")],
+                              value_info=[helper.make_tensor_value_info("m", TensorProto.FLOAT, ["batch", 16]), y])
+    return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def weights_as_inputs_model(path: Path) -> Path:
+    """x[N,16] -> MatMul(w) -> Relu -> y, with `w` listed among the graph inputs as well as an
+    initializer (what ONNX before IR 4 required: ONNX's own ImageNet test models)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(9)
+    w = numpy_helper.from_array(rng.normal(0, 1, (16, 16)).astype(np.float32), "w")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], name="matmul"),
+             helper.make_node("Relu", ["m"], ["y"], name="relu")]
+    graph = helper.make_graph(nodes, "weights_as_inputs",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16]),
+                               helper.make_tensor_value_info("w", TensorProto.FLOAT, [16, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 16])], [w])
+    return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def inputs_read_in_branches_model(path: Path) -> Path:
+    """x[N,16], state[N,16]; If(N > 1): then MatMul(x, Wt) + state, else MatMul(x, We) * state -> y:
+    the float inputs are read by the branches only, as a voice-activity model's audio and state."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(10)
+
+    def branch(name: str, op: str) -> object:
+        nodes = [helper.make_node("MatMul", ["x", f"w_{name}"], [f"{name}_mm"], name=f"{name}_matmul"),
+                 helper.make_node(op, [f"{name}_mm", "state"], [f"{name}_out"], name=f"{name}_{op.lower()}")]
+        weight = numpy_helper.from_array(rng.normal(0, 0.5, (16, 16)).astype(np.float32), f"w_{name}")
+        return helper.make_graph(nodes, name, [], [helper.make_tensor_value_info(f"{name}_out", TensorProto.FLOAT,
+                                                                                  ["batch", 16])], [weight])
+
+    init = [numpy_helper.from_array(np.array([0], np.int64), "axis0"),
+            numpy_helper.from_array(np.array([1], np.int64), "one")]
+    nodes = [helper.make_node("Shape", ["x"], ["shape"], name="shape"),
+             helper.make_node("Gather", ["shape", "axis0"], ["n"], name="gather", axis=0),
+             helper.make_node("Greater", ["n", "one"], ["cond1"], name="greater"),
+             helper.make_node("Squeeze", ["cond1", "axis0"], ["cond"], name="squeeze"),
+             helper.make_node("If", ["cond"], ["y"], name="if", then_branch=branch("then", "Add"),
+                              else_branch=branch("else", "Mul"))]
+    graph = helper.make_graph(nodes, "inputs_in_branches",
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", 16]) for n in ("x", "state")],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 16])], init)
+    return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def dynamic_quantized_model(path: Path) -> Path:
+    """x[N,16] -> MatMul -> DynamicQuantizeLinear -> MatMulInteger(w int8) -> Cast -> Mul(scale) -> y:
+    a dynamically quantized matrix product, whose quantizer takes fp32 only (an OCR model's CRNN)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(11)
+    init = [numpy_helper.from_array(rng.normal(0, 1, (16, 16)).astype(np.float32), "w"),
+            numpy_helper.from_array(rng.integers(0, 255, (16, 16)).astype(np.uint8), "wq"),
+            numpy_helper.from_array(np.array(0.01, np.float32), "wscale")]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], name="matmul"),
+             helper.make_node("DynamicQuantizeLinear", ["m"], ["mq", "mscale", "mzero"], name="quantize"),
+             helper.make_node("MatMulInteger", ["mq", "wq", "mzero"], ["acc"], name="matmul_integer"),
+             helper.make_node("Cast", ["acc"], ["accf"], name="cast", to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["mscale", "wscale"], ["scale"], name="scales"),
+             helper.make_node("Mul", ["accf", "scale"], ["y"], name="dequantize")]
+    graph = helper.make_graph(nodes, "dynamic_quantized",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 16])], init)
+    return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)

@@ -13,8 +13,10 @@ from farm.models import make_feeds
 from farm.precision import TransformUnsupported, transform
 from farm.precision.checks import census, one_line
 from farm.records import Calibration, InputSpec
-from tests.precision_models import (big_activation_model, big_variance_bn, cosine, elementwise_model, if_model,
-                                    plugin_model, run, state_model)
+from tests.precision_models import (big_activation_model, big_variance_bn, cosine, dynamic_quantized_model,
+                                    elementwise_model, if_model, inputs_read_in_branches_model,
+                                    output_in_value_info_model, plugin_model, run, state_model,
+                                    weights_as_inputs_model)
 
 VECTOR = (InputSpec("x", "float32", ("batch", 16), -1.0, 1.0),)
 VECTOR_SHAPES = {"x": (2, 16)}
@@ -212,3 +214,22 @@ def test_sweep_stores_what_the_transform_did(tmp_path: Path, capsys) -> None:
     status, reason, summary, *_ = by_cell[("elementwise", "int8")]
     assert status == "unsupported" and summary is None
     assert reason.startswith("int8 transform (onnxruntime.quantization ") and "nothing was quantized" in reason
+
+
+@pytest.mark.parametrize("build, inputs", [
+    (output_in_value_info_model, ("x",)),  # the converter raised "The downstream node of the second cast node..."
+    (weights_as_inputs_model, ("x",)),  # inputs declared fp32 for fp16 weights
+    (inputs_read_in_branches_model, ("x", "state")),  # fp16 branches reading fp32 inputs
+    (dynamic_quantized_model, ("x",)),  # DynamicQuantizeLinear given fp16
+])
+def test_fp16_structures_of_third_party_models(tmp_path: Path, build, inputs) -> None:
+    """Structures of real models (docs/models.md) the converter alone turned into an invalid model
+    or an exception: converted, valid, and computing what the fp32 model computes."""
+    spec = tuple(InputSpec(name, "float32", ("batch", 16), -1.0, 1.0) for name in inputs)
+    shapes = {name: (2, 16) for name in inputs}
+    model = build(tmp_path / "model.onnx")
+    fp16 = _transform(model, "fp16", spec, shapes, tmp_path / "cache")
+    _checked(fp16.path)
+    feeds = make_feeds(spec, shapes, 7)
+    assert fp16.counts["tensors_fp16"] > 0
+    assert cosine(run(fp16.path, feeds)[0], run(model, feeds)[0]) > 0.999

@@ -35,7 +35,7 @@ from farm.precision.int8 import calibration_batches, calibration_hash, to_int8
 
 __all__ = ["TRANSFORMS", "Calibration", "Transformed", "TransformUnsupported", "calibration_batches", "transform"]
 
-TRANSFORM_VERSION = 3
+TRANSFORM_VERSION = 4
 TRANSFORMS = ("fp16", "int8")
 
 

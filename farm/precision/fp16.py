@@ -16,6 +16,11 @@ from farm.precision.checks import (FP16_MAX, TransformUnsupported, census, graph
 # Kept in fp32 by the fp16 conversion (besides onnxconverter-common's own list): reductions and
 # normalisations whose range or accumulated error fp16 does not hold.
 SENSITIVE_OPS = ["LayerNormalization", "Softmax", "ReduceMean", "ReduceSum", "Pow", "Exp", "Log", "Erf", "Sqrt"]
+# Kept too because their float inputs are defined as fp32 only: dynamic quantization (a dynamically
+# quantized model's int8 parts stay int8 and its float parts around them stay fp32), and Resize
+# (its scales are float32 by the standard).
+FP32_ONLY_OPS = ["DynamicQuantizeLinear", "DynamicQuantizeLSTM", "DynamicQuantizeMatMul", "MatMulIntegerToFloat",
+                 "QuantizeLinear", "DequantizeLinear", "Resize"]
 
 
 def to_fp16(model_path: Path, output: Path, keep_io_types: bool, inputs, shapes, seed: int) -> dict:
@@ -26,6 +31,10 @@ def to_fp16(model_path: Path, output: Path, keep_io_types: bool, inputs, shapes,
     label = transform_label("fp16")
     model = onnx.load(str(model_path))
     _name_nodes(model)
+    for graph, _ in graphs(model.graph):  # stale value_info misleads its output Casts (a wrong-typed model)
+        del graph.value_info[:]
+    if keep_io_types:
+        _inputs_read_in_subgraphs(model)
     before = census(model)
     out_of_range = _weights_out_of_range(model)
     unchecked = ""
@@ -33,7 +42,7 @@ def to_fp16(model_path: Path, output: Path, keep_io_types: bool, inputs, shapes,
         out_of_range |= _activations_out_of_range(model, inputs, shapes, seed)
     except Exception as exc:  # e.g. beyond 2 GB, or a model ORT cannot run: the measurement says so later
         unchecked = f"; activation ranges not checked (running the fp32 model: {short_error(exc)})"
-    blocked_ops = sorted(set(float16.DEFAULT_OP_BLOCK_LIST) | set(SENSITIVE_OPS))
+    blocked_ops = sorted(set(float16.DEFAULT_OP_BLOCK_LIST) | set(SENSITIVE_OPS) | set(FP32_ONLY_OPS))
     _unshare_initializers(model, set(blocked_ops), out_of_range)
     try:
         # max_finite_val: nothing is clamped below fp16's own range (the default clamps to 1e4);
@@ -45,6 +54,7 @@ def to_fp16(model_path: Path, output: Path, keep_io_types: bool, inputs, shapes,
         raise TransformUnsupported(one_line(f"{label} failed: {type(exc).__name__}: {exc}"),
                                    f"{label} failed:\n{exc}") from exc
     _outputs_read_inside(converted, set(blocked_ops), out_of_range)
+    _initializer_inputs_typed(converted)
     _sort_graphs(_consistent_casts(converted))
     after = census(converted)
     weights = after.weights[TensorProto.FLOAT16] - before.weights[TensorProto.FLOAT16]
@@ -84,6 +94,48 @@ def _outputs_read_inside(model, blocked_ops: set[str], blocked_nodes: set[str]) 
         for i, name in enumerate(node.input):
             if name in fp16_source:
                 node.input[i] = fp16_source[name]
+
+
+def _inputs_read_in_subgraphs(model) -> None:
+    """A float graph input that only `If`/`Loop` bodies read (a voice model's audio): with
+    keep_io_types, onnxconverter-common casts an input to fp16 for its main-graph readers only, and
+    the converted bodies read it fp32 (an invalid model). The bodies read it through an Identity in
+    the main graph instead, which the converter gives its Cast."""
+    from onnx import TensorProto, helper
+
+    floats = {i.name for i in model.graph.input if i.type.tensor_type.elem_type == TensorProto.FLOAT}
+    read_inside = floats & set().union(*(_outer_names(n) for n in model.graph.node)) if floats else set()
+    if not read_inside:
+        return
+    renamed = {name: f"{name}__inner" for name in sorted(read_inside)}
+
+    def rename(graph) -> None:
+        local = {v.name for v in graph.input} | {o for n in graph.node for o in n.output}
+        for node in graph.node:
+            for i, name in enumerate(node.input):
+                if name in renamed and name not in local:
+                    node.input[i] = renamed[name]
+            for attribute in node.attribute:
+                for body in ([attribute.g] if attribute.HasField("g") else []) + list(attribute.graphs):
+                    rename(body)
+
+    for node in model.graph.node:
+        for attribute in node.attribute:
+            for body in ([attribute.g] if attribute.HasField("g") else []) + list(attribute.graphs):
+                rename(body)
+    for name, inner in reversed(renamed.items()):
+        model.graph.node.insert(0, helper.make_node("Identity", [name], [inner], name=f"{inner}_identity"))
+
+
+def _initializer_inputs_typed(model) -> None:
+    """Weights also listed as graph inputs (ONNX before IR 4 required it): the converter makes the
+    weight fp16 and leaves the input's declared type fp32 (an invalid model). The declaration
+    follows the weight."""
+    for graph, _ in graphs(model.graph):
+        weights = {t.name: t.data_type for t in graph.initializer}
+        for value in graph.input:
+            if value.name in weights and value.type.tensor_type.elem_type != weights[value.name]:
+                value.type.tensor_type.elem_type = weights[value.name]
 
 
 def _unshare_initializers(model, blocked_ops: set[str], blocked_nodes: set[str]) -> None:
