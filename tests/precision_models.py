@@ -255,3 +255,19 @@ def dynamic_quantized_model(path: Path) -> Path:
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 16])], init)
     return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def default_fill_model(path: Path) -> Path:
+    """x[N,16] -> Shape -> ConstantOfShape (no `value`: fp32 zeros by default) -> Add(MatMul(x)) -> y:
+    torch.onnx's export of `new_zeros` (swin's attention mask)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(12)
+    nodes = [helper.make_node("Shape", ["x"], ["shape"], name="shape"),
+             helper.make_node("ConstantOfShape", ["shape"], ["zeros"], name="zeros"),
+             helper.make_node("MatMul", ["x", "w"], ["m"], name="matmul"),
+             helper.make_node("Add", ["m", "zeros"], ["y"], name="add")]
+    graph = helper.make_graph(nodes, "default_fill", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 16])],
+                              [numpy_helper.from_array(rng.normal(0, 1, (16, 16)).astype(np.float32), "w")])
+    return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)

@@ -13,10 +13,10 @@ from farm.models import make_feeds
 from farm.precision import TransformUnsupported, transform
 from farm.precision.checks import census, one_line
 from farm.records import Calibration, InputSpec
-from tests.precision_models import (big_activation_model, big_variance_bn, cosine, dynamic_quantized_model,
-                                    elementwise_model, if_model, inputs_read_in_branches_model,
-                                    output_in_value_info_model, plugin_model, run, state_model,
-                                    weights_as_inputs_model)
+from tests.precision_models import (big_activation_model, big_variance_bn, cosine, default_fill_model,
+                                    dynamic_quantized_model, elementwise_model, if_model,
+                                    inputs_read_in_branches_model, output_in_value_info_model, plugin_model, run,
+                                    state_model, weights_as_inputs_model)
 
 VECTOR = (InputSpec("x", "float32", ("batch", 16), -1.0, 1.0),)
 VECTOR_SHAPES = {"x": (2, 16)}
@@ -221,6 +221,7 @@ def test_sweep_stores_what_the_transform_did(tmp_path: Path, capsys) -> None:
     (weights_as_inputs_model, ("x",)),  # inputs declared fp32 for fp16 weights
     (inputs_read_in_branches_model, ("x", "state")),  # fp16 branches reading fp32 inputs
     (dynamic_quantized_model, ("x",)),  # DynamicQuantizeLinear given fp16
+    (default_fill_model, ("x",)),  # a ConstantOfShape declared fp16 that fills fp32
 ])
 def test_fp16_structures_of_third_party_models(tmp_path: Path, build, inputs) -> None:
     """Structures of real models (docs/models.md) the converter alone turned into an invalid model

@@ -276,6 +276,11 @@ class BoundSession:
                 for index, (_, value, host) in enumerate(self.outputs)]
 
     def run(self) -> None:
+        # A run leaves what it produced in the binding, and the next run takes that as a buffer
+        # given to it, which ONNX Runtime's CUDA EP checks against the declared rank ("Invalid rank
+        # for output"): a loose output is bound afresh, to be allocated again, before every run.
+        for index in self.loose:
+            self.binding.bind_output(self.outputs[index][0], self.memory.device_type, 0)
         self.session.run_with_iobinding(self.binding, self.run_options)
 
     def query_fn(self, transfers: bool) -> QueryFn:

@@ -35,6 +35,7 @@ def to_fp16(model_path: Path, output: Path, keep_io_types: bool, inputs, shapes,
         del graph.value_info[:]
     if keep_io_types:
         _inputs_read_in_subgraphs(model)
+    _explicit_fill_values(model)
     before = census(model)
     out_of_range = _weights_out_of_range(model)
     unchecked = ""
@@ -125,6 +126,18 @@ def _inputs_read_in_subgraphs(model) -> None:
                 rename(body)
     for name, inner in reversed(renamed.items()):
         model.graph.node.insert(0, helper.make_node("Identity", [name], [inner], name=f"{inner}_identity"))
+
+
+def _explicit_fill_values(model) -> None:
+    """A ConstantOfShape without a `value` fills with fp32 zeros (the standard's default): the
+    converter retypes its output fp16 but has no attribute to convert (torch.onnx's export of
+    `new_zeros`, e.g. swin's attention mask). The default is written out, for it to convert."""
+    from onnx import TensorProto, helper
+
+    for node in nodes(model.graph):
+        if node.op_type == "ConstantOfShape" and not any(a.name == "value" for a in node.attribute):
+            node.attribute.append(helper.make_attribute("value", helper.make_tensor("value", TensorProto.FLOAT,
+                                                                                  [1], [0.0])))
 
 
 def _initializer_inputs_typed(model) -> None:

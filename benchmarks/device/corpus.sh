@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# On a GPU machine without network, after setup.sh: the model corpus (benchmarks/model_corpus.py)
+# on every engine, from the ONNX files extracted here beforehand and carried in
+# .whl/corpus-*/models/ (copy them from a CPU run's --cache/models). Arguments go to
+# model_corpus.py. A run stopped by its time limit resumes where it stopped when run again (the
+# warehouse stays in $CORPUS_DIR while the machine is kept). The log lands in $OUT.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+cache=${CORPUS_DIR:-/tmp/fc}
+out=${OUT:-/tmp/corpus-out}
+mkdir -p "$cache/models" "$out"
+for d in .whl/corpus-*/models; do [ -d "$d" ] && cp -rn "$d"/* "$cache/models/"; done
+ray stop --force >/dev/null 2>&1
+export PYTHONUNBUFFERED=1
+timeout "${CORPUS_TIMEOUT:-540}" python3 benchmarks/model_corpus.py --device cuda --cache "$cache" \
+  --wheels /tmp/no-wheels "$@" > "$out/corpus.log" 2>&1
+echo "exit $?"
+tail -90 "$out/corpus.log"
