@@ -125,10 +125,7 @@ def test_ingest_is_refused_while_another_writer_holds_the_warehouse(tmp_path: Pa
     line naming the holder and writes nothing."""
     from farm.cli import main
 
-    shared = ROOT.parent / "shared" / "fixtures" / "seeds"
-    log = shared / "mnist_trt80.trtexec_perf_summary.log"
-    if not log.is_file():
-        pytest.skip(f"recorded TensorRT output not found at {shared} (the shared/ folder beside the checkout)")
+    log = ROOT / "tests" / "fixtures" / "trt_seeds" / "mnist_trt80.trtexec_perf_summary.log"
     results = tmp_path / "results"
     holder = hold_lock(results)
     try:
@@ -208,10 +205,9 @@ def test_ingest_into_a_folder_farm_did_not_write_is_refused(tmp_path: Path, caps
         with Warehouse(folder).writer_lock():
             pass
     assert refused.value.exit_code == 2 and "is not a farm warehouse" in str(refused.value)
-    log = ROOT.parent / "shared" / "fixtures" / "seeds" / "mnist_trt80.trtexec_perf_summary.log"
-    if log.is_file():
-        assert main(["ingest", str(log), "--results", str(folder)]) == 2
-        assert "is not a farm warehouse" in capsys.readouterr().err
+    log = ROOT / "tests" / "fixtures" / "trt_seeds" / "mnist_trt80.trtexec_perf_summary.log"
+    assert main(["ingest", str(log), "--results", str(folder)]) == 2
+    assert "is not a farm warehouse" in capsys.readouterr().err
     assert sorted(p.name for p in folder.rglob("*")) == ["README.md", "src"]
 
 

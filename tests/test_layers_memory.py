@@ -6,7 +6,7 @@ from farm.layers.memory import conv_macs, element_bytes, matmul_macs, tensor_byt
 
 
 def test_fpn_conv0_figures() -> None:
-    # Conv_0 + PWN(Clip_3) of fpn_int8 (../shared/fixtures/seeds/README.md)
+    # Conv_0 + PWN(Clip_3) of fpn_int8 (tests/fixtures/trt_seeds/README.md)
     input_bytes = tensor_bytes([1, 3, 512, 768], "Int8")
     weight_bytes = tensor_bytes([32, 3, 3, 3], "Int8")  # K*C*R*S / G, groups 1
     output_bytes = tensor_bytes([1, 32, 256, 384], "Int8")

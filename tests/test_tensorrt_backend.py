@@ -17,7 +17,7 @@ from tests.conftest import tiny_cnn, unsupported_op_model, write_sweep
 from tests.doubles.tensorrt_double import EXTRA_NAMES, Recorder, make_cudart, make_tensorrt
 
 ROOT = Path(__file__).resolve().parent.parent
-REFERENCE = ROOT.parent / "shared" / "design" / "tensorrt-reference.md"
+REFERENCE = ROOT / "docs" / "tensorrt-reference.md"
 
 
 @pytest.fixture

@@ -97,7 +97,7 @@ def test_trtexec_measurements_rows_carry_the_timing_definition(fake_trtexec, tmp
     assert row[:4] == (False, True, True, 1) and row[4].startswith("TensorRT ")
 
 
-# The flags of each version, as ../shared/design/tensorrt-reference.md section 7 lists them.
+# The flags of each version, as docs/tensorrt-reference.md section 7 lists them.
 FLAGS_10 = {"--noDataTransfers", "--useCudaGraph", "--useSpinWait", "--separateProfileRun", "--infStreams"}
 FLAGS_11 = {"--includeDataTransfers", "--noCudaGraph", "--noSpinWait", "--infStreams",
             "--noDataTransfers", "--useSpinWait", "--useCudaGraph", "--separateProfileRun"}  # the last four: no-ops

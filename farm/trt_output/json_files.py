@@ -1,4 +1,4 @@
-"""Readers for the JSON files trtexec writes (see ../shared/design/tensorrt-reference.md, sections
+"""Readers for the JSON files trtexec writes (see docs/tensorrt-reference.md, sections
 4 to 6). Each returns plain data and raises `FormatError` with one line saying where a file does
 not hold what its kind must (a record without `latencyMs`, a layer whose `Name` is not a string,
 JSON cut short) instead of guessing:

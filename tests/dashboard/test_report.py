@@ -78,7 +78,7 @@ def test_report_of_ingested_tensorrt_results(warehouse: Path, tmp_path: Path) ->
     output = tmp_path / "trt.html"
     assert main(["report", "trt", "-o", str(output), "--results", str(warehouse)]) == 0
     text = output.read_text()
-    assert "mnist_trt80" in text and "6431" in text  # trtexec's 6430.89 qps (shared/fixtures/seeds/README.md)
+    assert "mnist_trt80" in text and "6431" in text  # trtexec's 6430.89 qps (tests/fixtures/trt_seeds/README.md)
     assert "fpn_int8" in text and "ok, no timing" in text
     assert "ingested_files" not in text.split("<h2>")[1]  # series are named by short options only
 

@@ -1,5 +1,5 @@
 """A stand-in for the trtexec binary (a TensorRT double): records its arguments and replays
-recorded real trtexec output from ../shared/fixtures/seeds as its log and export files."""
+recorded real trtexec output from tests/fixtures/trt_seeds as its log and export files."""
 
 import json
 import os

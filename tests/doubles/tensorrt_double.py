@@ -1,6 +1,6 @@
 """A recording double of the `tensorrt` Python module (10.x or 11.x) and of cuda-python's runtime.
 
-It knows only the names of ../shared/design/tensorrt-reference.md (plus the few listed in
+It knows only the names of docs/tensorrt-reference.md (plus the few listed in
 EXTRA_NAMES, each a documented TensorRT API the reference leaves out): using any other name is
 an AttributeError, and classes use __slots__ so that setting an unknown builder option fails too.
 Every call is recorded in `calls`. It computes nothing TensorRT would: the "engine" is the ONNX

@@ -127,7 +127,7 @@ def test_a_large_unrelated_file_is_sniffed_not_read(tmp_path: Path, monkeypatch)
 # --- 2. files of different engines ------------------------------------------------------------------
 
 def test_all_the_recorded_files_as_one_engine_are_refused(tmp_path: Path, capsys) -> None:
-    everything = sorted(SEEDS.iterdir())  # `farm ingest ../shared/fixtures/seeds/*`
+    everything = sorted(SEEDS.iterdir())  # `farm ingest tests/fixtures/trt_seeds/*`
     results = tmp_path / "results"
     assert ingest(*everything, "--results", results) == 2
     lines = error_lines(capsys)

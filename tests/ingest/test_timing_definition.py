@@ -1,7 +1,7 @@
 """What an ingested measurement's latency includes, and the 11.x inspector JSON ("I/O Tensors").
 
 The 11.x samples in written_from_docs/ were written by hand from the documented formats (see its
-README.md), not recorded; the recorded real output in shared/fixtures/seeds is used as it is."""
+README.md), not recorded; the recorded real output in tests/fixtures/trt_seeds is used as it is."""
 
 from __future__ import annotations
 

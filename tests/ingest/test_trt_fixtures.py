@@ -1,4 +1,4 @@
-"""Every figure of ../shared/fixtures/seeds/README.md, from the recorded real TensorRT output."""
+"""Every figure of tests/fixtures/trt_seeds/README.md, from the recorded real TensorRT output."""
 
 from __future__ import annotations
 
@@ -9,12 +9,7 @@ from farm.ingest.sniff import detect_kind
 from farm.trt_output import (LayersFromLogText, LogFactsFromTrtexecLog, ProfileFromProfileJson, fill_weights,
                              join_layers)
 
-SEEDS = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "seeds"
-if not SEEDS.is_dir():  # a checkout with shared/ inside it
-    SEEDS = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "seeds"
-if not SEEDS.is_dir():
-    raise RuntimeError("the recorded TensorRT output is missing: the tests need the project's shared/ folder "
-                       "beside the checkout (../shared), as CI has it")
+SEEDS = Path(__file__).resolve().parents[1] / "fixtures" / "trt_seeds"  # real TensorRT output: its README
 
 
 def text(name: str) -> str:

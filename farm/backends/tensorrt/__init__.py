@@ -1,5 +1,5 @@
 """TensorRT through its Python API (10.x and 11.x), written from the documented API
-(../shared/design/tensorrt-reference.md): TensorRT cannot be installed where farm is developed,
+(docs/tensorrt-reference.md): TensorRT cannot be installed where farm is developed,
 so this package is verified against a recording double that knows only the documented names and
 against recorded real TensorRT output, and runs for real only where TensorRT and a GPU exist
 (`pytest -m tensorrt`).
