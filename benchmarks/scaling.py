@@ -15,7 +15,7 @@ options, precision and batch in --durations-from's warehouse; else farm.executor
 plus --startup-s per worker for its first cell; both orders: the plan's (FIFO) and longest first.
 Targets (issue 16, 4 GPUs of one host): the 18-cell sweep >= 3.6x of 1 GPU, gpu-resnet50.toml >= 3.7x.
 
-Measured, gpu-resnet50.toml with --cold (the README's Scaling section has the full tables): on 4
+Measured, gpu-resnet50.toml with --cold (docs/running.md has the full tables): on 4
 H200s of a 64-core host, before each GPU's worker kept to its share of the cores, 1 / 2 / 4 GPUs
 423.3 / 236.6 / 145.2 s (1.79x, 2.91x: 73 %); on 2 H200s of a 32-core host, with the share, 458.2 /
 283.8 s (1.61x: 81 %; torch.compile builds 165 -> 210 s on 16 cores instead of 32).
