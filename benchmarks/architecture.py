@@ -159,7 +159,7 @@ def private_imports(modules: dict[str, Module]) -> list[str]:
     for m in modules.values():
         for name, names in m.imports.items():
             for n in names:
-                if n.startswith("_") and not n.startswith("__") and not (f"{name}.{n}" in modules):
+                if n.startswith("_") and not n.startswith("__") and f"{name}.{n}" not in modules:
                     found.append(f"{m.name} imports {name}.{n}")
     return found
 

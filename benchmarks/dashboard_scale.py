@@ -40,7 +40,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -74,7 +74,7 @@ def generate(root: Path, cells: int, layers: int, samples: int) -> None:
     rng = np.random.default_rng(0)
     per_sweep = len(MODELS) * len(PRECISIONS) * len(BATCHES) * VARIANTS
     sweeps = max(1, cells // per_sweep)
-    start = datetime(2026, 11, 1, tzinfo=timezone.utc)
+    start = datetime(2026, 11, 1, tzinfo=UTC)
     device = {"device_id": ["gpu-synthetic"], "kind": ["cuda"], "name": ["Synthetic GPU (load test)"],
               "host": ["load-test"], "cpu_cores": [16]}
     made = 0
@@ -143,7 +143,7 @@ def generate_compacted(root: Path, cells: int, per_sweep: int, layers: int, samp
     from farm.warehouse.layout import Block, Compaction, part_name
 
     rng = np.random.default_rng(0)
-    start = datetime(2026, 11, 1, tzinfo=timezone.utc)
+    start = datetime(2026, 11, 1, tzinfo=UTC)
     warehouse = Warehouse(root)
     variants = max(1, per_sweep // (len(MODELS) * len(PRECISIONS) * len(BATCHES)))
     for s, first in enumerate(range(0, cells, per_sweep)):
@@ -409,7 +409,6 @@ def main(argv: list[str] | None = None) -> int:
               f"{args.cells * args.samples:,} samples in {files:,} files, {time.perf_counter() - started:.0f} s")
 
     from farm.dashboard.data import Snapshot
-
     from farm.warehouse import Warehouse
 
     shutil.rmtree(results / ".cache" / "dashboard", ignore_errors=True)

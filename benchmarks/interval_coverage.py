@@ -9,8 +9,8 @@ median a run-to-run average gives (1.0). For each (tau, phi) it prints:
     farm's (samples, widened to the repeats' t-interval where they disagree more): should be >= 0.95;
   - their mean width, as a share of the median;
   - the false-verdict rate: two cells of the same configuration compared as the dashboard and
-    `farm compare` do (farm.dashboard.noise.median_ratio and noise_verdict, 2 % minimum effect):
-    'faster' or 'slower' should come out at most about 5 % of the time;
+    `farm compare` do (farm.compare.stats: ratio_interval and verdicts, 3 % minimum effect):
+    'faster' or 'slower' should come out at most about 5 % of the time ('inconclusive' is no error);
   - the power: the same, when the second cell is truly 10 % slower (share called 'slower').
 
     .venv/bin/python benchmarks/interval_coverage.py [--draws 300] [--repeats 3]
@@ -28,7 +28,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from farm.dashboard.noise import median_ratio, noise_verdict  # noqa: E402
+from farm.compare.stats import ratio_interval, verdicts  # noqa: E402
 from farm.measure import median_confidence_interval  # noqa: E402
 
 SIGMA = 0.05  # the queries' own spread (log scale)
@@ -54,7 +54,7 @@ def verdict(a: tuple, b: tuple, across_repeats: bool) -> str:
     for values, repeat in (a, b):
         low, high, _ = median_confidence_interval(values, repeat, across_repeats)
         figures += [float(np.median(values)), low, high]
-    return noise_verdict(*median_ratio(*figures))
+    return verdicts(*ratio_interval(*figures)[1:])
 
 
 def row(rng: np.random.Generator, tau: float, phi: float, draws: int, repeats: int, queries: int) -> dict:
@@ -66,7 +66,7 @@ def row(rng: np.random.Generator, tau: float, phi: float, draws: int, repeats: i
             low, high, _ = median_confidence_interval(*a, across)
             hits += low <= 1.0 <= high
             width += (high - low) / float(np.median(a[0]))
-            false += verdict(a, draw_cell(rng, tau, phi, repeats, queries), across) != "within noise"
+            false += verdict(a, draw_cell(rng, tau, phi, repeats, queries), across) in ("faster", "slower")
             found += verdict(a, draw_cell(rng, tau, phi, repeats, queries, 1.10), across) == "slower"
         out |= {f"{label}_coverage": hits / draws, f"{label}_width": width / draws,
                 f"{label}_false": false / draws, f"{label}_power": found / draws}

@@ -72,12 +72,14 @@ CORPUS: dict[str, tuple[str, dict, str, bool]] = {
     "silero-vad": ("voice activity (LSTM inside If, scalar int input)",
                    wheel("silero-vad==6.2.3", "silero_vad/data/silero_vad.onnx"),
                    'batch_dim = ["input:0", "state:1"]\ndims = { "input:1" = 512 }', True),
-    "silero-vad-op15": ("voice activity (If, state input)", wheel("silero-vad==6.2.3", "silero_vad/data/silero_vad_16k_op15.onnx"),
+    "silero-vad-op15": ("voice activity (If, state input)",
+                        wheel("silero-vad==6.2.3", "silero_vad/data/silero_vad_16k_op15.onnx"),
                         "dims = { sequence = 512 }\ninputs.sr.value = 16000", False),
     "silero-vad-seq": ("voice activity over a sequence (LSTM)",
                        wheel("silero-vad==6.2.3", "silero_vad/data/silero_vad_16k_sequence.onnx"),
                        'batch_dim = []\ndims = { sequence_length = 8 }', True),
-    "silero-vad-ifless": ("voice activity (opset 18)", wheel("silero-vad==6.2.3", "silero_vad/data/silero_vad_op18_ifless.onnx"),
+    "silero-vad-ifless": ("voice activity (opset 18)",
+                          wheel("silero-vad==6.2.3", "silero_vad/data/silero_vad_op18_ifless.onnx"),
                           "dims = { sequence = 512 }\ninputs.sr.value = 16000", False),
     "inception-v2-light": ("CNN classifier (constant weights)", {"kind": "onnx-light", "file": "light_inception_v2.onnx"},
                            "", True),
@@ -287,7 +289,7 @@ def main() -> int:
     device = "cpu" if args.quick else args.device
     work = args.cache / "sweeps"
     models, left_out = [], {}
-    for name, (family, entry, table, _) in chosen.items():
+    for name, (_family, entry, table, _) in chosen.items():
         source, why = materialize(name, entry, args.cache, work, args.wheels)
         if source is None:
             left_out[name] = why

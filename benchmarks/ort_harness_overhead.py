@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import ort_bare_loop  # noqa: E402  (the bare session, bindings and query)
+
 from farm.backends import backend_class  # noqa: E402
 from farm.backends.base import standalone_request  # noqa: E402
 from farm.config import Measurement  # noqa: E402

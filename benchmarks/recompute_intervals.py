@@ -39,8 +39,7 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from farm.measure import (MAX_REPEAT_SPREAD_PERCENT, PERCENTILES, latency_stats,  # noqa: E402
-                          median_confidence_interval)
+from farm.measure import MAX_REPEAT_SPREAD_PERCENT, PERCENTILES, latency_stats, median_confidence_interval  # noqa: E402
 from farm.warehouse import SCHEMAS, Warehouse, write_parquet  # noqa: E402
 
 

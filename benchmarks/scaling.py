@@ -104,7 +104,7 @@ def real(sweep: Path, gpus: int, scratch: Path, cold: bool = False) -> tuple[flo
     results = scratch / f"gpus{gpus}"
     if cold:
         clear_compile_caches()
-    began = dt.datetime.now(dt.timezone.utc)
+    began = dt.datetime.now(dt.UTC)
     start = time.perf_counter()
     subprocess.run([sys.executable, "-m", "farm", "sweep", str(sweep), "--results", str(results),
                     "--gpus", str(gpus), "--force"], cwd=ROOT, check=False)

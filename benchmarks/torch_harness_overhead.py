@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import native_vs_interpreter  # noqa: E402  (the cell's inputs and the torch backend built as a cell builds it)
 import torch_bare_loop  # noqa: E402  (the bare loop's own timing: its query, warm-up and median)
+
 from farm.measure import run_timed, summarize  # noqa: E402
 
 

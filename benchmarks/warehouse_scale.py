@@ -30,7 +30,7 @@ import shutil
 import subprocess
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from multiprocessing import Pool
 from pathlib import Path
 
@@ -45,7 +45,7 @@ from farm.measure import SAMPLE_INTERVAL_METHOD  # noqa: E402
 MODELS = [f"model{i:02d}" for i in range(10)]
 PRECISIONS = ["fp32", "tf32", "fp16", "bf16", "int8"]
 BATCHES = [1, 4, 16, 64, 256]
-START = datetime(2026, 11, 1, tzinfo=timezone.utc)
+START = datetime(2026, 11, 1, tzinfo=UTC)
 DEVICE = {"device_id": "gpu-synthetic", "kind": "cuda", "name": "Synthetic GPU (load test)", "host": "load-test",
           "cpu_cores": 16}
 QUERY = ("SELECT model, precision, count(*) AS cells, median(latency_p99_ms) AS p99_ms, max(throughput_qps) AS qps "
@@ -101,10 +101,10 @@ def cell_rows(sweep: str, sweep_index: int, index: int, layers: int, samples: in
 
 
 def _write_chunk(job: tuple) -> int:
+    import pyarrow.parquet as pq
+
     from farm.warehouse import Warehouse, store
     from farm.warehouse.parquet import write_atomic
-
-    import pyarrow.parquet as pq
 
     # generation only: the real writer and layout, without the flush to disk (minutes, not an hour)
     store.write_parquet = lambda table, path: write_atomic(path, lambda tmp: pq.write_table(table, tmp))

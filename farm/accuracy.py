@@ -17,8 +17,9 @@ import dataclasses
 import hashlib
 import json
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 

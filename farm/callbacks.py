@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from farm.records import Cell
-    from farm.records import CellResult
+    from farm.records import Cell, CellResult
 
 
 class Callback:

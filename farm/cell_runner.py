@@ -12,18 +12,19 @@ import dataclasses
 import gc
 import shutil
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
-from farm.accuracy import REFERENCE, check as check_accuracy
+from farm.accuracy import REFERENCE
+from farm.accuracy import check as check_accuracy
 from farm.backends.base import Backend
 from farm.backends.registry import backend_class
 from farm.config import NATIVE_PREFIXES
 from farm.errors import EngineUnsupported
 from farm.models import make_feeds
-from farm.precision import TRANSFORMS, TransformUnsupported, Transformed, transform
+from farm.precision import TRANSFORMS, Transformed, TransformUnsupported, transform
 from farm.provenance import farm_commit, host_info, library_versions
 from farm.records import BuildRequest, Cell, CellResult, Samples, now
 from farm.telemetry import cell_window, unavailable_row

@@ -12,8 +12,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from farm.errors import UserError
 

@@ -21,8 +21,20 @@ from farm.backends.registry import backend_class
 from farm.config import AppliedTolerance, LoadedConfig, Measurement
 from farm.errors import ConfigError
 from farm.models import parse_axis_key, resolve_model, shape_text, toml_inline_table, toml_key, toml_key_value
-from farm.records import (BATCH_NAMES, Calibration, Cell, InputSpec, MeasurementSettings, ModelArtifact,
-                          ProfileShapes, ShapeProfile, Tolerance, axis_key, is_unnamed)
+from farm.records import (
+    BATCH_NAMES,
+    Calibration,
+    Cell,
+    InputSpec,
+    MeasurementSettings,
+    ModelArtifact,
+    ProfileShapes,
+    ShapeProfile,
+    Tolerance,
+    axis_key,
+    is_unnamed,
+)
+
 
 @dataclasses.dataclass(frozen=True)
 class Plan:

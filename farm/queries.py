@@ -9,7 +9,8 @@ warehouse table, of the same names and columns.
 from __future__ import annotations
 
 import math
-from typing import Any, Hashable, Iterable
+from collections.abc import Hashable, Iterable
+from typing import Any
 
 # One row per cell that has accuracy rows: `verdict` 'fail' when an output failed, else 'unjudged'
 # when an output could not be judged (farm.accuracy: a degenerate reference, a check that could

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -369,4 +370,4 @@ class CellResult:
 
 def now() -> dt.datetime:
     """The current time in UTC, as every record's timestamps are."""
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)

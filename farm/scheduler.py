@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from typing import Any, Callable, Hashable, Iterable, Mapping, Protocol
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import Any, Protocol
 
 
 class Death(Protocol):

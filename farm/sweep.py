@@ -15,14 +15,21 @@ from rich.table import Table
 from farm import __version__
 from farm.callbacks import Callback, CallbackList
 from farm.config import LoadedConfig, load_config
-from farm.display import ProgressDisplay, render_table
 from farm.cuda import visible_gpu_count
+from farm.display import ProgressDisplay, render_table
 from farm.executor import DEFAULT_CELL_TIMEOUT_S, DEFAULT_WORKER_MEMORY, Executor, make_executor
 from farm.executor.costs import expected_seconds, history_from_rows
 from farm.plan import Plan, plan_sweep
 from farm.provenance import farm_commit, host_info
-from farm.queries import (THROTTLED_NOTE, VERDICT_TEXT, baseline_positions, cells_with_figures, option_labels,
-                          speedup, throttled_sql)
+from farm.queries import (
+    THROTTLED_NOTE,
+    VERDICT_TEXT,
+    baseline_positions,
+    cells_with_figures,
+    option_labels,
+    speedup,
+    throttled_sql,
+)
 from farm.records import Cell, CellResult
 from farm.warehouse import KEPT_STATUSES, SCHEMA_VERSION, Warehouse
 from farm.warehouse.rows import write_cell_result
@@ -126,7 +133,7 @@ def _run_locked(loaded: LoadedConfig, plan: Plan, warehouse: Warehouse, console:
     console.print(f"sweep [bold]{plan.sweep}[/bold]: {len(plan.cells)} cells, {len(todo)} to run"
                   + (f", {resumed} already in {warehouse.root}" if resumed else ""))
 
-    run_id = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ-") + secrets.token_hex(3)
+    run_id = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ-") + secrets.token_hex(3)
     planned = [c.cell_id for c in plan.cells]
     # a rerun with nothing to do writes nothing at all, unless its plan is not the one recorded
     # last (a narrowed sweep file): then a run row records the plan, so `farm show` follows it
@@ -138,7 +145,7 @@ def _run_locked(loaded: LoadedConfig, plan: Plan, warehouse: Warehouse, console:
         "config_hash": loaded.config_hash, "farm_version": __version__, "farm_commit": farm_commit(),
         "schema_version": SCHEMA_VERSION, "host": host_info()["host"], "command": " ".join(sys.argv),
         "executor": executor + (f" {address}" if address else ""), "cells_planned": len(plan.cells), "cells_to_run": len(todo),
-        "cells_resumed": resumed, "started_at": dt.datetime.now(dt.timezone.utc), "finished_at": None,
+        "cells_resumed": resumed, "started_at": dt.datetime.now(dt.UTC), "finished_at": None,
         # what this plan is: a changed sweep file (or a farm that names cells differently) leaves
         # the earlier plan's cells beside these; `farm show` shows this plan's unless asked
         "planned_cell_ids": planned,
@@ -154,7 +161,7 @@ def _run_locked(loaded: LoadedConfig, plan: Plan, warehouse: Warehouse, console:
         runner.run(todo, warehouse.cache_dir, callbacks)
     finally:
         callbacks.on_sweep_end()
-    warehouse.write_sweep_run({**sweep_row, "finished_at": dt.datetime.now(dt.timezone.utc)})
+    warehouse.write_sweep_run({**sweep_row, "finished_at": dt.datetime.now(dt.UTC)})
     warehouse.consolidate(plan.sweep)  # the dashboard's consolidated copy, so its first load is quick
 
     return SweepOutcome(plan.sweep, run_id, plan.cells, len(todo), resumed, _failures(warehouse, plan.cells))

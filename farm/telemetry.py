@@ -19,7 +19,8 @@ import os
 import statistics
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 # 200 ms: energy comes from the total-energy counter read at both ends of the window, not from
 # the samples, so the samples only need to catch clocks, temperature, utilization (which NVML
@@ -186,7 +187,7 @@ class GpuTelemetry:
             if nvml.nvmlDeviceGetCount() == 1:  # one GPU: no doubt which
                 return nvml.nvmlDeviceGetHandleByIndex(0)
         except nvml.NVMLError as exc:
-            raise TelemetryUnavailable(f"NVML cannot find the cell's GPU {uuid or ''}: {exc}".replace("  ", " "))
+            raise TelemetryUnavailable(f"NVML cannot find the cell's GPU {uuid or ''}: {exc}".replace("  ", " ")) from None
         raise TelemetryUnavailable("which GPU the cell ran on is unknown: no UUID in its device row or "
                                    "CUDA_VISIBLE_DEVICES, and several GPUs (an index would not do: "
                                    "CUDA_VISIBLE_DEVICES renumbers them)")

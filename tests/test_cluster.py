@@ -160,7 +160,7 @@ def test_a_node_removed_mid_sweep_loses_no_cell_and_doubles_none(cluster, tmp_pa
             time.sleep(0.05)
         assert proc.poll() is None, proc.stdout.read()[-3000:]
         cluster.remove_node(doomed)
-        removed_at = dt.datetime.now(dt.timezone.utc)
+        removed_at = dt.datetime.now(dt.UTC)
         output, _ = proc.communicate(timeout=SWEEP_TIMEOUT_S)
     finally:
         if proc.poll() is None:

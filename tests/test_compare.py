@@ -17,8 +17,19 @@ import pyarrow.parquet as pq
 import pytest
 
 from farm.cli import main
-from farm.compare import (FASTER, INCONCLUSIVE, NOT_JUDGED, SLOWER, WITHIN_NOISE, compare_sweeps, effect_interval,
-                          median_interval, render_html, render_markdown, verdict)
+from farm.compare import (
+    FASTER,
+    INCONCLUSIVE,
+    NOT_JUDGED,
+    SLOWER,
+    WITHIN_NOISE,
+    compare_sweeps,
+    effect_interval,
+    median_interval,
+    render_html,
+    render_markdown,
+    verdict,
+)
 from farm.compare.layers import explain
 from tests.conftest import tiny_cnn, write_sweep
 

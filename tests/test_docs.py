@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from farm.backends import BACKENDS, backend_class
-from farm.config import (Axes, CalibrationSpec, InputOverride, Measurement, ModelSpec, PrecisionSettings,
-                         SweepConfig, Tolerance)
+from farm.config import Axes, CalibrationSpec, InputOverride, Measurement, ModelSpec, PrecisionSettings, SweepConfig, Tolerance
 from farm.warehouse import SCHEMAS, Warehouse
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"

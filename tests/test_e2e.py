@@ -147,7 +147,8 @@ def test_sigkill_mid_sweep_then_rerun(tmp_path: Path) -> None:
         """)
     results = tmp_path / "results"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "farm", "sweep", str(config), "--results", str(results), "--executor", "local"],
+    proc = subprocess.Popen([sys.executable, "-m", "farm", "sweep", str(config), "--results", str(results),
+                             "--executor", "local"],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     cells_dir = results / "killed" / "cells"
     deadline = time.monotonic() + 120

@@ -6,13 +6,21 @@ import time
 
 import numpy as np
 import pytest
-
-from farm.records import PhaseTimes
-from farm.config import Measurement
 from scipy import stats
 
-from farm.measure import (MAX_REPEAT_SPREAD_PERCENT, SAMPLE_INTERVAL_METHOD, Samples, effective_sample_size,
-                          latency_stats, median_confidence_interval, percentile, run_timed, summarize)
+from farm.config import Measurement
+from farm.measure import (
+    MAX_REPEAT_SPREAD_PERCENT,
+    SAMPLE_INTERVAL_METHOD,
+    Samples,
+    effective_sample_size,
+    latency_stats,
+    median_confidence_interval,
+    percentile,
+    run_timed,
+    summarize,
+)
+from farm.records import PhaseTimes
 
 
 def trtexec_percentile_reference(values: list[float], p: float) -> float:

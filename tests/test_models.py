@@ -12,8 +12,8 @@ import pytest
 
 from farm.config import ModelSpec
 from farm.models import make_feeds, resolve_model, zoo_model_path
-from farm.records import InputSpec
 from farm.models.zoo import ZOO, make_bert, make_resnet
+from farm.records import InputSpec
 
 
 def test_resnet18_is_deterministic_and_runs(tmp_path: Path) -> None:

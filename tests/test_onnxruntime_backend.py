@@ -11,12 +11,11 @@ import pytest
 
 from farm.backends import backend_class
 from farm.backends.base import standalone_request
-from farm.config import Measurement
-from farm.models import make_feeds, resolve_model
-from farm.config import ModelSpec
-from farm.records import Cell
-from farm.precision import Calibration
 from farm.cell_runner import run_cell
+from farm.config import Measurement, ModelSpec
+from farm.models import make_feeds, resolve_model
+from farm.precision import Calibration
+from farm.records import Cell
 from tests.conftest import tiny_cnn, unsupported_op_model
 
 FAST = Measurement(warmup_ms=1, min_iterations=5, min_duration_ms=10, repeats=1, layer_iterations=4)
@@ -228,8 +227,8 @@ def test_what_each_provider_runs() -> None:
 
 
 def test_provider_options_follow_the_precision(tmp_path: Path) -> None:
-    from farm.backends.ort_cuda import provider_list
     from farm.backends.onnxruntime import OnnxRuntimeOptions
+    from farm.backends.ort_cuda import provider_list
 
     options = OnnxRuntimeOptions(device="cuda", cuda_graph=True, cudnn_conv_algo_search="HEURISTIC")
     [(name, cuda)] = provider_list(options, "fp32", 1234, tmp_path)

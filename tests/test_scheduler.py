@@ -7,8 +7,19 @@ import random
 
 import pytest
 
-from farm.scheduler import (CellScheduler, Died, Failed, Finished, Raised, Retry, Returned, Start, Stranded,
-                            failure_reason, simulate)
+from farm.scheduler import (
+    CellScheduler,
+    Died,
+    Failed,
+    Finished,
+    Raised,
+    Retry,
+    Returned,
+    Start,
+    Stranded,
+    failure_reason,
+    simulate,
+)
 
 
 @dataclasses.dataclass(frozen=True)

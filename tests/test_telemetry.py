@@ -202,7 +202,7 @@ def test_unknown_gpu_and_self_timed_backend(monkeypatch) -> None:
 def test_columns_declared_and_written(tmp_path: Path) -> None:
     assert set(COLUMNS) <= set(SCHEMAS["measurements"].names)
     from farm.cli import main
-    from tests.conftest import tiny_cnn, write_sweep, warehouse_without_telemetry
+    from tests.conftest import tiny_cnn, write_sweep
 
     (tmp_path / "models").mkdir()
     tiny_cnn(tmp_path / "models" / "tiny.onnx")

@@ -10,17 +10,15 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from farm.backends import backend_class  # noqa: E402
-from farm.backends.base import standalone_request  # noqa: E402
-from farm.cell_runner import build_request  # noqa: E402
-from farm.onnx_torch import UnsupportedOperator, build_module  # noqa: E402
-from farm.config import Measurement  # noqa: E402
-from farm.models.zoo import make_bert, make_resnet  # noqa: E402
-from farm.records import Cell  # noqa: E402
-from farm.models import resolve_model  # noqa: E402
-from farm.config import ModelSpec  # noqa: E402
-from farm.cell_runner import run_cell  # noqa: E402
-from tests.conftest import tiny_cnn, unsupported_op_model  # noqa: E402
+from farm.backends import backend_class
+from farm.backends.base import standalone_request
+from farm.cell_runner import build_request, run_cell
+from farm.config import Measurement, ModelSpec
+from farm.models import resolve_model
+from farm.models.zoo import make_bert, make_resnet
+from farm.onnx_torch import UnsupportedOperator, build_module
+from farm.records import Cell
+from tests.conftest import tiny_cnn, unsupported_op_model
 
 
 def ort_outputs(model, feeds):

@@ -13,10 +13,21 @@ from farm.models import make_feeds
 from farm.precision import TransformUnsupported, transform
 from farm.precision.checks import census, one_line
 from farm.records import Calibration, InputSpec
-from tests.precision_models import (big_activation_model, big_variance_bn, cosine, default_fill_model,
-                                    dynamic_quantized_model, elementwise_model, if_model,
-                                    inputs_read_in_branches_model, output_in_value_info_model, plugin_model, run,
-                                    state_model, weights_as_inputs_model)
+from tests.precision_models import (
+    big_activation_model,
+    big_variance_bn,
+    cosine,
+    default_fill_model,
+    dynamic_quantized_model,
+    elementwise_model,
+    if_model,
+    inputs_read_in_branches_model,
+    output_in_value_info_model,
+    plugin_model,
+    run,
+    state_model,
+    weights_as_inputs_model,
+)
 
 VECTOR = (InputSpec("x", "float32", ("batch", 16), -1.0, 1.0),)
 VECTOR_SHAPES = {"x": (2, 16)}

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from farm.cell_runner import run_cell
 from farm.config import load_config
 from farm.plan import plan_sweep
-from farm.cell_runner import run_cell
 from tests.conftest import tiny_cnn, write_sweep
 from tests.ingest.test_trt_fixtures import SEEDS
 

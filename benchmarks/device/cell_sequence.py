@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch_harness_overhead as tho  # noqa: E402
+
 from farm.backends import backend_class  # noqa: E402
 from farm.cell_runner import build_request, run_cell, warm_up  # noqa: E402
 from farm.config import Measurement, load_config  # noqa: E402

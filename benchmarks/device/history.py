@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch_harness_overhead as tho  # noqa: E402
+
 from farm.backends import backend_class  # noqa: E402
 from farm.backends.base import standalone_request  # noqa: E402
 from farm.config import Measurement, ModelSpec  # noqa: E402

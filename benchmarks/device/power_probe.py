@@ -42,7 +42,7 @@ time.sleep(3)  # idle
 e0, t0 = nv.nvmlDeviceGetTotalEnergyConsumption(h), time.perf_counter()
 thread = threading.Thread(target=load)
 thread.start()
-for i in range(50):
+for _ in range(50):
     time.sleep(0.05)
     e, t = nv.nvmlDeviceGetTotalEnergyConsumption(h), time.perf_counter()
     print(f"{t - t0:5.2f} s usage {nv.nvmlDeviceGetPowerUsage(h) / 1e3:7.1f} W  instant {field(fields['instant'])}  "

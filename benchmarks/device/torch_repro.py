@@ -11,7 +11,8 @@ their provider options, `graphs` / `no-graphs` and ` nhwc` (benchmarks/ort_bare_
 compacted files alike (pyarrow; no farm import, so it reads any farm version's warehouse).
 `table` prints, per (precision, batch, mode): both runs' median latency, their difference, the bare
 loop's median (benchmarks/torch_bare_loop.py or ort_bare_loop.py --json; the median of several bare
-runs, with their spread as `bare %`) and farm / bare, with the targets of issue 15: runs within 3 % (5 % for host-bound cells), farm
+runs, with their spread as `bare %`) and farm / bare, with the targets of issue 15: runs within 3 %
+(5 % for host-bound cells), farm
 within 5 % of the bare loop. A cell is host-bound when its run-1 enqueue (host time around the
 launch) is at least half its GPU compute time: its latency then follows the CPU.
 """
@@ -107,7 +108,8 @@ def table(run1: Path, run2: Path, bares: list[Path]) -> int:
         if ratio is None or abs(ratio - 1) * 100 > BARE_TARGET:
             verdicts.append("off the bare loop" if ratio is not None else "no bare figure")
         failures += bool(verdicts)
-        print(f"{name:<26} {_fmt(la)} {_fmt(lb)} {_fmt(run_pct, '6.1f')} {_fmt(lc)} {_fmt(bare_pct, '6.1f')} {_fmt(ratio, '9.3f')} "
+        print(f"{name:<26} {_fmt(la)} {_fmt(lb)} {_fmt(run_pct, '6.1f')} {_fmt(lc)} {_fmt(bare_pct, '6.1f')} "
+              f"{_fmt(ratio, '9.3f')} "
               f"{_fmt(a.get('enqueue_median_ms'))} {_fmt(a.get('compute_median_ms'))}  "
               f"{'; '.join(verdicts) or 'ok'}")
     print(f"{failures} cell(s) miss a target")

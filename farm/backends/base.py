@@ -156,7 +156,7 @@ class Backend(ABC):
     def outputs_impl(self, feeds: Feeds) -> dict[str, np.ndarray]:
         raise NotImplementedError(f"{self.name} declares outputs but has no outputs_impl")
 
-    def close_impl(self) -> None:
+    def close_impl(self) -> None:  # noqa: B027 - an optional hook: most backends have nothing to release
         """Release what build allocated (called even when build failed half-way)."""
 
     @property

@@ -309,7 +309,7 @@ class BoundSession:
 
     def outputs_for(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The outputs for `feeds` (the cell's shapes), copied through the bound buffers."""
-        for name, value, host in self.inputs:
+        for name, _value, host in self.inputs:
             given = np.asarray(feeds[name], dtype=host.dtype)
             if given.shape != host.shape:
                 raise ValueError(f"input {name}: shape {given.shape}, the cell runs {host.shape}")

@@ -3,9 +3,9 @@
 A model from a PyTorch source (farm.models.native) runs as the user's own nn.Module, built by
 its factory with the weights the ONNX engines run loaded; any other ONNX file becomes a module
 through farm.onnx_torch, so PyTorch runs the same weights as every other backend. Modes: eager,
-torch.compile, and CUDA graphs (captured once, replayed per query). On CUDA each query is timed as trtexec does, by farm.device_timer: CUDA
-events around the H2D copy, the compute and the D2H copy on one non-default stream, host time
-around the launch (enqueue), pinned host buffers; latency = H2D + compute + D2H.
+torch.compile, and CUDA graphs (captured once, replayed per query). On CUDA each query is timed as
+trtexec does, by farm.device_timer: CUDA events around the H2D copy, the compute and the D2H copy
+on one non-default stream, host time around the launch (enqueue), pinned host buffers.
 """
 
 from __future__ import annotations

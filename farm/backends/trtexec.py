@@ -66,7 +66,8 @@ class TrtexecBackend(BuildsTensorRTEngines, Backend):
 
     def unavailable_reason(self) -> str | None:
         if shutil.which(self.options.binary) is None:
-            return f"no `{self.options.binary}` on PATH: {INSTALL_HINT} (trtexec ships with it), or set backends.trtexec.binary"
+            return (f"no `{self.options.binary}` on PATH: {INSTALL_HINT} (trtexec ships with it), "
+                    "or set backends.trtexec.binary")
         return None
 
     def version(self) -> str:
@@ -105,8 +106,7 @@ class TrtexecBackend(BuildsTensorRTEngines, Backend):
         return [c for c in cmd if c]
 
     def build_impl(self, request: BuildRequest, feeds: dict[str, np.ndarray]) -> BuildStats:
-        from farm.trt_output import (BuildStatsFromLog, LayersFromInspectorJson, LogFactsFromTrtexecLog,
-                                     ProfileFromProfileJson)
+        from farm.trt_output import BuildStatsFromLog, LayersFromInspectorJson, LogFactsFromTrtexecLog, ProfileFromProfileJson
 
         version = self.version()
         work_dir = request.work_dir

@@ -7,7 +7,7 @@ ingest, check), `reading` those that only read it; `common` what they share.
 from __future__ import annotations
 
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from farm.cli.compare import cmd_compare
 from farm.cli.parser import DEFAULT_RESULTS, build_parser

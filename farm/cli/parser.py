@@ -4,7 +4,7 @@ tests/test_docs.py quote them)."""
 from __future__ import annotations
 
 import argparse
-from typing import Callable
+from collections.abc import Callable
 
 from farm import __version__
 from farm.cli.compare import add_compare

@@ -11,8 +11,7 @@ from pathlib import Path
 
 from farm.cli.common import connect, print_rows, require_sweep
 from farm.errors import UserError
-from farm.queries import (STATUS_COUNTS, THROTTLED_TEXT, VERDICT_TEXT, cells_with_figures, sweeps_with_counts,
-                          throttled_sql)
+from farm.queries import STATUS_COUNTS, THROTTLED_TEXT, VERDICT_TEXT, cells_with_figures, sweeps_with_counts, throttled_sql
 
 
 def cmd_query(args: argparse.Namespace) -> int:

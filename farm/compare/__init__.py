@@ -9,8 +9,19 @@ The command (farm.cli.compare), the dashboard's Regressions page and `farm repor
 
 from farm.compare.core import Comparison, PairResult, cell_label, compare_sweeps
 from farm.compare.render import render_html, render_markdown, summary_line, to_dict
-from farm.compare.stats import (FASTER, INCONCLUSIVE, MIN_EFFECT_PERCENT, NOT_JUDGED, SLOWER, WITHIN_NOISE, Effect,
-                                MedianInterval, effect_interval, median_interval, verdict)
+from farm.compare.stats import (
+    FASTER,
+    INCONCLUSIVE,
+    MIN_EFFECT_PERCENT,
+    NOT_JUDGED,
+    SLOWER,
+    WITHIN_NOISE,
+    Effect,
+    MedianInterval,
+    effect_interval,
+    median_interval,
+    verdict,
+)
 
 __all__ = ["FASTER", "INCONCLUSIVE", "MIN_EFFECT_PERCENT", "NOT_JUDGED", "SLOWER", "WITHIN_NOISE", "Comparison",
            "Effect", "MedianInterval", "PairResult", "cell_label", "compare_sweeps", "effect_interval",

@@ -14,8 +14,7 @@ from typing import Any
 from farm.compare.layers import LayerExplanation, explain
 from farm.compare.load import Side, load_side
 from farm.compare.match import Pair, config_key, device_text, match_cells
-from farm.compare.stats import (MIN_EFFECT_PERCENT, SLOWER, Effect, MedianInterval, effect_interval,
-                                ratio_change)
+from farm.compare.stats import MIN_EFFECT_PERCENT, SLOWER, Effect, MedianInterval, effect_interval, ratio_change
 from farm.errors import UserError
 
 # a pair's verdict when a cell has no latency to compare: NEW failed where BASE was ok (a regression),

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Hashable
+from typing import Any
 
 # What a latency includes (measurements' timing columns): (column, label, words for true/false).
 TIMING = (("latency_includes_transfers", "transfers", ("included", "not included")),

@@ -7,7 +7,8 @@ files that were gone when DuckDB read them (a compaction ran meanwhile) are list
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 

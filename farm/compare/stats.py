@@ -1,23 +1,24 @@
-"""The verdict of one matched pair: is NEW's median latency really different from BASE's, by
-enough to matter?
+"""farm's one rule for "is NEW faster or slower than BASE?": every page of the dashboard, `farm
+report` and `farm compare` judge a pair of latencies with it, and docs/dashboard.md ("Definitions")
+states it.
 
-The effect is the ratio of the two medians less one (NEW / BASE - 1). Its 95 % interval comes
-from each median's own 95 % interval, `farm.measure.median_confidence_interval`: the
-distribution-free order-statistic interval at the effective sample size (widened for
-autocorrelated queries) and at least the t-interval of the repeats' medians (how far a whole run
-moves). Each interval is read on the log scale, each side as its own standard error (the
-intervals are skewed), and the two medians as independent:
+The effect is the ratio of the two medians (NEW / BASE). Its 95 % interval comes from each
+median's own 95 % interval, `farm.measure.median_confidence_interval`: the distribution-free
+order-statistic interval at the effective sample size (widened for autocorrelated queries) and at
+least the t-interval of the repeats' medians (how far a whole run moves). Each interval is read on
+the log scale, each side as its own standard error (the intervals are skewed), and the two medians
+as independent:
 
     lower = log(m_new / m_base) - sqrt(below_new^2 + above_base^2)
     upper = log(m_new / m_base) + sqrt(above_new^2 + below_base^2)
 
-where below = log(median / low) and above = log(high / median). The dashboard's noise test
-(farm.dashboard.noise.median_ratio) uses the symmetric form of the same rule.
+where below = log(median / low) and above = log(high / median).
 
 The verdict is an equivalence test against a minimum effect that matters (3 % by default):
 'slower' only when the whole interval lies above +min, 'faster' only when it lies below -min,
-'within noise' when it lies inside [-min, +min], and 'inconclusive' otherwise (the data cannot
-tell a change of that size from none: more repeats, or a quieter machine, would).
+'within noise' when it lies inside [-min, +min], 'inconclusive' otherwise (the data cannot tell a
+change of that size from none: more repeats, or a quieter machine, would), and 'not judged' where a
+median has no usable interval (nothing says how noisy it was).
 """
 
 from __future__ import annotations
@@ -30,6 +31,11 @@ import numpy as np
 MIN_EFFECT_PERCENT = 3.0
 SLOWER, FASTER, WITHIN_NOISE = "slower", "faster", "within noise"
 INCONCLUSIVE, NOT_JUDGED = "inconclusive", "not judged"
+UNDECIDED = (WITHIN_NOISE, INCONCLUSIVE, NOT_JUDGED)  # no change that matters shown: shown in grey
+# The rule in one sentence, for the pages and the report that show its verdicts.
+RULE_TEXT = (f"faster / slower: the 95 % interval of the ratio of the two median latencies lies wholly beyond "
+             f"±{MIN_EFFECT_PERCENT:g} %; within noise: wholly inside it; inconclusive: neither (the samples "
+             f"cannot tell); not judged: a cell has no interval")
 
 
 class MedianInterval(NamedTuple):
@@ -87,6 +93,46 @@ def effect_interval(base: MedianInterval | None, new: MedianInterval | None,
     above = math.hypot(math.log(new.high / new.median), math.log(base.median / base.low))
     low, high = math.exp(log_ratio - below) - 1, math.exp(log_ratio + above) - 1
     return Effect(math.exp(log_ratio) - 1, low, high, verdict(low, high, min_effect_percent))
+
+
+def ratio_interval(base_median: Any, base_low: Any, base_high: Any, new_median: Any, new_low: Any,
+                   new_high: Any) -> tuple[Any, Any, Any]:
+    """NEW's median over BASE's and the ratio's 95 % interval, by the rule above, for numbers or
+    arrays (Series) of medians and their intervals: the dashboard's form of `effect_interval`. A
+    bound that is missing, not positive or not around its median gives a NaN interval."""
+    import pandas as pd
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mb, lb, hb, mn, ln, hn = (np.asarray(pd.to_numeric(pd.Series(np.atleast_1d(v), dtype=object), errors="coerce"),
+                                             dtype=np.float64)
+                                  for v in (base_median, base_low, base_high, new_median, new_low, new_high))
+        usable = (lb > 0) & (ln > 0) & (lb <= mb) & (mb <= hb) & (ln <= mn) & (mn <= hn) & np.isfinite(hb + hn)
+        log_ratio = np.log(mn) - np.log(mb)
+        below = np.hypot(np.log(mn / ln), np.log(hb / mb))
+        above = np.hypot(np.log(hn / mn), np.log(mb / lb))
+        ratio = mn / mb
+        low = np.where(usable, np.exp(log_ratio - below), np.nan)
+        high = np.where(usable, np.exp(log_ratio + above), np.nan)
+    if np.ndim(base_median) == 0 and np.ndim(new_median) == 0:
+        return float(ratio[0]), float(low[0]), float(high[0])
+    return ratio, low, high
+
+
+def verdicts(ratio_low: Any, ratio_high: Any, min_effect_percent: float = MIN_EFFECT_PERCENT) -> Any:
+    """`verdict` of ratio intervals (NEW / BASE, not less one), for numbers or arrays (then an
+    array of strings)."""
+    low = np.asarray(ratio_low, dtype=np.float64) - 1
+    high = np.asarray(ratio_high, dtype=np.float64) - 1
+    bound = min_effect_percent / 100
+    judged = np.isfinite(low) & np.isfinite(high)
+    out = np.where(~judged, NOT_JUDGED, np.where(low > bound, SLOWER, np.where(high < -bound, FASTER, np.where(
+        (-bound <= low) & (high <= bound), WITHIN_NOISE, INCONCLUSIVE))))
+    return str(out) if out.ndim == 0 else out.astype(object)
+
+
+def compare_latencies(base_ms: Any, new_ms: Any, base_repeat: Any = None, new_repeat: Any = None) -> Effect:
+    """NEW against BASE from two sets of raw latencies (repeat numbers optional: one repeat)."""
+    return effect_interval(median_interval(base_ms, base_repeat), median_interval(new_ms, new_repeat))
 
 
 def verdict(low: float, high: float, min_effect_percent: float = MIN_EFFECT_PERCENT) -> str:

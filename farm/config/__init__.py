@@ -22,11 +22,32 @@ from pydantic import ValidationError
 
 from farm.backends.registry import BACKENDS, backend_class, expand_option_axes, option_grid
 from farm.config.errors import describe_error, dotted
-from farm.config.schema import (DEFAULT_CONFIG_NAME, DEFAULT_TOLERANCES, INPUT_DTYPES, INT32_MAX, INT64_MAX,
-                                INT64_MIN, NAME_HINT, NAME_PATTERN, NATIVE_PREFIXES, NATIVE_SOURCE,
-                                AccuracySettings, AppliedTolerance, Axes, CalibrationSpec, InputOverride,
-                                Measurement, ModelSpec, PrecisionSettings, Precision, ProfileRange, Strict,
-                                SweepConfig, Tolerance, model_display_name)
+from farm.config.schema import (
+    DEFAULT_CONFIG_NAME,
+    DEFAULT_TOLERANCES,
+    INPUT_DTYPES,
+    INT32_MAX,
+    INT64_MAX,
+    INT64_MIN,
+    NAME_HINT,
+    NAME_PATTERN,
+    NATIVE_PREFIXES,
+    NATIVE_SOURCE,
+    AccuracySettings,
+    AppliedTolerance,
+    Axes,
+    CalibrationSpec,
+    InputOverride,
+    Measurement,
+    ModelSpec,
+    Precision,
+    PrecisionSettings,
+    ProfileRange,
+    Strict,
+    SweepConfig,
+    Tolerance,
+    model_display_name,
+)
 from farm.errors import ConfigError
 
 __all__ = ["AccuracySettings", "AppliedTolerance", "Axes", "CalibrationSpec", "DEFAULT_CONFIG_NAME",

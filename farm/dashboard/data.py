@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from farm.compare.match import TIMING, timing_parts
-from farm.dashboard.noise import median_ratio, noise_verdict
+from farm.compare.stats import ratio_interval, verdicts
 from farm.measure import SAMPLE_INTERVAL_METHOD
 from farm.queries import CELL_FRAME_SQL, baseline_positions, option_labels, speedup
 from farm.warehouse import SCHEMAS, Warehouse
@@ -234,9 +234,9 @@ def with_noise_intervals(snap: Snapshot, frame: pd.DataFrame) -> pd.DataFrame:
 def with_speedup(frame: pd.DataFrame, baseline_series: str | None) -> pd.DataFrame:
     """Add `speedup` (throughput over the baseline series' cell of the same model and batch),
     `latency_ratio` (median latency over the baseline's) with its 95 % interval
-    `ratio_low`/`ratio_high` (`median_ratio`), and `vs_baseline`: 'baseline', or `noise_verdict`'s
-    'faster', 'slower' or 'within noise'. The medians' intervals are the `noise_*` columns where the
-    frame has them (`with_noise_intervals`: from the samples) and the stored `median_ci_*` ones
+    `ratio_low`/`ratio_high`, and `vs_baseline`: 'baseline', or farm's verdict (farm.compare.stats:
+    'faster', 'slower', 'within noise', 'inconclusive', 'not judged'). The medians' intervals are the
+    `noise_*` columns where the frame has them (`with_noise_intervals`: from the samples) and the stored `median_ci_*` ones
     otherwise; `noise_basis` says which: 'samples' when both cells' came from samples, else
     'stored' (their stored intervals may be the older, looser kind: see docs/warehouse.md).
     `timing_differs` says where the two latencies are not defined alike (`timing_difference`)."""
@@ -266,10 +266,10 @@ def with_speedup(frame: pd.DataFrame, baseline_series: str | None) -> pd.DataFra
                          index=out.index, dtype=float)
     comparable = (out.status == "ok") & merged.base_cell_id.notna() & (merged.base_throughput_qps > 0)
     out.loc[comparable, "speedup"] = speedups[comparable]
-    ratio, low, high = median_ratio(merged.base_median, merged.base_low, merged.base_high, figures["median"],
-                                    figures.low, figures.high)
+    ratio, low, high = ratio_interval(merged.base_median, merged.base_low, merged.base_high, figures["median"],
+                                      figures.low, figures.high)
     out["latency_ratio"], out["ratio_low"], out["ratio_high"] = ratio, low, high
-    verdict = pd.Series(noise_verdict(ratio, low, high), index=out.index, dtype=object)
+    verdict = pd.Series(verdicts(low, high), index=out.index, dtype=object)
     verdict[out.cell_id == merged.base_cell_id] = "baseline"
     out["vs_baseline"] = verdict.where(comparable, None)
     basis = pd.Series(np.where((figures.source == "samples") & (merged.base_source == "samples"), "samples", "stored"),

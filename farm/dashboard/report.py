@@ -10,14 +10,15 @@ from __future__ import annotations
 import datetime as dt
 import html
 import io
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import pandas as pd
 
+from farm.compare.stats import RULE_TEXT, UNDECIDED
 from farm.dashboard.data import Snapshot, number, pareto_front, series_labels, with_noise_intervals, with_speedup
 from farm.dashboard.layers import layer_coverage, layer_kinds, top_layers
-from farm.dashboard.noise import MIN_EFFECT_PERCENT
 from farm.dashboard.summary import default_baseline, listed_backends, series_colours, summary, summary_text
 from farm.layers.coverage import coverage_note
 from farm.layers.memory import format_bytes
@@ -73,9 +74,8 @@ def write_report(results: str | Path, sweep: str, output: Path, baseline: str | 
                          f"{int(plotted.pareto.sum())} of {len(plotted)} cells are on it (joined by the dashed line); "
                          "marker: o pass, x fail, d unjudged, s accuracy not checked.</p>" + _chart_pareto(plotted))
         parts.append(f"<h3>Cells</h3><p class=meta>Speedup = throughput over the baseline <b>{_e(baseline)}</b> at "
-                     "the same batch size; <span class=noise>within noise</span>: the 95 % interval of the ratio "
-                     "of the two median latencies includes 1, or the ratio is less than "
-                     f"{MIN_EFFECT_PERCENT:g} % from 1. Median intervals from each cell's raw samples"
+                     f"the same batch size; grey: no change that matters shown ({_e(RULE_TEXT)}). "
+                     "Median intervals from each cell's raw samples"
                      + (" (cells without samples: their stored intervals, noise basis <i>stored</i>)"
                         if (rows.noise_source == "stored").any() else "")
                      + f". ⚠ on p99: fewer than {MIN_TAIL_SAMPLES} samples above it.</p>" + _cell_table(rows))
@@ -120,7 +120,7 @@ def _header(snap: Snapshot, sweep: str, frame: pd.DataFrame) -> str:
     device_text = "; ".join(
         f"{d.name} ({d.kind}{', driver ' + d.driver_version if isinstance(d.driver_version, str) else ''})"
         for d in devices.itertuples())
-    generated = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    generated = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines.append(f"<br>Cells: {_e(counts)}. Devices: {_e(device_text or 'none recorded')}. "
                  f"Report generated {generated}.</p>")
     return "".join(lines)
@@ -138,8 +138,7 @@ def _answers(snap: Snapshot, frame: pd.DataFrame, baseline: str | None) -> str:
             for row in table.itertuples(index=False)]
     return (f"<h2>Fastest configuration per model and batch</h2><p class=meta>Fastest by samples/s among the cells "
             f"that pass the accuracy check against the fp32 reference; speedup over <b>{_e(baseline)}</b> at the "
-            "same model and batch (<span class=noise>within noise</span>: the 95 % interval of the ratio of medians "
-            "includes 1, or the change is under the minimum effect); accuracy: the figure that decided the verdict, "
+            f"same model and batch ({_e(RULE_TEXT)}); accuracy: the figure that decided the verdict, "
             "n: samples compared. ✗: the fastest that fails accuracy, ⚠ where it is the faster one.</p>"
             + _table(table.columns, body, {i for i, c in enumerate(table.columns)
                                            if "accuracy" in c or c in ("model", "sweep", "device", "profile")}))
@@ -254,7 +253,7 @@ _n = number
 def _cell_table(rows: pd.DataFrame) -> str:
     out = []
     for r in rows.sort_values(["batch", "throughput_samples_per_s"], ascending=[True, False]).itertuples():
-        noise = r.vs_baseline == "within noise"
+        noise = r.vs_baseline in UNDECIDED
         speedup = "–" if pd.isna(r.speedup) else f"{r.speedup:.3f}×"
         verdict = f"{r.accuracy}: {r.failed_metric}" if r.accuracy in ("fail", "unjudged") else r.accuracy
         ci = f"{_n(r.noise_low_ms)} – {_n(r.noise_high_ms)}" if pd.notna(r.noise_low_ms) else "–"
@@ -265,7 +264,8 @@ def _cell_table(rows: pd.DataFrame) -> str:
         p99 = _n(r.latency_p99_ms) + (" ⚠" if pd.notna(r.latency_p99_tail_samples)
                                       and r.latency_p99_tail_samples < MIN_TAIL_SAMPLES else "")
         out.append([
-            _e(r.series), "–" if pd.isna(r.batch) else str(r.batch), _n(r.throughput_qps), _n(r.throughput_samples_per_s), _n(r.latency_median_ms),
+            _e(r.series), "–" if pd.isna(r.batch) else str(r.batch), _n(r.throughput_qps), _n(r.throughput_samples_per_s),
+            _n(r.latency_median_ms),
             ci, p99, _n(r.latency_cv_percent, 3), "–" if pd.isna(r.stable) else "yes" if r.stable else "no",
             "–" if pd.isna(r.peak_memory_bytes) else format_bytes(r.peak_memory_bytes),
             f"<span class=noise>{speedup}</span>" if noise else speedup,

@@ -26,13 +26,12 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from multiprocessing.connection import Connection, Pipe
 from pathlib import Path
-from typing import Callable
 
 from farm.layers.memory import format_bytes
-from farm.records import Cell
-from farm.records import CellResult
+from farm.records import Cell, CellResult
 
 POLL_S = 0.25  # how often the worker checks the child's memory
 CHILDREN_EVERY = 4  # polls between rescans of the child's process tree (a /proc scan: ~1 ms)

@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from farm.records import Cell
 

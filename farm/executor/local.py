@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from farm.cell_runner import run_cell
 from farm.executor import CellEvents
 from farm.records import Cell
-from farm.cell_runner import run_cell
 
 
 class LocalExecutor:

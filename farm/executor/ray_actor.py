@@ -15,8 +15,7 @@ from typing import Any
 from farm.executor import MemoryLimit
 from farm.executor.cell_process import CellDeath, CellProcess
 from farm.files import write_atomic
-from farm.records import Cell
-from farm.records import CellResult
+from farm.records import Cell, CellResult
 
 
 class CellWorker:

@@ -32,10 +32,20 @@ from typing import Any
 from farm.executor import CellEvents, MemoryLimit
 from farm.executor.cell_process import CellDeath
 from farm.executor.ray_actor import CellWorker
-from farm.records import Cell
-from farm.scheduler import (Attempt, CellScheduler, Died, Failed, Finished, Raised, Retry, Returned, Start,
-                            Stranded, failure_reason)
-from farm.records import CellResult, now
+from farm.records import Cell, CellResult, now
+from farm.scheduler import (
+    Attempt,
+    CellScheduler,
+    Died,
+    Failed,
+    Finished,
+    Raised,
+    Retry,
+    Returned,
+    Start,
+    Stranded,
+    failure_reason,
+)
 
 POLL_S = 0.2
 ACTOR_START_TIMEOUT_S = 300.0  # a GPU actor may wait for its predecessor's GPU to be released
@@ -382,9 +392,9 @@ def _crashed(attempt: Attempt, reason: str, traceback: str | None = None) -> Cel
     worker = attempt.worker or next((d.worker for d in reversed(deaths) if d.worker), None)
     return CellResult(
         attempt.cell.cell_id, "failed", reason=reason, attempts=attempt.number,
-        earlier_attempts=[d.reason for d in deaths[:-1]],
-        traceback=traceback or "\n".join(f"attempt {i}: {d.reason}" + (f"\n{tail}" if (tail := getattr(d, "output_tail", None)) else "")
-                                          for i, d in enumerate(deaths, 1)) or None,
+        earlier_attempts=[d.reason for d in deaths[:-1]], traceback=traceback or "\n".join(
+            f"attempt {i}: {d.reason}" + (f"\n{tail}" if (tail := getattr(d, "output_tail", None)) else "")
+            for i, d in enumerate(deaths, 1)) or None,
         started_at=attempt.started_at or now(), finished_at=now(), worker=worker,
         host={"host": worker["host"]} if worker and worker.get("host") else {}, farm_commit=farm_commit(),
     )

@@ -20,7 +20,7 @@ files into one cell), `writing` (the cell into the warehouse). The readers of Te
 are farm.trt_output's, shared with the TensorRT backends.
 """
 
-from farm.ingest.combine import EngineIngest, FileReport, NotOneEngine, NothingToUse, combine
+from farm.ingest.combine import EngineIngest, FileReport, NothingToUse, NotOneEngine, combine
 from farm.ingest.conflicts import conflicts
 from farm.ingest.files import FileRead, describe_skip, read_file, split_runs
 from farm.ingest.writing import IngestWarehouse, ingested_on

@@ -13,9 +13,19 @@ from pathlib import Path
 from farm.ingest.conflicts import conflicts
 from farm.ingest.files import FileRead
 from farm.records import Cell, CellResult, MeasurementSettings, ModelArtifact
-from farm.trt_output import (BuildStatsFromLog, DeviceRowFromLog, EngineLayer, LayerRecordsFromEngineLayers,
-                             LogFacts, MeasurementFromSummary, MeasurementFromTimes, SamplesFromTimes, TimingFromLog,
-                             fill_weights, summary_definition)
+from farm.trt_output import (
+    BuildStatsFromLog,
+    DeviceRowFromLog,
+    EngineLayer,
+    LayerRecordsFromEngineLayers,
+    LogFacts,
+    MeasurementFromSummary,
+    MeasurementFromTimes,
+    SamplesFromTimes,
+    TimingFromLog,
+    fill_weights,
+    summary_definition,
+)
 
 _PRECISIONS = {"FP32": "fp32", "FP16": "fp16", "BF16": "bf16", "INT8": "int8", "FP8": "fp8", "TF32": "tf32"}
 

@@ -5,8 +5,9 @@ measurements), one phrase per fact, each naming the files on either side."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import numpy as np
 

@@ -11,8 +11,17 @@ from pathlib import Path
 from typing import BinaryIO
 
 from farm.ingest.sniff import HEAD_BYTES, KIND_NAMES, WHAT_FARM_READS, sniff
-from farm.trt_output import (EngineInfoFromInspectorJson, EngineLayer, FormatError, IOTensor, LogFacts,
-                             LogRunsFromTrtexecLog, Profile, ProfileFromProfileJson, TimesFromTimesJson)
+from farm.trt_output import (
+    EngineInfoFromInspectorJson,
+    EngineLayer,
+    FormatError,
+    IOTensor,
+    LogFacts,
+    LogRunsFromTrtexecLog,
+    Profile,
+    ProfileFromProfileJson,
+    TimesFromTimesJson,
+)
 
 
 @dataclasses.dataclass

@@ -19,7 +19,8 @@ _TIMES_HEAD = re.compile(r'\A\s*\[\s*\{[^{}\[\]]*"(?:startEnqMs|endEnqMs|startH2
                          r'endComputeMs|startD2hMs|endD2hMs|h2dMs|computeMs|d2hMs|latencyMs|startInMs|endInMs|inMs)"\s*:')
 _LOG_MARKERS = re.compile(r"^Layer\(\w*\): |=== Performance summary ===|\[TRT\]|=== Profile \(|\[TensorRT\] [A-Z]+: |"
                           r"Timing trace has \d+ queries over|Average on \d+ runs - GPU latency|Throughput: [\d.e+]+ qps|"
-                          r"=== Device Information ===|TensorRT\.trtexec|=== (?:Model|Build|System|Inference|Reporting) Options ?===|"
+                          r"=== Device Information ===|TensorRT\.trtexec|"
+                          r"=== (?:Model|Build|System|Inference|Reporting) Options ?===|"
                           r"TensorRT version: \d+\.\d+\.\d+|Engine Layer Information:\s*$", re.MULTILINE)
 
 

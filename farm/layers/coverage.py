@@ -10,7 +10,8 @@ under 100 % means the rows leave much of the time out, and their per-layer times
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 # Element sizes keyed by the lower-cased type names that ONNX Runtime, ONNX, numpy and
 # TensorRT print. Int4 packs two elements per byte.

@@ -21,8 +21,7 @@ import numpy as np
 from farm.config import NATIVE_PREFIXES, ModelSpec, model_display_name
 from farm.errors import ConfigError, UserError
 from farm.files import write_atomic
-from farm.records import (BATCH_NAMES, UNNAMED, InputSpec, ModelArtifact,  # noqa: F401  moved to farm.records
-                          axis_key, is_unnamed)
+from farm.records import BATCH_NAMES, UNNAMED, InputSpec, ModelArtifact, axis_key, is_unnamed  # noqa: F401  moved to farm.records
 
 FLOAT_RANGE = (-1.0, 1.0)  # trtexec fills inputs with U(-1, 1)
 BOOL_RANGE = (0.0, 2.0)
@@ -252,8 +251,8 @@ def zoo_model_path(zoo_name: str, cache_dir: Path) -> Path:
     """Generate a zoo model once into the cache and return its path. Written in the warehouse's
     temp area (`<cache>/tmp/`, emptied by the next sweep if this one is killed) and renamed into
     place; a failed write leaves nothing and is one line (UserError)."""
-    from farm.models.zoo import ZOO, ZOO_VERSION
     from farm.files import TEMP_DIR_NAME
+    from farm.models.zoo import ZOO, ZOO_VERSION
 
     path = cache_dir / "zoo" / f"{zoo_name}-v{ZOO_VERSION}.onnx"
     if not path.exists():

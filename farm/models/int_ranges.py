@@ -10,7 +10,8 @@ hint, and planning asks for its values (farm.models).
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 

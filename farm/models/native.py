@@ -23,15 +23,16 @@ import inspect
 import io
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from farm.config import NATIVE_SOURCE, ModelSpec
 from farm.errors import ConfigError
-from farm.models.export import ExportFailed, captured_output, export_onnx
 from farm.files import TEMP_DIR_NAME, write_atomic
+from farm.models.export import ExportFailed, captured_output, export_onnx
 from farm.records import BATCH_NAMES, BuildStats, axis_key
 
 NATIVE_VERSION = 2  # bump when the export changes, so cached exports are made again

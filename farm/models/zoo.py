@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import zlib
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -24,7 +24,7 @@ IR_VERSION = 8  # accepted by every onnxruntime >= 1.14 and by TensorRT's ONNX p
 class ZooEntry:
     """A built-in model: how to make it, and what its inputs need that ONNX cannot say."""
 
-    build: Callable[..., "object"]  # returns onnx.ModelProto; build(weights=False): `structure`
+    build: Callable[..., object]  # returns onnx.ModelProto; build(weights=False): `structure`
     description: str
     default_dims: dict[str, int] = dataclasses.field(default_factory=dict)
     input_ranges: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)

@@ -22,7 +22,8 @@ nothing reads a tensor back from the GPU in the forward pass.
 from __future__ import annotations
 
 import linecache
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

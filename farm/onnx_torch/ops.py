@@ -6,7 +6,7 @@ Shape arithmetic stays on the host as numpy/Python integers (see farm.onnx_torch
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -157,7 +157,7 @@ def _slice(m, a, x, starts, ends, axes=None, steps=None):
     if any(st != 1 for st in steps):
         return sliced_with_steps(x, starts, ends, axes, steps)
     index = [slice(None)] * (x.ndim if hasattr(x, "ndim") else np.asarray(x).ndim)
-    for s, e, ax, st in zip(starts, ends, axes, steps):
+    for s, e, ax, _st in zip(starts, ends, axes, steps):
         index[ax] = slice(s, e if e < 2**62 else None)
     return x[tuple(index)]
 
@@ -282,7 +282,8 @@ OPS: dict[str, Callable] = {
     "Erf": lambda m, a, x: lazy_torch().erf(x),
     "Sqrt": lambda m, a, x: lazy_torch().sqrt(x),
     "Exp": lambda m, a, x: lazy_torch().exp(x),
-    "Gelu": lambda m, a, x: lazy_torch().nn.functional.gelu(x, approximate="tanh" if a.get("approximate") in (b"tanh", "tanh") else "none"),
+    "Gelu": lambda m, a, x: lazy_torch().nn.functional.gelu(
+        x, approximate="tanh" if a.get("approximate") in (b"tanh", "tanh") else "none"),
     "LeakyRelu": lambda m, a, x: lazy_torch().nn.functional.leaky_relu(x, a.get("alpha", 0.01)),
     "HardSigmoid": lambda m, a, x: (x * a.get("alpha", 0.2) + a.get("beta", 0.5)).clamp(0, 1),
     "Clip": _clip,

@@ -28,10 +28,10 @@ from typing import Any
 
 from farm.errors import UserError
 from farm.files import write_atomic
-from farm.records import Calibration  # moved to farm.records
 from farm.precision.checks import TransformUnsupported, transform_label, verify
 from farm.precision.fp16 import SENSITIVE_OPS, probe_shapes, to_fp16
 from farm.precision.int8 import calibration_batches, calibration_hash, to_int8
+from farm.records import Calibration  # moved to farm.records
 
 __all__ = ["TRANSFORMS", "Calibration", "Transformed", "TransformUnsupported", "calibration_batches", "transform"]
 

@@ -17,8 +17,8 @@ import dataclasses
 import re
 import tempfile
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 SAVE_OPTIMIZED_BELOW = 1_500_000_000  # bytes of the transformed model
 REASON_LIMIT = 480  # characters of a reason (cells.reason); the full text goes to the traceback

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from farm.precision.checks import (FP16_MAX, TransformUnsupported, census, graphs, nodes, one_line, short_error,
-                                   transform_label)
+from farm.precision.checks import FP16_MAX, TransformUnsupported, census, graphs, nodes, one_line, short_error, transform_label
 
 # Kept in fp32 by the fp16 conversion (besides onnxconverter-common's own list): reductions and
 # normalisations whose range or accumulated error fp16 does not hold.

@@ -19,15 +19,37 @@ Imports only farm.records, farm.layers.memory and farm.measure (the statistics o
 are computed as for farm's own runs): never ingest, the backends, the warehouse or the config.
 """
 
-from farm.trt_output.engine_layers import (EngineLayer, LayerFromLogLine, LayersFromInspector, LayersFromLogText,
-                                           Tensor, fill_weights, join_key, join_layers)
-from farm.trt_output.json_files import (EngineInfo, EngineInfoFromInspectorJson, FormatError, IOTensor,
-                                        LayersFromInspectorJson, Profile, ProfileFromProfileJson, ProfileRow,
-                                        TimesFromTimesJson)
+from farm.trt_output.engine_layers import (
+    EngineLayer,
+    LayerFromLogLine,
+    LayersFromInspector,
+    LayersFromLogText,
+    Tensor,
+    fill_weights,
+    join_key,
+    join_layers,
+)
+from farm.trt_output.figures import (
+    BuildStatsFromLog,
+    DeviceRowFromLog,
+    MeasurementFromSummary,
+    MeasurementFromTimes,
+    SamplesFromTimes,
+    summary_definition,
+)
+from farm.trt_output.json_files import (
+    EngineInfo,
+    EngineInfoFromInspectorJson,
+    FormatError,
+    IOTensor,
+    LayersFromInspectorJson,
+    Profile,
+    ProfileFromProfileJson,
+    ProfileRow,
+    TimesFromTimesJson,
+)
 from farm.trt_output.layer_records import LayerRecords, LayerRecordsFromEngineLayers
 from farm.trt_output.log import LogFacts, LogFactsFromTrtexecLog, LogRunsFromTrtexecLog
-from farm.trt_output.figures import (BuildStatsFromLog, DeviceRowFromLog, MeasurementFromSummary,
-                                     MeasurementFromTimes, SamplesFromTimes, summary_definition)
 from farm.trt_output.timing import TIMING_DEFAULTS, TIMING_FLAGS, TimingFromLog, TimingFromTrtexecCommand, flag_table
 from farm.trt_output.versions import rules_for, strip_prefix, version_from_int
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 from farm.layers.memory import conv_macs, element_bytes, tensor_bytes, total_bytes
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from farm.trt_output.engine_layers import EngineLayer, LayerFromLogLine
 from farm.trt_output.json_files import FormatError, Profile, ProfileRow
@@ -57,7 +58,8 @@ class LogFacts:
     build_passes: int = 0  # builder passes the log holds; every build figure is from the last (the engine's)
     initializers: set[str] = dataclasses.field(default_factory=set)  # ONNX initializers the parser imported
     node_inputs: dict[str, list[tuple[str, str, list[int]]]] = dataclasses.field(default_factory=dict)
-    weight_shapes: dict[str, list[list[int]]] = dataclasses.field(default_factory=dict)  # MatMul/Gemm node -> its initializer inputs' shapes
+    # MatMul/Gemm node -> its initializer inputs' shapes
+    weight_shapes: dict[str, list[list[int]]] = dataclasses.field(default_factory=dict)
 
 
 _STAT = re.compile(r"(min|max|mean|median|percentile\((\d+(?:\.\d+)?)%\))\s*=\s*([-\d.e+]+)\s*ms")

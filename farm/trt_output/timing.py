@@ -12,7 +12,6 @@ from typing import Any
 from farm.trt_output.log import LogFacts
 from farm.trt_output.versions import rules_for
 
-
 # Timing flags per major version (docs/tensorrt-reference.md, section 7): 10.x has
 # --noDataTransfers, --useCudaGraph and --useSpinWait, and no flag naming its defaults (copies on, no
 # graph, blocking sync); 11.x turned those defaults around (copies off, graph and spin wait on), keeps

@@ -8,17 +8,37 @@ A package of one concern per module, stacked as the bases of `Warehouse`:
 storage (the storage never imports it).
 """
 
+from farm.files import TEMP_DIR_NAME
 from farm.warehouse.check import Finding, Inspection
 from farm.warehouse.layout import Warn, warn_stderr
 from farm.warehouse.lock import NotAWarehouse, WarehouseBusy, describe_holder
-from farm.warehouse.parquet import (PARQUET_MAGIC, duckdb_glob_escape, file_problem, parquet_files_named, sql_string,
-                                    write_file, write_parquet)
+from farm.warehouse.parquet import (
+    PARQUET_MAGIC,
+    duckdb_glob_escape,
+    file_problem,
+    parquet_files_named,
+    sql_string,
+    write_file,
+    write_parquet,
+)
 from farm.warehouse.repair import Prepared
-from farm.warehouse.schema import (CACHE_DIR_NAME, DAMAGED_DIR_NAME, KEPT_STATUSES, KEY_COLUMNS, LOCK_NAME, MARKER_NAME,
-                                   PER_CELL_TABLES, REQUIRED_COLUMNS, SCHEMA_VERSION, SCHEMAS, TABLES, TEMP_DIR_NAME,
-                                   UNMEASURED, RowError, schema_problem)
+from farm.warehouse.schema import (
+    CACHE_DIR_NAME,
+    DAMAGED_DIR_NAME,
+    KEPT_STATUSES,
+    KEY_COLUMNS,
+    LOCK_NAME,
+    MARKER_NAME,
+    PER_CELL_TABLES,
+    REQUIRED_COLUMNS,
+    SCHEMA_VERSION,
+    SCHEMAS,
+    TABLES,
+    UNMEASURED,
+    RowError,
+    schema_problem,
+)
 from farm.warehouse.store import Warehouse
-
 
 __all__ = [
     "CACHE_DIR_NAME", "DAMAGED_DIR_NAME", "KEPT_STATUSES", "KEY_COLUMNS", "LOCK_NAME", "MARKER_NAME", "PARQUET_MAGIC",

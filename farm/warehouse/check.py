@@ -15,6 +15,7 @@ from farm.warehouse.parquet import file_problem, parquet_names, remove_path
 from farm.warehouse.repair import WarehouseRepair
 from farm.warehouse.schema import DAMAGED_DIR_NAME, PER_CELL_TABLES, TABLES, UNMEASURED, schema_problem
 
+
 @dataclasses.dataclass(frozen=True)
 class Finding:
     """Something `farm check` found: `damaged` (not whole Parquet, or not the table's schema),

@@ -17,11 +17,12 @@ import json
 import os
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
+from farm.files import TEMP_DIR_NAME
 from farm.warehouse.parquet import parquet_names
-from farm.warehouse.schema import CACHE_DIR_NAME, PER_CELL_TABLES, TABLES, TEMP_DIR_NAME
+from farm.warehouse.schema import CACHE_DIR_NAME, PER_CELL_TABLES, TABLES
 
 Warn = Callable[[str], None]
 COMPACTED_TABLES = ("cells", *PER_CELL_TABLES)  # the tables compaction merges (not sweeps, devices)

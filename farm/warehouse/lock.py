@@ -18,8 +18,9 @@ import json
 import os
 import socket
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pyarrow.parquet as pq
 
@@ -143,7 +144,7 @@ class WarehouseLocking(WarehouseLayout):
         fd = self._open_locked(lock)
         try:
             record = {"pid": os.getpid(), "host": socket.gethostname(), "command": command_line(),
-                      "started_at": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")}
+                      "started_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")}
             with contextlib.suppress(OSError):  # a lock file of another user's, opened read-only: no record
                 os.ftruncate(fd, 0)
                 os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)

@@ -13,12 +13,11 @@ backends, ingested files and older farms know different figures.
 from __future__ import annotations
 
 import functools
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-
-from farm.files import TEMP_DIR_NAME  # <root>/.cache/tmp/: every temporary file of a run (zoo, transforms, quantizer)
 
 SCHEMA_VERSION = 1
 CACHE_DIR_NAME = ".cache"

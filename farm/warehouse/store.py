@@ -1,7 +1,8 @@
 """`Warehouse`: the only place results live, and how rows are written into it.
 
 Layout: `<root>/<sweep>/<table>/<key>.parquet`, one file per cell per table (per run for
-`sweeps`, per device for `devices`), until a sweep is compacted (farm.warehouse.compact), each written to a temporary name and renamed into place,
+`sweeps`, per device for `devices`), until a sweep is compacted (farm.warehouse.compact), each written to a temporary
+name and renamed into place,
 so a crash loses at most the cell in flight and never leaves half a file. A cell's `cells` file
 is written last: a cell counts as done only once it exists, and `repair` removes what a killed
 run left of a cell without it. DuckDB reads the files through one view per table.
@@ -14,7 +15,8 @@ storage, in farm.warehouse.rows.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc

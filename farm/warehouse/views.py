@@ -16,16 +16,16 @@ from __future__ import annotations
 
 import os
 import weakref
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from farm.warehouse.check import WarehouseCheck
 from farm.warehouse.layout import COMPACTED_TABLES, MANIFEST_NAME
-from farm.warehouse.parquet import (duckdb_glob_escape, file_problem, files_gone, parquet_files_named,
-                                    parquet_names, sql_string)
+from farm.warehouse.parquet import duckdb_glob_escape, file_problem, files_gone, parquet_files_named, parquet_names, sql_string
 from farm.warehouse.schema import SCHEMAS, first_line
 
 if TYPE_CHECKING:

@@ -81,7 +81,7 @@ def test_compare(monkeypatch, warehouse: Path, snap: Snapshot) -> None:
         base = table[(table.series == "fp32 · onnxruntime") & (table.batch == batch)].iloc[0]
         assert row.speedup == pytest.approx(cells.loc[row.cell_id, "throughput_qps"]
                                             / cells.loc[base.cell_id, "throughput_qps"])
-        assert row.vs_baseline in {"faster", "slower", "within noise"}
+        assert row.vs_baseline in {"faster", "slower", "within noise", "inconclusive", "not judged"}
     assert table.accuracy.eq("pass").all() and table.pareto.any()
     assert len(at.get("vega_lite_chart")) == 3  # throughput, latency, Pareto for the one model
     assert "Pareto frontier" in texts(at)

@@ -16,11 +16,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect  # noqa: E402
 
 # its fixtures (browser, page) and helpers; importing it skips this module where there is no chromium
 from tests.dashboard.test_browser import browser, page, printed, shoot, wait_idle  # noqa: F401
-
-from playwright.sync_api import expect  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 EXAMPLES = Path(__file__).resolve().parents[2] / "results" / "examples"
@@ -103,7 +102,7 @@ def test_the_landing_page_answers_first(example: Path, expected: dict, page, das
         expect(cells.nth(1)).to_have_text(good["label"])
         expect(cells.nth(2)).to_have_text(good["rate"])
         expect(cells.nth(3)).to_have_text(good["p99"])
-        verdict = r" \((faster|slower|within noise)\)$"
+        verdict = r" \((faster|slower|within noise|inconclusive|not judged)\)$"
         expect(cells.nth(4)).to_have_text(re.compile("^" + re.escape(good["speedup"]) + verdict))
         expect(cells.nth(5)).to_have_text(re.compile(r"^(cosine|top-1 agreement) [\d.]+( %)?, n "))
         expect(cells.nth(6)).to_have_text(good["peak"])

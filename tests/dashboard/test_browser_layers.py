@@ -14,8 +14,7 @@ import pandas as pd
 import pytest
 
 from farm.dashboard.data import Snapshot
-from tests.dashboard.test_browser import browser, page  # noqa: F401 - the fixtures, shared
-from tests.dashboard.test_browser import expect, metric, printed, shoot
+from tests.dashboard.test_browser import browser, expect, metric, page, printed, shoot  # noqa: F401 - the fixtures, shared
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 EXAMPLES = Path(__file__).resolve().parents[2] / "results" / "examples"

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from farm.compare import SLOWER, compare_sweeps
-from tests.dashboard.test_browser import browser, page  # noqa: F401 - the fixtures, shared
-from tests.dashboard.test_browser import expect, metric, shoot, wait_idle
+from tests.dashboard.test_browser import browser, expect, metric, page, shoot, wait_idle  # noqa: F401 - the fixtures, shared
 from tests.test_compare import runs as runs  # noqa: F401 - the fixture, shared
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]

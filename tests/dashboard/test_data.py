@@ -7,16 +7,15 @@ import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-
-import numpy as np
 import pytest
 
+from farm.compare.stats import MIN_EFFECT_PERCENT, compare_latencies, ratio_interval, verdict, verdicts
 from farm.dashboard.data import Snapshot, fingerprint, pareto_front, series_labels, with_noise_intervals, with_speedup
 from farm.dashboard.layers import layer_diff
-from farm.dashboard.noise import MIN_EFFECT_PERCENT, compare_samples, median_ratio, noise_verdict
 
 
 def frame(rows: list[dict]) -> pd.DataFrame:
@@ -46,7 +45,7 @@ def test_speedup_and_noise_against_a_baseline_series() -> None:
         {"cell_id": "fast1", "precision": "fp16", "batch": 1, "throughput_qps": 200.0, "latency_median_ms": 5.0,
          "median_ci_low_ms": 4.9, "median_ci_high_ms": 5.1},
         {"cell_id": "same1", "precision": "int8", "batch": 1, "throughput_qps": 101.0, "latency_median_ms": 9.9,
-         "median_ci_low_ms": 9.0, "median_ci_high_ms": 10.8},  # intervals overlap: within noise
+         "median_ci_low_ms": 9.0, "median_ci_high_ms": 10.8},  # a ratio interval of about ±9 %: inconclusive
         {"cell_id": "slow1", "precision": "bf16", "batch": 1, "throughput_qps": 50.0, "latency_median_ms": 20.0,
          "median_ci_low_ms": 19.0, "median_ci_high_ms": 21.0},
         {"cell_id": "nobase", "precision": "fp16", "batch": 8, "throughput_qps": 80.0, "latency_median_ms": 100.0,
@@ -58,7 +57,7 @@ def test_speedup_and_noise_against_a_baseline_series() -> None:
     out = with_speedup(f, "fp32 · onnxruntime").set_index("cell_id")
     assert out.loc["base1", "speedup"] == 1.0 and out.loc["base1", "vs_baseline"] == "baseline"
     assert out.loc["fast1", "speedup"] == 2.0 and out.loc["fast1", "vs_baseline"] == "faster"
-    assert round(out.loc["same1", "speedup"], 2) == 1.01 and out.loc["same1", "vs_baseline"] == "within noise"
+    assert round(out.loc["same1", "speedup"], 2) == 1.01 and out.loc["same1", "vs_baseline"] == "inconclusive"
     assert out.loc["slow1", "speedup"] == 0.5 and out.loc["slow1", "vs_baseline"] == "slower"
     assert pd.isna(out.loc["nobase", "speedup"]) and out.loc["nobase", "vs_baseline"] is None
     assert pd.isna(out.loc["failed", "speedup"]) and out.loc["failed", "vs_baseline"] is None
@@ -81,7 +80,7 @@ def test_a_45_percent_change_is_not_within_noise_even_with_loose_stored_interval
     f["series"] = series_labels(f)
     out = with_speedup(f, "fp32 · onnxruntime").set_index("cell_id")
     assert out.loc["b", "vs_baseline"] == "faster" and out.loc["b", "ratio_high"] < 1
-    assert noise_verdict(*median_ratio(6.78, -0.445, 17.95, 3.75, 3.7, 3.8)) == "not judged"  # unusable bound
+    assert verdicts(*ratio_interval(6.78, -0.445, 17.95, 3.75, 3.7, 3.8)[1:]) == "not judged"  # unusable bound
 
 
 def lognormal(seed: int, n: int, median: float = 5.0, sigma: float = 0.2) -> np.ndarray:
@@ -91,36 +90,45 @@ def lognormal(seed: int, n: int, median: float = 5.0, sigma: float = 0.2) -> np.
 @pytest.mark.parametrize("seed", range(20))
 def test_a_45_percent_slowdown_is_never_within_noise(seed: int) -> None:
     a, b = lognormal(seed, 300), 1.45 * lognormal(seed + 1000, 300)
-    ratio, low, high, verdict = compare_samples(a, b)
-    assert verdict == "slower" and 1 < low <= ratio <= high
-    assert compare_samples(b, a)[3] == "faster"
+    effect = compare_latencies(a, b)
+    assert effect.verdict == "slower" and 0 < effect.low <= effect.effect <= effect.high
+    assert compare_latencies(b, a).verdict == "faster"
 
 
 def test_samples_of_one_distribution_are_within_noise() -> None:
-    """Two sets from the same distribution: 'within noise' in at least 95 % of 200 seeded pairs
-    (the ratio's interval is a 95 % one, and the minimum effect only adds to that; an exact 95 %
-    test falls under 95 % - 4 binomial sd, 91.9 %, with a chance of about 3e-5)."""
-    verdicts = [compare_samples(lognormal(s, 500), lognormal(s + 5000, 500))[3] for s in range(200)]
-    share = verdicts.count("within noise") / len(verdicts)
-    assert share >= 0.95 - 4 * np.sqrt(0.95 * 0.05 / len(verdicts)), share
+    """Two sets from the same distribution, large enough that the ratio's interval (about ±1 %)
+    fits inside ±3 %: 'within noise' in at least 95 % of 200 seeded pairs (an exact 95 % test
+    falls under 95 % - 4 binomial sd, 91.9 %, with a chance of about 3e-5). Smaller sets are
+    'inconclusive', never 'slower' or 'faster'."""
+    found = [compare_latencies(lognormal(s, 5000), lognormal(s + 5000, 5000)).verdict for s in range(200)]
+    share = found.count("within noise") / len(found)
+    assert share >= 0.95 - 4 * np.sqrt(0.95 * 0.05 / len(found)), share
+    small = {compare_latencies(lognormal(s, 100), lognormal(s + 5000, 100)).verdict for s in range(20)}
+    assert small <= {"within noise", "inconclusive"} and "inconclusive" in small
 
 
 def test_a_one_percent_change_with_huge_samples_is_within_noise_by_the_minimum_effect() -> None:
     """200,000 queries a side resolve a 1 % change (its interval excludes 1), but 1 % is under the
-    minimum effect; 3 % is over it."""
+    minimum effect; 5 % is over it."""
     a = lognormal(1, 200_000, sigma=0.05)
-    ratio, low, high, verdict = compare_samples(a, 1.01 * lognormal(2, 200_000, sigma=0.05))
-    assert low > 1 and ratio == pytest.approx(1.01, abs=0.002) and verdict == "within noise"
-    assert MIN_EFFECT_PERCENT == 2.0  # the documented figure (docs/dashboard.md)
-    assert compare_samples(a, 1.03 * lognormal(2, 200_000, sigma=0.05))[3] == "slower"
+    effect = compare_latencies(a, 1.01 * lognormal(2, 200_000, sigma=0.05))
+    assert effect.low > 0 and effect.effect == pytest.approx(0.01, abs=0.002) and effect.verdict == "within noise"
+    assert MIN_EFFECT_PERCENT == 3.0  # the documented figure (docs/dashboard.md)
+    assert compare_latencies(a, 1.05 * lognormal(2, 200_000, sigma=0.05)).verdict == "slower"
 
 
-def test_noise_verdict_needs_both_the_interval_and_the_effect() -> None:
-    assert noise_verdict(0.90, 0.85, 0.95) == "faster" and noise_verdict(1.10, 1.05, 1.15) == "slower"
-    assert noise_verdict(0.90, 0.80, 1.01) == "within noise"  # the interval holds 1
-    assert noise_verdict(1.01, 1.005, 1.015) == "within noise"  # real but under the minimum effect
-    assert noise_verdict(1.10, float("nan"), float("nan")) == "not judged"  # no interval: cannot tell, never "noise"
-    assert list(noise_verdict([0.9, 1.0], [0.8, 0.9], [0.95, 1.1])) == ["faster", "within noise"]
+def test_the_verdict_of_a_ratio_interval_against_the_minimum_effect() -> None:
+    """One rule (farm.compare.stats): the dashboard's array form gives what `farm compare`'s
+    scalar form gives, on a grid of intervals around every boundary."""
+    assert verdicts(0.85, 0.95) == "faster" and verdicts(1.05, 1.15) == "slower"
+    assert verdicts(0.80, 1.01) == "inconclusive"  # holds 1, but also changes that matter
+    assert verdicts(1.005, 1.015) == "within noise"  # real but under the minimum effect
+    assert verdicts(float("nan"), float("nan")) == "not judged"  # no interval: cannot tell, never "noise"
+    assert list(verdicts([0.8, 0.99], [0.95, 1.01])) == ["faster", "within noise"]
+    bounds = [0.9, 0.969, 0.97, 0.971, 0.99, 1.0, 1.01, 1.029, 1.03, 1.031, 1.1, float("nan")]
+    pairs = [(lo, hi) for lo in bounds for hi in bounds if not lo > hi]
+    assert list(verdicts([lo for lo, _ in pairs], [hi for _, hi in pairs])) == [verdict(lo - 1, hi - 1)
+                                                                                for lo, hi in pairs]
 
 
 def test_series_labels_name_only_what_varies() -> None:

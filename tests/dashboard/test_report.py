@@ -91,11 +91,11 @@ def test_report_intervals_come_from_the_samples(warehouse: Path, tmp_path: Path)
     parsed = Collector()
     parsed.feed(output.read_text())
     text = " ".join(parsed.text)
-    assert "p50 / baseline (95% CI)" in text and "2 % from 1" in text
+    assert "p50 / baseline (95% CI)" in text and "beyond ±3 %" in text
     snap = Snapshot(warehouse)
     ok = snap.cell_frame[(snap.cell_frame.sweep_id == "dash") & (snap.cell_frame.status == "ok")]
     intervals = snap.median_intervals(ok.cell_id)
-    for cell_id, row in intervals.iterrows():
+    for _cell_id, row in intervals.iterrows():
         assert row.noise_source == "samples"
         assert f"{printed(row.noise_low_ms)} – {printed(row.noise_high_ms)}" in text
 

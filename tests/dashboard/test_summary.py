@@ -5,7 +5,7 @@ the Overview page (AppTest) and in the report; chart colours."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -14,13 +14,12 @@ from streamlit.testing.v1 import AppTest
 from farm.cli import main
 from farm.dashboard import RESULTS_ENV
 from farm.dashboard.data import Snapshot, series_labels
-from farm.dashboard.summary import (default_baseline, listed_backends, metric_text, series_colours, summary,
-                                    summary_text)
+from farm.dashboard.summary import default_baseline, listed_backends, metric_text, series_colours, summary, summary_text
 from farm.measure import SAMPLE_INTERVAL_METHOD
 from farm.warehouse import Warehouse
 
 APP = str(Path(__file__).resolve().parents[2] / "farm" / "dashboard" / "app.py")
-START = datetime(2026, 11, 1, tzinfo=timezone.utc)
+START = datetime(2026, 11, 1, tzinfo=UTC)
 CONFIG = '''name = "known"
 [[models]]
 source = "m.onnx"
@@ -60,7 +59,7 @@ def write_known(root: Path) -> None:
     for i, (precision, batch, backend, mode, rate, verdict, metric, value, n) in enumerate(CELLS):
         cell_id = f"{i:016x}"
         latency = 1000 * batch / rate  # one query at a time: ms per batch
-        options = '{"mode": "%s"}' % mode if mode else "{}"
+        options = f'{{"mode": "{mode}"}}' if mode else "{}"
         best = (precision, batch, backend, mode) == ("fp16", 32, "torch", "compile")
         warehouse.write_cell("known", cell_id, {
             "cells": [{"cell_id": cell_id, "sweep_id": "known", "run_id": "run0", "model": "m", "precision": precision,

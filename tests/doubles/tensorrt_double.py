@@ -108,7 +108,7 @@ def make_tensorrt(version: str = "10.13.0", recorder: Recorder | None = None) ->
         def __init__(self, blob: bytes) -> None:
             self.blob = blob
 
-        def combine(self, other: "TimingCache", ignore_mismatch: bool) -> bool:
+        def combine(self, other: TimingCache, ignore_mismatch: bool) -> bool:
             rec("combine", other.blob, ignore_mismatch)
             self.blob = self.blob + b"+" + other.blob if other.blob else self.blob
             return True
@@ -221,11 +221,11 @@ def make_tensorrt(version: str = "10.13.0", recorder: Recorder | None = None) ->
             value = next(v for v in self.plan["inputs"] + self.plan["outputs"] if v["name"] == name)
             return tuple(d if isinstance(d, int) else -1 for d in value["shape"])
 
-        def create_execution_context(self, *strategy) -> "Context":
+        def create_execution_context(self, *strategy) -> Context:
             rec("create_execution_context")
             return Context(self)
 
-        def create_engine_inspector(self) -> "Inspector":
+        def create_engine_inspector(self) -> Inspector:
             return Inspector(self)
 
     class Context:

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
 from farm.ingest.sniff import detect_kind
-from farm.trt_output import (LayersFromLogText, LogFactsFromTrtexecLog, ProfileFromProfileJson, fill_weights,
-                             join_layers)
+from farm.trt_output import LayersFromLogText, LogFactsFromTrtexecLog, ProfileFromProfileJson, fill_weights, join_layers
 
 SEEDS = Path(__file__).resolve().parents[1] / "fixtures" / "trt_seeds"  # real TensorRT output: its README
 

@@ -16,8 +16,15 @@ import pytest
 
 from farm.cli import main
 from farm.ingest.sniff import detect_kind
-from farm.trt_output import (LogFactsFromTrtexecLog, LogRunsFromTrtexecLog, MeasurementFromSummary, TimingFromLog,
-                             fill_weights, strip_prefix, summary_definition)
+from farm.trt_output import (
+    LogFactsFromTrtexecLog,
+    LogRunsFromTrtexecLog,
+    MeasurementFromSummary,
+    TimingFromLog,
+    fill_weights,
+    strip_prefix,
+    summary_definition,
+)
 from farm.warehouse import Warehouse
 
 DOCS = Path(__file__).resolve().parent / "written_from_docs"

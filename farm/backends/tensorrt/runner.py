@@ -8,7 +8,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

@@ -12,8 +12,18 @@ import streamlit as st
 
 from farm.dashboard.common import cell_picker, downloads, human_bytes, snapshot_or_stop
 from farm.dashboard.data import number
-from farm.dashboard.layers import (default_cell, graph_rows, has_layer_edges, layer_coverage, layer_kinds,
-                                   layer_list, memory_table, precision_table, time_by_type, top_layers)
+from farm.dashboard.layers import (
+    default_cell,
+    graph_rows,
+    has_layer_edges,
+    layer_coverage,
+    layer_kinds,
+    layer_list,
+    memory_table,
+    precision_table,
+    time_by_type,
+    top_layers,
+)
 from farm.dashboard.roofline import NoModel, cell_roofline, layer_roofline
 from farm.dashboard.telemetry import has_telemetry, telemetry_caption, telemetry_metrics, throttle_warning
 from farm.layers.coverage import coverage_note
@@ -247,7 +257,8 @@ else:
     with tabs[0]:
         top = top_layers(layers, "time_avg_ms")
         st.altair_chart(alt.Chart(top).mark_bar().encode(
-            alt.X("time_avg_ms:Q", title="mean ms"), alt.Y("name:N", sort="-x", title=None, axis=alt.Axis(labelOverlap=False, labelLimit=320)),
+            alt.X("time_avg_ms:Q", title="mean ms"),
+            alt.Y("name:N", sort="-x", title=None, axis=alt.Axis(labelOverlap=False, labelLimit=320)),
             tooltip=["name", "type", "time_avg_ms", "time_share_percent"]).properties(height=22 * len(top) + 40),
             width="stretch")
         st.dataframe(top[["layer_index", "name", "type", "time_avg_ms", "time_share_percent", "tactic"]],
@@ -274,7 +285,8 @@ else:
             st.info("No layer has a known size (dynamic shapes, or rows that name no tensors).")
         else:
             st.altair_chart(alt.Chart(top.assign(MiB=top.total_bytes / 2**20)).mark_bar().encode(
-                alt.X("MiB:Q", title="input + weights + output (MiB)"), alt.Y("name:N", sort="-x", title=None, axis=alt.Axis(labelOverlap=False, labelLimit=320)),
+                alt.X("MiB:Q", title="input + weights + output (MiB)"),
+                alt.Y("name:N", sort="-x", title=None, axis=alt.Axis(labelOverlap=False, labelLimit=320)),
                 tooltip=["name", "type", "input_bytes", "weight_bytes", "output_bytes"]
             ).properties(height=22 * len(top) + 40), width="stretch")
             st.dataframe(memory_table(layers).head(len(top)), hide_index=True, column_config=MIB)

@@ -6,9 +6,9 @@ table with confidence intervals, speedup over a baseline, peak memory and energy
 import pandas as pd
 import streamlit as st
 
+from farm.compare.stats import RULE_TEXT, UNDECIDED
 from farm.dashboard.common import compared_cells, downloads, latest_sweep, snapshot_or_stop
 from farm.dashboard.data import filter_cells, measured_only, series_labels
-from farm.dashboard.noise import MIN_EFFECT_PERCENT
 from farm.dashboard.roofline import cell_roofline
 from farm.dashboard.summary import default_baseline, listed_backends, series_colours
 from farm.dashboard.telemetry import energy_frame
@@ -172,12 +172,12 @@ for model in models[:MAX_CHARTED_MODELS]:
         energy_chart(energy)
 
 st.subheader("Table")
-noise = compared[compared.vs_baseline == "within noise"]
+noise = compared[compared.vs_baseline.isin(UNDECIDED)]
 few_tail = compared.latency_p99_tail_samples.lt(MIN_TAIL_SAMPLES).fillna(False).astype(bool)
 stored = compared[compared.noise_basis == "stored"]
 st.caption(f"Speedup = throughput / the baseline's ({baseline}) at the same model and batch. "
-           "**within noise**: the 95 % interval of the ratio of the two median latencies includes 1, or the "
-           f"ratio is less than {MIN_EFFECT_PERCENT:g} % from 1 ({len(noise)} such cell(s) here); intervals from "
+           f"vs baseline: {RULE_TEXT} ({len(noise)} cell(s) here show no change that matters, in grey); "
+           "intervals from "
            "each cell's raw samples" + (f", except {len(stored)} cell(s) without samples, judged on their stored "
                                        "intervals (noise basis: stored)" if len(stored) else "")
            + ". stable = latency CV and repeat spread under their thresholds. "
@@ -212,7 +212,7 @@ table = table[["link", "model", "series", "batch", "throughput_qps", "throughput
 
 
 def _mark_noise(row: pd.Series) -> list[str]:
-    style = "color: #888; font-style: italic" if row.vs_baseline == "within noise" else ""
+    style = "color: #888; font-style: italic" if row.vs_baseline in UNDECIDED else ""
     return [style if column in ("speedup", "latency_ratio", "vs_baseline") else "" for column in row.index]
 
 

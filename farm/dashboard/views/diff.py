@@ -5,10 +5,10 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
+from farm.compare.stats import RULE_TEXT, ratio_interval, verdicts
 from farm.dashboard.common import cell_picker, downloads, human_bytes, snapshot_or_stop
 from farm.dashboard.data import number
 from farm.dashboard.layers import layer_coverage, layer_diff, layer_kinds, layers_not_comparable
-from farm.dashboard.noise import MIN_EFFECT_PERCENT, median_ratio, noise_verdict
 from farm.layers.coverage import coverage_note
 
 snap = snapshot_or_stop()
@@ -58,19 +58,19 @@ for label, field, higher_is_better in rows:
         better = (change > 0) == higher_is_better
         columns[3].markdown(f":{'green' if better else 'red'}[{change:+.1%}] B against A")
 noise = snap.median_intervals([a_id, b_id])  # each median's interval from the cell's raw samples
-ratio, ratio_low, ratio_high = median_ratio(*noise.loc[a_id, ["noise_median_ms", "noise_low_ms", "noise_high_ms"]],
-                                            *noise.loc[b_id, ["noise_median_ms", "noise_low_ms", "noise_high_ms"]])
-verdict = noise_verdict(ratio, ratio_low, ratio_high)
+ratio, ratio_low, ratio_high = ratio_interval(*noise.loc[a_id, ["noise_median_ms", "noise_low_ms", "noise_high_ms"]],
+                                              *noise.loc[b_id, ["noise_median_ms", "noise_low_ms", "noise_high_ms"]])
+verdict = verdicts(ratio_low, ratio_high)
 basis = ("both cells' raw samples" if set(noise.noise_source) == {"samples"}
          else "the stored intervals of a cell without raw samples (an ingested summary): a rougher test")
 if pd.notna(ratio):
     interval = f"{ratio_low:.3f} – {ratio_high:.3f}" if pd.notna(ratio_low) else "no interval"
     summary = {"faster": "B is **faster**", "slower": "B is **slower**",
                "within noise": "the latency difference is **within noise**",
+               "inconclusive": "**inconclusive**: the samples cannot tell a change that matters from none",
                "not judged": "**not judged**: a cell has no interval to judge the difference by"}[verdict]
     st.caption(f"Median latency B / A = {ratio:.3f} (95 % interval {interval}, from {basis}): {summary} "
-               f"(faster or slower needs an interval that excludes 1 and a change of at least "
-               f"{MIN_EFFECT_PERCENT:g} %).")
+               f"({RULE_TEXT}).")
 st.caption(f"Accuracy: A {a.verdict or 'not checked'}, B {b.verdict or 'not checked'}.")
 
 st.subheader("Layers")

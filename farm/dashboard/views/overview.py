@@ -4,8 +4,16 @@ with its reason."""
 
 import streamlit as st
 
-from farm.dashboard.common import (downloads, human_bytes, latest_sweep, results_root, snapshot_or_stop,
-                                   summary_choices, summary_of)
+from farm.compare.stats import RULE_TEXT
+from farm.dashboard.common import (
+    downloads,
+    human_bytes,
+    latest_sweep,
+    results_root,
+    snapshot_or_stop,
+    summary_choices,
+    summary_of,
+)
 from farm.queries import STATUS_COUNTS, sweeps_with_counts
 from farm.warehouse import TABLES
 
@@ -31,8 +39,7 @@ if answers.empty:
     st.info(f"No measured cell in sweep {sweep} yet.")
 else:
     st.caption(f"Fastest by samples/s among the cells that pass the accuracy check against the fp32 reference; "
-               f"speedup over **{baseline}** at the same model and batch (within noise: the 95 % interval of the "
-               "ratio of medians includes 1, or the change is under the minimum effect); accuracy: the figure that "
+               f"speedup over **{baseline}** at the same model and batch ({RULE_TEXT}); accuracy: the figure that "
                "decided the verdict, n: samples compared. Beside it, ✗: the fastest that fails accuracy, ⚠ where "
                "it is the faster one." + ("" if "mJ / inference" in answers else " No energy figures: these cells "
                                           "have no GPU telemetry."))
