@@ -24,7 +24,7 @@ sweeps of 300 as the larger warehouse): its figures only show that every page st
 dashboard server listens on a free loopback port unless --port names one, and is stopped (its
 whole process group) before the benchmark ends, also on SIGTERM.
 --no-browser stops after the snapshot and AppTest figures (for a machine without chromium);
---pages overview compare ... times only those pages through AppTest; --existing results/examples
+--pages overview compare ... times only those pages through AppTest; --existing examples/results
 times the pages of a warehouse as it is (nothing generated).
 """
 
@@ -374,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--big-per-sweep", type=int, default=None, help="cells per sweep there (default 25,000, "
                                                                         "quick 300)")
     parser.add_argument("--existing", type=Path, default=None, metavar="RESULTS",
-                        help="only time the pages of this warehouse through AppTest (e.g. results/examples)")
+                        help="only time the pages of this warehouse through AppTest (e.g. examples/results)")
     args = parser.parse_args(argv)
     if args.existing:  # a real warehouse, as it is: each page with its defaults
         from farm.dashboard.data import Snapshot

@@ -1,12 +1,12 @@
 """Recompute a warehouse's median intervals (and the columns that came with them) from its samples.
 
 Warehouses written before the interval came from the raw samples hold a t-interval over the 2-3
-repeat medians (`median_ci_method` = `t_over_repeat_medians`): on results/examples up to 2.7 times
+repeat medians (`median_ci_method` = `t_over_repeat_medians`): on examples/results up to 2.7 times
 the median wide and below zero for two cells. This rewrites, for every cell with raw samples:
 
   - `median_ci_low_ms`, `median_ci_high_ms`, `median_ci_method`: farm.measure.median_confidence_interval
     over the cell's samples in query order (repeat, iteration). Where the warehouse keeps fewer
-    samples than the cell counted (results/examples keeps 500 a cell, thinned), the interval is
+    samples than the cell counted (examples/results keeps 500 a cell, thinned), the interval is
     that of the kept samples: wider than the full run's would have been, never narrower (and
     stretched to hold the row's median, which is of all the run's queries, where it lies outside).
   - `latency_p90/p95/p99_tail_samples`: counted from the samples when all of them are kept; when
@@ -22,7 +22,7 @@ Cells without samples (ingested trtexec summaries) are left alone. The writer lo
 file is replaced atomically, and the dashboard's consolidated copy is refreshed, as `farm check
 --fix` does. Without --write it only prints what would change.
 
-    .venv/bin/python benchmarks/recompute_intervals.py [--results results/examples] [--write]
+    .venv/bin/python benchmarks/recompute_intervals.py [--results examples/results] [--write]
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ def run(results: Path, write: bool, out=print) -> dict[str, int]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--results", type=Path, default=ROOT / "results" / "examples")
+    parser.add_argument("--results", type=Path, default=ROOT / "examples" / "results")
     parser.add_argument("--write", action="store_true", help="rewrite the measurements files (else a dry run)")
     args = parser.parse_args(argv)
     if not args.results.is_dir():

@@ -73,13 +73,13 @@ def warm_up(device_kind: str) -> None:
 
         if torch.cuda.is_available():
             torch.zeros(1, device="cuda")  # the CUDA context
-        import torch._dynamo  # noqa: F401 - torch.compile's front end: seconds to import
-        import torch._inductor.compile_fx  # noqa: F401 - and its back end
+        import torch._dynamo
+        import torch._inductor.compile_fx
     except Exception:  # noqa: BLE001 - no torch, no GPU, a broken install: the cells say so
         pass
     try:
         import onnxruntime  # noqa: F401
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - as above: the cells say so
         pass
     gc.collect()
 
@@ -106,7 +106,7 @@ def _run_backend(backend: Backend, cell: Cell, cache_dir: Path, result: CellResu
         result.traceback = traceback.format_exc()
     except EngineUnsupported as exc:  # a limit of the engine, not an accident: what to do is in it
         result.status, result.reason, result.traceback = "unsupported", _first_line(exc)[:1000], traceback.format_exc()
-    except Exception as exc:  # a failed cell is a result; the sweep goes on
+    except Exception as exc:  # noqa: BLE001 - a failed cell is a result; the sweep goes on
         result.status = "failed"
         result.reason = f"{type(exc).__name__}: {_first_line(exc)}"[:500]
         result.traceback = traceback.format_exc()
@@ -215,7 +215,7 @@ def _accuracy_rows(backend: Backend, cell: Cell, feeds: dict[str, np.ndarray], c
         return check_accuracy(backend.outputs, cell, feeds, cache_dir, log)
     except MemoryError:
         raise
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - an accuracy check that cannot run is said, never a failed cell
         first = _first_line(exc)
         log(f"accuracy could not be checked: {type(exc).__name__}: {first}")
         return [{"output_name": "(all outputs)", "reference": REFERENCE, "verdict": "unjudged",

@@ -143,5 +143,5 @@ def _add_nvml_facts(row: dict[str, Any], uuid: str, index: int) -> None:
         row["clock_memory_mhz"] = int(pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_MEM))
         driver = pynvml.nvmlSystemGetDriverVersion()
         row["driver_version"] = driver.decode() if isinstance(driver, bytes) else driver
-    except Exception:  # NVML is optional: the figures above stand without it
+    except Exception:  # noqa: BLE001 - NVML is optional: the figures above stand without it
         pass

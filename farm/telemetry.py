@@ -280,7 +280,7 @@ class GpuTelemetry:
             return None
         try:
             return float(self.energy())
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - a failed read is a missing figure, never a failed cell
             self.failed_reads += 1
             return None
 

@@ -86,7 +86,7 @@ def write_sweep(directory: Path, body: str, name: str = "sweep.toml", fast: bool
 
 
 def warehouse_without_telemetry(target: Path) -> Path:
-    """results/examples' gpu-resnet50 sweep as a farm from before GPU telemetry wrote it: a copy
+    """examples/results' gpu-resnet50 sweep as a farm from before GPU telemetry wrote it: a copy
     under `target` whose measurements lack the telemetry columns. Skips where the checkout has
     no examples."""
     import shutil
@@ -95,9 +95,9 @@ def warehouse_without_telemetry(target: Path) -> Path:
 
     from farm.telemetry import COLUMNS
 
-    source = Path(__file__).resolve().parents[1] / "results" / "examples" / "gpu-resnet50"
+    source = Path(__file__).resolve().parents[1] / "examples" / "results" / "gpu-resnet50"
     if not any(source.glob("measurements/*.parquet")):
-        pytest.skip("results/examples has no per-cell gpu-resnet50 measurements in this checkout")
+        pytest.skip("examples/results has no per-cell gpu-resnet50 measurements in this checkout")
     shutil.copytree(source, target / "gpu-resnet50")
     for path in (target / "gpu-resnet50" / "measurements").glob("*.parquet"):
         table = pq.read_table(path)

@@ -127,11 +127,11 @@ def test_ort_bare_loop_quick_on_cpu(tmp_path: Path) -> None:
 
 
 def test_repro_table_reads_a_real_warehouse_and_judges_each_cell(tmp_path: Path) -> None:
-    """benchmarks/device/torch_repro.py on results/examples' GPU cells: two runs (the same one
+    """benchmarks/device/torch_repro.py on examples/results' GPU cells: two runs (the same one
     twice, so 0 %), a bare loop 2 % slower for every torch cell but one 10 % faster."""
     script = str(BENCHMARKS / "device" / "torch_repro.py")
     summary = tmp_path / "run.json"
-    subprocess.run([sys.executable, script, "summarize", str(ROOT / "results" / "examples" / "gpu-resnet50"),
+    subprocess.run([sys.executable, script, "summarize", str(ROOT / "examples" / "results" / "gpu-resnet50"),
                     str(summary)], check=True, capture_output=True, text=True)
     rows = json.loads(summary.read_text())
     assert len(rows) == 48 and {r["mode"] for r in rows} == {"eager", "compile", "cudagraphs"}
@@ -282,7 +282,7 @@ def test_native_vs_interpreter_quick(tmp_path: Path) -> None:
 
 
 def test_keep_plan_stops_a_subset_run_narrowing_its_sweep(tmp_path: Path) -> None:
-    """benchmarks/device/keep_plan.py on results/examples' gpu-engines runs: a later run that
+    """benchmarks/device/keep_plan.py on examples/results' gpu-engines runs: a later run that
     planned 16 of the sweep's 160 cells has its plan set to null; a full run's is left alone."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -291,7 +291,7 @@ def test_keep_plan_stops_a_subset_run_narrowing_its_sweep(tmp_path: Path) -> Non
     from keep_plan import keep_plan
 
     runs = tmp_path / "results" / "gpu-engines" / "sweeps"
-    shutil.copytree(ROOT / "results" / "examples" / "gpu-engines" / "sweeps", runs)
+    shutil.copytree(ROOT / "examples" / "results" / "gpu-engines" / "sweeps", runs)
     plans = {p.name: pq.read_table(p).column("planned_cell_ids")[0].as_py() for p in sorted(runs.glob("*.parquet"))}
     full = max((ids for ids in plans.values() if ids), key=len)
     assert len(full) == 160
@@ -308,7 +308,7 @@ def test_keep_plan_stops_a_subset_run_narrowing_its_sweep(tmp_path: Path) -> Non
 def test_note_averaged_power_marks_rows_with_telemetry_once() -> None:
     """benchmarks/device/note_averaged_power.py: a row with telemetry samples gets the note (after
     its own, if any), once however often it runs; a row without telemetry keeps its note; no figure
-    changes. results/examples' rows carry it (measured before farm read instant power)."""
+    changes. examples/results' rows carry it (measured before farm read instant power)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -322,7 +322,7 @@ def test_note_averaged_power_marks_rows_with_telemetry_once() -> None:
         NOTE, f"a 900 ms window is short; {NOTE}", "a CPU cell"]
     assert marked.column("power_max_w").equals(table.column("power_max_w")) and marked.schema == table.schema
     assert mark(marked) == (marked, 0)
-    examples = [pq.read_table(p) for p in sorted((ROOT / "results" / "examples").glob("*/measurements/*.parquet"))]
+    examples = [pq.read_table(p) for p in sorted((ROOT / "examples" / "results").glob("*/measurements/*.parquet"))]
     assert examples and all(mark(t)[1] == 0 for t in examples)
 
 

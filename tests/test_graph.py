@@ -108,13 +108,13 @@ def test_rows_without_tensors_are_a_list_in_execution_order() -> None:
     assert "5 layers in execution order: their rows name no tensors" in source
 
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "results" / "examples"
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "results"
 
 
 @needs_dot
-@pytest.mark.skipif(not any(EXAMPLES.glob("*/layers/*.parquet")), reason="results/examples has no layers here")
+@pytest.mark.skipif(not any(EXAMPLES.glob("*/layers/*.parquet")), reason="examples/results has no layers here")
 def test_175_graph_ops_with_edges_are_a_ranked_column(tmp_path: Path) -> None:
-    """ResNet-50 eager on the H200 (results/examples): 175 graph ops with their tensors, ranked top
+    """ResNet-50 eager on the H200 (examples/results): 175 graph ops with their tensors, ranked top
     to bottom: every layer a box, every tensor an edge, a column rather than a row."""
     con = Warehouse(EXAMPLES).connect()
     cell = con.execute("SELECT cell_id FROM cells WHERE options LIKE '%\"eager\"%' AND precision = 'fp32' "

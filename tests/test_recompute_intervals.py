@@ -1,4 +1,4 @@
-"""benchmarks/recompute_intervals.py on a copy of results/examples: intervals from the samples,
+"""benchmarks/recompute_intervals.py on a copy of examples/results: intervals from the samples,
 every measured figure untouched."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from farm.dashboard.data import Snapshot
 from farm.measure import MAX_REPEAT_SPREAD_PERCENT, SAMPLE_INTERVAL_METHOD
 
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = ROOT / "results" / "examples"
+EXAMPLES = ROOT / "examples" / "results"
 
 
 def script():
@@ -28,7 +28,7 @@ def script():
 @pytest.fixture()
 def copy(tmp_path: Path) -> Path:
     if not (EXAMPLES / "gpu-resnet50" / "samples").is_dir():
-        pytest.skip("no results/examples in this checkout")
+        pytest.skip("no examples/results in this checkout")
     target = tmp_path / "results"
     # the recorded gpu-resnet50 sweep alone (gpu-engines has unmeasured cells: no interval to check)
     shutil.copytree(EXAMPLES, target, ignore=shutil.ignore_patterns(".cache", "layers", ".lock", "gpu-engines"))

@@ -13,16 +13,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch_harness_overhead as tho  # noqa: E402
+import torch_harness_overhead as tho
 
-from farm.backends import backend_class  # noqa: E402
-from farm.cell_runner import build_request, run_cell, warm_up  # noqa: E402
-from farm.config import Measurement, load_config  # noqa: E402
-from farm.executor.costs import expected_seconds  # noqa: E402
-from farm.measure import run_timed, summarize  # noqa: E402
-from farm.models import make_feeds  # noqa: E402
-from farm.plan import plan_sweep  # noqa: E402
-from farm.records import MeasurementSettings  # noqa: E402
+from farm.backends import backend_class
+from farm.cell_runner import build_request, run_cell, warm_up
+from farm.config import Measurement, load_config
+from farm.executor.costs import expected_seconds
+from farm.measure import run_timed, summarize
+from farm.models import make_feeds
+from farm.plan import plan_sweep
+from farm.records import MeasurementSettings
 
 cache = Path("/tmp/sequence-cache")
 plan = plan_sweep(load_config(sys.argv[1]), cache)

@@ -18,14 +18,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch_harness_overhead as tho  # noqa: E402
+import torch_harness_overhead as tho
 
-from farm.backends import backend_class  # noqa: E402
-from farm.backends.base import standalone_request  # noqa: E402
-from farm.config import Measurement, ModelSpec  # noqa: E402
-from farm.measure import run_timed, summarize  # noqa: E402
-from farm.models import make_feeds, resolve_model  # noqa: E402
-from farm.records import MeasurementSettings  # noqa: E402
+from farm.backends import backend_class
+from farm.backends.base import standalone_request
+from farm.config import Measurement, ModelSpec
+from farm.measure import run_timed, summarize
+from farm.models import make_feeds, resolve_model
+from farm.records import MeasurementSettings
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--history", nargs="+", default=["cudagraphs:fp16:128", "eager:bf16:32", "compile:bf16:128"])

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import torch_bare_loop as bare  # noqa: E402
+import torch_bare_loop as bare
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--rounds", type=int, default=12)

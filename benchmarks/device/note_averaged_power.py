@@ -2,11 +2,11 @@
 NVML's 1 s average (NOTE appended to telemetry_note); no figure changes.
 
 Until farm.telemetry read NVML_FI_DEV_POWER_INSTANT, its power samples were
-nvmlDeviceGetPowerUsage, which on an H200 is a 1 s average: in results/examples 32 of 208 rows
+nvmlDeviceGetPowerUsage, which on an H200 is a 1 s average: in examples/results 32 of 208 rows
 have a power_max_w below their power_mean_w. This marks every row with telemetry samples whose
 note does not already say so; each file is rewritten atomically. Rows measured since need nothing.
 
-    python benchmarks/device/note_averaged_power.py results/examples
+    python benchmarks/device/note_averaged_power.py examples/results
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from farm.warehouse import write_parquet  # noqa: E402
+from farm.warehouse import write_parquet
 
 NOTE = ("measured before farm read instant power: power_max_w is the maximum of NVML's power usage, a 1 s "
         "average on recent GPUs, which lags and understates short peaks")

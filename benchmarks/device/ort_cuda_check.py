@@ -127,7 +127,7 @@ def main() -> int:
     print(f"onnxruntime {ort.__version__}; available providers {ort.get_available_providers()}", flush=True)
     try:
         facts = probe(plan, cache)
-    except Exception as exc:  # the cells below still say what happened, each with its reason
+    except Exception as exc:  # noqa: BLE001 - the cells below still say what happened, each with its reason
         facts = {"probe_error": f"{type(exc).__name__}: {exc}"}
     print(json.dumps(facts, indent=1, default=str), flush=True)
     rows = []

@@ -8,7 +8,7 @@
 # into the machine's own Python (the one with torch): then `python3 -m farm ...` runs there.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-part_mb=${PART_MB:-50}  # the working tree (about 10 MiB, results/examples most of it) travels too
+part_mb=${PART_MB:-50}  # the working tree (about 10 MiB, examples/results most of it) travels too
 mkdir -p .whl/all
 # what the machines lack: farm's own dependencies (pydantic v2, duckdb, ray, polygraphy, rich,
 # onnxconverter-common, ...), nvidia-ml-py and the CUDA 13 build of ONNX Runtime; numpy, torch,

@@ -23,7 +23,7 @@ def field(fid):
         if v.nvmlReturn != 0:
             return f"err{v.nvmlReturn}"
         return v.value.uiVal / 1e3
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - a probe: print what failed
         return f"{type(exc).__name__}"
 
 

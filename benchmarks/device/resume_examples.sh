@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On a GPU machine: measure again the cells of results/examples that are not ok (failed, skipped) for
+# On a GPU machine: measure again the cells of examples/results that are not ok (failed, skipped) for
 # one sweep file, by resuming a copy of the warehouse, and send back what that run wrote:
 #
 #   bash benchmarks/device/resume_examples.sh configs/gpu-engines.toml
@@ -10,7 +10,7 @@
 #
 # The copy lives in $RESUME_DIR (default /tmp/resume-examples; kept while the machine is, so a call
 # stopped by its time limit resumes where it stopped when this runs again). The files written since
-# the copy was made go to $OUT/new-files.tar; here, `tar xf new-files.tar -C results/examples` puts
+# the copy was made go to $OUT/new-files.tar; here, `tar xf new-files.tar -C examples/results` puts
 # them beside the old ones (a cell's newer files replace its failed record: farm check shows one row).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -18,7 +18,7 @@ config=${1:?usage: resume_examples.sh SWEEP_FILE [farm sweep options]}
 shift
 work=${RESUME_DIR:-/tmp/resume-examples}
 if [ ! -f "$work/.start" ]; then
-  rm -rf "$work" && cp -r results/examples "$work" && touch "$work/.start" && sleep 1
+  rm -rf "$work" && cp -r examples/results "$work" && touch "$work/.start" && sleep 1
 fi
 export PYTHONUNBUFFERED=1
 timeout "${RESUME_S:-540}" python3 -m farm sweep "$config" --results "$work" "$@" > "$work.log" 2>&1

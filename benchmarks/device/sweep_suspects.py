@@ -18,13 +18,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from farm.backends import backend_class  # noqa: E402
-from farm.backends.base import standalone_request  # noqa: E402
-from farm.config import Measurement, ModelSpec  # noqa: E402
-from farm.measure import run_timed, summarize  # noqa: E402
-from farm.models import make_feeds, resolve_model  # noqa: E402
-from farm.records import MeasurementSettings  # noqa: E402
-from farm.telemetry import cell_window  # noqa: E402
+from farm.backends import backend_class
+from farm.backends.base import standalone_request
+from farm.config import Measurement, ModelSpec
+from farm.measure import run_timed, summarize
+from farm.models import make_feeds, resolve_model
+from farm.records import MeasurementSettings
+from farm.telemetry import cell_window
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--mode", default="compile")

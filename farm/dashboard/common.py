@@ -49,13 +49,13 @@ def _summary(root: str, stamp: tuple, sweep: str, baseline: str | None) -> pd.Da
     return summary_text(summary(_load(root, stamp), frame, baseline if baseline in series else default))
 
 
-def summary_choices(snap: Snapshot, sweep: str) -> tuple[list[str], str | None]:  # noqa: ARG001 - one shape
+def summary_choices(snap: Snapshot, sweep: str) -> tuple[list[str], str | None]:
     """The sweep's measured series (what a baseline can be) and the default baseline."""
     root = results_root()
     return _sweep_cells(str(root), fingerprint(root), sweep)[1:]
 
 
-def summary_of(snap: Snapshot, sweep: str, baseline: str | None) -> pd.DataFrame:  # noqa: ARG001
+def summary_of(snap: Snapshot, sweep: str, baseline: str | None) -> pd.DataFrame:
     """`summary_text` of the sweep's summary against `baseline` (the default one where it is not
     a series of the sweep), once per warehouse state."""
     root = results_root()
@@ -72,7 +72,7 @@ def results_root() -> Path:
 
 
 @st.cache_resource(max_entries=4, show_spinner="Loading the warehouse…")
-def _load(root: str, stamp: tuple) -> Snapshot:  # noqa: ARG001 - stamp is part of the cache key
+def _load(root: str, stamp: tuple) -> Snapshot:
     return Snapshot(root)
 
 
@@ -93,7 +93,7 @@ def snapshot_or_stop() -> Snapshot:
             "Run a sweep, then reload this page:\n\n"
             "```\nbin/farm sweep configs/resnet.toml\n```\n\n"
             "or point the dashboard at another warehouse: `farm dashboard --results DIR` "
-            "(the GPU example shipped with farm: `farm dashboard --results results/examples`)."
+            "(the GPU example shipped with farm: `farm dashboard --results examples/results`)."
         )
         st.stop()
     if snap.damaged:  # left out of every page; the rest of the warehouse is shown as usual

@@ -90,7 +90,7 @@ def model_costs(source: str, sha256: str, shapes: str, cache_dir: Path,
             _COSTS[key] = tuple(node_costs(model, {k: list(v) for k, v in json.loads(shapes or "{}").items()}))
         except NoModel as exc:
             _COSTS[key] = exc
-        except Exception as exc:  # an ONNX file onnx cannot read or infer: said on the page, never a traceback
+        except Exception as exc:  # noqa: BLE001 - an ONNX file onnx cannot read or infer: said on the page, never a traceback
             _COSTS[key] = NoModel(f"cannot count the model's FLOPs: {type(exc).__name__}: "
                                   f"{(str(exc).splitlines() or [''])[0][:200]}")
     found = _COSTS[key]

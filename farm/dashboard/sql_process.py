@@ -28,7 +28,7 @@ def serve(fd: int, parent: int, walled: bool, idle_s: float) -> None:
 
     import duckdb  # noqa: F401 - imported before "ready": the first query does not wait for it
     import pyarrow as pa
-    import pyarrow.dataset  # noqa: F401
+    import pyarrow.dataset
 
     pa.set_cpu_count(THREADS)  # not a thread (and its stack's address space) per core
     conn = Connection(fd)

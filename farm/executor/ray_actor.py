@@ -61,7 +61,7 @@ class CellWorker:
         def log(message: str) -> None:
             try:
                 self.log_queue.put_nowait((cell.cell_id, message))
-            except Exception:  # a full or gone queue must not fail the cell
+            except Exception:  # noqa: BLE001 - a full or gone queue must not fail the cell
                 pass
 
         if not self.cells.alive():
@@ -79,7 +79,7 @@ class CellWorker:
         else:  # ready for the next cell, and the driver learns the new process's pid
             try:
                 self.cells.start()
-            except Exception:  # tried again before the next cell
+            except Exception:  # noqa: BLE001 - tried again before the next cell
                 pass
             outcome.worker = self.describe()
         return outcome

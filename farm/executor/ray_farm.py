@@ -220,7 +220,7 @@ class RayExecutor:
                     slot.description = ray.get(ref)
                     slot.start_error = None
                     self.workers.append(slot.description)
-                except Exception as exc:  # died while starting, or never scheduled
+                except Exception as exc:  # noqa: BLE001 - died while starting, or never scheduled
                     slot.start_error = _first_line(exc)
                     _kill_quietly(slot.actor)
                     failed.append(slot)
@@ -313,7 +313,7 @@ class RayExecutor:
         while True:
             try:
                 batch = log_queue.get_nowait_batch(log_queue.qsize())
-            except Exception:
+            except Exception:  # noqa: BLE001 - the log queue is gone: nothing more to print
                 return
             if not batch:
                 return
@@ -368,7 +368,7 @@ def _kill_quietly(actor) -> None:
         return
     try:
         ray.kill(actor, no_restart=True)
-    except Exception:  # already gone
+    except Exception:  # noqa: BLE001 - already gone
         pass
 
 

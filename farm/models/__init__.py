@@ -21,7 +21,7 @@ import numpy as np
 from farm.config import NATIVE_PREFIXES, ModelSpec, model_display_name
 from farm.errors import ConfigError, UserError
 from farm.files import write_atomic
-from farm.records import BATCH_NAMES, UNNAMED, InputSpec, ModelArtifact, axis_key, is_unnamed  # noqa: F401  moved to farm.records
+from farm.records import BATCH_NAMES, UNNAMED, InputSpec, ModelArtifact, axis_key, is_unnamed
 
 FLOAT_RANGE = (-1.0, 1.0)  # trtexec fills inputs with U(-1, 1)
 BOOL_RANGE = (0.0, 2.0)
@@ -276,7 +276,7 @@ def _read_metadata(path: Path) -> dict[str, Any]:
     meta: dict[str, Any] = {**key, "sha256": hashlib.sha256(data).hexdigest(), "inputs": []}
     try:
         meta["inputs"] = _onnx_inputs(data)
-    except Exception as exc:  # a corrupt file is a failed cell, not a crash
+    except Exception as exc:  # noqa: BLE001 - a corrupt file is a failed cell, not a crash
         meta["error"] = f"cannot read {path.name} as an ONNX model: {type(exc).__name__}: {_first_line(exc)}"
     try:
         write_atomic(sidecar, json.dumps(meta))

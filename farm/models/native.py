@@ -148,7 +148,7 @@ def import_factory(module_name: str, factory_name: str, import_path: Path | str,
             raise ConfigError(f"{where}.source: torchvision is not installed: pip install torchvision") from None
         raise ConfigError(f"{where}.source: cannot import {module_name!r} ({type(exc).__name__}: {_first_line(exc)}): "
                           "install it, or put it on PYTHONPATH or beside the sweep file") from None
-    except Exception as exc:  # the module itself raised while importing
+    except Exception as exc:  # noqa: BLE001 - the module itself raised while importing
         raise ConfigError(f"{where}.source: importing {module_name!r} raised {type(exc).__name__}: "
                           f"{_first_line(exc)}") from None
     factory = getattr(module, factory_name, None)
@@ -174,7 +174,7 @@ def construct(factory: Callable, kwargs: dict[str, Any], seed: int, label: str, 
     try:
         with captured_output():  # a factory's own prints (download notices, warnings) stay off the terminal
             net = factory(**kwargs)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - a factory that raises fails its own cells, never the sweep
         raise ModelFailed(f"{label}(**kwargs) raised {type(exc).__name__}: {_first_line(exc)}") from None
     if not isinstance(net, torch.nn.Module):
         raise ModelFailed(f"{label}() returned a {type(net).__name__}, not a torch.nn.Module")

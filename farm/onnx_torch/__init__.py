@@ -282,7 +282,7 @@ def _generate_forward(module) -> tuple[str, Callable]:
     filename = f"<onnx_torch forward {id(module):x}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)  # tracebacks show it
     scope["_outputs"] = _outputs
-    exec(compile(source, filename, "exec"), scope)  # noqa: S102 - source generated from the graph above
+    exec(compile(source, filename, "exec"), scope)
     return source, scope["forward"]
 
 

@@ -156,7 +156,7 @@ def verify(path: Path, label: str, scratch: Path, original: Path, quantized: boo
 
     try:
         onnx.checker.check_model(str(path), full_check=True)  # by path: works beyond 2 GB
-    except Exception as exc:  # onnx raises ValidationError, InferenceError and others
+    except Exception as exc:  # noqa: BLE001 - onnx raises ValidationError, InferenceError and others
         raise TransformUnsupported(one_line(f"{label} produced an invalid model (onnx.checker): {exc}"),
                                    f"{label} produced an invalid model (onnx.checker):\n{exc}") from None
     with tempfile.TemporaryDirectory(prefix="verify.", dir=scratch) as folder:
@@ -172,10 +172,10 @@ def verify(path: Path, label: str, scratch: Path, original: Path, quantized: boo
             options.optimized_model_filepath = str(optimized_path)
         try:
             ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any refusal by ONNX Runtime: judged below
             try:
                 ort.InferenceSession(str(original), providers=["CPUExecutionProvider"])
-            except Exception as original_exc:  # not the transform's doing
+            except Exception as original_exc:  # noqa: BLE001 - not the transform's doing
                 return None, (f"; not loaded in ONNX Runtime: the original model does not load there either "
                               f"({short_error(original_exc)})")
             raise TransformUnsupported(
@@ -183,7 +183,7 @@ def verify(path: Path, label: str, scratch: Path, original: Path, quantized: boo
                 f"{label} produced a model ONNX Runtime cannot load:\n{exc}", cacheable=False) from None
         try:
             optimized = onnx.load(str(optimized_path))
-        except Exception:  # not saved (too large), or not readable: say nothing
+        except Exception:  # noqa: BLE001 - not saved (too large), or not readable: say nothing
             return None, ""
     return onnxruntime_cpu_note(onnx.load(str(path), load_external_data=False), optimized), ""
 
@@ -213,7 +213,7 @@ def onnxruntime_cpu_note(transformed, optimized) -> str | None:
 
     try:
         transformed = shape_inference.infer_shapes(transformed)
-    except Exception:  # types from what the model declares
+    except Exception:  # noqa: BLE001 - types from what the model declares
         pass
     before, after = _types(transformed), _types(optimized)
     optimized_nodes = {n.name: n for n in nodes(optimized.graph) if n.name}

@@ -40,7 +40,7 @@ def to_fp16(model_path: Path, output: Path, keep_io_types: bool, inputs, shapes,
     unchecked = ""
     try:
         out_of_range |= _activations_out_of_range(model, inputs, shapes, seed)
-    except Exception as exc:  # e.g. beyond 2 GB, or a model ORT cannot run: the measurement says so later
+    except Exception as exc:  # noqa: BLE001 - e.g. beyond 2 GB, or a model ORT cannot run: the measurement says so later
         unchecked = f"; activation ranges not checked (running the fp32 model: {short_error(exc)})"
     blocked_ops = sorted(set(float16.DEFAULT_OP_BLOCK_LIST) | set(SENSITIVE_OPS) | set(FP32_ONLY_OPS))
     _unshare_initializers(model, set(blocked_ops), out_of_range)

@@ -110,7 +110,7 @@ def _load_arrays(path: Path, inputs) -> dict[str, np.ndarray]:
         try:
             with np.load(path) as npz:
                 return {k: npz[k] for k in npz.files}
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - numpy raises many kinds for a bad file: one line naming it
             raise ConfigError(f"{path}: cannot read calibration data as .npz: {exc}") from None
     if path.is_dir():
         files = sorted(path.glob("*.npy"))
@@ -120,7 +120,7 @@ def _load_arrays(path: Path, inputs) -> dict[str, np.ndarray]:
         for file in files:
             try:
                 stacked.append(np.load(file))
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - numpy raises many kinds for a bad file: one line naming it
                 raise ConfigError(f"{file}: cannot read calibration array: {exc}") from None
         if len(inputs) != 1:
             raise ConfigError(f"{path}: a folder of .npy files calibrates a single-input model; use an .npz "

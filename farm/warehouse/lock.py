@@ -46,9 +46,9 @@ class WarehouseLocking(WarehouseLayout):
 
     def not_a_warehouse(self) -> str | None:
         """Why a writer must not write `root`, or None when it is a warehouse: it has the marker,
-        is empty or missing (only a lock file or cache counts as empty), holds a sweep an older
-        farm wrote (a Parquet file of a sweep folder with farm's `farm.schema_version` metadata),
-        or holds nothing but such warehouses (as `results/` holds `results/examples/`). Reads only."""
+        is empty or missing (only a lock file or cache counts as empty), or holds a sweep an older
+        farm wrote (a Parquet file of a sweep folder with farm's `farm.schema_version` metadata).
+        Reads only."""
         root = self.root
         if not root.exists():
             return None
@@ -62,9 +62,6 @@ class WarehouseLocking(WarehouseLayout):
             return None  # writing it fails with one line of its own
         others = [n for n in names if n not in (LOCK_NAME, CACHE_DIR_NAME, MARKER_NAME)]
         if not others or self._written_by_farm():
-            return None
-        visible = [n for n in others if not n.startswith(".")]
-        if visible and all((root / n).is_dir() and WarehouseLocking(root / n)._is_marked_or_written() for n in visible):
             return None
         shown = ", ".join(others[:4]) + (", ..." if len(others) > 4 else "")
         return f"{root} is not a farm warehouse: it holds {shown} and no sweep farm wrote (no {MARKER_NAME})"
@@ -87,9 +84,6 @@ class WarehouseLocking(WarehouseLayout):
     def _busy(self, holder: dict[str, Any] | None) -> str:
         return (f"{self.root} is being written by another farm command ({describe_holder(holder)}): wait until "
                 "it finishes, or pass another --results folder")
-
-    def _is_marked_or_written(self) -> bool:
-        return (self.root / MARKER_NAME).is_file() or self._written_by_farm()
 
     def _written_by_farm(self) -> bool:
         """Whether a sweep folder holds a Parquet file farm wrote (its metadata says so): the

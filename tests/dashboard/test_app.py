@@ -175,13 +175,13 @@ def test_empty_and_missing_warehouse_say_what_to_run(monkeypatch, tmp_path: Path
         assert not at.dataframe
 
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "results" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "results"
 
 
 @pytest.mark.skipif(not (EXAMPLES / "gpu-resnet50").is_dir(), reason="no example warehouse in this checkout")
 @pytest.mark.parametrize("page", PAGES)
 def test_every_page_on_the_example_gpu_warehouse(monkeypatch, page: str) -> None:
-    """The H200 warehouses committed under results/examples (gpu-resnet50: 48 PyTorch cells on 4
+    """The H200 warehouses committed under examples/results (gpu-resnet50: 48 PyTorch cells on 4
     GPUs; gpu-engines: 160 PyTorch and ONNX Runtime CUDA cells)."""
     at = open_page(monkeypatch, EXAMPLES, page, **({"sweep": "gpu-resnet50"} if page == "compare" else {}))
     assert at.title[0].value.lower() == page

@@ -1,5 +1,5 @@
 """The answer first and charts people read, in a real browser (headless Debian chromium through
-Playwright, as test_browser.py), on a copy of the shipped GPU example (results/examples: ResNet-50
+Playwright, as test_browser.py), on a copy of the shipped GPU example (examples/results: ResNet-50
 on an H200, 4 precisions x 4 batch sizes x 3 PyTorch modes, bf16 and some fp16 failing accuracy).
 
 The landing page's summary is checked against figures computed here, from the warehouse's Parquet
@@ -16,13 +16,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import expect  # noqa: E402
+from playwright.sync_api import expect
 
 # its fixtures (browser, page) and helpers; importing it skips this module where there is no chromium
 from tests.dashboard.test_browser import browser, page, printed, shoot, wait_idle  # noqa: F401
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
-EXAMPLES = Path(__file__).resolve().parents[2] / "results" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "results"
 SWEEP = "gpu-resnet50"
 
 # Per model and batch: the fastest cell whose every accuracy row passes (ok = true) or fails (false).

@@ -1,6 +1,6 @@
 """End to end in headless Chromium (as tests/dashboard/test_browser.py): the Cell page's engine
 explorer views and roofline, and the Diff page's plain word when two cells' layers cannot be
-compared, on the GPU example warehouse (results/examples: ResNet-50 on 2 x H200, PyTorch eager,
+compared, on the GPU example warehouse (examples/results: ResNet-50 on 2 x H200, PyTorch eager,
 CUDA graphs and torch.compile). Every expected figure is computed here from the cell's own rows
 (layer output shapes, MACs, sizes, times) and NVIDIA's H200 datasheet, not by the dashboard's code.
 Screenshots go to artifacts/screenshots/ (or $FARM_SCREENSHOTS)."""
@@ -17,11 +17,11 @@ from farm.dashboard.data import Snapshot
 from tests.dashboard.test_browser import browser, expect, metric, page, printed, shoot  # noqa: F401 - the fixtures, shared
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
-EXAMPLES = Path(__file__).resolve().parents[2] / "results" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "results"
 H200_BF16_TFLOPS, H200_GBPS = 989.4, 4800  # NVIDIA H200 SXM datasheet: dense BF16 tensor core, HBM3e bandwidth
 
 if not any(EXAMPLES.glob("*/measurements/*.parquet")):
-    pytest.skip("results/examples has no measurements in this checkout", allow_module_level=True)
+    pytest.skip("examples/results has no measurements in this checkout", allow_module_level=True)
 
 
 def elements(shape: str) -> int:

@@ -11,7 +11,7 @@ import pytest
 
 from farm.compare import SLOWER, compare_sweeps
 from tests.dashboard.test_browser import browser, expect, metric, page, shoot, wait_idle  # noqa: F401 - the fixtures, shared
-from tests.test_compare import runs as runs  # noqa: F401 - the fixture, shared
+from tests.test_compare import runs as runs
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 

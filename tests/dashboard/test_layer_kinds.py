@@ -15,12 +15,12 @@ import pytest
 
 pytest.importorskip("torch")
 
-from farm.cli import main  # noqa: E402
-from farm.dashboard.data import Snapshot  # noqa: E402
-from farm.dashboard.layers import LayersNotComparable, layer_diff, layers_not_comparable  # noqa: E402
-from farm.layers.coverage import COVERAGE_WARN_PERCENT  # noqa: E402
-from tests.conftest import tiny_cnn, write_sweep  # noqa: E402
-from tests.dashboard.test_app import metrics, open_page, texts  # noqa: E402
+from farm.cli import main
+from farm.dashboard.data import Snapshot
+from farm.dashboard.layers import LayersNotComparable, layer_diff, layers_not_comparable
+from farm.layers.coverage import COVERAGE_WARN_PERCENT
+from tests.conftest import tiny_cnn, write_sweep
+from tests.dashboard.test_app import metrics, open_page, texts
 
 SWEEP = """
 name = "kinds"

@@ -11,10 +11,10 @@ import pytest
 from farm.compare import SLOWER, compare_sweeps
 from tests.dashboard.test_app import metrics, open_page, texts
 from tests.test_compare import MIN_EFFECT, copy_sweep
-from tests.test_compare import runs as runs  # noqa: F401 - the fixture, shared
+from tests.test_compare import runs as runs
 
 
-def test_regressions_page_shows_the_planted_slowdown(monkeypatch, runs: Path) -> None:  # noqa: F811
+def test_regressions_page_shows_the_planted_slowdown(monkeypatch, runs: Path) -> None:
     at = open_page(monkeypatch, runs, "regressions")
     assert at.title[0].value == "Regressions"
     at.selectbox(key="reg-base").set_value("base")
@@ -42,7 +42,7 @@ def test_regressions_page_shows_the_planted_slowdown(monkeypatch, runs: Path) ->
     assert {b.label for b in at.get("download_button")} >= {"Markdown", "JSON"}
 
 
-def test_regressions_page_same_sweep(monkeypatch, runs: Path) -> None:  # noqa: F811
+def test_regressions_page_same_sweep(monkeypatch, runs: Path) -> None:
     at = open_page(monkeypatch, runs, "regressions")
     at.selectbox(key="reg-base").set_value("base")
     at.selectbox(key="reg-new").set_value("again")
@@ -56,11 +56,11 @@ def test_regressions_page_same_sweep(monkeypatch, runs: Path) -> None:  # noqa: 
     assert (at.dataframe[0].value["latency change %"] == 0).all()
 
 
-def test_regressions_page_without_two_sweeps(monkeypatch, runs: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_regressions_page_without_two_sweeps(monkeypatch, runs: Path, tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     at = open_page(monkeypatch, tmp_path / "empty", "regressions")
     assert "No results yet" in at.info[0].value and not at.dataframe
-    examples = Path(__file__).resolve().parents[2] / "results" / "examples"
+    examples = Path(__file__).resolve().parents[2] / "examples" / "results"
     if [p.name for p in examples.iterdir() if p.is_dir()] == ["gpu-resnet50"]:  # one sweep: nothing to compare
         at = open_page(monkeypatch, examples, "regressions")
         assert at.title[0].value == "Regressions" and "Comparing needs two sweeps" in at.info[0].value

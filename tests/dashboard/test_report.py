@@ -8,7 +8,7 @@ from pathlib import Path
 
 from farm.cli import main
 from farm.dashboard.data import Snapshot
-from tests.test_compare import runs as runs  # noqa: F401 - the fixture, shared
+from tests.test_compare import runs as runs
 
 
 class Collector(HTMLParser):
@@ -100,7 +100,7 @@ def test_report_intervals_come_from_the_samples(warehouse: Path, tmp_path: Path)
         assert f"{printed(row.noise_low_ms)} – {printed(row.noise_high_ms)}" in text
 
 
-def test_report_against_a_base_sweep(runs: Path, tmp_path: Path, capsys) -> None:  # noqa: F811
+def test_report_against_a_base_sweep(runs: Path, tmp_path: Path, capsys) -> None:
     """`farm report planted --against base`: the comparison's verdicts in a section of their own (a
     real warehouse of two tiny-CNN sweeps, tests/test_compare.py's `runs`); none without --against;
     an unknown BASE is one line, exit 2."""

@@ -251,7 +251,7 @@ def test_report_header_answers_first(known: Path, tmp_path: Path) -> None:
     assert "154140672" not in text
 
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "results" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "results"
 
 
 @pytest.mark.skipif(not (EXAMPLES / "gpu-resnet50").is_dir(), reason="no example warehouse in this checkout")

@@ -1,5 +1,5 @@
 """The Cell and Compare pages show a cell's GPU telemetry, and a throttled cell says so; a warehouse
-written before telemetry (results/examples) still opens on both pages."""
+written before telemetry (examples/results) still opens on both pages."""
 
 from __future__ import annotations
 

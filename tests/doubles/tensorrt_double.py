@@ -122,7 +122,7 @@ def make_tensorrt(version: str = "10.13.0", recorder: Recorder | None = None) ->
         def __init__(self) -> None:
             self.shapes: dict[str, tuple] = {}
 
-        def set_shape(self, name: str, min, opt, max) -> None:  # noqa: A002 - TensorRT's names
+        def set_shape(self, name: str, min, opt, max) -> None:
             rec("set_shape", name, tuple(min), tuple(opt), tuple(max))
             self.shapes[name] = (tuple(min), tuple(opt), tuple(max))
 

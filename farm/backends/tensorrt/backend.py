@@ -38,7 +38,7 @@ class TensorRTBackend(BuildsTensorRTEngines, LoopTimedBackend):
 
             if CudaRuntime().device_count() < 1:
                 return "no CUDA GPU is visible: TensorRT needs an NVIDIA GPU"
-        except Exception as exc:  # no cuda-python, no driver
+        except Exception as exc:  # noqa: BLE001 - no cuda-python, no driver
             return f"CUDA is not usable here ({type(exc).__name__}: {exc}); pip install cuda-python on a GPU machine"
         if engine_build.major_version(trt) < 10:
             return f"TensorRT {trt.__version__} is too old: farm drives TensorRT 10 and 11"

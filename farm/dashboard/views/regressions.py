@@ -17,7 +17,7 @@ SHOWN_LAYER_TABLES = 20  # slower cells whose layers the page lists (each table 
 
 
 @st.cache_resource(max_entries=16, show_spinner="Comparing…")
-def _compare(root: str, stamp: tuple, base: str, new: str, min_effect: float, timing: bool,  # noqa: ARG001
+def _compare(root: str, stamp: tuple, base: str, new: str, min_effect: float, timing: bool,
              device: bool):
     """(the comparison, its verdict table), or the one-line reason there is none (stamp: part of
     the cache key). A resource, not data: 25,000 pairs cost a second to pickle and unpickle at
