@@ -1,6 +1,6 @@
 """The shape of the code, counted: layers and imports, cycles, private names imported across
 modules, modules over 400 lines, functions over 60, copies of the atomic write and of the device
-timer. Plain Python (ast), no import of farm itself, so it runs on any checkout, old or new:
+timer. Plain Python (ast), no import of farm itself:
 
     python3 benchmarks/architecture.py                 # this checkout's farm/
     python3 benchmarks/architecture.py --root /some/other/checkout
@@ -23,10 +23,10 @@ LAYERS: dict[str, int] = {
     "farm": 0, "farm.errors": 0, "farm.files": 0, "farm.records": 0,
     "farm.config": 1, "farm.plan": 1, "farm.models": 1, "farm.precision": 1, "farm.measure": 1,
     "farm.accuracy": 1, "farm.layers": 1, "farm.trt_output": 1, "farm.provenance": 1, "farm.device_timer": 1,
-    "farm.timing": 1, "farm.backends.registry": 1, "farm.backends.base": 1, "farm.backends.options": 1,
-    "farm.torch_onnx": 1, "farm.onnx_torch": 1, "farm.cuda": 1, "farm.telemetry": 1,
+    "farm.backends.registry": 1, "farm.backends.base": 1, "farm.onnx_torch": 1, "farm.cuda": 1,
+    "farm.telemetry": 1,
     "farm.backends": 2,
-    "farm.cell_runner": 3, "farm.worker": 3,  # farm.worker: its name before the redesign (old checkouts)
+    "farm.cell_runner": 3,
     "farm.scheduler": 4, "farm.executor": 4,
     "farm.warehouse": 5, "farm.queries": 5, "farm.compare": 5,
     "farm.ingest": 6, "farm.sweep": 6, "farm.cli": 6, "farm.callbacks": 6, "farm.display": 6,

@@ -217,8 +217,8 @@ def median_confidence_interval(values: np.ndarray, repeat: np.ndarray, across_re
     the repeats' part out: for that comparison only.)
 
     Warehouses written before this have `t_over_repeat_medians` intervals (a t-interval over 2-3
-    repeat medians: up to 2.7 times the median wide, and below zero);
-    benchmarks/recompute_intervals.py recomputes them from the samples.
+    repeat medians: up to 2.7 times the median wide, and below zero); readers compute the interval
+    again from the samples (farm.compare.load, farm.dashboard.data).
     """
     from scipy import stats
 

@@ -281,51 +281,6 @@ def test_native_vs_interpreter_quick(tmp_path: Path) -> None:
     assert "build row: PyTorch: native module" in out and "build row: PyTorch: ONNX interpreter" in out
 
 
-def test_keep_plan_stops_a_subset_run_narrowing_its_sweep(tmp_path: Path) -> None:
-    """benchmarks/device/keep_plan.py on examples/results' gpu-engines runs: a later run that
-    planned 16 of the sweep's 160 cells has its plan set to null; a full run's is left alone."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    sys.path.insert(0, str(BENCHMARKS / "device"))
-    from keep_plan import keep_plan
-
-    runs = tmp_path / "results" / "gpu-engines" / "sweeps"
-    shutil.copytree(ROOT / "examples" / "results" / "gpu-engines" / "sweeps", runs)
-    plans = {p.name: pq.read_table(p).column("planned_cell_ids")[0].as_py() for p in sorted(runs.glob("*.parquet"))}
-    full = max((ids for ids in plans.values() if ids), key=len)
-    assert len(full) == 160
-    latest = sorted(plans)[-1]
-    table = pq.read_table(runs / latest)
-    index = table.column_names.index("planned_cell_ids")
-    pq.write_table(table.set_column(index, table.schema.field(index),
-                                    pa.array([full[:16]], table.schema.field(index).type)), runs / latest)
-    assert keep_plan(tmp_path / "results", "gpu-engines") == latest
-    assert pq.read_table(runs / latest).column("planned_cell_ids").to_pylist() == [None]
-    assert keep_plan(tmp_path / "results", "gpu-engines") is None  # the full run is the latest with a plan now
-
-
-def test_note_averaged_power_marks_rows_with_telemetry_once() -> None:
-    """benchmarks/device/note_averaged_power.py: a row with telemetry samples gets the note (after
-    its own, if any), once however often it runs; a row without telemetry keeps its note; no figure
-    changes. examples/results' rows carry it (measured before farm read instant power)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    sys.path.insert(0, str(BENCHMARKS / "device"))
-    from note_averaged_power import NOTE, mark
-
-    table = pa.table({"power_max_w": [181.3, 600.0, None], "telemetry_samples": pa.array([7, 40, None], pa.int64()),
-                      "telemetry_note": [None, "a 900 ms window is short", "a CPU cell"]})
-    marked, changed = mark(table)
-    assert changed == 2 and marked.column("telemetry_note").to_pylist() == [
-        NOTE, f"a 900 ms window is short; {NOTE}", "a CPU cell"]
-    assert marked.column("power_max_w").equals(table.column("power_max_w")) and marked.schema == table.schema
-    assert mark(marked) == (marked, 0)
-    examples = [pq.read_table(p) for p in sorted((ROOT / "examples" / "results").glob("*/measurements/*.parquet"))]
-    assert examples and all(mark(t)[1] == 0 for t in examples)
-
-
 def test_model_corpus_quick(tmp_path: Path) -> None:
     """The corpus's small models (wheel files, the onnx wheel's light models, a transformers encoder,
     PyTorch's own layers) on ONNX Runtime and PyTorch, CPU: a table per engine, and no cell failed
