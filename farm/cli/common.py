@@ -23,10 +23,10 @@ def existing_folder(results: str) -> None:
 
 def require_sweep(results: str, sweep: str) -> None:
     """Raise UserError naming the sweeps there unless `sweep` is one of them."""
-    from farm.warehouse import Warehouse
+    from farm.warehouse import WarehouseReader
 
     existing_folder(results)
-    sweeps = Warehouse(results).sweeps()
+    sweeps = WarehouseReader(results).sweeps()
     if sweep not in sweeps:
         known = ", ".join(sweeps) or "none yet"
         raise UserError(f"no sweep {sweep!r} in {results}/; sweeps: {known}")
@@ -41,11 +41,12 @@ def console():
 
 
 def connect(results: str):
-    """The warehouse and a DuckDB connection with its views (damaged files left out, with a warning)."""
-    from farm.warehouse import Warehouse
+    """The warehouse (read only) and a DuckDB connection with its views (damaged files left out,
+    with a warning)."""
+    from farm.warehouse import WarehouseReader
 
     existing_folder(results)
-    warehouse = Warehouse(results)
+    warehouse = WarehouseReader(results)
     return warehouse, warehouse.connect()
 
 

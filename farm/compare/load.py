@@ -93,12 +93,12 @@ def _float(value: Any) -> float:
 def load_side(results: str | Path, sweep: str, flag: str = "--results") -> Side:
     """The cells of `sweep`'s latest plan (every cell where no run recorded its plan) with their
     figures; UserError naming the sweeps there when it has none of that name."""
-    from farm.warehouse import Warehouse
+    from farm.warehouse import WarehouseReader
 
     root = Path(results)
     if not root.is_dir():
         raise UserError(f"no warehouse at {root}/: pass {flag} DIR naming the folder that holds sweep {sweep!r}")
-    warehouse = Warehouse(root)
+    warehouse = WarehouseReader(root)
     sweeps = warehouse.sweeps()
     if sweep not in sweeps:
         raise UserError(f"no sweep {sweep!r} in {root}/ (sweeps there: {', '.join(sweeps) or 'none'}); "

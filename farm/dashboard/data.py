@@ -23,7 +23,7 @@ from farm.compare.match import TIMING, timing_parts
 from farm.compare.stats import ratio_interval, verdicts
 from farm.measure import SAMPLE_INTERVAL_METHOD
 from farm.queries import CELL_FRAME_SQL, baseline_positions, option_labels, speedup
-from farm.warehouse import SCHEMAS, Warehouse
+from farm.warehouse import SCHEMAS, WarehouseReader
 from farm.warehouse.consolidated import SMALL_TABLES, create_table, load_sweep_table
 
 
@@ -34,7 +34,7 @@ class Snapshot:
         import duckdb
 
         self.root = Path(root).resolve()
-        self.warehouse = Warehouse(self.root)
+        self.warehouse = WarehouseReader(self.root)
         self.sweep_names = self.warehouse.sweeps()
         self.con = duckdb.connect(":memory:")
         self.files_read = 0  # cell files read (not found in the consolidated cache): for benchmarks

@@ -18,7 +18,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from farm.warehouse import SCHEMAS, TABLES, Warehouse
+from farm.warehouse import SCHEMAS, TABLES, WarehouseReader
 
 MEMORY_LIMIT = "2GB"
 SPILL_LIMIT = "4GB"
@@ -39,7 +39,7 @@ class QueryRefused(Exception):
     """A statement the console does not run, or one that failed; the message is one line."""
 
 
-def _table_sources(warehouse: Warehouse, table: str, ds) -> list:
+def _table_sources(warehouse: WarehouseReader, table: str, ds) -> list:
     """pyarrow datasets of the files of `table` that count, as every other reader sees them:
     per-cell files, and compacted blocks less the cells whose own files supersede their rows
     (farm.warehouse compaction); a damaged file is left out (the pages list it). Files an older
@@ -78,7 +78,7 @@ class Sandbox:
             self.con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False,
                                                           "autoload_known_extensions": False,
                                                           "threads": threads})  # not one per core first
-            warehouse = Warehouse(self.root)
+            warehouse = WarehouseReader(self.root)
             for table in TABLES:
                 first, *more = (self.con.from_arrow(source) for source in _table_sources(warehouse, table, ds))
                 view = functools.reduce(lambda a, b: a.union(b), more, first)  # UNION ALL

@@ -4,7 +4,8 @@ A package of one concern per module, stacked as the bases of `Warehouse`:
 `schema` (tables, columns, the row and file checks), `parquet` (whole-file checks and writes),
 `layout` (paths), `lock` (one writer at a time, the marker), `repair` (resume, quarantine),
 `check` (`farm check`), `views` (DuckDB), `consolidated` (the dashboard's quick-load copy) and
-`store` (`Warehouse`, writing rows). `rows` turns a cell's result into rows; it sits above the
+`store` (`Warehouse`, writing rows); `reader` (`WarehouseReader`: the handle readers get, which
+cannot write). `rows` turns a cell's result into rows; it sits above the
 storage (the storage never imports it).
 """
 
@@ -21,6 +22,7 @@ from farm.warehouse.parquet import (
     write_file,
     write_parquet,
 )
+from farm.warehouse.reader import WarehouseReader
 from farm.warehouse.repair import Prepared
 from farm.warehouse.schema import (
     CACHE_DIR_NAME,
@@ -43,7 +45,7 @@ from farm.warehouse.store import Warehouse
 __all__ = [
     "CACHE_DIR_NAME", "DAMAGED_DIR_NAME", "KEPT_STATUSES", "KEY_COLUMNS", "LOCK_NAME", "MARKER_NAME", "PARQUET_MAGIC",
     "PER_CELL_TABLES", "REQUIRED_COLUMNS", "SCHEMA_VERSION", "SCHEMAS", "TABLES", "TEMP_DIR_NAME", "UNMEASURED",
-    "Finding", "Inspection", "NotAWarehouse", "Prepared", "RowError", "Warehouse", "WarehouseBusy", "Warn",
+    "Finding", "Inspection", "NotAWarehouse", "Prepared", "RowError", "Warehouse", "WarehouseBusy", "WarehouseReader", "Warn",
     "describe_holder", "duckdb_glob_escape", "file_problem", "parquet_files_named", "schema_problem", "sql_string",
     "warn_stderr", "write_file", "write_parquet",
 ]
