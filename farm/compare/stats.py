@@ -97,22 +97,20 @@ def effect_interval(base: MedianInterval | None, new: MedianInterval | None,
 
 def ratio_interval(base_median: Any, base_low: Any, base_high: Any, new_median: Any, new_low: Any,
                    new_high: Any) -> tuple[Any, Any, Any]:
-    """NEW's median over BASE's and the ratio's 95 % interval, by the rule above, for numbers or
-    arrays (Series) of medians and their intervals: the dashboard's form of `effect_interval`. A
-    bound that is missing, not positive or not around its median gives a NaN interval."""
+    """NEW's median over BASE's and the ratio's 95 % interval (`effect_interval`'s, plus one), for
+    numbers or arrays (Series) of medians and their intervals: the dashboard's form. A bound that is
+    missing, not positive or not around its median gives a NaN interval."""
     import pandas as pd
 
+    mb, lb, hb, mn, ln, hn = (np.asarray(pd.to_numeric(pd.Series(np.atleast_1d(v), dtype=object), errors="coerce"),
+                                         dtype=np.float64)
+                              for v in (base_median, base_low, base_high, new_median, new_low, new_high))
     with np.errstate(divide="ignore", invalid="ignore"):
-        mb, lb, hb, mn, ln, hn = (np.asarray(pd.to_numeric(pd.Series(np.atleast_1d(v), dtype=object), errors="coerce"),
-                                             dtype=np.float64)
-                                  for v in (base_median, base_low, base_high, new_median, new_low, new_high))
-        usable = (lb > 0) & (ln > 0) & (lb <= mb) & (mb <= hb) & (ln <= mn) & (mn <= hn) & np.isfinite(hb + hn)
-        log_ratio = np.log(mn) - np.log(mb)
-        below = np.hypot(np.log(mn / ln), np.log(hb / mb))
-        above = np.hypot(np.log(hn / mn), np.log(mb / lb))
         ratio = mn / mb
-        low = np.where(usable, np.exp(log_ratio - below), np.nan)
-        high = np.where(usable, np.exp(log_ratio + above), np.nan)
+    effects = [effect_interval(MedianInterval(*base, "stored"), MedianInterval(*new, "stored"))
+               for base, new in zip(zip(mb.tolist(), lb.tolist(), hb.tolist()), zip(mn.tolist(), ln.tolist(), hn.tolist()))]
+    low = np.array([e.low + 1 for e in effects], dtype=np.float64)
+    high = np.array([e.high + 1 for e in effects], dtype=np.float64)
     if np.ndim(base_median) == 0 and np.ndim(new_median) == 0:
         return float(ratio[0]), float(low[0]), float(high[0])
     return ratio, low, high
@@ -121,13 +119,11 @@ def ratio_interval(base_median: Any, base_low: Any, base_high: Any, new_median: 
 def verdicts(ratio_low: Any, ratio_high: Any, min_effect_percent: float = MIN_EFFECT_PERCENT) -> Any:
     """`verdict` of ratio intervals (NEW / BASE, not less one), for numbers or arrays (then an
     array of strings)."""
-    low = np.asarray(ratio_low, dtype=np.float64) - 1
-    high = np.asarray(ratio_high, dtype=np.float64) - 1
-    bound = min_effect_percent / 100
-    judged = np.isfinite(low) & np.isfinite(high)
-    out = np.where(~judged, NOT_JUDGED, np.where(low > bound, SLOWER, np.where(high < -bound, FASTER, np.where(
-        (-bound <= low) & (high <= bound), WITHIN_NOISE, INCONCLUSIVE))))
-    return str(out) if out.ndim == 0 else out.astype(object)
+    low, high = np.broadcast_arrays(np.asarray(ratio_low, dtype=np.float64) - 1,
+                                    np.asarray(ratio_high, dtype=np.float64) - 1)
+    out = np.array([verdict(lo, hi, min_effect_percent) for lo, hi in zip(low.ravel().tolist(), high.ravel().tolist())],
+                   dtype=object).reshape(low.shape)
+    return str(out) if out.ndim == 0 else out
 
 
 def compare_latencies(base_ms: Any, new_ms: Any, base_repeat: Any = None, new_repeat: Any = None) -> Effect:

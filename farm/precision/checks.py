@@ -70,6 +70,12 @@ def short_error(exc: BaseException, limit: int = 160) -> str:
     return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " ..."
 
 
+def bodies(node) -> list[object]:
+    """The subgraphs a node holds directly (an If's branches, a Loop's or Scan's body)."""
+    return [g for attribute in node.attribute for g in ([attribute.g] if attribute.HasField("g") else [])
+            + list(attribute.graphs)]
+
+
 def graphs(graph) -> Iterator[tuple[object, int]]:
     """`graph` and every subgraph in it, with its depth (0: the main graph)."""
     stack = [(graph, 0)]
@@ -77,10 +83,7 @@ def graphs(graph) -> Iterator[tuple[object, int]]:
         current, depth = stack.pop()
         yield current, depth
         for node in current.node:
-            for attribute in node.attribute:
-                if attribute.HasField("g"):
-                    stack.append((attribute.g, depth + 1))
-                stack.extend((g, depth + 1) for g in attribute.graphs)
+            stack.extend((g, depth + 1) for g in bodies(node))
 
 
 def nodes(graph) -> Iterator[object]:

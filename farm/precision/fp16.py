@@ -10,7 +10,17 @@ from pathlib import Path
 
 import numpy as np
 
-from farm.precision.checks import FP16_MAX, TransformUnsupported, census, graphs, nodes, one_line, short_error, transform_label
+from farm.precision.checks import (
+    FP16_MAX,
+    TransformUnsupported,
+    bodies,
+    census,
+    graphs,
+    nodes,
+    one_line,
+    short_error,
+    transform_label,
+)
 
 # Kept in fp32 by the fp16 conversion (besides onnxconverter-common's own list): reductions and
 # normalisations whose range or accumulated error fp16 does not hold.
@@ -115,14 +125,12 @@ def _inputs_read_in_subgraphs(model) -> None:
             for i, name in enumerate(node.input):
                 if name in renamed and name not in local:
                     node.input[i] = renamed[name]
-            for attribute in node.attribute:
-                for body in ([attribute.g] if attribute.HasField("g") else []) + list(attribute.graphs):
-                    rename(body)
+            for body in bodies(node):
+                rename(body)
 
     for node in model.graph.node:
-        for attribute in node.attribute:
-            for body in ([attribute.g] if attribute.HasField("g") else []) + list(attribute.graphs):
-                rename(body)
+        for body in bodies(node):
+            rename(body)
     for name, inner in reversed(renamed.items()):
         model.graph.node.insert(0, helper.make_node("Identity", [name], [inner], name=f"{inner}_identity"))
 
@@ -254,12 +262,11 @@ def probe_shapes(inputs, shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[
 def _outer_names(node) -> set[str]:
     """Names a node's subgraphs read from the enclosing scopes (the node's implicit inputs)."""
     outer: set[str] = set()
-    for attribute in node.attribute:
-        for graph in ([attribute.g] if attribute.HasField("g") else []) + list(attribute.graphs):
-            local = {v.name for v in graph.input} | {t.name for t in graph.initializer}
-            local |= {o for n in graph.node for o in n.output}
-            for inner in graph.node:
-                outer.update(name for name in [*inner.input, *_outer_names(inner)] if name and name not in local)
+    for graph in bodies(node):
+        local = {v.name for v in graph.input} | {t.name for t in graph.initializer}
+        local |= {o for n in graph.node for o in n.output}
+        for inner in graph.node:
+            outer.update(name for name in [*inner.input, *_outer_names(inner)] if name and name not in local)
     return outer
 
 
