@@ -134,6 +134,38 @@ def test_shape_constants_compile_into_one_graph_without_reading_tensors() -> Non
     assert (explained.graph_count, explained.graph_break_count) == (1, 0)
 
 
+
+def test_float_constants_read_as_numbers_are_literals() -> None:
+    """Clip's bounds, Resize's scales and Range's arguments are float constants the operators read
+    as numbers: the generated forward writes them as literals, so a query reads nothing back from
+    the device (a sync per Clip; under CUDA graph capture an error, which made PP-OCR, PicoDet and
+    YOLOv8 `unsupported` with mode = "cudagraphs") and torch.compile traces Clip and Resize in one
+    graph (a float() of a buffer is a graph break)."""
+    import torch._dynamo as dynamo
+
+    inits = [const("lo", np.array(0.0, np.float32)), const("hi", np.array(np.inf, np.float32)),
+             const("roi", np.array([], np.float32)), const("scales", np.array([1, 1, 2, 2], np.float32)),
+             const("start", np.array(0.5, np.float32)), const("step", np.array(1.0, np.float32)),
+             const("axis", np.array(3, np.int64))]
+    resized = [helper.make_node("Clip", ["x", "lo", "hi"], ["clipped"]),
+               helper.make_node("Resize", ["clipped", "roi", "scales"], ["big"], mode="nearest",
+                                coordinate_transformation_mode="asymmetric", nearest_mode="floor")]
+    ramp = [helper.make_node("Shape", ["big"], ["shape"]),
+            helper.make_node("Gather", ["shape", "axis"], ["width"], axis=0),
+            helper.make_node("Cast", ["width"], ["limit"], to=F),
+            helper.make_node("Range", ["start", "limit", "step"], ["ramp"]),
+            helper.make_node("Add", ["big", "ramp"], ["y"])]
+    proto = model(resized + ramp, [("x", F, X.shape)], [("y", F)], inits)
+    check(proto, {"x": X})
+    source = build_module(proto).source
+    assert "0.0, float('inf')" in source and "(1.0, 1.0, 2.0, 2.0, )" in source and "(self, {}, 0.5, " in source
+    half = build_module(proto, float_dtype=torch.float16).half().eval()  # the host ramp joins in the module's type
+    assert half(torch.from_numpy(X).half())[0].dtype == torch.float16
+    module = build_module(model(resized, [("x", F, X.shape)], [("big", F)], inits[:4])).eval()
+    explained = dynamo.explain(module)(torch.from_numpy(X))
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0)
+
+
 # --- the operators of the models users bring (farm.onnx_torch.seq_ops) ------------------------
 
 B = TensorProto.BOOL
@@ -265,3 +297,6 @@ def test_small_host_values_are_copied_to_a_device_once() -> None:
     assert _tensor(np.array([3, 4], np.int32), on_device) is not first  # the dtype is part of the key
     on_cpu = torch.zeros(2)
     assert _tensor(np.array([3, 4]), on_cpu) is not _tensor(np.array([3, 4]), on_cpu)
+    # host floats (float32 shape arithmetic) take the module's float type beside its tensors
+    assert _tensor(np.array([0.5, 1.5], np.float32), torch.zeros(2, dtype=torch.float16, device="meta")).dtype \
+        == torch.float16

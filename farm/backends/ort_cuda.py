@@ -159,7 +159,7 @@ class TorchMemory:
         self.stream_handle = int(self.stream.cuda_stream)
         self.events = TorchEvents()
         self._host: dict[int, Any] = {}  # host pointer -> its pinned tensor
-        self._device: dict[int, Any] = {}  # device pointer -> a tensor over it
+        self._device: dict[tuple, Any] = {}  # (device pointer, shape, type) -> a tensor over it
 
     def pinned(self, array: np.ndarray) -> np.ndarray:
         tensor = self.torch.from_numpy(np.asarray(array).copy(order="C")).pin_memory()  # a 0-d array stays 0-d
@@ -168,10 +168,12 @@ class TorchMemory:
         return view
 
     def _on_device(self, value: Any) -> Any:
-        pointer = value.data_ptr()
-        if pointer not in self._device:
-            self._device[pointer] = self.torch.as_tensor(_DeviceView(value), device="cuda")
-        return self._device[pointer]
+        # keyed by shape and type too: a loose output is allocated afresh on each run, and a later
+        # buffer may start where an earlier one of another size did
+        key = (value.data_ptr(), tuple(value.shape()), value.data_type())
+        if key not in self._device:
+            self._device[key] = self.torch.as_tensor(_DeviceView(value), device="cuda")
+        return self._device[key]
 
     def h2d(self, value: Any, host: np.ndarray) -> None:
         with self.torch.cuda.stream(self.stream):
@@ -282,6 +284,11 @@ class BoundSession:
         for index in self.loose:
             self.binding.bind_output(self.outputs[index][0], self.memory.device_type, 0)
         self.session.run_with_iobinding(self.binding, self.run_options)
+        if self.loose:
+            # ONNX Runtime may finish a loose output on a stream of its own (a copy from a node left
+            # on the CPU): wait for it, or the copy out reads the buffer before it is written (an
+            # H200 run: the same outputs for two different inputs)
+            self.binding.synchronize_outputs()
 
     def query_fn(self, transfers: bool) -> QueryFn:
         """One query: H2D, run, D2H on the one stream, split by farm.device_timer's events."""

@@ -15,8 +15,9 @@ and torch.compile traces code with few guards (tests/test_torch_backend.py count
 While profiling (`annotate`, `record`) the module interprets node by node instead.
 
 Shape arithmetic (Shape, and small integer constants feeding Reshape/Slice/Unsqueeze...) is
-kept as Python integers, so the module traces cleanly under torch.compile and CUDA graphs:
-nothing reads a tensor back from the GPU in the forward pass.
+kept as Python integers, and small float constants that operators read as numbers (Clip's
+bounds, Resize's scales, Range's arguments) as Python floats, so the module traces cleanly under
+torch.compile and CUDA graphs: nothing reads a tensor back from the GPU in the forward pass.
 """
 
 from __future__ import annotations
@@ -45,7 +46,9 @@ def _attrs(node) -> dict[str, Any]:
     from onnx import TensorProto, helper, numpy_helper
 
     values = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-    return {k: numpy_helper.to_array(v) if isinstance(v, TensorProto) else v for k, v in values.items()}
+    # owning their data: numpy_helper gives views of the raw bytes, on which torch.compile asserts
+    return {k: np.array(numpy_helper.to_array(v), copy=True) if isinstance(v, TensorProto) else v
+            for k, v in values.items()}
 
 
 def _prepare(node, attrs: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -89,6 +92,7 @@ def build_module(model, float_dtype=None):
             self.output_names = [o.name for o in graph.output]
             self.float_dtype = float_dtype or torch.float32
             self.constants: dict[str, Any] = {}  # small integer initializers and Constants, as numpy
+            self.host_floats: dict[str, Any] = {}  # small float ones, as numpy too (also buffers)
             self.buffer_of: dict[str, str] = {}  # initializer / float Constant name -> buffer attribute
             self.weight_shapes: dict[str, list[int]] = {}
             self.branch_buffers: list[str] = []  # If branches' float constants, as buffers
@@ -176,6 +180,8 @@ def _keep(module, torch, name: str, array, attr: str) -> None:
     else:
         module.register_buffer(attr, torch.from_numpy(array.copy()))
         module.buffer_of[name] = attr
+        if array.dtype.kind == "f" and array.size <= SMALL_INT_CONSTANT:
+            module.host_floats[name] = np.array(array, copy=True)
 
 
 def _constant_value(attrs: dict[str, Any]):
@@ -294,12 +300,26 @@ SHAPE_ARGUMENTS = {"Slice": (1, 2, 3, 4), "Reshape": (1,), "Unsqueeze": (1,), "S
                    "Resize": (3,), "Expand": (1,), "Split": (1,), "ConstantOfShape": (0,)}
 
 
+# Float inputs that operators read as Python numbers: a small float constant there is written as a
+# literal instead of passing its buffer, which the operator would read back from the GPU on every
+# query (a sync per Clip; under CUDA graph capture, an error: the PP-OCR and YOLOv8 graphs).
+HOST_FLOAT_ARGUMENTS = {"Clip": (1, 2), "Resize": (1, 2), "Range": (0, 1, 2)}
+
+
 def _argument(module, names: dict[str, str], op: str, position: int, name: str) -> str:
     if not name:
         return "None"
     if position in SHAPE_ARGUMENTS.get(op, ()) and name in module.constants:
         return repr(tuple(int(v) for v in np.asarray(module.constants[name]).reshape(-1)))
+    if position in HOST_FLOAT_ARGUMENTS.get(op, ()) and name in module.host_floats:
+        return _float_literal(module.host_floats[name])
     return names[name]
+
+
+def _float_literal(array) -> str:
+    """A float constant as source: a scalar `0.5`, a vector `(1.0, 1.0, 2.0, 2.0)`; inf and NaN spelled out."""
+    texts = [repr(float(v)) if np.isfinite(v) else f"float({str(float(v))!r})" for v in np.asarray(array).reshape(-1)]
+    return texts[0] if np.ndim(array) == 0 else f"({''.join(t + ', ' for t in texts)})"
 
 
 def _missing(fn, given: int) -> int:

@@ -68,6 +68,8 @@ def _resize(m, a, x, roi=None, scales=None, sizes=None):
 
 def _floats(value) -> list[float]:
     """Scales as Python floats, wherever they are (a device tensor is read back)."""
+    if isinstance(value, (list, tuple)):  # a literal: no numpy, which torch.compile would trace
+        return [float(v) for v in value]
     if isinstance(value, lazy_torch().Tensor):
         return [float(v) for v in value.reshape(-1).tolist()]
     return [float(v) for v in np.asarray(value).reshape(-1)]
@@ -88,8 +90,11 @@ def _expand(m, a, x, shape):
 def _range(m, a, start, limit, delta):
     torch = lazy_torch()
     if not any(isinstance(v, torch.Tensor) for v in (start, limit, delta)):
-        first = np.asarray(start)
-        return np.arange(first.item(), np.asarray(limit).item(), np.asarray(delta).item(), dtype=first.dtype)
+        # constants may come as Python floats (farm.onnx_torch.HOST_FLOAT_ARGUMENTS): the type is
+        # the first numpy argument's, float32 (the model's float) when all three are literals
+        typed = [v for v in (start, limit, delta) if isinstance(v, (np.ndarray, np.generic))]
+        dtype = typed[0].dtype if typed else np.float32
+        return np.arange(*(np.asarray(v).item() for v in (start, limit, delta)), dtype=dtype)
     like = next(v for v in (start, limit, delta) if isinstance(v, torch.Tensor))
     values = [v.item() if isinstance(v, torch.Tensor) else np.asarray(v).item() for v in (start, limit, delta)]
     return torch.arange(*values, dtype=like.dtype, device=like.device)

@@ -54,13 +54,16 @@ def tensor_like(value, like=None):
     if isinstance(value, torch.Tensor):
         return value
     array = np.array(value)  # a writable copy: torch refuses to share read-only numpy memory
+    # host float arithmetic runs in float32 (farm's Cast on the host) while the graph's floats are
+    # one type, the module's: a float32 vector beside float16 tensors would promote them
+    dtype = like.dtype if like is not None and array.dtype.kind == "f" and like.is_floating_point() else None
     device = like.device if like is not None else None
     if device is None or device.type == "cpu" or array.size > _MAX_CACHED or torch.compiler.is_compiling():
-        return torch.as_tensor(array, device=device)
-    key = (str(device), array.dtype.str, array.shape, array.tobytes())
+        return torch.as_tensor(array, device=device, dtype=dtype)
+    key = (str(device), str(dtype), array.dtype.str, array.shape, array.tobytes())
     cached = _DEVICE_CONSTANTS.get(key)
     if cached is None:
-        cached = _DEVICE_CONSTANTS[key] = torch.as_tensor(array, device=device)
+        cached = _DEVICE_CONSTANTS[key] = torch.as_tensor(array, device=device, dtype=dtype)
     return cached
 
 
@@ -210,7 +213,7 @@ def _cast(m, a, x):
 def _unsqueeze(m, a, x, axes=None):
     axes = ints(axes) if axes is not None else a["axes"]
     if not isinstance(x, lazy_torch().Tensor):
-        return np.expand_dims(np.asarray(x), axes)
+        return np.expand_dims(np.asarray(x), tuple(axes))  # a tuple: torch.compile traces numpy and takes no list
     rank = x.dim() + len(axes)
     for axis in sorted(ax % rank for ax in axes):
         x = x.unsqueeze(axis)
