@@ -166,6 +166,26 @@ def test_float_constants_read_as_numbers_are_literals() -> None:
     assert (explained.graph_count, explained.graph_break_count) == (1, 0)
 
 
+
+def test_host_values_reversed_by_a_slice_compile_to_what_eager_gives() -> None:
+    """torch.onnx writes F.pad's pads reversed by a Slice with step -1 on a host value: under
+    torch.compile, numpy's negative-step slicing gave an empty array, and silero-vad's sequence
+    model compiled to other outputs than it ran eagerly (max difference 8.07)."""
+    big = np.iinfo(np.int64).max
+    inits = [const("start", np.array([-1], np.int64)), const("end", np.array([-big], np.int64)),
+             const("axis", np.array([0], np.int64)), const("step", np.array([-1], np.int64))]
+    proto = model([helper.make_node("Shape", ["x"], ["shape"]),
+                   helper.make_node("Slice", ["shape", "start", "end", "axis", "step"], ["reversed"]),
+                   helper.make_node("Reshape", ["x", "reversed"], ["y"])],
+                  [("x", F, (2, 3, 4))], [("y", F)], inits)
+    x = RNG.standard_normal((2, 3, 4)).astype(np.float32)
+    check(proto, {"x": x})
+    module = build_module(proto).eval()
+    eager = module(torch.from_numpy(x))[0]
+    compiled = torch.compile(module, backend="eager")(torch.from_numpy(x))[0]
+    assert compiled.shape == (4, 3, 2) and torch.equal(compiled, eager)
+
+
 # --- the operators of the models users bring (farm.onnx_torch.seq_ops) ------------------------
 
 B = TensorProto.BOOL

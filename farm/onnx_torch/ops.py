@@ -172,10 +172,13 @@ def sliced_with_steps(x, starts: list[int], ends: list[int], axes: list[int], st
     rank = x.dim() if isinstance(x, torch.Tensor) else np.ndim(x)
     axes = [ax % rank for ax in axes]
     if not isinstance(x, torch.Tensor):
-        index = [slice(None)] * rank
+        # the positions, worked out in Python, then taken: torch.compile traces numpy, and its
+        # negative-step slicing gave an empty array (the pads that torch.onnx reverses for F.pad)
+        array = np.asarray(x)
         for s, e, ax, st in zip(starts, ends, axes, steps_list):
-            index[ax] = slice(s, None if abs(e) >= 2**62 else e, st)
-        return np.asarray(x)[tuple(index)]
+            picked = range(array.shape[ax])[slice(s, None if abs(e) >= 2**62 else e, st)]
+            array = np.take(array, list(picked), axis=ax)
+        return array
     for s, e, ax, st in zip(starts, ends, axes, steps_list):
         length = x.shape[ax]
         picked = range(length)[slice(s, None if abs(e) >= 2**62 else e, st)]
