@@ -6,6 +6,7 @@ import dataclasses
 import datetime as dt
 import secrets
 import sys
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from farm.callbacks import Callback, CallbackList
 from farm.config import LoadedConfig, load_config
 from farm.cuda import visible_gpu_count
 from farm.display import ProgressDisplay, render_table
+from farm.errors import UserError
 from farm.executor import DEFAULT_CELL_TIMEOUT_S, DEFAULT_WORKER_MEMORY, Executor, make_executor
 from farm.executor.costs import expected_seconds, history_from_rows
 from farm.plan import Plan, plan_sweep
@@ -65,8 +67,9 @@ class SweepOutcome:
 def run_sweep(config_path: str | Path, results: str | Path, *, force: bool = False, executor: str = "ray",
               address: str | None = None, retries: int = 2, gpus: int | None = None,
               worker_memory: str = DEFAULT_WORKER_MEMORY, cell_timeout_s: float | None = DEFAULT_CELL_TIMEOUT_S,
-              console: Console | None = None) -> SweepOutcome:
-    """Run a sweep file into the warehouse at `results`, skipping cells it already holds."""
+              console: Console | None = None, only: Sequence[str] | None = None) -> SweepOutcome:
+    """Run a sweep file into the warehouse at `results`, skipping cells it already holds; with
+    `only`, just the planned cells whose id starts with one of those prefixes."""
     console = console or Console(stderr=True)
     loaded = load_config(config_path)
     warehouse = Warehouse(Path(results).resolve())  # absolute: workers may run in other folders
@@ -79,6 +82,8 @@ def run_sweep(config_path: str | Path, results: str | Path, *, force: bool = Fal
                            worker_memory=worker_memory, cell_timeout_s=cell_timeout_s)
     planned = plan_while_workers_start(loaded, warehouse, runner, early=executor == "ray" and bool(
         address or visible_gpu_count()))
+    if only is not None:
+        _check_only(planned, only, runner)
     # One writer at a time: a second sweep (or ingest) on this warehouse stops here, naming this
     # one; and what looks like leftovers (temporary files, unfinished cells) is nobody's work in
     # progress while we hold the lock.
@@ -90,11 +95,21 @@ def run_sweep(config_path: str | Path, results: str | Path, *, force: bool = Fal
                               "[/yellow]", soft_wrap=True)
             try:
                 return _run_locked(loaded, planned, warehouse, console, runner, force=force, executor=executor,
-                                   address=address)
+                                   address=address, only=only)
             finally:
                 warehouse.remove_leftovers()  # what this run's cells left in the temp area, even when it failed
     finally:
         runner.close()  # workers started early and never used: the lock refused, or nothing to run
+
+
+def _check_only(plan: Plan, prefixes: Sequence[str], runner: Executor) -> None:
+    """A prefix of `--cells` that names no planned cell (the ids `farm show` prints) is a mistake,
+    said before anything runs."""
+    unknown = [p for p in prefixes if not p or not any(c.cell_id.startswith(p) for c in plan.cells)]
+    if unknown:
+        runner.close()
+        raise UserError(f"--cells {' '.join(repr(p) for p in unknown)}: no cell of sweep {plan.sweep!r} has such an "
+                        f"id (`farm show {plan.sweep}` lists them; the sweep file plans {len(plan.cells)})")
 
 
 def plan_while_workers_start(loaded: LoadedConfig, warehouse: Warehouse, runner: Executor, early: bool) -> Plan:
@@ -116,7 +131,7 @@ def plan_while_workers_start(loaded: LoadedConfig, warehouse: Warehouse, runner:
 
 
 def _run_locked(loaded: LoadedConfig, plan: Plan, warehouse: Warehouse, console: Console, runner: Executor, *,
-                force: bool, executor: str, address: str | None) -> SweepOutcome:
+                force: bool, executor: str, address: str | None, only: Sequence[str] | None = None) -> SweepOutcome:
     prepared = warehouse.prepare_sweep(plan.sweep)
     for path, problem, moved_to in prepared.moved:
         table = path.parent.name
@@ -128,9 +143,11 @@ def _run_locked(loaded: LoadedConfig, plan: Plan, warehouse: Warehouse, console:
     if prepared.removed:
         console.print(f"[yellow]removed {len(prepared.removed)} file(s) left by an interrupted run[/yellow]")
     existing = {} if force else prepared.statuses
-    todo = [c for c in plan.cells if existing.get(c.cell_id) not in KEPT_STATUSES]
-    resumed = len(plan.cells) - len(todo)
-    console.print(f"sweep [bold]{plan.sweep}[/bold]: {len(plan.cells)} cells, {len(todo)} to run"
+    chosen = [c for c in plan.cells if only is None or any(c.cell_id.startswith(p) for p in only)]
+    todo = [c for c in chosen if existing.get(c.cell_id) not in KEPT_STATUSES]
+    resumed = len(chosen) - len(todo)
+    console.print(f"sweep [bold]{plan.sweep}[/bold]: {len(plan.cells)} cells"
+                  + (f", {len(chosen)} chosen by --cells" if only is not None else "") + f", {len(todo)} to run"
                   + (f", {resumed} already in {warehouse.root}" if resumed else ""))
 
     run_id = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ-") + secrets.token_hex(3)

@@ -259,3 +259,28 @@ def test_show_follows_the_latest_plan(models_dir: Path, capsys) -> None:
     files = parquet_files(Path(results))
     assert main(["sweep", str(narrowed), "--results", results, "--executor", "local"]) == 0
     assert parquet_files(Path(results)) == files  # the same plan again: nothing written
+
+
+def test_cells_runs_only_the_cells_named(models_dir: Path, capsys) -> None:
+    """`--cells PREFIX` runs the planned cells whose id starts so (one cell measured alone, or again
+    with --force); a prefix no planned cell has is one line and exit 2, before anything runs."""
+    from farm.config import load_config
+    from farm.plan import plan_sweep
+
+    config = write_sweep(models_dir.parent, TINY_SWEEP)
+    results = models_dir.parent / "results"
+    plan = plan_sweep(load_config(config), Warehouse(results).cache_dir)
+    chosen = next(c for c in plan.cells if c.precision == "fp32" and c.batch == 2)
+    run = ["sweep", str(config), "--results", str(results), "--executor", "local", "--cells"]
+    assert main([*run, "zzzz"]) == 2
+    assert "--cells 'zzzz': no cell of sweep 'tiny'" in capsys.readouterr().err
+    assert not (results / "tiny").exists()
+    assert main([*run, chosen.cell_id[:8]]) == 0
+    assert f"{len(plan.cells)} cells, 1 chosen by --cells, 1 to run" in capsys.readouterr().err
+    con = Warehouse(results).connect()
+    assert con.execute("SELECT cell_id, status FROM cells").fetchall() == [(chosen.cell_id, "ok")]
+    assert main([*run, chosen.cell_id[:8]]) == 0
+    assert "1 chosen by --cells, 0 to run, 1 already in" in capsys.readouterr().err
+    first = con.execute("SELECT run_id FROM cells").fetchone()[0]
+    assert main([*run, chosen.cell_id[:8], "--force"]) == 0
+    assert Warehouse(results).connect().execute("SELECT run_id FROM cells").fetchone()[0] != first

@@ -42,6 +42,9 @@ def _add_sweep(add: AddCommand) -> None:
     p = add("sweep", "Run a sweep file: build and measure every cell, resuming cells already in the warehouse.")
     p.add_argument("config", help="sweep file (TOML), e.g. configs/resnet.toml")
     p.add_argument("--force", action="store_true", help="rerun cells that are already in the warehouse")
+    p.add_argument("--cells", nargs="+", default=None, metavar="ID",
+                   help="run only the cells whose id starts with one of these (as `farm show` prints them); "
+                        "with --force, measure them again")
     p.add_argument("--executor", default="ray", choices=["ray", "local"],
                    help="where cells run: 'ray' (default) on Ray actors, one per GPU and one per node for CPU "
                         "cells; 'local' one by one in this process, for debugging (host-bound GPU cells time "

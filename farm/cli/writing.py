@@ -39,7 +39,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         _check_reachable(args.address)
     outcome = run_sweep(args.config, args.results, force=args.force, executor=args.executor,
                         address=args.address, retries=retries, gpus=args.gpus,
-                        worker_memory=worker_memory, cell_timeout_s=timeout or None)
+                        worker_memory=worker_memory, cell_timeout_s=timeout or None, only=args.cells)
     out = console()
     table, notes = summary_table(Warehouse(args.results), outcome)
     out.print(table)
