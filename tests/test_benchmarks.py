@@ -293,3 +293,23 @@ def test_model_corpus_quick(tmp_path: Path) -> None:
         assert figures["cells"] >= 3 and figures.get("failed", 0) == 0, (engine, out)
         assert figures.get("accuracy fail", 0) == 0, (engine, out)
     assert re.search(rf"onnxruntime cpu\s+{NUMBER}\s+{NUMBER}", out), out
+
+
+def test_isolation_quick(tmp_path: Path) -> None:
+    """Each ok cell of a sweep measured inside it and alone (`farm sweep --cells ID --force`), the
+    eager batch-1 cell beside the bare loop; the rows land in a CSV that names the machine."""
+    import csv
+
+    out = run_benchmark("isolation.py", "--quick", "--scratch", str(tmp_path / "work"), "--csv",
+                        str(tmp_path / "isolation.csv"), timeout=600)
+    lines = (tmp_path / "isolation.csv").read_text().splitlines()
+    assert lines[0].startswith("# benchmarks/isolation.py") and "CPUs; farm " in lines[0], lines[0]
+    rows = list(csv.DictReader(lines[1:]))
+    assert {(r["backend"], r["batch"]) for r in rows} == {("onnxruntime", "1"), ("torch", "1")}, out
+    for row in rows:
+        assert positive(row["in_sweep_ms"]) and positive(row["alone_ms"]), row
+        assert figure(row["in_sweep_over_alone"]) == pytest.approx(float(row["in_sweep_ms"]) / float(row["alone_ms"]),
+                                                                   rel=1e-3)
+    beside_bare = [r for r in rows if r["bare_ms"]]
+    assert [(r["backend"], r["batch"]) for r in beside_bare] == [("torch", "1")] and positive(beside_bare[0]["bare_ms"])
+    assert re.search(rf"in-sweep / alone over 2 cells: median {NUMBER}", out), out

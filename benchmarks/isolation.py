@@ -1,0 +1,196 @@
+"""Does a cell's figure depend on what ran before it or beside it? Each ok cell of a sweep, measured
+inside the whole sweep, alone in a sweep of its own, and, for PyTorch eager batch-1 cells on CUDA,
+beside a bare loop of the same network run between them (benchmarks/torch_bare_loop.py: torchvision,
+no farm code), with the ratios per cell; written as CSV with the machine and the commit.
+
+    python3 benchmarks/isolation.py configs/resnet.toml --runs 2 --csv benchmarks/results/isolation-h100.csv
+    python3 benchmarks/isolation.py --quick            # the suite: a tiny CNN on CPU, in-process cells
+
+Per run: `farm sweep SWEEP` into a fresh warehouse (in-sweep); then, cell by cell in the sweep's
+order, `farm sweep SWEEP --cells ID --force` into one other warehouse (alone: a fresh Ray and cell
+process that ran nothing before it; the warehouse only keeps the exported models), each host-bound
+eager cell followed by the bare loop. Figures: the cells' median latency (ms). The steps done are
+kept under --scratch, so a run stopped by a time limit goes on where it stopped when started again.
+Targets (ok cells, two runs on one machine): in-sweep / alone median <= 1.03, worst <= 1.10 for
+host-bound cells (5 % for the rest); eager batch-1 cells within 10 % of the bare loop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FIGURES = ("latency_median_ms", "enqueue_median_ms", "compute_median_ms", "repeat_spread_percent", "stable")
+QUICK_SWEEP = """name = "isolation-quick"
+[[models]]
+source = "{model}"
+[axes]
+precisions = ["fp32"]
+batch_sizes = [1]
+backends = ["onnxruntime", "torch"]
+[backends.torch]
+device = "cpu"
+[measurement]
+warmup_ms = 20
+min_iterations = 5
+min_duration_ms = 50
+repeats = 2
+layer_iterations = 1
+"""
+
+
+def farm(*args: str) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-m", "farm", *args], env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+    if done.returncode not in (0, 1):  # 1: a cell failed, which the table leaves out (ok cells only)
+        raise SystemExit(f"farm {' '.join(args)} exited {done.returncode}:\n{done.stdout[-3000:]}")
+
+
+def ok_cells(results: Path, only: set[str] | None = None) -> list[dict]:
+    """The ok cells of a warehouse with their figures, in the order they started."""
+    sys.path.insert(0, str(ROOT))
+    from farm.warehouse import Warehouse
+
+    con = Warehouse(results).connect()
+    rows = con.execute(f"SELECT c.cell_id, c.model, c.backend, CAST(c.options AS VARCHAR), c.precision, c.batch, "
+                       f"{', '.join('m.' + k for k in FIGURES)} FROM cells c JOIN measurements m USING (cell_id) "
+                       "WHERE c.status = 'ok' ORDER BY c.started_at").fetchall()
+    names = ("cell_id", "model", "backend", "options", "precision", "batch", *FIGURES)
+    cells = [dict(zip(names, row)) for row in rows]
+    return [c for c in cells if only is None or c["cell_id"] in only]
+
+
+def eager_batch1(cell: dict, device: str) -> bool:
+    options = json.loads(cell["options"] or "{}")
+    return (cell["backend"] == "torch" and options.get("mode", "eager") == "eager" and int(cell["batch"]) == 1
+            and options.get("device", "cuda") == device)
+
+
+def bare_loop(cell: dict, quick: bool, out: Path) -> float | None:
+    """The bare loop's median latency for a PyTorch eager batch-1 cell's network, precision and batch
+    (on CUDA; --quick: its tiny CNN on CPU beside the CPU cells); None for every other cell."""
+    if not eager_batch1(cell, "cpu" if quick else "cuda"):
+        return None
+    args = (["--quick", "--device", "cpu", "--precisions", "fp32"] if quick else
+            ["--model", cell["model"], "--precisions", cell["precision"], "--modes", "eager"])
+    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "torch_bare_loop.py"), *args, "--batches", "1",
+                    "--json", str(out)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    rows = json.loads(out.read_text())["rows"]
+    return statistics.median(r["latency_median_ms"] for r in rows)
+
+
+def one_run(sweep: Path, scratch: Path, run: int, quick: bool, executor: str) -> list[dict]:
+    """One run's rows; the steps already done (kept in --scratch) are not taken again."""
+    state_path = scratch / f"run{run}.json"
+    state = json.loads(state_path.read_text()) if state_path.exists() else {"alone": {}, "bare": {}}
+    in_sweep = scratch / f"run{run}-sweep"
+    if not state.get("swept"):
+        farm("sweep", str(sweep), "--results", str(in_sweep), "--executor", executor, "--force")
+        state["swept"] = True
+        state_path.write_text(json.dumps(state))
+    cells = ok_cells(in_sweep)
+    alone = scratch / "alone"
+    for cell in cells:
+        cid = cell["cell_id"]
+        if cid not in state["alone"]:
+            farm("sweep", str(sweep), "--results", str(alone), "--executor", executor, "--cells", cid, "--force")
+            figures = ok_cells(alone, {cid})
+            state["alone"][cid] = figures[0]["latency_median_ms"] if figures else None
+            if cid not in state["bare"]:
+                state["bare"][cid] = bare_loop(cell, quick, scratch / f"bare-{run}-{cid}.json")
+            state_path.write_text(json.dumps(state))
+    rows = []
+    for cell in cells:
+        options = json.loads(cell["options"] or "{}")
+        host_bound = (cell["enqueue_median_ms"] or 0) >= 0.5 * (cell["compute_median_ms"] or float("inf"))
+        alone_ms, bare_ms = state["alone"].get(cell["cell_id"]), state["bare"].get(cell["cell_id"])
+        rows.append({"run": run, "cell": cell["cell_id"][:8], "model": cell["model"], "backend": cell["backend"],
+                     "variant": options.get("mode") or ("graphs" if options.get("cuda_graph") else "no-graphs"),
+                     "options": json.dumps(options, sort_keys=True),
+                     "precision": cell["precision"], "batch": cell["batch"], "host_bound": host_bound,
+                     "in_sweep_ms": cell["latency_median_ms"], "alone_ms": alone_ms, "bare_ms": bare_ms,
+                     "in_sweep_over_alone": _ratio(cell["latency_median_ms"], alone_ms),
+                     "in_sweep_over_bare": _ratio(cell["latency_median_ms"], bare_ms),
+                     "stable": cell["stable"], "repeat_spread_percent": cell["repeat_spread_percent"]})
+    return rows
+
+
+def _ratio(a, b) -> float | None:
+    return a / b if a and b else None
+
+
+def machine() -> str:
+    try:
+        gpus = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                              text=True, timeout=30).stdout.strip().splitlines()
+    except (OSError, subprocess.SubprocessError):
+        gpus = []
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
+    return (f"{len(gpus)}x {gpus[0]}" if gpus else "no GPU") + f", {os.cpu_count()} CPUs; farm {commit.strip() or '?'}"
+
+
+def report(rows: list[dict]) -> None:
+    print(f"{'run':>3} {'cell':<8} {'model':<9} {'backend':<11} {'variant':<10} {'prec':<5} {'b':>3} "
+          f"{'in-sweep':>9} {'alone':>9} {'ratio':>6} {'bare':>8} {'/bare':>6}  host-bound")
+    for r in rows:
+        print(f"{r['run']:>3} {r['cell']:<8} {r['model'][:9]:<9} {r['backend']:<11} {r['variant']:<10} "
+              f"{r['precision']:<5} {r['batch']:>3} {r['in_sweep_ms']:>9.3f} {_num(r['alone_ms'], 9)} "
+              f"{_num(r['in_sweep_over_alone'], 6)} {_num(r['bare_ms'], 8)} {_num(r['in_sweep_over_bare'], 6)}  "
+              f"{'yes' if r['host_bound'] else 'no'}")
+    ratios = [r["in_sweep_over_alone"] for r in rows if r["in_sweep_over_alone"]]
+    if ratios:
+        print(f"in-sweep / alone over {len(ratios)} cells: median {statistics.median(ratios):.3f}, "
+              f"worst {max(ratios, key=lambda v: abs(v - 1)):.3f} (targets: median <= 1.03, worst <= 1.10)")
+    bare = [r["in_sweep_over_bare"] for r in rows if r["in_sweep_over_bare"]]
+    if bare:
+        print(f"in-sweep / bare loop over {len(bare)} eager batch-1 cells: worst {max(bare):.3f} (target <= 1.10)")
+
+
+def _num(value, width: int) -> str:
+    return f"{value:>{width}.3f}" if isinstance(value, (int, float)) else f"{'-':>{width}}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("sweep", nargs="?", type=Path, default=ROOT / "configs" / "resnet.toml")
+    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--scratch", type=Path, default=Path("/tmp/farm-isolation"),
+                        help="warehouses and the steps done (a stopped run resumes from here)")
+    parser.add_argument("--csv", type=Path, help="write the rows here, the machine and commit in its first lines")
+    parser.add_argument("--quick", action="store_true", help="a tiny CNN on CPU, cells in-process: the suite")
+    args = parser.parse_args()
+    args.scratch.mkdir(parents=True, exist_ok=True)
+    sweep, executor = args.sweep, "ray"
+    if args.quick:
+        sys.path.insert(0, str(ROOT))
+        from tests.conftest import tiny_cnn
+
+        model = tiny_cnn(args.scratch / "tiny.onnx")
+        sweep = args.scratch / "quick.toml"
+        sweep.write_text(QUICK_SWEEP.format(model=model.as_posix()))
+        executor = "local"
+    rows = [row for run in range(1, (1 if args.quick else args.runs) + 1)
+            for row in one_run(sweep, args.scratch, run, args.quick, executor)]
+    report(rows)
+    if args.csv and rows:
+        args.csv.parent.mkdir(parents=True, exist_ok=True)
+        with args.csv.open("w", newline="") as f:
+            f.write(f"# benchmarks/isolation.py {sweep.name}, {machine()}, {dt.date.today()}\n")
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+        print(f"wrote {args.csv}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
