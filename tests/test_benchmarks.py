@@ -313,3 +313,15 @@ def test_isolation_quick(tmp_path: Path) -> None:
     beside_bare = [r for r in rows if r["bare_ms"]]
     assert [(r["backend"], r["batch"]) for r in beside_bare] == [("torch", "1")] and positive(beside_bare[0]["bare_ms"])
     assert re.search(rf"in-sweep / alone over 2 cells: median {NUMBER}", out), out
+
+
+def test_host_contention_quick_on_cpu(tmp_path: Path) -> None:
+    """A host-bound loop timed with the machine quiet, with its other CPUs busy, quiet again: window
+    medians and the ratio, all positive numbers (their size is the machine's, never asserted)."""
+    out = run_benchmark("host_contention.py", "--quick", "--device", "cpu", "--json", str(tmp_path / "w.json"),
+                        timeout=300)
+    for config in ("quiet", "others busy", "quiet again"):
+        assert re.search(rf"{config}\s+window medians ms: {NUMBER} {NUMBER}\s+\(median {NUMBER}", out), out
+    positive(re.search(rf"others busy / quiet: {NUMBER}", out).group(1))
+    windows = json.loads((tmp_path / "w.json").read_text())["windows"]
+    assert all(positive(str(w["latency_ms"])) >= 0 and w["queries"] >= 3 for rows in windows.values() for w in rows)
