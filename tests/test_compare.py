@@ -337,13 +337,13 @@ def test_unmatched_cells_accuracy_and_usage_errors(runs: Path, tmp_path: Path, c
 
 
 def test_a_long_comparison_prints_plain_text(runs: Path, capsys, monkeypatch) -> None:
-    """Past farm.cli.reading.PLAIN_TABLE_ROWS pairs the table is plain aligned text (rich took 55 s
+    """Past farm.cli.common.PLAIN_TABLE_ROWS pairs the table is plain aligned text (rich took 55 s
     to lay out 25,000 rows); the same rows either way."""
-    import farm.cli.reading
+    import farm.cli.common
 
     assert main(["compare", "base", "again", "--results", str(runs), "--min-effect", MIN_EFFECT]) == 0
     boxed = capsys.readouterr().out
-    monkeypatch.setattr(farm.cli.reading, "PLAIN_TABLE_ROWS", 1)
+    monkeypatch.setattr(farm.cli.common, "PLAIN_TABLE_ROWS", 1)
     assert main(["compare", "base", "again", "--results", str(runs), "--min-effect", MIN_EFFECT]) == 0
     plain = capsys.readouterr().out
     assert "┃" in boxed and "┃" not in plain and "│" not in plain

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
+import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from farm.errors import UserError
+
+AddCommand = Callable[[str, str], "argparse.ArgumentParser"]  # adds one command's parser (with --results)
 
 
 def existing_folder(results: str) -> None:
@@ -66,3 +71,60 @@ def print_rows(columns: list[str], rows: list[tuple[Any, ...]], fmt: str) -> Non
         from farm.display import render_table
 
         console().print(render_table(columns, rows))
+
+
+def exact_text(value: object) -> str:
+    """A value as the query returned it: floats to the shortest text that reads back as the same
+    number (0.1, 1234.56789, 1e-07), not rounded to 4 significant digits; the rest as `farm show`
+    prints it (blank for NULL, yes/no)."""
+    from farm.display import fmt
+
+    if isinstance(value, float) and math.isfinite(value):
+        return repr(value)
+    return fmt(value)
+
+
+def print_exact_table(columns: list[str], rows: list[tuple[str, ...]], numeric: list[bool]) -> None:
+    from rich.table import Table
+
+    table = Table(header_style="bold")
+    for name, right in zip(columns, numeric):
+        table.add_column(name, justify="right" if right else "left", overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    console().print(table, highlight=False, markup=False)
+
+
+def footnoted(rows: list[tuple], column: int) -> tuple[list[tuple], list[str]]:
+    """`rows` with the text in `column` replaced by a footnote mark ('[2]'), and the notes in the
+    order first seen: a note shared by many rows (a backend's five-line reason) is printed once."""
+    notes: dict[str, int] = {}
+    marked = []
+    for row in rows:
+        note = row[column]
+        if note:
+            number = notes.setdefault(note, len(notes) + 1)
+            row = (*row[:column], f"[{number}]", *row[column + 1:])
+        marked.append(row)
+    return marked, list(notes)
+
+
+PLAIN_TABLE_ROWS = 500  # a larger `farm show` prints plain text: rich lays out 2,500 rows in about 40 s
+
+
+def print_plain_table(columns: list[str], rows: list[tuple], numeric: list[bool] | None = None) -> None:
+    """Rows as aligned plain text (numbers right-aligned), as quick for 25,000 rows as for 25.
+    Values are formatted with farm.display.fmt (texts stay as they are); `numeric` says which
+    columns to right-align where the rows are texts already."""
+    from farm.display import fmt
+
+    text = [[fmt(v) for v in row] for row in rows]
+    if numeric is None:
+        numeric = [any(isinstance(r[i], (int, float)) and not isinstance(r[i], bool) for r in rows)
+                   for i in range(len(columns))]
+    widths = [max([len(c)] + [len(r[i]) for r in text]) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip(), "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(v.rjust(w) if n else v.ljust(w) for v, w, n in zip(r, widths, numeric)).rstrip()
+              for r in text]
+    sys.stdout.write("\n".join(lines) + "\n")
+

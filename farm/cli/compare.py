@@ -7,11 +7,13 @@ import argparse
 import json
 from pathlib import Path
 
+from farm.cli.common import AddCommand
+
 VERDICT_STYLE = {"slower": "bold red", "failed": "bold red", "faster": "green", "fixed": "green",
                  "within noise": "dim", "inconclusive": "yellow", "not judged": "yellow", "not measured": "dim"}
 
 
-def add_compare(add) -> None:
+def add(add: AddCommand) -> None:
     """The `compare` subparser (`add` is build_parser's: it adds --results)."""
     p = add("compare", "Compare two runs of a sweep cell by cell (cells matched by configuration): per cell a "
                        "verdict from both cells' raw samples (faster / slower / within noise / inconclusive, the "
@@ -36,7 +38,7 @@ def add_compare(add) -> None:
                    help="also write the comparison as Markdown (a pull request comment)")
 
 
-def cmd_compare(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     from farm.compare import compare_sweeps, render_markdown, to_dict
     from farm.files import write_atomic
 
@@ -55,8 +57,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def _print(comparison) -> None:
     from rich.table import Table
 
-    from farm.cli.common import console
-    from farm.cli.reading import PLAIN_TABLE_ROWS, print_plain_table
+    from farm.cli.common import PLAIN_TABLE_ROWS, console, print_plain_table
     from farm.compare.render import COLUMNS, layer_lines, pair_row, summary_line
 
     out = console()
