@@ -20,7 +20,7 @@ import numpy as np
 from farm.accuracy import REFERENCE
 from farm.accuracy import check as check_accuracy
 from farm.backends.base import Backend
-from farm.backends.registry import backend_class
+from farm.backends.registry import backend_class, engine_libraries
 from farm.config import NATIVE_PREFIXES
 from farm.errors import EngineUnsupported
 from farm.models import make_feeds
@@ -44,7 +44,7 @@ def run_cell(cell: Cell, cache_dir: Path, log: Log = lambda message: None,
     can keep its costlier readings out of the timed window (farm.executor.cell_process);
     `checkpoint` the result as it stands before per-layer profiling (the step after the figures),
     so that a process that dies there does not take the figures with it."""
-    result = CellResult(cell.cell_id, "ok", started_at=now(), host=host_info(), versions=library_versions(),
+    result = CellResult(cell.cell_id, "ok", started_at=now(), host=host_info(), versions=library_versions(engine_libraries()),
                         farm_commit=farm_commit())
     if cell.unsupported_reason:
         result.status, result.reason = "unsupported", cell.unsupported_reason
@@ -182,9 +182,7 @@ def _record_transform(result: CellResult, transformed: Transformed, cell: Cell) 
     build.precision_transform_s = transformed.seconds
     build.precision_transform_cached = transformed.cached
     build.calibration = transformed.calibration
-    # how ONNX Runtime's CPU EP runs the transformed model: said of CPU cells of that backend only
-    on_cpu = cell.backend == "onnxruntime" and cell.options.get("device", "cpu") == "cpu"
-    note = transformed.onnxruntime_cpu if on_cpu else None
+    note = backend_class(cell.backend).transform_note(cell.options, transformed)  # e.g. ONNX Runtime CPU's kernels
     build.transform_summary = "; ".join(filter(None, [transformed.summary, note]))
     build.transform_tool = transformed.tool
     for name, count in transformed.counts.items():  # builds.transform_<name>

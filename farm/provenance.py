@@ -14,7 +14,7 @@ from typing import Any
 
 from farm import __version__
 
-LIBRARIES = ("numpy", "onnx", "onnxruntime", "pyarrow", "duckdb", "ray", "torch", "tensorrt")
+LIBRARIES = ("numpy", "onnx", "pyarrow", "duckdb", "ray")  # farm's own; each backend adds its engine's (Backend.libraries)
 
 
 @functools.lru_cache(maxsize=1)
@@ -34,10 +34,11 @@ def farm_commit() -> str | None:
 
 
 @functools.lru_cache(maxsize=1)
-def library_versions() -> dict[str, str]:
-    """Installed versions of the libraries that can change a result (absent ones left out)."""
+def library_versions(engines: tuple[str, ...] = ()) -> dict[str, str]:
+    """Installed versions of farm's libraries and of `engines` (the backends' own, from
+    farm.backends.registry.engine_libraries) that can change a result; absent ones left out."""
     versions = {"python": platform.python_version(), "farm": __version__}
-    for name in LIBRARIES:
+    for name in dict.fromkeys([*LIBRARIES, *engines]):
         try:
             versions[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:

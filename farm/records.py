@@ -311,6 +311,10 @@ class Samples:
         return len(self.latency_ms)
 
 
+# What a per-layer row timed (LayerRecord.kind; farm.layers.coverage says how they are used)
+GRAPH_OP, KERNEL, ENGINE_LAYER = "graph op", "kernel", "engine layer"
+
+
 @dataclasses.dataclass
 class LayerRecord:
     """One layer of the built artifact, with its measured time. Bytes follow farm.layers.memory."""

@@ -20,9 +20,10 @@ from farm.backends.base import PRECISION_ORDER, Backend, BackendOptions, Capabil
 from farm.backends.registry import BACKENDS, backend_class
 from farm.cell_runner import build_request
 from farm.config import load_config
+from farm.layers.coverage import KINDS, default_kind
 from farm.models import make_feeds
 from farm.plan import plan_sweep
-from farm.records import BuildStats, LayerRecord, Samples
+from farm.records import ENGINE_LAYER, GRAPH_OP, BuildStats, LayerRecord, Samples
 from tests.conftest import tiny_cnn, write_sweep
 
 NAMES = list(BACKENDS)
@@ -49,6 +50,27 @@ def test_declarations_agree(name: str) -> None:
         assert refused is None or name in refused or "TensorRT" in refused  # the reason says who refuses
     assert cls.device_kind(defaults) in ("cpu", "cuda")
     assert (cls.profile_note() is None) == cls.capabilities.profiles
+    # what the rest of farm knows of it is declared on the class: provenance, row kinds, the prior
+    assert all(isinstance(lib, str) and lib for lib in cls.libraries)
+    assert cls.layer_kind in KINDS
+    assert 1.0 <= cls.build_cost(defaults) < 100
+
+
+def test_what_farm_knows_of_each_backend_is_the_backends_own() -> None:
+    """The scheduler's prior, provenance's libraries and the row kinds come from the backend
+    classes (no table elsewhere names backends): a compile or an engine build is expected to take
+    longer than an eager run, and each engine's library is among the versions a cell records."""
+    from farm.backends.registry import engine_libraries
+    from farm.provenance import library_versions
+
+    torch_cls, trt = backend_class("torch"), backend_class("tensorrt")
+    assert torch_cls.build_cost({"mode": "compile"}) > torch_cls.build_cost({"mode": "eager"}) == 1.0
+    assert trt.build_cost({}) > 1.0 and trt.layer_kind == ENGINE_LAYER
+    assert backend_class("onnxruntime").build_cost({"provider": "tensorrt"}) > 1.0
+    versions = library_versions(engine_libraries())
+    assert {"onnxruntime", "torch"} <= set(versions)  # installed here, and named by their backends only
+    assert default_kind("tensorrt") == ENGINE_LAYER and default_kind("onnxruntime") == GRAPH_OP
+    assert default_kind("no-such-engine") is None
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -228,7 +228,7 @@ def test_what_each_provider_runs() -> None:
 
 def test_provider_options_follow_the_precision(tmp_path: Path) -> None:
     from farm.backends.onnxruntime import OnnxRuntimeOptions
-    from farm.backends.ort_cuda import provider_list
+    from farm.backends.onnxruntime.cuda import provider_list
 
     options = OnnxRuntimeOptions(device="cuda", cuda_graph=True, cudnn_conv_algo_search="HEURISTIC")
     [(name, cuda)] = provider_list(options, "fp32", 1234, tmp_path)
@@ -265,7 +265,7 @@ def test_cuda_cells_are_skipped_with_how_to_get_them(tmp_path: Path, options: di
 
 
 def test_tensorrt_ep_reason_names_what_is_missing() -> None:
-    from farm.backends.ort_cuda import tensorrt_ep_reason
+    from farm.backends.onnxruntime.cuda import tensorrt_ep_reason
 
     reason = tensorrt_ep_reason()
     if _cuda_ep_here() and reason is None:
@@ -290,7 +290,8 @@ class HostEvents:
 
 
 class HostMemory:
-    """ort_cuda.DeviceMemory with OrtValues on the CPU: the binding code runs for real on ONNX Runtime."""
+    """farm.backends.onnxruntime.cuda.DeviceMemory with OrtValues on the CPU: the binding code runs for real
+    on ONNX Runtime."""
 
     device_type, stream, stream_handle = "cpu", None, 0
 
@@ -320,7 +321,7 @@ def test_bound_session_binds_copies_and_times_on_the_cpu(tmp_path: Path) -> None
     and copied back) and their H2D / compute / D2H split, on ONNX Runtime's CPU EP."""
     import onnxruntime as ort
 
-    from farm.backends.ort_cuda import BoundSession
+    from farm.backends.onnxruntime.cuda import BoundSession
 
     tiny_cnn(tmp_path / "tiny.onnx")
     session = ort.InferenceSession(str(tmp_path / "tiny.onnx"), providers=["CPUExecutionProvider"])
@@ -346,7 +347,7 @@ def test_bound_session_binds_copies_and_times_on_the_cpu(tmp_path: Path) -> None
 
 def test_node_providers_count_each_node_once() -> None:
     """Node events of a CUDA cell time the launch: which provider ran each node is what they say."""
-    from farm.backends.ort_profile import node_providers
+    from farm.backends.onnxruntime.profile import node_providers
 
     def node(name: str, provider: str) -> dict:
         return {"cat": "Node", "name": f"{name}_kernel_time", "ts": 1, "dur": 1, "args": {"provider": provider}}
@@ -367,7 +368,7 @@ def test_an_output_of_another_rank_than_declared_is_copied_from_where_onnx_runti
     import onnxruntime as ort
     from onnx import TensorProto, helper
 
-    from farm.backends.ort_cuda import BoundSession
+    from farm.backends.onnxruntime.cuda import BoundSession
 
     axes = helper.make_tensor("axes", TensorProto.INT64, [1], [1])
     graph = helper.make_graph([helper.make_node("Unsqueeze", ["x", "axes"], ["y"])], "rank",
@@ -394,7 +395,7 @@ def test_a_scalar_input_is_bound_as_a_scalar(tmp_path: Path) -> None:
     import onnxruntime as ort
     from onnx import TensorProto, helper
 
-    from farm.backends.ort_cuda import BoundSession
+    from farm.backends.onnxruntime.cuda import BoundSession
 
     graph = helper.make_graph([helper.make_node("Cast", ["sr"], ["rate"], to=TensorProto.FLOAT),
                                helper.make_node("Mul", ["x", "rate"], ["y"])], "scalar",
@@ -420,7 +421,7 @@ def test_a_scalar_input_is_bound_as_a_scalar(tmp_path: Path) -> None:
     "the model has control flow nodes which can't be supported by CUDAExecutionProvider",
 ])
 def test_a_graph_onnx_runtime_cannot_capture_is_unsupported(message: str) -> None:
-    from farm.backends.ort_cuda import raise_if_uncapturable
+    from farm.backends.onnxruntime.cuda import raise_if_uncapturable
     from farm.errors import EngineUnsupported
 
     with pytest.raises(EngineUnsupported) as info:

@@ -22,7 +22,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from farm.measure import TimedWindow, run_timed, summarize
-from farm.records import BuildRequest, BuildStats, LayerRecord, MeasurementSettings, QueryFn, Samples
+from farm.records import GRAPH_OP, BuildRequest, BuildStats, LayerRecord, MeasurementSettings, QueryFn, Samples
 
 Feeds = dict[str, np.ndarray]
 PRECISION_ORDER = ("fp32", "tf32", "fp16", "bf16", "int8", "fp8")
@@ -55,6 +55,9 @@ class Backend(ABC):
     Options: ClassVar[type[BackendOptions]]
     capabilities: ClassVar[Capabilities]
     timed_window: TimedWindow | None = None  # set by `measure` for the timing loop's counted repeats
+    # What the rest of farm knows of a backend, said here and nowhere else:
+    libraries: ClassVar[tuple[str, ...]] = ()  # packages whose version can change its figures (provenance)
+    layer_kind: ClassVar[str] = GRAPH_OP  # what its per-layer rows time, where a row does not say
 
     def __init__(self, options: dict[str, Any]) -> None:
         self.options = self.Options.model_validate(options)
@@ -87,6 +90,18 @@ class Backend(ABC):
         if cls.capabilities.profiles:
             return None
         return f"profile axis collapsed: {cls.name} has no optimization profiles"
+
+    @classmethod
+    def build_cost(cls, options: dict[str, Any]) -> float:
+        """How many times a plain eager cell's time a cell with these options is expected to take
+        before any was measured (farm.executor.costs orders the longest first). Default 1."""
+        return 1.0
+
+    @classmethod
+    def transform_note(cls, options: dict[str, Any], transformed: Any) -> str | None:
+        """What to add to a cell's `transform_summary` about how this backend runs farm's
+        transformed ONNX file (`transformed`: farm.precision's Transformed), or None."""
+        return None
 
     def unavailable_reason(self) -> str | None:
         """Why this backend cannot run here (with how to fix it), or None when it can."""

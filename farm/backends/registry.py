@@ -1,8 +1,9 @@
 """Backends by name, imported lazily so `farm --help`, the config and the planner never load an engine.
 
-A new backend is one module in farm/backends/ (its `Options` and a `Backend` subclass with its
-`capabilities`), one line in BACKENDS, and one `[backends.NAME]` section in docs/config.md (its
-options; tests/test_docs.py checks it); tests/test_backend_contract.py then runs it (its LIVE table
+A new backend is one package in farm/backends/ (its `Options` and a `Backend` subclass with its
+`capabilities`, `libraries`, `layer_kind`, `build_cost` and `transform_note`), one line in
+BACKENDS, and one `[backends.NAME]` section in docs/config.md (its options; tests/test_docs.py
+checks it); tests/test_backend_contract.py then runs it (its LIVE table
 says with which options it runs on a CPU-only machine). A backend module may
 import only the standard library, numpy, pydantic and farm's layers below it at top level; the
 engine itself (onnxruntime, torch, tensorrt) is imported inside its methods.
@@ -31,6 +32,11 @@ def backend_class(name: str) -> type[Backend]:
     """The Backend subclass registered under `name` (KeyError if none)."""
     module_name, _, class_name = BACKENDS[name].partition(":")
     return getattr(importlib.import_module(module_name), class_name)
+
+
+def engine_libraries() -> tuple[str, ...]:
+    """Every registered backend's `libraries` (what a cell's provenance records versions of)."""
+    return tuple(dict.fromkeys(library for name in BACKENDS for library in backend_class(name).libraries))
 
 
 def expand_option_axes(options: dict[str, Any]) -> list[dict[str, Any]]:

@@ -22,9 +22,6 @@ from farm.records import Cell
 HistoryKey = tuple[str, str, str, str, int]  # model_sha256, backend, options (JSON, sorted keys), precision, batch
 
 BASE_S = 5.0  # a small eager cell: load, warm up, time, check accuracy
-BUILD_FACTOR = {"tensorrt": 6.0, "trtexec": 6.0}  # engine builds
-TORCH_MODE_FACTOR = {"compile": 4.0, "cudagraphs": 1.5, "eager": 1.0}
-COMPILE_MODE_FACTOR = {"max-autotune": 3.0, "max-autotune-no-cudagraphs": 3.0}
 
 
 def history_key(cell: Cell) -> HistoryKey:
@@ -34,13 +31,10 @@ def history_key(cell: Cell) -> HistoryKey:
 
 def prior_s(cell: Cell) -> float:
     """A guess, in seconds, for a cell never measured before."""
-    factor = BUILD_FACTOR.get(cell.backend, 1.0)
-    if cell.backend == "torch":
-        factor *= TORCH_MODE_FACTOR.get(str(cell.options.get("mode")), 1.0)
-        if cell.options.get("mode") == "compile":
-            factor *= COMPILE_MODE_FACTOR.get(str(cell.options.get("compile_mode")), 1.0)
-    if cell.backend == "onnxruntime" and str(cell.options.get("provider", "")).lower().startswith("tensorrt"):
-        factor *= BUILD_FACTOR["tensorrt"]
+    from farm.backends.registry import BACKENDS, backend_class
+
+    # builds before plain runs: each backend says how much longer its options make a cell (Backend.build_cost)
+    factor = backend_class(cell.backend).build_cost(cell.options) if cell.backend in BACKENDS else 1.0
     if cell.precision == "int8":  # calibration
         factor *= 1.5
     factor *= 1.0 + math.log2(max(1, cell.batch)) / 4  # b128: 2.75x b1

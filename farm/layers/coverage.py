@@ -15,16 +15,19 @@ from typing import Any
 
 import numpy as np
 
-GRAPH_OP, KERNEL, ENGINE_LAYER = "graph op", "kernel", "engine layer"
+from farm.records import ENGINE_LAYER, GRAPH_OP, KERNEL
+
 KINDS = (GRAPH_OP, KERNEL, ENGINE_LAYER)
 COVERAGE_WARN_PERCENT = 80.0  # under this, per-layer times are said to be partial
-_BACKEND_KINDS = {"onnxruntime": GRAPH_OP, "torch": GRAPH_OP, "tensorrt": ENGINE_LAYER, "trtexec": ENGINE_LAYER}
 
 
 def default_kind(backend: str | None) -> str | None:
-    """The kind of a backend's rows where the row does not say (TensorRT, trtexec and ingested
-    engines: `engine layer`; ONNX Runtime and PyTorch: `graph op`; torch.compile rows say `kernel`)."""
-    return _BACKEND_KINDS.get(backend or "")
+    """The kind of a backend's rows where the row does not say: its Backend.layer_kind (TensorRT,
+    trtexec and ingested engines `engine layer`; ONNX Runtime and PyTorch `graph op`; torch.compile
+    rows say `kernel` themselves); None for a backend this farm does not have."""
+    from farm.backends.registry import BACKENDS, backend_class
+
+    return backend_class(backend).layer_kind if backend in BACKENDS else None
 
 
 def row_kind(kind: Any, backend: Any, type_: Any = None) -> str | None:

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator
 
 from farm.backends.base import BackendOptions
+from farm.records import ENGINE_LAYER
 
 INSTALL_HINT = ("install TensorRT 10 or 11 for your CUDA (pip install tensorrt-cu12 or tensorrt-cu13, from "
                 "NVIDIA's package index) on a machine with an NVIDIA GPU")
@@ -29,6 +30,13 @@ def unsupported_precision(precision: str, precision_flags: bool) -> str | None:
 class BuildsTensorRTEngines:
     """What the planner asks of both TensorRT backends (the Python API and trtexec): a cell takes a
     GPU, and the same precision rules hold. Listed before the Backend base, so these win."""
+
+    layer_kind = ENGINE_LAYER
+    libraries = ("tensorrt",)
+
+    @classmethod
+    def build_cost(cls, options: dict[str, Any]) -> float:
+        return 6.0  # an engine build: tactic timing over the whole network
 
     @classmethod
     def device_kind(cls, options: dict[str, Any]) -> str:

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import gc
 import time
-from typing import Annotated, Any, Literal
+from typing import Any
 
 import numpy as np
-from pydantic import Field
 
-from farm.backends.base import BackendOptions, Capabilities, LoopTimedBackend
-from farm.backends.pytorch_layers import QUERY_RANGE, device_time_us, kernel_records
+from farm.backends.base import Capabilities, LoopTimedBackend
+from farm.backends.pytorch.layers import QUERY_RANGE, device_time_us, kernel_records
+from farm.backends.pytorch.options import TorchOptions
 from farm.layers.coverage import GRAPH_OP
 from farm.layers.memory import conv_macs, matmul_macs, tensor_bytes, total_bytes
 from farm.models.native import has_conv_4d, torch_module
@@ -29,26 +29,19 @@ _CONV_OPS = {"Conv"}
 _MATMUL_OPS = {"MatMul", "Gemm"}
 
 
-class TorchOptions(BackendOptions):
-    """`[backends.torch]`: each may be a list, which makes it another sweep axis."""
-
-    device: Literal["cuda", "cpu"] = "cuda"
-    mode: Literal["eager", "compile", "cudagraphs"] = "eager"
-    compile_mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"
-    transfers: bool = True
-    # "auto": channels_last on CUDA where the model has a 4-D convolution input, else contiguous
-    memory_format: Literal["auto", "channels_last", "contiguous"] = "auto"
-    cudnn_benchmark: bool = True  # fixed shapes per cell: let cuDNN time its algorithms once
-    threads: Annotated[int, Field(ge=0)] = 0  # CPU intra-op threads; 0: physical cores, as ONNX Runtime's 0
-    interop_threads: Annotated[int, Field(ge=0)] = 0  # CPU inter-op threads; 0: PyTorch's
-
-
 class TorchBackend(LoopTimedBackend):
     name = "torch"
     Options = TorchOptions
     # converts the module (weights and activations) itself: no transformed ONNX
     capabilities = Capabilities(precisions=frozenset({"fp32", "tf32", "fp16", "bf16"}), onnx_precision=False,
                                 native_modules=True)
+    libraries = ("torch",)
+
+    @classmethod
+    def build_cost(cls, options: dict[str, Any]) -> float:
+        """torch.compile's build (x4, x3 more when it autotunes), a CUDA graph's capture (x1.5)."""
+        autotune = options.get("mode") == "compile" and str(options.get("compile_mode")).startswith("max-autotune")
+        return {"compile": 4.0, "cudagraphs": 1.5}.get(str(options.get("mode")), 1.0) * (3.0 if autotune else 1.0)
 
     def __init__(self, options: dict[str, Any]) -> None:
         super().__init__(options)

@@ -5,8 +5,8 @@ Build = creating the InferenceSession (graph optimization included), timed; the 
 is saved so per-layer rows describe what actually runs. A CUDA cell also binds its inputs and
 outputs to device buffers and, with `cuda_graph`, captures the graph, within the build. On the
 CPU a query is `session.run` on host arrays (host clock); on CUDA it is H2D + run + D2H on one
-stream, timed by farm.device_timer (farm.backends.ort_cuda). Per-layer times come from a second,
-profiled session, never during the timed run (farm.backends.ort_profile).
+stream, timed by farm.device_timer (farm.backends.onnxruntime.cuda). Per-layer times come from a second,
+profiled session, never during the timed run (farm.backends.onnxruntime.profile).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import numpy as np
 from pydantic import Field
 
 from farm.backends.base import BackendOptions, Capabilities, LoopTimedBackend
-from farm.backends.ort_profile import QUERY_RANGE, kernel_layers, layers_from_profile, node_providers
+from farm.backends.onnxruntime.profile import QUERY_RANGE, kernel_layers, layers_from_profile, node_providers
 from farm.records import BuildRequest, BuildStats, LayerRecord, QueryFn
 
 __all__ = ["OnnxRuntimeBackend", "OnnxRuntimeOptions", "layers_from_profile"]
@@ -61,6 +61,16 @@ class OnnxRuntimeBackend(LoopTimedBackend):
     # with its default options (the CPU); on CUDA `unsupported_reason` adds tf32 and, on the CUDA EP,
     # takes int8 away (see there)
     capabilities = Capabilities(precisions=frozenset({"fp32", "fp16", "int8"}))
+    libraries = ("onnxruntime", "onnx")
+
+    @classmethod
+    def build_cost(cls, options: dict[str, Any]) -> float:
+        return 6.0 if str(options.get("provider", "")).lower().startswith("tensorrt") else 1.0  # an engine build
+
+    @classmethod
+    def transform_note(cls, options: dict[str, Any], transformed: Any) -> str | None:
+        """How the CPU execution provider runs the transformed model (fp32 kernels between Casts...)."""
+        return transformed.onnxruntime_cpu if options.get("device", "cpu") == "cpu" else None
 
     def __init__(self, options: dict[str, Any]) -> None:
         super().__init__(options)
@@ -69,8 +79,8 @@ class OnnxRuntimeBackend(LoopTimedBackend):
         self.work_dir: Path | None = None
         self.optimized = None
         self.precision = "fp32"
-        self.memory = None  # CUDA: farm.backends.ort_cuda.DeviceMemory
-        self.bound = None  # CUDA: farm.backends.ort_cuda.BoundSession
+        self.memory = None  # CUDA: farm.backends.onnxruntime.cuda.DeviceMemory
+        self.bound = None  # CUDA: farm.backends.onnxruntime.cuda.BoundSession
 
     @property
     def cuda(self) -> bool:
@@ -120,7 +130,7 @@ class OnnxRuntimeBackend(LoopTimedBackend):
             return f"onnxruntime is not importable ({exc}): pip install onnxruntime"
         if not self.cuda:
             return None
-        from farm.backends import ort_cuda
+        from farm.backends.onnxruntime import cuda as ort_cuda
 
         if ort_cuda.CUDA_EP not in ort.get_available_providers():
             return (f"this onnxruntime ({ort.__version__}) has no CUDA execution provider: "
@@ -154,7 +164,7 @@ class OnnxRuntimeBackend(LoopTimedBackend):
     def _providers(self, cuda_graph: bool | None = None) -> list:
         if not self.cuda:
             return ["CPUExecutionProvider"]
-        from farm.backends.ort_cuda import provider_list
+        from farm.backends.onnxruntime.cuda import provider_list
 
         options = self.options if cuda_graph is None else self.options.model_copy(update={"cuda_graph": cuda_graph})
         return provider_list(options, self.precision, self.memory.stream_handle, self.work_dir)
@@ -166,7 +176,7 @@ class OnnxRuntimeBackend(LoopTimedBackend):
             session = ort.InferenceSession(str(self.model_path), opts, providers=self._providers(cuda_graph))
         except Exception as exc:
             if cuda_graph is not False and self.options.cuda_graph:
-                from farm.backends.ort_cuda import raise_if_uncapturable
+                from farm.backends.onnxruntime.cuda import raise_if_uncapturable
 
                 raise_if_uncapturable(exc)
             raise
@@ -194,7 +204,7 @@ class OnnxRuntimeBackend(LoopTimedBackend):
                 self._bind(feeds)
             except Exception as exc:
                 if self.options.cuda_graph:
-                    from farm.backends.ort_cuda import raise_if_uncapturable
+                    from farm.backends.onnxruntime.cuda import raise_if_uncapturable
 
                     raise_if_uncapturable(exc)
                 raise
@@ -212,7 +222,7 @@ class OnnxRuntimeBackend(LoopTimedBackend):
     def _start_cuda(self) -> None:
         import onnxruntime as ort
 
-        from farm.backends.ort_cuda import cuda_memory
+        from farm.backends.onnxruntime.cuda import cuda_memory
 
         if hasattr(ort, "preload_dlls"):  # CUDA and cuDNN from their pip packages, where installed
             ort.preload_dlls()
@@ -222,7 +232,7 @@ class OnnxRuntimeBackend(LoopTimedBackend):
         """Bind device inputs and outputs; with CUDA graphs, run until ONNX Runtime has captured."""
         import onnxruntime as ort
 
-        from farm.backends.ort_cuda import GRAPH_ID, BoundSession
+        from farm.backends.onnxruntime.cuda import GRAPH_ID, BoundSession
 
         run_options = ort.RunOptions()
         run_options.add_run_config_entry("disable_synchronize_execution_providers", "1")
@@ -305,7 +315,7 @@ class OnnxRuntimeBackend(LoopTimedBackend):
     def device_row(self) -> dict[str, Any]:
         if not self.cuda:
             return super().device_row()
-        from farm.backends.ort_cuda import CudartMemory
+        from farm.backends.onnxruntime.cuda import CudartMemory
         from farm.provenance import cuda_device_row, cuda_device_row_from_runtime
 
         if isinstance(self.memory, CudartMemory):
