@@ -22,7 +22,7 @@ from farm.accuracy import check as check_accuracy
 from farm.backends.base import Backend
 from farm.backends.registry import backend_class, engine_libraries
 from farm.config import NATIVE_PREFIXES
-from farm.errors import EngineUnsupported
+from farm.errors import EngineUnsupported, describe, first_line
 from farm.models import make_feeds
 from farm.precision import TRANSFORMS, Transformed, TransformUnsupported, transform
 from farm.provenance import farm_commit, host_info, library_versions
@@ -105,10 +105,10 @@ def _run_backend(backend: Backend, cell: Cell, cache_dir: Path, result: CellResu
         result.reason = "out of memory while building or running: try a smaller batch size or fewer threads"
         result.traceback = traceback.format_exc()
     except EngineUnsupported as exc:  # a limit of the engine, not an accident: what to do is in it
-        result.status, result.reason, result.traceback = "unsupported", _first_line(exc)[:1000], traceback.format_exc()
+        result.status, result.reason, result.traceback = "unsupported", first_line(exc)[:1000], traceback.format_exc()
     except Exception as exc:  # noqa: BLE001 - a failed cell is a result; the sweep goes on
         result.status = "failed"
-        result.reason = f"{type(exc).__name__}: {_first_line(exc)}"[:500]
+        result.reason = describe(exc)[:500]
         result.traceback = traceback.format_exc()
     finally:
         backend.close()
@@ -214,20 +214,10 @@ def _accuracy_rows(backend: Backend, cell: Cell, feeds: dict[str, np.ndarray], c
     except MemoryError:
         raise
     except Exception as exc:  # noqa: BLE001 - an accuracy check that cannot run is said, never a failed cell
-        first = _first_line(exc)
+        first = first_line(exc)
         log(f"accuracy could not be checked: {type(exc).__name__}: {first}")
         return [{"output_name": "(all outputs)", "reference": REFERENCE, "verdict": "unjudged",
                  "tolerance": str(cell.tolerance),
                  "worst_metric": f"not checked: {type(exc).__name__}: {first}"[:300]}]
 
 
-def _first_line(exc: BaseException) -> str:
-    """The message's first line; where that is only a heading (torch.compile's "from user code:"
-    above the frames it was tracing), the innermost line under it too, so the reason says where."""
-    lines = [line.strip() for line in str(exc).strip().splitlines()]
-    if not lines or not lines[0]:
-        return "(no message)"
-    block = lines[1:lines.index("", 1)] if "" in lines[1:] else lines[1:]  # the heading's block
-    if lines[0].endswith(":") and block:
-        return f"{lines[0]} {block[-1]} (the traceback has the rest)"
-    return lines[0]

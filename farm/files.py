@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from farm.errors import UserError
+from farm.errors import UserError, first_line
 
 # <cache>/tmp/ (the cache: <results>/.cache/): where a run keeps its temporary files, emptied by the
 # next writer of the warehouse (farm.warehouse), written by the models and precision caches
@@ -84,5 +84,4 @@ def os_reason(exc: OSError) -> str:
     """The system's words for an OSError (`No space left on device`), else its first line."""
     if exc.errno:
         return os.strerror(exc.errno)
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    return first_line(exc)

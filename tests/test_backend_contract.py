@@ -158,10 +158,11 @@ def test_one_cell_through_the_public_methods(name: str, request, tmp_path: Path)
 def test_a_failure_reason_names_where_a_heading_message_points() -> None:
     """torch.compile's errors begin with "from user code:" above the frames it traced: the reason a
     failed cell records names the innermost of them, not the heading alone."""
-    from farm.cell_runner import _first_line
+    from farm.errors import describe, first_line
 
     dynamo = AssertionError('\n\nfrom user code:\n   File "<forward>", line 4, in forward\n    v2 = op_Slice(self)\n'
                             '  File "ops.py", line 130, in _slice\n    starts = ints(starts)\n\n'
                             'Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace')
-    assert _first_line(dynamo) == "from user code: starts = ints(starts) (the traceback has the rest)"
-    assert _first_line(ValueError("bad shape: 3\nmore")) == "bad shape: 3" and _first_line(ValueError()) == "(no message)"
+    assert first_line(dynamo) == "from user code: starts = ints(starts) (the traceback has the rest)"
+    assert first_line(ValueError("bad shape: 3\nmore")) == "bad shape: 3" and first_line(ValueError()) == "ValueError"
+    assert describe(ValueError("bad shape: 3\nmore")) == "ValueError: bad shape: 3" and describe(OSError()) == "OSError"

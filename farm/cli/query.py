@@ -6,7 +6,7 @@ import argparse
 from decimal import Decimal
 
 from farm.cli.common import PLAIN_TABLE_ROWS, AddCommand, connect, exact_text, print_exact_table, print_plain_table, print_rows
-from farm.errors import UserError
+from farm.errors import UserError, first_line
 
 
 def add(add: AddCommand) -> None:
@@ -23,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         statements = duckdb.extract_statements(args.sql)
     except duckdb.Error as exc:
-        raise UserError(f"query failed: {str(exc).splitlines()[0]}") from None
+        raise UserError(f"query failed: {first_line(exc)}") from None
     if not statements:
         raise UserError('the query has no SQL statement (it is empty or only a comment): '
                         'e.g. farm query "SELECT * FROM cells LIMIT 10"')
@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         columns, rows = warehouse.fetch(con, args.sql)
     except duckdb.Error as exc:
-        raise UserError(f"query failed: {str(exc).splitlines()[0]}") from None
+        raise UserError(f"query failed: {first_line(exc)}") from None
     if columns is None:
         return 0
     if args.format == "table":  # what the SQL returns, every digit of it: round in the SQL to see fewer

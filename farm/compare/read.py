@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from farm.errors import first_line
 from farm.warehouse.parquet import duckdb_glob_escape, file_problem, files_gone, parquet_files_named, sql_string
 
 if TYPE_CHECKING:
@@ -78,7 +79,7 @@ def _read(con: Any, warehouse: Any, sweep: str, table: str, wanted: dict[str, No
                 raise
             named = [p for p in parquet_files_named(exc, warehouse.root) if p in own or p in parts]
             for path in named:
-                warehouse.skip(path, str(exc).strip().splitlines()[0])
+                warehouse.skip(path, first_line(exc))
             if not named and not warehouse.skip_unreadable_footers(own + parts):
                 raise
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from farm.errors import first_line
 from farm.layers.roofline import PRECISION_ELEMENT_BYTES, device_peak, roofline
 
 if TYPE_CHECKING:
@@ -92,7 +93,7 @@ def model_costs(source: str, sha256: str, shapes: str, cache_dir: Path,
             _COSTS[key] = exc
         except Exception as exc:  # noqa: BLE001 - an ONNX file onnx cannot read or infer: said on the page, never a traceback
             _COSTS[key] = NoModel(f"cannot count the model's FLOPs: {type(exc).__name__}: "
-                                  f"{(str(exc).splitlines() or [''])[0][:200]}")
+                                  f"{first_line(exc)[:200]}")
     found = _COSTS[key]
     if isinstance(found, NoModel):
         raise found

@@ -29,6 +29,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from farm.errors import first_line
 from farm.executor import CellEvents, MemoryLimit
 from farm.executor.cell_process import CellDeath
 from farm.executor.ray_actor import CellWorker
@@ -221,7 +222,7 @@ class RayExecutor:
                     slot.start_error = None
                     self.workers.append(slot.description)
                 except Exception as exc:  # noqa: BLE001 - died while starting, or never scheduled
-                    slot.start_error = _first_line(exc)
+                    slot.start_error = first_line(exc)[:300]
                     _kill_quietly(slot.actor)
                     failed.append(slot)
             if not failed:
@@ -298,7 +299,7 @@ class RayExecutor:
         try:
             outcome = ray.get(ref)
         except RayTaskError as exc:  # run_cell never raises: a bug, or a result that cannot travel
-            return Raised(f"the worker failed: {_first_line(exc)}", traceback=str(exc))
+            return Raised(f"the worker failed: {first_line(exc)[:300]}", traceback=str(exc))
         except RayError as exc:  # the actor itself died: killed, Ray OOM, node lost
             outcome = _actor_death(exc)
             self._replace(slot, log_queue)
@@ -347,18 +348,13 @@ def _fits(cell: Cell, slot: _Slot) -> bool:
     return not cell.accelerator_type or cell.accelerator_type in slot.accelerators
 
 
-def _first_line(exc: BaseException) -> str:
-    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
-    return (lines[0] if lines else type(exc).__name__)[:300]
-
-
 def _actor_death(exc: BaseException) -> CellDeath:
     """Ray's account of an actor's death, as one line."""
     text = str(exc)
     if "memory monitor" in text or "OutOfMemoryError" in text or "low on memory" in text:
         return CellDeath("out of memory: Ray's memory monitor killed the worker (the node ran low on memory); "
                          "lower --worker-memory or the batch size", out_of_memory=True, retry=False)
-    return CellDeath(f"the worker actor died ({_first_line(exc)})", signal="actor died")
+    return CellDeath(f"the worker actor died ({first_line(exc)[:300]})", signal="actor died")
 
 
 def _kill_quietly(actor) -> None:

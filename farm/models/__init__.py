@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from farm.config import NATIVE_PREFIXES, ModelSpec, model_display_name
-from farm.errors import ConfigError, UserError
+from farm.errors import ConfigError, UserError, describe
 from farm.files import write_atomic
 from farm.records import BATCH_NAMES, UNNAMED, InputSpec, ModelArtifact, axis_key, is_unnamed
 
@@ -277,7 +277,7 @@ def _read_metadata(path: Path) -> dict[str, Any]:
     try:
         meta["inputs"] = _onnx_inputs(data)
     except Exception as exc:  # noqa: BLE001 - a corrupt file is a failed cell, not a crash
-        meta["error"] = f"cannot read {path.name} as an ONNX model: {type(exc).__name__}: {_first_line(exc)}"
+        meta["error"] = f"cannot read {path.name} as an ONNX model: {describe(exc)}"
     try:
         write_atomic(sidecar, json.dumps(meta))
     except UserError:
@@ -339,6 +339,3 @@ def make_feeds(inputs: tuple[InputSpec, ...], shapes: dict[str, tuple[int, ...]]
     return feeds
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else "(no message)"

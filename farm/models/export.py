@@ -15,6 +15,8 @@ import tempfile
 import warnings
 from typing import Any
 
+from farm.errors import describe
+
 EXPORT_OPSET = 17  # the TorchScript exporter's opset
 DYNAMO_OPSET = 18  # the dynamo exporter's lowest
 
@@ -56,7 +58,7 @@ def export_onnx(torch, wrapper, examples: list, inputs: list, outputs: list[str]
                 root = exc  # the dynamo exporter wraps the error that says what went wrong
                 while root.__cause__ is not None:
                     root = root.__cause__
-                failures.append(f"{exporter}: {type(root).__name__}: {_ANSI.sub('', _first_line(root))[:300]}")
+                failures.append(f"{exporter}: {_ANSI.sub('', describe(root))[:300]}")
                 data = None
             logs.append(f"--- torch.onnx.export, {exporter} ---\n{log.text()}")
         if data is not None:
@@ -117,6 +119,3 @@ def captured_output():
 
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else "(no message)"

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from farm.config import NATIVE_SOURCE, ModelSpec
-from farm.errors import ConfigError
+from farm.errors import ConfigError, describe, first_line
 from farm.files import TEMP_DIR_NAME, write_atomic
 from farm.models.export import ExportFailed, captured_output, export_onnx
 from farm.records import BATCH_NAMES, BuildStats, axis_key
@@ -100,7 +100,7 @@ def native_model(spec: ModelSpec, where: str, base_dir: Path, cache_dir: Path, s
             count = len(wrapper(*examples))
     except Exception as exc:  # noqa: BLE001 - the module's own forward: its cells say so
         raise ModelFailed(f"{spec.source}: forward() on the example inputs raised {type(exc).__name__}: "
-                          f"{_first_line(exc)}") from None
+                          f"{first_line(exc)}") from None
     outputs = ["output"] if count == 1 else [f"output_{i}" for i in range(count)]
     tmp_dir = cache_dir / TEMP_DIR_NAME
     buffer = io.BytesIO()
@@ -146,11 +146,11 @@ def import_factory(module_name: str, factory_name: str, import_path: Path | str,
     except ImportError as exc:
         if module_name.split(".")[0] == "torchvision" and getattr(exc, "name", "") == "torchvision":
             raise ConfigError(f"{where}.source: torchvision is not installed: pip install torchvision") from None
-        raise ConfigError(f"{where}.source: cannot import {module_name!r} ({type(exc).__name__}: {_first_line(exc)}): "
+        raise ConfigError(f"{where}.source: cannot import {module_name!r} ({describe(exc)}): "
                           "install it, or put it on PYTHONPATH or beside the sweep file") from None
     except Exception as exc:  # noqa: BLE001 - the module itself raised while importing
         raise ConfigError(f"{where}.source: importing {module_name!r} raised {type(exc).__name__}: "
-                          f"{_first_line(exc)}") from None
+                          f"{first_line(exc)}") from None
     factory = getattr(module, factory_name, None)
     if not callable(factory):
         public = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))[:12]
@@ -175,7 +175,7 @@ def construct(factory: Callable, kwargs: dict[str, Any], seed: int, label: str, 
         with captured_output():  # a factory's own prints (download notices, warnings) stay off the terminal
             net = factory(**kwargs)
     except Exception as exc:  # noqa: BLE001 - a factory that raises fails its own cells, never the sweep
-        raise ModelFailed(f"{label}(**kwargs) raised {type(exc).__name__}: {_first_line(exc)}") from None
+        raise ModelFailed(f"{label}(**kwargs) raised {describe(exc)}") from None
     if not isinstance(net, torch.nn.Module):
         raise ModelFailed(f"{label}() returned a {type(net).__name__}, not a torch.nn.Module")
     return net.eval()
@@ -315,8 +315,4 @@ def has_conv_4d(net) -> bool:
 
     return any(isinstance(m, torch.nn.Conv2d) for m in net.modules())
 
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else "(no message)"
 

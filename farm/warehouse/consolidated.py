@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from farm.errors import first_line
 from farm.files import write_atomic
 from farm.warehouse.layout import PART
 from farm.warehouse.parquet import duckdb_glob_escape, file_problem, parquet_files_named, sql_string
@@ -69,7 +70,7 @@ def load_sweep_table(con, warehouse: WarehouseViews, sweep: str, table: str, tar
             if path in warehouse.skipped:
                 raise
             if path.exists() and failures[path] > 1:  # failed twice as it is: damaged inside
-                warehouse.skip(path, str(exc).strip().splitlines()[0])
+                warehouse.skip(path, first_line(exc))
 
 
 def _listing(directory: Path) -> dict[str, tuple[int, int]]:
@@ -166,7 +167,7 @@ def _load_compacted(con, warehouse: WarehouseViews, sweep: str, table: str, targ
             except duckdb.Error as exc:  # damaged inside: the file it names, or those whose footer fails
                 named = [p for p in parquet_files_named(exc, warehouse.root) if p in parts]
                 for path in named:
-                    warehouse.skip(path, str(exc).strip().splitlines()[0])
+                    warehouse.skip(path, first_line(exc))
                 if not named and not warehouse.skip_unreadable_footers(parts):
                     raise
                 parts = [p for p in parts if p not in warehouse.skipped]

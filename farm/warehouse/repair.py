@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from farm.errors import first_line
 from farm.files import TEMP_DIR_NAME
 from farm.warehouse.layout import COMPACTED_TABLES, MANIFEST_NAME, PART, Compaction, ManifestUnreadable
 from farm.warehouse.lock import WarehouseLocking
 from farm.warehouse.parquet import file_problem, free_name, parquet_names, remove_path
-from farm.warehouse.schema import DAMAGED_DIR_NAME, PER_CELL_TABLES, TABLES, UNMEASURED, first_line
+from farm.warehouse.schema import DAMAGED_DIR_NAME, PER_CELL_TABLES, TABLES, UNMEASURED
 
 # farm's own temporary names: `.name.<pid>.tmp` (atomic writes; `.tmp.npz` for arrays) anywhere in
 # the cache, and in the cache's temp area `name.<pid>.tmp` and quantize./verify. folders

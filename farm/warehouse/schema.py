@@ -19,6 +19,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from farm.errors import first_line
+
 SCHEMA_VERSION = 1
 CACHE_DIR_NAME = ".cache"
 LOCK_NAME = ".lock"  # <root>/.lock: the writer lock; holds the holder's pid, host, command, start
@@ -223,7 +225,3 @@ def _kind(t: pa.DataType) -> str | None:
     return str(t)
 
 
-def first_line(exc: BaseException) -> str:
-    """The first line of an error's message (its type's name where it has none)."""
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from farm.errors import first_line
 from farm.warehouse.check import WarehouseCheck
 from farm.warehouse.layout import COMPACTED_TABLES, MANIFEST_NAME
 from farm.warehouse.parquet import duckdb_glob_escape, file_problem, files_gone, parquet_files_named, parquet_names, sql_string
-from farm.warehouse.schema import SCHEMAS, first_line
+from farm.warehouse.schema import SCHEMAS
 
 if TYPE_CHECKING:
     import duckdb

@@ -19,6 +19,7 @@ import numpy as np
 from farm.backends.base import Capabilities, LoopTimedBackend
 from farm.backends.pytorch.layers import QUERY_RANGE, device_time_us, kernel_records
 from farm.backends.pytorch.options import TorchOptions
+from farm.errors import first_line
 from farm.layers.coverage import GRAPH_OP
 from farm.layers.memory import conv_macs, matmul_macs, tensor_bytes, total_bytes
 from farm.models.native import has_conv_4d, torch_module
@@ -177,7 +178,7 @@ class TorchBackend(LoopTimedBackend):
 
             what = "the module" if self.native else "farm's ONNX interpreter (shape arithmetic, control flow)"
             raise EngineUnsupported(f"PyTorch cannot capture this model in a CUDA graph ({type(exc).__name__}: "
-                                    f"{(str(exc).strip().splitlines() or [''])[0][:200]}): {what} reads or copies "
+                                    f"{first_line(exc)[:200]}): {what} reads or copies "
                                     'host values during a query; run it with mode = "eager" or "compile"') from exc
         self.graph = graph
 
