@@ -223,26 +223,26 @@ def summary_table(warehouse: Warehouse, outcome: SweepOutcome) -> tuple[Table, l
     # a throttled cell says so in its note (farm.queries.THROTTLED_NOTE)
     measured = [d[0] for d in con.execute("SELECT * FROM measurements LIMIT 0").description]
     note = f"nullif(concat_ws('; ', coalesce(c.reason, c.notes), {throttled_sql(THROTTLED_NOTE, measured)}), '')"
-    _, rows = warehouse.fetch(con, cells_with_figures(
-        f"""c.cell_id, c.model, c.precision, c.batch, c.profile, c.backend, c.status, m.throughput_qps,
-            m.throughput_samples_per_s, m.latency_median_ms, m.latency_p99_ms, m.stable, {VERDICT_TEXT},
-            {note}, c.run_id, c.options""",
+    _, fetched = warehouse.fetch(con, cells_with_figures(
+        f"""c.cell_id, c.model, c.precision, c.batch, c.profile, c.backend, c.status, m.throughput_qps AS qps,
+            m.throughput_samples_per_s AS samples_per_s, m.latency_median_ms AS p50, m.latency_p99_ms AS p99, m.stable,
+            {VERDICT_TEXT} AS accuracy, {note} AS note, c.run_id, c.options""",
         where="c.sweep_id = $sweep AND list_contains($ids, c.cell_id)"), {"sweep": outcome.sweep, "ids": ids})
+    names = ("cell_id", "model", "precision", "batch", "profile", "backend", "status", "qps", "samples_per_s", "p50",
+             "p99", "stable", "accuracy", "note", "run_id", "options")
     order = {cell_id: i for i, cell_id in enumerate(ids)}
-    rows.sort(key=lambda r: order[r[0]])
+    rows = sorted((dict(zip(names, row)) for row in fetched), key=lambda r: order[r["cell_id"]])
     labels = backend_labels(outcome.cells)
-    same = [(r[1], r[3], r[4], r[5], r[-1]) for r in rows]  # model, batch, profile, backend, options
-    bases = baseline_positions(same, [r[2] == "fp32" and r[7] is not None for r in rows])
+    same = [(r["model"], r["batch"], r["profile"], r["backend"], r["options"]) for r in rows]
+    bases = baseline_positions(same, [r["precision"] == "fp32" and r["qps"] is not None for r in rows])
     notes: list[str] = []
     shown = []
-    for row, base in zip(rows, bases):
-        *values, run_id, _ = row
-        values.insert(12, speedup(row[7], rows[base][7]) if base is not None else None)
-        values[0] = values[0][:8] + ("" if run_id == outcome.run_id else " (resumed)")
-        values[5] = labels.get(row[0], values[5])
-        if values[-1]:
-            if values[-1] not in notes:
-                notes.append(values[-1])
-            values[-1] = f"[{notes.index(values[-1]) + 1}]"
-        shown.append(values)
+    for r, base in zip(rows, bases):
+        if r["note"] and r["note"] not in notes:
+            notes.append(r["note"])
+        shown.append([r["cell_id"][:8] + ("" if r["run_id"] == outcome.run_id else " (resumed)"), r["model"],
+                      r["precision"], r["batch"], r["profile"], labels.get(r["cell_id"], r["backend"]), r["status"],
+                      r["qps"], r["samples_per_s"], r["p50"], r["p99"], r["stable"],
+                      speedup(r["qps"], rows[base]["qps"]) if base is not None else None, r["accuracy"],
+                      f"[{notes.index(r['note']) + 1}]" if r["note"] else None])
     return render_table(SUMMARY_COLUMNS, shown, title=f"sweep {outcome.sweep}"), notes

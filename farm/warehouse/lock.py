@@ -77,9 +77,9 @@ class WarehouseLocking(WarehouseLayout):
     def _refuse_unless_warehouse(self) -> None:
         problem = self.not_a_warehouse()
         if problem:
-            if " is not a farm warehouse" in problem:
-                problem += "; pass an empty or new folder to --results (nothing was written)"
-            raise NotAWarehouse(problem)
+            # a folder of other files (not a file given as --results, which says what to pass itself)
+            raise NotAWarehouse(problem + ("; pass an empty or new folder to --results (nothing was written)"
+                                           if self.root.is_dir() else ""))
 
     def _busy(self, holder: dict[str, Any] | None) -> str:
         return (f"{self.root} is being written by another farm command ({describe_holder(holder)}): wait until "
