@@ -16,7 +16,7 @@ Sources (the `CORPUS` table says which each model is):
 - torchvision and timm models (`torchvision:` and `module:timm:create_model`), where those load.
 A model whose source cannot be had here (no transformers, no torchvision, a wheel that cannot be
 downloaded) is listed as such and left out; every other model's cells are counted, whatever
-their status. Target (issue 26): no `failed` cell where the engine can run the model; on a GPU,
+their status. Target: no `failed` cell where the engine can run the model; on a GPU,
 >= 95 % of cells ok on ONNX Runtime CUDA and >= 90 % on PyTorch. A cell is counted ok when its
 status is ok (its accuracy verdict is printed beside: pass / fail / unjudged).
 """

@@ -19,7 +19,7 @@ provider, host clock) only the path is exercised.
     python3 benchmarks/ort_bare_loop.py --model m.onnx --graphs off on --nhwc off on --json bare.json
     python3 benchmarks/ort_bare_loop.py --quick --device cpu      # a tiny model; the test suite
 
-benchmarks/device/torch_repro.sh (stages ort1 ort-bare ort-table) sets it beside a farm sweep of the same
+benchmarks/device/farm_vs_bare.sh (stages ort1 ort-bare ort-table) sets it beside a farm sweep of the same
 file's cells.
 """
 
@@ -187,7 +187,7 @@ def time_cpu(sess, batch: int, seed: int, warmup_s: float, rounds: int, queries:
 
 
 def variant(graphs: bool, nhwc: bool) -> str:
-    """The cell's name for these provider options, as benchmarks/device/torch_repro.py keys farm's cells."""
+    """The cell's name for these provider options, as benchmarks/device/farm_vs_bare.py keys farm's cells."""
     return ("graphs" if graphs else "no-graphs") + (" nhwc" if nhwc else "")
 
 

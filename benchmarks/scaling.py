@@ -2,7 +2,7 @@
 
     python3 benchmarks/scaling.py configs/gpu-resnet50.toml            # real sweeps, one per GPU count
     python3 benchmarks/scaling.py SWEEP --simulate --durations-from results/   # virtual time
-    python3 benchmarks/scaling.py --quick                             # the suite: issue 16's 18 cells, simulated
+    python3 benchmarks/scaling.py --quick                             # the suite: 18 recorded ResNet-50 cells, simulated
 
 Real: `farm sweep SWEEP --gpus N` into a fresh warehouse per N (under --scratch), timed from
 outside; then the warehouse's `cells` (started_at, finished_at, worker: which GPU of which Ray
@@ -13,7 +13,7 @@ Simulated (`--simulate`): the farm's scheduler (farm.scheduler.simulate) over N 
 virtual time, each cell lasting its recorded duration (the median of the same model, backend,
 options, precision and batch in --durations-from's warehouse; else farm.executor.costs' prior),
 plus --startup-s per worker for its first cell; both orders: the plan's (FIFO) and longest first.
-Targets (issue 16, 4 GPUs of one host): the 18-cell sweep >= 3.6x of 1 GPU, gpu-resnet50.toml >= 3.7x.
+Targets (4 GPUs of one host): the 18-cell sweep >= 3.6x of 1 GPU, gpu-resnet50.toml >= 3.7x.
 
 Measured, gpu-resnet50.toml with --cold (docs/running.md has the full tables): on 4
 H200s of a 64-core host, before each GPU's worker kept to its share of the cores, 1 / 2 / 4 GPUs
@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-# Issue 16's 18 ResNet-50 cells on an H200 (fp16/bf16 x b1/32/128 x eager/compile/CUDA graphs), seconds
+# 18 ResNet-50 cells measured on an H200 (fp16/bf16 x b1/32/128 x eager/compile/CUDA graphs), seconds
 ISSUE_16 = {f"{p} b{b} {mode}": base * scale for p in ("fp16", "bf16")
             for b, scale in ((1, 1.0), (32, 1.3), (128, 1.9))
             for mode, base in (("eager", 5.5), ("compile", 24.0), ("cudagraphs", 6.5))}
@@ -148,7 +148,7 @@ def main() -> None:
     parser.add_argument("--durations-from", type=Path, help="a warehouse with earlier runs of these cells")
     parser.add_argument("--startup-s", type=float, default=0.0, help="simulated: each worker's first-cell overhead")
     parser.add_argument("--scratch", type=Path, help="real: where the warehouses go (default: a temporary folder)")
-    parser.add_argument("--quick", action="store_true", help="issue 16's 18 recorded cells, simulated")
+    parser.add_argument("--quick", action="store_true", help="18 recorded ResNet-50 cells, simulated")
     parser.add_argument("--cold", action="store_true", help="real: clear torch.compile's caches before each count")
     args = parser.parse_args()
     counts = [int(n) for n in args.gpus.split(",")]

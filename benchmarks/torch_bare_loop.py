@@ -18,7 +18,7 @@ around the forward. Medians over `--rounds` x `--queries` queries after `--warmu
     python3 benchmarks/torch_bare_loop.py --quick --device cpu               # a tiny CNN; the test suite
 
 --quick runs the same code on a tiny CNN defined here (no torchvision needed) with few queries:
-its figures only show that the path works. benchmarks/device/torch_repro.sh sets it beside two
+its figures only show that the path works. benchmarks/device/farm_vs_bare.sh sets it beside two
 farm sweeps of the same cells.
 """
 

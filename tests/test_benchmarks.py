@@ -126,10 +126,10 @@ def test_ort_bare_loop_quick_on_cpu(tmp_path: Path) -> None:
     assert "import farm" not in source and "from farm" not in source
 
 
-def test_repro_table_reads_a_real_warehouse_and_judges_each_cell(tmp_path: Path) -> None:
-    """benchmarks/device/torch_repro.py on examples/results' GPU cells: two runs (the same one
+def test_farm_vs_bare_table_reads_a_real_warehouse_and_judges_each_cell(tmp_path: Path) -> None:
+    """benchmarks/device/farm_vs_bare.py on examples/results' GPU cells: two runs (the same one
     twice, so 0 %), a bare loop 2 % slower for every torch cell but one 10 % faster."""
-    script = str(BENCHMARKS / "device" / "torch_repro.py")
+    script = str(BENCHMARKS / "device" / "farm_vs_bare.py")
     summary = tmp_path / "run.json"
     subprocess.run([sys.executable, script, "summarize", str(ROOT / "examples" / "results" / "gpu-resnet50"),
                     str(summary)], check=True, capture_output=True, text=True)

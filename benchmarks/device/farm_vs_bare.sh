@@ -1,34 +1,34 @@
 #!/usr/bin/env bash
-# Issue 15 item 3 on one GPU: the 18 torch CUDA cells of ResNet-50 (benchmarks/device/torch-repro.toml,
+# Farm against the bare loop on one GPU: the 18 torch CUDA cells of ResNet-50 (benchmarks/device/farm-vs-bare-torch.toml,
 # torchvision's module) swept twice into two fresh warehouses, beside benchmarks/torch_bare_loop.py
 # (torchvision ResNet-50, channels_last, no farm code); one table of both runs and the bare loop.
-# The same for ONNX Runtime's CUDA provider: benchmarks/device/ort-repro.toml swept twice beside
+# The same for ONNX Runtime's CUDA provider: benchmarks/device/farm-vs-bare-ort.toml swept twice beside
 # benchmarks/ort_bare_loop.py over the very ONNX files those cells ran.
 #
-#   bash benchmarks/device/torch_repro.sh all                  # the torch stages, in order
-#   bash benchmarks/device/torch_repro.sh run1 bare            # or stages, over several calls:
-#   bash benchmarks/device/torch_repro.sh run2 bare-compile table
-#   bash benchmarks/device/torch_repro.sh ort1 ort2 ort-bare ort-table
+#   bash benchmarks/device/farm_vs_bare.sh all                  # the torch stages, in order
+#   bash benchmarks/device/farm_vs_bare.sh run1 bare            # or stages, over several calls:
+#   bash benchmarks/device/farm_vs_bare.sh run2 bare-compile table
+#   bash benchmarks/device/farm_vs_bare.sh ort1 ort2 ort-bare ort-table
 #
 # Stages: gpu (what the machine is), run1, run2, bare (eager + CUDA graphs), bare-compile, table;
 # ort1, ort2, ort-bare, ort-table, ort-overhead (benchmarks/ort_harness_overhead.py on six of ort1's
 # cells); native (farm's ONNX interpreter against the nn.Module itself,
 # ResNet-50 fp16 batch 1, eager and compile).
 # Host-bound cells only, with longer windows (5 x 4 s, the bare loop 5 x 1000 queries):
-#   TORCH_REPRO_SWEEP=benchmarks/device/torch-repro-hostbound.toml \
-#   TORCH_REPRO_BARE_ARGS="--batches 1 32 --rounds 5 --queries 1000 --warmup-s 3" bash ... bare run1 ...
+#   FARM_VS_BARE_SWEEP=benchmarks/device/farm-vs-bare-torch-hostbound.toml \
+#   FARM_VS_BARE_BARE_ARGS="--batches 1 32 --rounds 5 --queries 1000 --warmup-s 3" bash ... bare run1 ...
 # Each bare run writes a file of its own (bare-eager-1.json, bare-eager-2.json, ...): the table
 # takes their median and shows how far apart they are.
-# TORCH_REPRO_ORT_SWEEP names another sweep file for ort1 / ort2 (e.g. ort-repro-fp16.toml).
-# Sweeps run on farm's Ray executor (the product's path; TORCH_REPRO_EXECUTOR=local for in-process).
-# State lives in $TORCH_REPRO_DIR (default /tmp/torch-repro, kept while the machine is); each
+# FARM_VS_BARE_ORT_SWEEP names another sweep file for ort1 / ort2 (e.g. farm-vs-bare-ort-fp16.toml).
+# Sweeps run on farm's Ray executor (the product's path; FARM_VS_BARE_EXECUTOR=local for in-process).
+# State lives in $FARM_VS_BARE_DIR (default /tmp/farm-vs-bare, kept while the machine is); each
 # stage's JSON and logs are copied to $OUT when set (the device tool's folder that comes back).
 # A sweep stopped by its time limit resumes where it stopped when its stage runs again.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-work=${TORCH_REPRO_DIR:-/tmp/torch-repro}
-sweep=${TORCH_REPRO_SWEEP:-benchmarks/device/torch-repro.toml}
-bare_args=${TORCH_REPRO_BARE_ARGS:-}
+work=${FARM_VS_BARE_DIR:-/tmp/farm-vs-bare}
+sweep=${FARM_VS_BARE_SWEEP:-benchmarks/device/farm-vs-bare-torch.toml}
+bare_args=${FARM_VS_BARE_BARE_ARGS:-}
 mkdir -p "$work"
 export PYTHONUNBUFFERED=1
 keep() { [ -n "${OUT:-}" ] && cp "$@" "$OUT/" 2>/dev/null; return 0; }
@@ -43,11 +43,11 @@ for stage in "${stages[@]}"; do
         python3 -c "import torch, torchvision; print('torch', torch.__version__, 'torchvision', torchvision.__version__)"
       } | tee "$work/gpu.txt"; keep "$work/gpu.txt" ;;
     run1|run2|ort1|ort2)
-      file=$sweep; [[ $stage == ort* ]] && file=${TORCH_REPRO_ORT_SWEEP:-benchmarks/device/ort-repro.toml}
-      timeout "${TORCH_REPRO_SWEEP_S:-520}" python3 -m farm sweep "$file" --executor "${TORCH_REPRO_EXECUTOR:-ray}" --results "$work/$stage" \
+      file=$sweep; [[ $stage == ort* ]] && file=${FARM_VS_BARE_ORT_SWEEP:-benchmarks/device/farm-vs-bare-ort.toml}
+      timeout "${FARM_VS_BARE_SWEEP_S:-520}" python3 -m farm sweep "$file" --executor "${FARM_VS_BARE_EXECUTOR:-ray}" --results "$work/$stage" \
         > "$work/$stage.log" 2>&1; echo "sweep exit $?"
       grep -E "^(ok|failed|skipped|unsupported|error)" "$work/$stage.log" | cut -c1-110
-      python3 benchmarks/device/torch_repro.py summarize "$work/$stage" "$work/$stage.json"
+      python3 benchmarks/device/farm_vs_bare.py summarize "$work/$stage" "$work/$stage.json"
       keep "$work/$stage.json" "$work/$stage.log" ;;
     bare|bare-compile)  # each run its own file (bare-eager-1.json, ...): the table shows the bare loop's own drift
       modes="eager cudagraphs"; [ $stage = bare-compile ] && modes=compile
@@ -55,7 +55,7 @@ for stage in "${stages[@]}"; do
       python3 benchmarks/torch_bare_loop.py --modes $modes --json "$work/bare-${modes%% *}-$n.json" $bare_args
       keep "$work/bare-${modes%% *}-$n.json" ;;
     table)
-      python3 benchmarks/device/torch_repro.py table "$work/run1.json" "$work/run2.json" "$work"/bare*.json \
+      python3 benchmarks/device/farm_vs_bare.py table "$work/run1.json" "$work/run2.json" "$work"/bare*.json \
         | tee "$work/table.txt"; keep "$work/table.txt" ;;
     ort-bare)  # the files ort1's cells ran: the zoo's fp32 ResNet-50 and farm's fp16 transform of it
       fp32=$(ls "$work"/ort1/.cache/zoo/resnet50*.onnx | head -1)
@@ -66,7 +66,7 @@ for stage in "${stages[@]}"; do
       keep "$work"/ort-bare-*.json ;;
     ort-table)
       second="$work/ort2.json"; [ -f "$second" ] || second=-
-      python3 benchmarks/device/torch_repro.py table "$work/ort1.json" "$second" "$work"/ort-bare-*.json \
+      python3 benchmarks/device/farm_vs_bare.py table "$work/ort1.json" "$second" "$work"/ort-bare-*.json \
         | tee "$work/ort-table.txt"; keep "$work/ort-table.txt" ;;
     ort-overhead)  # farm's cell path beside the bare loop in one process, alternating (ort1's files)
       fp32=$(ls "$work"/ort1/.cache/zoo/resnet50*.onnx | head -1)

@@ -1,8 +1,8 @@
-"""Issue 15 item 3's table: two farm sweeps of the same GPU cells beside a bare loop.
+"""Farm against the bare loop: two farm sweeps of the same GPU cells beside a bare loop.
 
-    python3 benchmarks/device/torch_repro.py summarize RESULTS_DIR run1.json   # a warehouse -> rows
-    python3 benchmarks/device/torch_repro.py table run1.json run2.json bare.json [more-bare.json ...]
-    python3 benchmarks/device/torch_repro.py table run1.json - bare.json        # one farm run only
+    python3 benchmarks/device/farm_vs_bare.py summarize RESULTS_DIR run1.json   # a warehouse -> rows
+    python3 benchmarks/device/farm_vs_bare.py table run1.json run2.json bare.json [more-bare.json ...]
+    python3 benchmarks/device/farm_vs_bare.py table run1.json - bare.json        # one farm run only
 
 Torch cells are keyed by their mode (benchmarks/torch_bare_loop.py), ONNX Runtime CUDA cells by
 their provider options, `graphs` / `no-graphs` and ` nhwc` (benchmarks/ort_bare_loop.py).
@@ -11,7 +11,7 @@ their provider options, `graphs` / `no-graphs` and ` nhwc` (benchmarks/ort_bare_
 compacted files alike (pyarrow; no farm import, so it reads any farm version's warehouse).
 `table` prints, per (precision, batch, mode): both runs' median latency, their difference, the bare
 loop's median (benchmarks/torch_bare_loop.py or ort_bare_loop.py --json; the median of several bare
-runs, with their spread as `bare %`) and farm / bare, with the targets of issue 15: runs within 3 %
+runs, with their spread as `bare %`) and farm / bare, with the targets: runs within 3 %
 (5 % for host-bound cells), farm
 within 5 % of the bare loop. A cell is host-bound when its run-1 enqueue (host time around the
 launch) is at least half its GPU compute time: its latency then follows the CPU.
