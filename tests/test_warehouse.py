@@ -13,6 +13,8 @@ import pytest
 
 from farm.errors import UserError
 from farm.warehouse import LOCK_NAME, SCHEMAS, TABLES, Warehouse, file_problem, schema_problem, write_parquet
+from farm.warehouse.layout import WarehouseLayout
+from farm.warehouse.repair import WarehouseRepair
 
 
 def test_write_parquet_leaves_only_the_final_file(tmp_path: Path) -> None:
@@ -343,7 +345,7 @@ def test_a_crash_mid_compaction_leaves_the_old_files_counting(tmp_path: Path, mo
 
     def killed(*_args) -> None:
         raise KeyboardInterrupt  # killed before compaction.json was replaced
-    monkeypatch.setattr(Warehouse, "write_compaction", killed)
+    monkeypatch.setattr(WarehouseRepair, "write_compaction", killed)  # the repairs part commits
     with pytest.raises(KeyboardInterrupt):
         warehouse.compact("s", block_cells=5)
     monkeypatch.undo()
@@ -405,14 +407,14 @@ def test_views_made_before_a_compaction_count_every_row_once_at_each_step_of_it(
     con = reader.connect()
     expected = _rows_of(reader, con)
     seen = []
-    commit = Warehouse.write_compaction
+    commit = WarehouseRepair.write_compaction
 
     def committed(self, sweep, compaction):  # blocks written, not yet listed: the reader's glob must skip them
         seen.append(_rows_of(reader, con))
         commit(self, sweep, compaction)
         seen.append(_rows_of(reader, con))  # committed, per-cell files still there
 
-    monkeypatch.setattr(Warehouse, "write_compaction", committed)
+    monkeypatch.setattr(WarehouseRepair, "write_compaction", committed)
     assert writer.compact("s", block_cells=7).cells == len(ids)
     seen.append(_rows_of(reader, con))  # per-cell files removed
     assert len(seen) == 3 and all(rows == expected for rows in seen)
@@ -438,7 +440,7 @@ def test_a_file_removed_and_written_again_under_a_reader_is_not_taken_for_damage
     with pytest.raises(Exception) as gone:  # what DuckDB says of the view's file now
         con.execute("SELECT count(*) FROM measurements").fetchall()
     own.write_bytes(data)  # written anew before the reader looks at what the error named
-    assert reader._skip_file_of(gone.value) and own not in reader.skipped
+    assert reader.views._skip_file_of(gone.value) and own not in reader.skipped
     assert _rows_of(reader, reader.connect()) == expected
 
 
@@ -460,18 +462,18 @@ def test_farm_compare_reader_lists_again_when_a_compaction_removed_its_files(
     ok = sum(int(i, 16) % 7 != 3 for i in ids)  # failed cells have no samples
     assert expected.num_rows == 3 * ok
     listings = []
-    listed = Warehouse.sources
+    listed = WarehouseLayout.sources
 
     def compacted_after_listing(self, sweep, table, compaction=None):
         found = listed(self, sweep, table, compaction)
-        if self is not reader:  # the compaction's own listings
+        if self is not reader.layout:  # the compaction's own listings
             return found
         listings.append((len(found.loose), len(found.parts)))
         if len(listings) == 1:
             writer.compact("s", block_cells=5)  # the listed per-cell files are gone now
         return found
 
-    monkeypatch.setattr(Warehouse, "sources", compacted_after_listing)
+    monkeypatch.setattr(WarehouseLayout, "sources", compacted_after_listing)
     got = read_cell_rows(reader, "s", "samples", ids, ["iteration", "latency_ms"])
     assert listings == [(ok, 0), (0, 3)]  # per-cell files first, then the compacted blocks
     assert got.equals(expected) and not reader.skipped and warnings == []

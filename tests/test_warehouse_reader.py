@@ -13,7 +13,8 @@ from farm.warehouse.reader import READ_METHODS
 
 ROOT = Path(__file__).resolve().parents[1]
 READERS = [*sorted((ROOT / "farm" / "dashboard").rglob("*.py")), *sorted((ROOT / "farm" / "compare").rglob("*.py")),
-           ROOT / "farm" / "cli" / "reading.py", ROOT / "farm" / "cli" / "common.py"]
+           *(ROOT / "farm" / "cli" / f"{name}.py" for name in ("query", "graph", "ls", "show", "dashboard", "report",
+                                                             "compare", "common"))]
 
 
 def test_the_reader_lends_every_read_and_no_write(tmp_path: Path) -> None:

@@ -1,10 +1,11 @@
 """The warehouse: the only place results live (Parquet, one file per cell per table, DuckDB views).
 
-A package of one concern per module, stacked as the bases of `Warehouse`:
-`schema` (tables, columns, the row and file checks), `parquet` (whole-file checks and writes),
-`layout` (paths), `lock` (one writer at a time, the marker), `repair` (resume, quarantine),
-`check` (`farm check`), `views` (DuckDB), `consolidated` (the dashboard's quick-load copy) and
-`store` (`Warehouse`, writing rows); `reader` (`WarehouseReader`: the handle readers get, which
+A package of one concern per module, each a part `Warehouse` is made of (a part holds only the
+parts it uses): `schema` (tables, columns, the row and file checks), `parquet` (whole-file checks
+and writes), `layout` (paths), `lock` (one writer at a time, the marker), `repair` (resume,
+quarantine), `check` (`farm check`), `views` (DuckDB), `compact` (`farm compact`),
+`consolidated` (the dashboard's quick-load copy) and `store` (`Warehouse`: the parts, and
+writing rows); `reader` (`WarehouseReader`: the handle readers get, which
 cannot write). `rows` turns a cell's result into rows; it sits above the
 storage (the storage never imports it).
 """

@@ -10,7 +10,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from farm.warehouse.layout import COMPACTED_TABLES, MANIFEST_NAME, PART, ManifestUnreadable
+from farm.warehouse.layout import COMPACTED_TABLES, MANIFEST_NAME, PART, ManifestUnreadable, WarehouseLayout
+from farm.warehouse.lock import WarehouseLocking
 from farm.warehouse.parquet import file_problem, parquet_names, remove_path
 from farm.warehouse.repair import WarehouseRepair
 from farm.warehouse.schema import DAMAGED_DIR_NAME, PER_CELL_TABLES, TABLES, UNMEASURED, schema_problem
@@ -40,18 +41,23 @@ class Inspection:
     holder: dict[str, Any] | None
 
 
-class WarehouseCheck(WarehouseRepair):
+class WarehouseCheck:
     """`farm check` (a base of `Warehouse`)."""
+
+    def __init__(self, layout: WarehouseLayout, repairs: WarehouseRepair, locking: WarehouseLocking) -> None:
+        self.layout = layout
+        self.repairs = repairs
+        self.locking = locking
 
     def inspect(self) -> Inspection:
         """Every damaged file (not whole Parquet, footer unreadable, or not its table's schema),
         orphaned file and leftover temporary file of the warehouse: what `farm check` lists.
         Reads every file's footer (about 0.3 ms a file). While a writer holds the lock, its
         temporary files and unfinished cells are counted as in progress, not as findings."""
-        holder = self.lock_holder()
+        holder = self.locking.lock_holder()
         findings: list[Finding] = []
         checked = quarantined = in_progress = 0
-        for sweep_dir in self.sweep_dirs():
+        for sweep_dir in self.layout.sweep_dirs():
             sweep = sweep_dir.name
             cells_present = parquet_names(sweep_dir / "cells")
             counted = self._counted_parts(sweep, findings)
@@ -92,10 +98,10 @@ class WarehouseCheck(WarehouseRepair):
                     if problem:
                         findings.append(Finding("damaged", path, problem, sweep))
             damaged = {f.path for f in findings}
-            findings += [Finding("unmeasured", path, UNMEASURED, sweep) for path in self.unmeasured(sweep)
+            findings += [Finding("unmeasured", path, UNMEASURED, sweep) for path in self.repairs.unmeasured(sweep)
                          if path not in damaged and (sweep_dir / "measurements" / path.name) not in damaged]
-        cache = self.cache_dir.absolute()
-        for path in self.leftovers():
+        cache = self.layout.cache_dir.absolute()
+        for path in self.repairs.leftovers():
             if cache in path.absolute().parents:  # those of the table folders are listed above
                 if holder is not None:
                     in_progress += 1
@@ -107,9 +113,9 @@ class WarehouseCheck(WarehouseRepair):
         """(table, name) of the sweep's compacted files that count; None (a finding) where its
         compaction.json does not parse."""
         try:
-            compaction = self.compaction(sweep)
+            compaction = self.layout.compaction(sweep)
         except ManifestUnreadable as exc:
-            findings.append(Finding("damaged", self.root / sweep / MANIFEST_NAME, f"unreadable: {exc}", sweep))
+            findings.append(Finding("damaged", self.layout.root / sweep / MANIFEST_NAME, f"unreadable: {exc}", sweep))
             return None
         return {(table, block.name) for block in compaction.blocks for table in block.tables}
 
@@ -122,8 +128,8 @@ class WarehouseCheck(WarehouseRepair):
         sweeps = set()
         for finding in findings:
             if finding.kind in ("damaged", "orphan", "unmeasured"):
-                moves = sorted(self.quarantine(finding.sweep, finding.path), key=lambda m: m[0] != finding.path)
-                where = ", ".join(str(to.relative_to(self.root)) for _, to in moves) or "already gone"
+                moves = sorted(self.repairs.quarantine(finding.sweep, finding.path), key=lambda m: m[0] != finding.path)
+                where = ", ".join(str(to.relative_to(self.layout.root)) for _, to in moves) or "already gone"
                 extra = " with its cell's cells file (measured again by the next sweep)" if len(moves) > 1 else \
                     " (un-marked: the next sweep measures the cell again)" if finding.kind == "unmeasured" else ""
                 done.append((finding, f"moved to {where}{extra}"))
@@ -132,6 +138,6 @@ class WarehouseCheck(WarehouseRepair):
                 remove_path(finding.path)
                 done.append((finding, "removed"))
         for sweep in sorted(s for s in sweeps if s):
-            for path in self.repair(sweep):  # the other files of the cells un-marked above
+            for path in self.repairs.repair(sweep):  # the other files of the cells un-marked above
                 done.append((Finding("orphan", path, "a file of a cell un-marked above", sweep), "removed"))
         return done

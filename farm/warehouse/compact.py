@@ -30,9 +30,10 @@ import pyarrow.parquet as pq
 
 from farm.errors import UserError
 from farm.files import write_atomic
-from farm.warehouse.layout import COMPACTED_TABLES, Block, Compaction, ManifestUnreadable, part_name
+from farm.warehouse.layout import COMPACTED_TABLES, Block, Compaction, ManifestUnreadable, WarehouseLayout, part_name
+from farm.warehouse.lock import WarehouseLocking
+from farm.warehouse.repair import WarehouseRepair
 from farm.warehouse.schema import SCHEMA_VERSION, SCHEMAS
-from farm.warehouse.views import WarehouseViews
 
 BLOCK_CELLS = 5000  # cells per compacted file: damage to one costs at most these cells' rows
 AUTO_COMPACT_CELLS = 1000  # a sweep compacts itself as it ends once it has this many per-cell cells
@@ -51,25 +52,30 @@ class Compacted:
     moved: list[tuple[Path, str, Path]]  # damaged files moved aside first (prepare_sweep)
 
 
-class WarehouseCompaction(WarehouseViews):
+class WarehouseCompaction:
     """`farm compact` (a base of `Warehouse`)."""
+
+    def __init__(self, layout: WarehouseLayout, repairs: WarehouseRepair, locking: WarehouseLocking) -> None:
+        self.layout = layout
+        self.repairs = repairs
+        self.locking = locking
 
     def compact(self, sweep: str, block_cells: int = BLOCK_CELLS) -> Compacted:
         """Merge the sweep's per-cell files into compacted blocks (this module's docstring), holding
         the writer lock. Where nothing is per-cell, nothing is written."""
-        with self.writer_lock():
-            prepared = self.prepare_sweep(sweep)
+        with self.locking.writer_lock():
+            prepared = self.repairs.prepare_sweep(sweep)
             try:
-                old = self.compaction(sweep)
+                old = self.layout.compaction(sweep)
             except ManifestUnreadable as exc:
                 raise UserError(f"cannot compact sweep {sweep}: {exc} (move it aside and run `farm check`)") from None
-            loose = sorted(p.stem for p in self.loose_files(sweep, "cells"))
+            loose = sorted(p.stem for p in self.layout.loose_files(sweep, "cells"))
             if not loose:
                 return Compacted(sweep, 0, 0, 0, len(old.blocks), prepared.moved)
             redone = set(loose)
             kept, rewrite, carried = [], [], []
             for block in old.blocks:
-                ids = pq.read_table(self.table_dir(sweep, "cells") / block.name, columns=["cell_id"]).column(0)
+                ids = pq.read_table(self.layout.table_dir(sweep, "cells") / block.name, columns=["cell_id"]).column(0)
                 ids = [c for c in ids.to_pylist() if c not in redone]
                 if len(ids) < block.cells or block.cells < block_cells:
                     rewrite.append(block)
@@ -80,16 +86,16 @@ class WarehouseCompaction(WarehouseViews):
             order = sorted(set(carried) | redone)
             chunks = [order[i:i + block_cells] for i in range(0, len(order), block_cells)]
             blocks = [self._write_block(sweep, generation, n, chunk, rewrite, redone) for n, chunk in enumerate(chunks)]
-            self.write_compaction(sweep, Compaction(generation, tuple(kept + blocks)))
+            self.repairs.write_compaction(sweep, Compaction(generation, tuple(kept + blocks)))
             removed = 0
             for table in COMPACTED_TABLES:  # the commit is made: what it replaced goes
-                for path in self.loose_files(sweep, table):
+                for path in self.layout.loose_files(sweep, table):
                     if path.stem in redone:
                         path.unlink(missing_ok=True)
                         removed += 1
                 for block in rewrite:
                     if table in block.tables:
-                        (self.table_dir(sweep, table) / block.name).unlink(missing_ok=True)
+                        (self.layout.table_dir(sweep, table) / block.name).unlink(missing_ok=True)
                         removed += 1
             return Compacted(sweep, len(loose), len(carried), removed, len(kept) + len(blocks), prepared.moved)
 
@@ -101,7 +107,7 @@ class WarehouseCompaction(WarehouseViews):
         carried = pa.array([c for c in cell_ids if c not in redone], pa.string())
         tables = []
         for table in COMPACTED_TABLES:
-            directory = self.table_dir(sweep, table)
+            directory = self.layout.table_dir(sweep, table)
             own = [directory / f"{c}.parquet" for c in cell_ids
                    if c in redone and (directory / f"{c}.parquet").is_file()]
             pieces = [_read(own, table)] if own else []

@@ -41,15 +41,18 @@ class NotAWarehouse(UserError):
     """`--results` names a folder that farm did not write (and is not empty): writers refuse it."""
 
 
-class WarehouseLocking(WarehouseLayout):
+class WarehouseLocking:
     """The writer lock and the marker of a warehouse (a base of `Warehouse`)."""
+
+    def __init__(self, layout: WarehouseLayout) -> None:
+        self.layout = layout
 
     def not_a_warehouse(self) -> str | None:
         """Why a writer must not write `root`, or None when it is a warehouse: it has the marker,
         is empty or missing (only a lock file or cache counts as empty), or holds a sweep an older
         farm wrote (a Parquet file of a sweep folder with farm's `farm.schema_version` metadata).
         Reads only."""
-        root = self.root
+        root = self.layout.root
         if not root.exists():
             return None
         if not root.is_dir():
@@ -79,16 +82,16 @@ class WarehouseLocking(WarehouseLayout):
         if problem:
             # a folder of other files (not a file given as --results, which says what to pass itself)
             raise NotAWarehouse(problem + ("; pass an empty or new folder to --results (nothing was written)"
-                                           if self.root.is_dir() else ""))
+                                           if self.layout.root.is_dir() else ""))
 
     def _busy(self, holder: dict[str, Any] | None) -> str:
-        return (f"{self.root} is being written by another farm command ({describe_holder(holder)}): wait until "
+        return (f"{self.layout.root} is being written by another farm command ({describe_holder(holder)}): wait until "
                 "it finishes, or pass another --results folder")
 
     def _written_by_farm(self) -> bool:
         """Whether a sweep folder holds a Parquet file farm wrote (its metadata says so): the
         first two files of each table are looked at."""
-        for sweep_dir in self.sweep_dirs():
+        for sweep_dir in self.layout.sweep_dirs():
             for table in ("cells", *(t for t in TABLES if t != "cells")):
                 for name in sorted(parquet_names(sweep_dir / table))[:2]:
                     if file_problem(sweep_dir / table / name):  # a FIFO would block the read
@@ -103,7 +106,7 @@ class WarehouseLocking(WarehouseLayout):
 
     def _mark(self) -> None:
         """Write the marker (a writer holding the lock, once)."""
-        marker = self.root / MARKER_NAME
+        marker = self.layout.root / MARKER_NAME
         if marker.is_file():
             return
         from farm import __version__
@@ -122,7 +125,7 @@ class WarehouseLocking(WarehouseLayout):
         host, command and start time are written into the file, and the marker if missing. Nests
         within one process. Raises WarehouseBusy (a UserError: one line, exit 2) naming the holder
         when another process holds it."""
-        lock = self.root.resolve() / LOCK_NAME
+        lock = self.layout.root.resolve() / LOCK_NAME
         if lock in _held:
             _held[lock] += 1
             try:
@@ -132,9 +135,9 @@ class WarehouseLocking(WarehouseLayout):
             return
         self._refuse_unless_warehouse()
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
+            self.layout.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise write_error(self.root, exc) from None
+            raise write_error(self.layout.root, exc) from None
         fd = self._open_locked(lock)
         try:
             record = {"pid": os.getpid(), "host": socket.gethostname(), "command": command_line(),
@@ -191,7 +194,7 @@ class WarehouseLocking(WarehouseLayout):
         """Who holds the writer lock ({} if it does not say), or None when no other process does."""
         import fcntl
 
-        lock = self.root.resolve() / LOCK_NAME
+        lock = self.layout.root.resolve() / LOCK_NAME
         if lock in _held:
             return None
         try:

@@ -17,8 +17,7 @@ import pyarrow.parquet as pq
 
 from farm.errors import first_line
 from farm.files import TEMP_DIR_NAME
-from farm.warehouse.layout import COMPACTED_TABLES, MANIFEST_NAME, PART, Compaction, ManifestUnreadable
-from farm.warehouse.lock import WarehouseLocking
+from farm.warehouse.layout import COMPACTED_TABLES, MANIFEST_NAME, PART, Compaction, ManifestUnreadable, WarehouseLayout
 from farm.warehouse.parquet import file_problem, free_name, parquet_names, remove_path
 from farm.warehouse.schema import DAMAGED_DIR_NAME, PER_CELL_TABLES, TABLES, UNMEASURED
 
@@ -38,8 +37,11 @@ class Prepared:
     statuses: dict[str, str]  # status of every finished cell, by cell id
 
 
-class WarehouseRepair(WarehouseLocking):
+class WarehouseRepair:
     """Resume, repair and quarantine (a base of `Warehouse`)."""
+
+    def __init__(self, layout: WarehouseLayout) -> None:
+        self.layout = layout
 
     def leftovers(self) -> list[Path]:
         """Temporary files and folders that runs left (killed, or failed before cleaning up), by
@@ -48,7 +50,7 @@ class WarehouseRepair(WarehouseLocking):
         files anywhere in the cache, and temporary files in the sweeps' table folders. Leftovers
         only while no writer holds the lock."""
         found: list[Path] = []
-        cache = self.cache_dir
+        cache = self.layout.cache_dir
         areas = {cache / TEMP_DIR_NAME: _TEMP_AREA_ENTRY, cache / "work": _WORK_ENTRY}
         for area, names in areas.items():
             if area.is_dir() and not area.is_symlink():
@@ -56,7 +58,7 @@ class WarehouseRepair(WarehouseLocking):
         if cache.is_dir() and not cache.is_symlink():
             found += sorted(p for p in cache.rglob(".*.tmp*") if _TEMP_FILE.match(p.name)
                             and not any(a in p.parents for a in areas) and not p.is_dir())
-        for sweep_dir in self.sweep_dirs():
+        for sweep_dir in self.layout.sweep_dirs():
             for table in TABLES:
                 found += sorted(p for p in (sweep_dir / table).glob(".*.tmp") if _TEMP_FILE.match(p.name))
         return found
@@ -72,16 +74,16 @@ class WarehouseRepair(WarehouseLocking):
         """Remove temporary files and rows of cells that a killed run left unfinished (only while
         holding the writer lock: a running sweep's files look just the same)."""
         removed = []
-        sweep_dir = self.root / sweep
+        sweep_dir = self.layout.root / sweep
         if not sweep_dir.is_dir():
             return removed
         for table in TABLES:
             for tmp in (sweep_dir / table).glob(".*.tmp"):
                 tmp.unlink(missing_ok=True)
                 removed.append(tmp)
-        finished = {p.stem for p in self.loose_files(sweep, "cells")}
+        finished = {p.stem for p in self.layout.loose_files(sweep, "cells")}
         for table in PER_CELL_TABLES:
-            for path in self.loose_files(sweep, table):
+            for path in self.layout.loose_files(sweep, table):
                 if path.stem not in finished:
                     path.unlink(missing_ok=True)
                     removed.append(path)
@@ -93,17 +95,17 @@ class WarehouseRepair(WarehouseLocking):
         are measured again), the block then dropped from compaction.json. Nothing where
         compaction.json does not parse (`farm check` reports it)."""
         try:
-            compaction = self.compaction(sweep)
+            compaction = self.layout.compaction(sweep)
         except ManifestUnreadable:
             return []
-        cells_dir = self.table_dir(sweep, "cells")
+        cells_dir = self.layout.table_dir(sweep, "cells")
         kept = tuple(b for b in compaction.blocks if "cells" in b.tables and (cells_dir / b.name).is_file())
         if kept != compaction.blocks:
             self.write_compaction(sweep, Compaction(compaction.generation, kept))
         counted = {(table, b.name) for b in kept for table in b.tables}
         removed = []
         for table in COMPACTED_TABLES:
-            for path in self.table_files(sweep, table):
+            for path in self.layout.table_files(sweep, table):
                 if PART.match(path.name) and (table, path.name) not in counted:
                     path.unlink(missing_ok=True)
                     removed.append(path)
@@ -113,15 +115,15 @@ class WarehouseRepair(WarehouseLocking):
         """Write the sweep's compaction.json whole or not at all, flushed (writers only)."""
         from farm.files import write_atomic
 
-        write_atomic(self.root / sweep / MANIFEST_NAME, compaction.to_json(), fsync=True)
+        write_atomic(self.layout.root / sweep / MANIFEST_NAME, compaction.to_json(), fsync=True)
 
     def prepare_sweep(self, sweep: str) -> Prepared:
         """What a writer does before it runs cells of `sweep` (holding the writer lock): move every
         damaged file aside (quarantine: its cell is measured again), remove what a killed run
         left of unfinished cells, and read the status of every finished cell."""
-        compaction = self.readable_compaction(sweep)
-        files = [p for table in TABLES for p in self.loose_files(sweep, table)]
-        files += [p for table in COMPACTED_TABLES for p in self.part_files(sweep, table, compaction)]
+        compaction = self.layout.readable_compaction(sweep)
+        files = [p for table in TABLES for p in self.layout.loose_files(sweep, table)]
+        files += [p for table in COMPACTED_TABLES for p in self.layout.part_files(sweep, table, compaction)]
         damaged = [(path, problem) for path in files if (problem := file_problem(path))]
         moved = []
         for path, problem in damaged:
@@ -138,8 +140,8 @@ class WarehouseRepair(WarehouseLocking):
         """`cells` files of ok cells that have no measurements file (an older farm, killed while
         it quarantined a cell's file, left them so): un-marked, they are measured again. Ingested
         cells are left out (an ingested engine may have no measurement)."""
-        measured = parquet_names(self.table_dir(sweep, "measurements"))
-        candidates = [p for p in self.loose_files(sweep, "cells") if p.name not in measured]
+        measured = parquet_names(self.layout.table_dir(sweep, "measurements"))
+        candidates = [p for p in self.layout.loose_files(sweep, "cells") if p.name not in measured]
         found = []
         for path in candidates:
             if statuses is not None and statuses.get(path.stem, "ok") != "ok" or file_problem(path):
@@ -161,18 +163,18 @@ class WarehouseRepair(WarehouseLocking):
         every move."""
         sources = [path]
         if PART.match(path.name):
-            if path.parent.name in COMPACTED_TABLES and path in self.part_files(sweep, path.parent.name):
+            if path.parent.name in COMPACTED_TABLES and path in self.layout.part_files(sweep, path.parent.name):
                 self._drop_block(sweep, path.name)  # un-marks its cells at once, as moving a cells file does
                 if path.parent.name != "cells":
-                    sources.insert(0, self.table_dir(sweep, "cells") / path.name)
+                    sources.insert(0, self.layout.table_dir(sweep, "cells") / path.name)
         elif _is_cell_file(path):
-            sources.insert(0, self.table_dir(sweep, "cells") / path.name)
+            sources.insert(0, self.layout.table_dir(sweep, "cells") / path.name)
         moves = []
         for source in sources:
             if not os.path.lexists(source):
                 continue
-            target_dir = self.root / sweep / DAMAGED_DIR_NAME
-            if source.parent != self.root / sweep:
+            target_dir = self.layout.root / sweep / DAMAGED_DIR_NAME
+            if source.parent != self.layout.root / sweep:
                 target_dir = target_dir / source.parent.name
             target_dir.mkdir(parents=True, exist_ok=True)
             target = free_name(target_dir / source.name)
@@ -184,7 +186,7 @@ class WarehouseRepair(WarehouseLocking):
         """Leave the block of compacted file `name` out of compaction.json (its other files are then
         removed by `repair`)."""
         try:
-            compaction = self.compaction(sweep)
+            compaction = self.layout.compaction(sweep)
         except ManifestUnreadable:
             return
         kept = tuple(b for b in compaction.blocks if b.name != name)
@@ -196,18 +198,18 @@ class WarehouseRepair(WarehouseLocking):
         with a warning)."""
         statuses, unreadable = self._read_statuses(sweep)
         for path, problem in unreadable:
-            self.skip(path, problem)
+            self.layout.skip(path, problem)
         return statuses
 
     def failure_reasons(self, sweep: str) -> dict[str, str | None]:
         """The `reason` of every failed cell of a sweep, by cell id (per-cell files superseding
         compacted rows; unreadable files skipped, with a warning)."""
-        found = self.sources(sweep, "cells")
+        found = self.layout.sources(sweep, "cells")
         reasons: dict[str, str | None] = {}
         for paths in (found.parts, found.loose):
             rows, unreadable = _read_columns(paths, ["cell_id", "status", "reason"])
             for path, problem in unreadable:
-                self.skip(path, problem)
+                self.layout.skip(path, problem)
             for cell_id, status, reason in rows:
                 if status == "failed":
                     reasons[cell_id] = reason
@@ -218,14 +220,14 @@ class WarehouseRepair(WarehouseLocking):
     def _read_statuses(self, sweep: str) -> tuple[dict[str, str], list[tuple[Path, str]]]:
         """Compacted cells' statuses (two columns of a few large files), then the per-cell files',
         which supersede them."""
-        found = self.sources(sweep, "cells")
+        found = self.layout.sources(sweep, "cells")
         statuses, unreadable = self._statuses_of(found.parts)
         loose, bad = self._statuses_of(found.loose)
         statuses.update(loose)
         return statuses, unreadable + bad
 
     def _statuses_of(self, files: list[Path]) -> tuple[dict[str, str], list[tuple[Path, str]]]:
-        rows, unreadable = _read_columns([p for p in files if p not in self.skipped], ["cell_id", "status"])
+        rows, unreadable = _read_columns([p for p in files if p not in self.layout.skipped], ["cell_id", "status"])
         return dict(rows), unreadable
 
 

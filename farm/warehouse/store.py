@@ -16,25 +16,51 @@ storage, in farm.warehouse.rows.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from farm.files import write_error
+from farm.warehouse.check import WarehouseCheck
 from farm.warehouse.compact import AUTO_COMPACT_CELLS, WarehouseCompaction
 from farm.warehouse.consolidated import refresh_consolidated
+from farm.warehouse.layout import WarehouseLayout, Warn
+from farm.warehouse.lock import WarehouseLocking
 from farm.warehouse.parquet import write_parquet
+from farm.warehouse.repair import WarehouseRepair
 from farm.warehouse.schema import PER_CELL_TABLES, SCHEMA_VERSION, RowError, rows_table
+from farm.warehouse.views import WarehouseViews
 
 Rows = list[dict[str, Any]] | pa.Table  # dicts; an Arrow table for a large table (samples)
 # the order a cell's tables are written in: `cells` last marks the cell done
 _CELL_WRITE_ORDER = ("builds", "measurements", "samples", "accuracy", "layers")
 
 
-class Warehouse(WarehouseCompaction):
+class Warehouse:
     """A results folder: writes rows atomically, reads them through DuckDB, resumes, repairs and
-    checks itself; one writer at a time (`writer_lock`)."""
+    checks itself; one writer at a time (`writer_lock`).
+
+    Made of one part per concern, each holding only the parts it uses: `layout` (paths, listings,
+    the files readers skip), `locking` (the writer lock, the marker), `repairs` (resume,
+    quarantine), `checks` (`farm check`), `views` (DuckDB) and `compactor` (`farm compact`). The
+    writes are its own; every other public name is its part's (PARTS), so `warehouse.connect()`
+    is `warehouse.views.connect()`."""
+
+    def __init__(self, root: str | Path, warn: Warn | None = None) -> None:
+        self.layout = WarehouseLayout(root, warn)
+        self.locking = WarehouseLocking(self.layout)
+        self.repairs = WarehouseRepair(self.layout)
+        self.checks = WarehouseCheck(self.layout, self.repairs, self.locking)
+        self.views = WarehouseViews(self.layout)
+        self.compactor = WarehouseCompaction(self.layout, self.repairs, self.locking)
+
+    def __getattr__(self, name: str) -> Any:
+        part = _PART_OF.get(name)
+        if part is None or name.startswith("_"):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return getattr(self.__dict__[part], name)
 
     def write_sweep_run(self, row: dict[str, Any]) -> None:
         """Write (or rewrite) one run's `sweeps` row."""
@@ -98,3 +124,10 @@ class Warehouse(WarehouseCompaction):
         if len(self.loose_files(sweep, "cells")) >= AUTO_COMPACT_CELLS:
             self.compact(sweep)
         refresh_consolidated(self, sweep)
+
+
+# Which part holds each public name a Warehouse answers for (its own writes aside).
+PARTS = {"layout": WarehouseLayout, "locking": WarehouseLocking, "repairs": WarehouseRepair, "checks": WarehouseCheck,
+         "views": WarehouseViews, "compactor": WarehouseCompaction}
+_PART_OF = {name: part for part, cls in reversed(PARTS.items()) for name in dir(cls) if not name.startswith("_")}
+_PART_OF.update({name: "layout" for name in ("root", "warn", "skipped")})  # the layout's own state

@@ -24,8 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from farm.errors import first_line
-from farm.warehouse.check import WarehouseCheck
-from farm.warehouse.layout import COMPACTED_TABLES, MANIFEST_NAME
+from farm.warehouse.layout import COMPACTED_TABLES, MANIFEST_NAME, WarehouseLayout
 from farm.warehouse.parquet import duckdb_glob_escape, file_problem, files_gone, parquet_files_named, parquet_names, sql_string
 from farm.warehouse.schema import SCHEMAS
 
@@ -37,22 +36,25 @@ if TYPE_CHECKING:
 VIEW_REFRESHES = 3
 
 
-class WarehouseViews(WarehouseCheck):
+class WarehouseViews:
     """DuckDB over the warehouse (a base of `Warehouse`)."""
+
+    def __init__(self, layout: WarehouseLayout) -> None:
+        self.layout = layout
 
     def latest_plan(self, sweep: str) -> list[str] | None:
         """The cell ids the sweep's latest recorded run planned; None where no run recorded them
         (older warehouses, ingested sweeps). Unreadable `sweeps` files are skipped, with a warning."""
         latest: tuple | None = None
-        for path in self.table_files(sweep, "sweeps"):
-            if path in self.skipped:
+        for path in self.layout.table_files(sweep, "sweeps"):
+            if path in self.layout.skipped:
                 continue
             try:
                 table = pq.read_table(path)
             except FileNotFoundError:
                 continue
             except Exception as exc:  # noqa: BLE001 - any reason a file cannot be read makes it damaged
-                self.skip(path, f"unreadable: {first_line(exc)}")
+                self.layout.skip(path, f"unreadable: {first_line(exc)}")
                 continue
             if "planned_cell_ids" not in table.column_names:
                 continue
@@ -72,7 +74,7 @@ class WarehouseViews(WarehouseCheck):
     def table_globs(self, table: str) -> list[str]:
         """One glob per sweep that has files of `table`: views list them so that DuckDB never has
         to list the warehouse's root (the SQL console allows reading those folders only)."""
-        return [str(folder / table / "*.parquet") for folder in self.sweep_dirs()
+        return [str(folder / table / "*.parquet") for folder in self.layout.sweep_dirs()
                 if parquet_names(folder / table)]
 
     def readable_sources(self, table: str) -> tuple[list[Path], list[Path], set[str]]:
@@ -82,8 +84,8 @@ class WarehouseViews(WarehouseCheck):
         loose: list[Path] = []
         parts: list[Path] = []
         superseded: set[str] = set()
-        for folder in self.sweep_dirs():
-            found = self.sources(folder.name, table)
+        for folder in self.layout.sweep_dirs():
+            found = self.layout.sources(folder.name, table)
             loose += [p for p in found.loose if file_problem(p) is None]
             parts += [p for p in found.parts if file_problem(p) is None]
             superseded |= found.superseded
@@ -103,7 +105,7 @@ class WarehouseViews(WarehouseCheck):
         """Every sweep's compaction manifest as (sweep, inode, mtime, size), None where it has none:
         what changes when a sweep is compacted (the manifest is replaced whole)."""
         found = []
-        for folder in self.sweep_dirs():
+        for folder in self.layout.sweep_dirs():
             try:
                 st = os.stat(folder / MANIFEST_NAME)
                 found.append((folder.name, st.st_ino, st.st_mtime_ns, st.st_size))
@@ -191,8 +193,8 @@ class WarehouseViews(WarehouseCheck):
                     checked = True
                     newly = False
                     for path in self._files(table):
-                        if path not in self.skipped and (problem := file_problem(path)):
-                            self.skip(path, problem)
+                        if path not in self.layout.skipped and (problem := file_problem(path)):
+                            self.layout.skip(path, problem)
                             newly = True
                     if newly or self._skip_file_of(exc, skip_new=False):
                         continue
@@ -208,14 +210,14 @@ class WarehouseViews(WarehouseCheck):
         """Skip those of `paths` whose footer does not parse; whether any was newly skipped."""
         newly = False
         for path in paths:
-            if path in self.skipped or file_problem(path):
+            if path in self.layout.skipped or file_problem(path):
                 continue
             try:
                 pq.read_metadata(path)
             except FileNotFoundError:
                 continue
             except Exception as exc:  # noqa: BLE001 - whatever pyarrow says about the footer
-                self.skip(path, f"unreadable footer: {first_line(exc)}")
+                self.layout.skip(path, f"unreadable footer: {first_line(exc)}")
                 newly = True
         return newly
 
@@ -224,15 +226,15 @@ class WarehouseViews(WarehouseCheck):
         it has one, else from its compacted block (the block by its cell-id range, the rows by the
         file's row-group statistics); None where it has none. A damaged file is left out with a
         warning (`skip`)."""
-        own = self.table_dir(sweep, table) / f"{cell_id}.parquet"
-        if own.is_file() or (self.table_dir(sweep, "cells") / f"{cell_id}.parquet").is_file():
+        own = self.layout.table_dir(sweep, table) / f"{cell_id}.parquet"
+        if own.is_file() or (self.layout.table_dir(sweep, "cells") / f"{cell_id}.parquet").is_file():
             paths, compacted = [own], False  # a cell with files of its own: never its compacted rows
         else:
-            paths = [self.table_dir(sweep, table) / b.name for b in self.readable_compaction(sweep).blocks
+            paths = [self.layout.table_dir(sweep, table) / b.name for b in self.layout.readable_compaction(sweep).blocks
                      if table in b.tables and b.first <= cell_id <= b.last]
             compacted = True
         for path in paths:
-            if path in self.skipped:
+            if path in self.layout.skipped:
                 continue
             try:
                 if compacted:
@@ -242,7 +244,7 @@ class WarehouseViews(WarehouseCheck):
             except FileNotFoundError:  # removed since: a sweep is redoing the cell, or compacting it
                 continue
             except Exception as exc:  # noqa: BLE001 - any reason a file cannot be read makes it damaged
-                self.skip(path, first_line(exc))
+                self.layout.skip(path, first_line(exc))
                 continue
             if found.num_rows or not compacted:
                 return found
@@ -251,10 +253,10 @@ class WarehouseViews(WarehouseCheck):
     def _files(self, table: str) -> list[Path]:
         """The files a view of `table` may read: every per-cell file and the compacted ones that count."""
         found = []
-        for sweep in self.sweep_dirs():
-            found += self.loose_files(sweep.name, table)
+        for sweep in self.layout.sweep_dirs():
+            found += self.layout.loose_files(sweep.name, table)
             if table in COMPACTED_TABLES:
-                found += [p for p in self.part_files(sweep.name, table) if p.exists()]
+                found += [p for p in self.layout.part_files(sweep.name, table) if p.exists()]
         return found
 
     def _sources(self, table: str) -> tuple[list[str], list[Path], set[str]]:
@@ -266,18 +268,18 @@ class WarehouseViews(WarehouseCheck):
         loose: list[str] = []
         parts: list[Path] = []
         superseded: set[str] = set()
-        for folder in self.sweep_dirs():
+        for folder in self.layout.sweep_dirs():
             directory = folder / table
             names = parquet_names(directory, regular=False)
             for name, regular in names.items():
                 if not regular:
-                    self.skip(directory / name, "not a regular file")
-            found = self.sources(folder.name, table)
+                    self.layout.skip(directory / name, "not a regular file")
+            found = self.layout.sources(folder.name, table)
             parts += found.parts
             superseded |= found.superseded
             # by name where a glob would not do: a damaged file skipped there, or a name starting
             # with "p" (compacted files, part-*, among them)
-            if any(p.parent == directory for p in self.skipped) or any(n.startswith("p") for n in names):
+            if any(p.parent == directory for p in self.layout.skipped) or any(n.startswith("p") for n in names):
                 loose += [duckdb_glob_escape(str(p)) for p in found.loose]
             elif names:  # never the compacted files a compaction may write there before this view's next query
                 loose.append(duckdb_glob_escape(str(directory)) + "/[!p]*.parquet")
@@ -288,12 +290,12 @@ class WarehouseViews(WarehouseCheck):
         is gone (a writer replaced it), skipped already, or (`skip_new`), now skipped, damaged.
         A file DuckDB did not find was gone when it was read, even where one of its name is there
         again (a compaction removed a cell's file and a rerun wrote it anew): never damaged."""
-        if files_gone(exc, self.root):
+        if files_gone(exc, self.layout.root):
             return True
-        for path in parquet_files_named(exc, self.root):
-            if not path.exists() or path in self.skipped:
+        for path in parquet_files_named(exc, self.layout.root):
+            if not path.exists() or path in self.layout.skipped:
                 return True
             if skip_new:
-                self.skip(path, first_line(exc))
+                self.layout.skip(path, first_line(exc))
                 return True
         return False
