@@ -60,7 +60,8 @@ def instant_power_reader(nvml: Any, handle: Any) -> Callable[[], float]:
     """A reader of the GPU's instant power in mW (the NVML_FI_DEV_POWER_INSTANT field). Why not
     nvmlDeviceGetPowerUsage: on an H200 (driver 580) it is the 1 s average (NVML_FI_DEV_POWER_AVERAGE
     to the milliwatt), which after an idle gap climbs for a second while the board already draws
-    700 W (benchmarks/device/power_probe.py): a 1 s window's maximum then sat below its mean."""
+    700 W (NVML's power fields read every 50 ms under a load started after an idle gap: a probe kept
+    in git, benchmarks/device/power_probe.py at 7c6c637): a 1 s window's maximum then sat below its mean."""
     field = nvml.NVML_FI_DEV_POWER_INSTANT
 
     def read() -> float:

@@ -58,7 +58,7 @@ class Warehouse:
 
     def __getattr__(self, name: str) -> Any:
         part = _PART_OF.get(name)
-        if part is None or name.startswith("_"):
+        if part is None or part not in self.__dict__:  # not a part's, or asked before __init__ (unpickling)
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
         return getattr(self.__dict__[part], name)
 
