@@ -42,7 +42,7 @@ class Inspection:
 
 
 class WarehouseCheck:
-    """`farm check` (a base of `Warehouse`)."""
+    """`farm check` (a part of `Warehouse`: `warehouse.checks`)."""
 
     def __init__(self, layout: WarehouseLayout, repairs: WarehouseRepair, locking: WarehouseLocking) -> None:
         self.layout = layout

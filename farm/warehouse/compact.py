@@ -53,7 +53,7 @@ class Compacted:
 
 
 class WarehouseCompaction:
-    """`farm compact` (a base of `Warehouse`)."""
+    """`farm compact` (a part of `Warehouse`: `warehouse.compactor`)."""
 
     def __init__(self, layout: WarehouseLayout, repairs: WarehouseRepair, locking: WarehouseLocking) -> None:
         self.layout = layout

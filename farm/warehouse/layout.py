@@ -1,7 +1,7 @@
 """Where a warehouse's files are: `<root>/<sweep>/<table>/<key>.parquet` (per cell), the compacted
 files of a sweep (`<root>/<sweep>/<table>/part-GGGGGG-NNNN.parquet`, listed by the sweep's
 `compaction.json`), the cache beside them, and the list of files readers skip as damaged. The
-base of `Warehouse`.
+part of `Warehouse` every other part holds (`warehouse.layout`).
 
 A cell's rows come from its own files where it has them, else from the compacted files: for a
 table, compacted rows of a cell are left out when the cell has a `cells` file of its own or a

@@ -38,7 +38,7 @@ class Prepared:
 
 
 class WarehouseRepair:
-    """Resume, repair and quarantine (a base of `Warehouse`)."""
+    """Resume, repair and quarantine (a part of `Warehouse`: `warehouse.repairs`)."""
 
     def __init__(self, layout: WarehouseLayout) -> None:
         self.layout = layout

@@ -37,7 +37,7 @@ VIEW_REFRESHES = 3
 
 
 class WarehouseViews:
-    """DuckDB over the warehouse (a base of `Warehouse`)."""
+    """DuckDB over the warehouse (a part of `Warehouse`: `warehouse.views`)."""
 
     def __init__(self, layout: WarehouseLayout) -> None:
         self.layout = layout
