@@ -161,6 +161,8 @@ def test_float_constants_read_as_numbers_are_literals() -> None:
     assert "0.0, float('inf')" in source and "(1.0, 1.0, 2.0, 2.0, )" in source and "(self, {}, 0.5, " in source
     half = build_module(proto, float_dtype=torch.float16).half().eval()  # the host ramp joins in the module's type
     assert half(torch.from_numpy(X).half())[0].dtype == torch.float16
+    one_element = [const("lo", np.array([0.0], np.float32)), const("hi", np.array([1.5], np.float32))]  # shape [1]
+    check(model(resized[:1], [("x", F, X.shape)], [("clipped", F)], one_element), {"x": X})
     module = build_module(model(resized, [("x", F, X.shape)], [("big", F)], inits[:4])).eval()
     explained = dynamo.explain(module)(torch.from_numpy(X))
     assert (explained.graph_count, explained.graph_break_count) == (1, 0)

@@ -312,14 +312,16 @@ def _argument(module, names: dict[str, str], op: str, position: int, name: str) 
     if position in SHAPE_ARGUMENTS.get(op, ()) and name in module.constants:
         return repr(tuple(int(v) for v in np.asarray(module.constants[name]).reshape(-1)))
     if position in HOST_FLOAT_ARGUMENTS.get(op, ()) and name in module.host_floats:
-        return _float_literal(module.host_floats[name])
+        return _float_literal(module.host_floats[name], number=op != "Resize")
     return names[name]
 
 
-def _float_literal(array) -> str:
-    """A float constant as source: a scalar `0.5`, a vector `(1.0, 1.0, 2.0, 2.0)`; inf and NaN spelled out."""
+def _float_literal(array, number: bool) -> str:
+    """A float constant as source: a number `0.5` where the operator reads one (a one-element
+    vector too: ONNX Runtime takes Clip bounds of shape [1]), else a tuple `(1.0, 1.0, 2.0, 2.0, )`;
+    inf and NaN spelled out."""
     texts = [repr(float(v)) if np.isfinite(v) else f"float({str(float(v))!r})" for v in np.asarray(array).reshape(-1)]
-    return texts[0] if np.ndim(array) == 0 else f"({''.join(t + ', ' for t in texts)})"
+    return texts[0] if number and len(texts) == 1 else f"({''.join(t + ', ' for t in texts)})"
 
 
 def _missing(fn, given: int) -> int:
