@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # farm itself, and tests.conftest for --quick
 FIGURES = ("latency_median_ms", "enqueue_median_ms", "compute_median_ms", "repeat_spread_percent", "stable")
 QUICK_SWEEP = """name = "isolation-quick"
 [[models]]
@@ -57,7 +58,6 @@ def farm(*args: str) -> None:
 
 def ok_cells(results: Path, only: set[str] | None = None) -> list[dict]:
     """The ok cells of a warehouse with their figures, in the order they started."""
-    sys.path.insert(0, str(ROOT))
     from farm.warehouse import Warehouse
 
     con = Warehouse(results).connect()
@@ -171,7 +171,6 @@ def main() -> int:
     args.scratch.mkdir(parents=True, exist_ok=True)
     sweep, executor = args.sweep, "ray"
     if args.quick:
-        sys.path.insert(0, str(ROOT))
         from tests.conftest import tiny_cnn
 
         model = tiny_cnn(args.scratch / "tiny.onnx")

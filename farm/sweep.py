@@ -82,12 +82,11 @@ def run_sweep(config_path: str | Path, results: str | Path, *, force: bool = Fal
                            worker_memory=worker_memory, cell_timeout_s=cell_timeout_s)
     planned = plan_while_workers_start(loaded, warehouse, runner, early=executor == "ray" and bool(
         address or visible_gpu_count()))
-    if only is not None:
-        _check_only(planned, only, runner)
     # One writer at a time: a second sweep (or ingest) on this warehouse stops here, naming this
     # one; and what looks like leftovers (temporary files, unfinished cells) is nobody's work in
     # progress while we hold the lock.
     try:
+        chosen = planned.cells if only is None else _chosen(planned, only)
         with warehouse.writer_lock():
             leftovers = warehouse.remove_leftovers()
             if leftovers:
@@ -95,21 +94,22 @@ def run_sweep(config_path: str | Path, results: str | Path, *, force: bool = Fal
                               "[/yellow]", soft_wrap=True)
             try:
                 return _run_locked(loaded, planned, warehouse, console, runner, force=force, executor=executor,
-                                   address=address, only=only)
+                                   address=address, chosen=chosen)
             finally:
                 warehouse.remove_leftovers()  # what this run's cells left in the temp area, even when it failed
     finally:
         runner.close()  # workers started early and never used: the lock refused, or nothing to run
 
 
-def _check_only(plan: Plan, prefixes: Sequence[str], runner: Executor) -> None:
-    """A prefix of `--cells` that names no planned cell (the ids `farm show` prints) is a mistake,
-    said before anything runs."""
-    unknown = [p for p in prefixes if not p or not any(c.cell_id.startswith(p) for c in plan.cells)]
+def _chosen(plan: Plan, prefixes: Sequence[str]) -> list[Cell]:
+    """The planned cells whose id starts with one of `prefixes` (`--cells`, the ids `farm show`
+    prints); a prefix that names no planned cell is a mistake, said before anything runs."""
+    chosen = [c for c in plan.cells if any(p and c.cell_id.startswith(p) for p in prefixes)]
+    unknown = [p for p in prefixes if not p or not any(c.cell_id.startswith(p) for c in chosen)]
     if unknown:
-        runner.close()
         raise UserError(f"--cells {' '.join(repr(p) for p in unknown)}: no cell of sweep {plan.sweep!r} has such an "
                         f"id (`farm show {plan.sweep}` lists them; the sweep file plans {len(plan.cells)})")
+    return chosen
 
 
 def plan_while_workers_start(loaded: LoadedConfig, warehouse: Warehouse, runner: Executor, early: bool) -> Plan:
@@ -131,7 +131,7 @@ def plan_while_workers_start(loaded: LoadedConfig, warehouse: Warehouse, runner:
 
 
 def _run_locked(loaded: LoadedConfig, plan: Plan, warehouse: Warehouse, console: Console, runner: Executor, *,
-                force: bool, executor: str, address: str | None, only: Sequence[str] | None = None) -> SweepOutcome:
+                force: bool, executor: str, address: str | None, chosen: list[Cell]) -> SweepOutcome:
     prepared = warehouse.prepare_sweep(plan.sweep)
     for path, problem, moved_to in prepared.moved:
         table = path.parent.name
@@ -143,11 +143,10 @@ def _run_locked(loaded: LoadedConfig, plan: Plan, warehouse: Warehouse, console:
     if prepared.removed:
         console.print(f"[yellow]removed {len(prepared.removed)} file(s) left by an interrupted run[/yellow]")
     existing = {} if force else prepared.statuses
-    chosen = [c for c in plan.cells if only is None or any(c.cell_id.startswith(p) for p in only)]
     todo = [c for c in chosen if existing.get(c.cell_id) not in KEPT_STATUSES]
     resumed = len(chosen) - len(todo)
     console.print(f"sweep [bold]{plan.sweep}[/bold]: {len(plan.cells)} cells"
-                  + (f", {len(chosen)} chosen by --cells" if only is not None else "") + f", {len(todo)} to run"
+                  + (f", {len(chosen)} chosen by --cells" if chosen is not plan.cells else "") + f", {len(todo)} to run"
                   + (f", {resumed} already in {warehouse.root}" if resumed else ""))
 
     run_id = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ-") + secrets.token_hex(3)
