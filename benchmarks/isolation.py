@@ -128,13 +128,14 @@ def _ratio(a, b) -> float | None:
     return a / b if a and b else None
 
 
-def machine() -> str:
+def machine(commit: str | None = None) -> str:
     try:
         gpus = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
                               text=True, timeout=30).stdout.strip().splitlines()
     except (OSError, subprocess.SubprocessError):
         gpus = []
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
+    commit = commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                                      text=True).stdout
     return (f"{len(gpus)}x {gpus[0]}" if gpus else "no GPU") + f", {os.cpu_count()} CPUs; farm {commit.strip() or '?'}"
 
 
@@ -167,6 +168,7 @@ def main() -> int:
                         help="warehouses and the steps done (a stopped run resumes from here)")
     parser.add_argument("--csv", type=Path, help="write the rows here, the machine and commit in its first lines")
     parser.add_argument("--quick", action="store_true", help="a tiny CNN on CPU, cells in-process: the suite")
+    parser.add_argument("--commit", help="the farm commit to write (default: git's, where this is a checkout)")
     args = parser.parse_args()
     args.scratch.mkdir(parents=True, exist_ok=True)
     sweep, executor = args.sweep, "ray"
@@ -183,7 +185,7 @@ def main() -> int:
     if args.csv and rows:
         args.csv.parent.mkdir(parents=True, exist_ok=True)
         with args.csv.open("w", newline="") as f:
-            f.write(f"# benchmarks/isolation.py {sweep.name}, {machine()}, {dt.date.today()}\n")
+            f.write(f"# benchmarks/isolation.py {sweep.name}, {machine(args.commit)}, {dt.date.today()}\n")
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))
             writer.writeheader()
             writer.writerows(rows)

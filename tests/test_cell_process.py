@@ -69,6 +69,26 @@ def test_a_cell_runs_in_the_child_and_the_child_is_reused(tmp_path: Path) -> Non
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
 
 
+def test_a_cell_that_ran_pytorchs_profiler_leaves_the_next_cell_a_fresh_child(tmp_path: Path) -> None:
+    # PyTorch's profiler slows its process for good (benchmarks/carryover.py): the child that ran it
+    # (per-layer rows of a PyTorch cell) is ended once its result is in; ONNX Runtime CPU keeps it
+    torch_cell = one_cell(tmp_path, '[axes]\nbackends = ["torch"]\n[backends.torch]\ndevice = "cpu"\n'
+                                    '[measurement]\nwarmup_ms = 5\nmin_iterations = 3\nmin_duration_ms = 5\n'
+                                    'repeats = 1\nlayer_iterations = 1\n')
+    process = CellProcess()
+    try:
+        process.start()
+        profiled = process.pid
+        result = process.run(torch_cell, tmp_path / "cache", lambda m: None)
+        assert isinstance(result, CellResult) and result.status == "ok" and result.layers, result
+        assert not process.alive() and not psutil.pid_exists(profiled) or \
+            psutil.Process(profiled).status() == psutil.STATUS_ZOMBIE
+        again = process.run(torch_cell, tmp_path / "cache", lambda m: None)
+        assert isinstance(again, CellResult) and again.status == "ok" and process.pid != profiled
+    finally:
+        process.stop()
+
+
 @pytest.mark.parametrize("sig", [signal.SIGSEGV, signal.SIGKILL])
 def test_a_signal_mid_cell_is_the_reason_and_the_next_cell_gets_a_fresh_child(tmp_path: Path, sig: int) -> None:
     cell = one_cell(tmp_path, SLOW)

@@ -26,6 +26,26 @@ from farm.records import GRAPH_OP, BuildRequest, BuildStats, LayerRecord, Measur
 
 Feeds = dict[str, np.ndarray]
 PRECISION_ORDER = ("fp32", "tf32", "fp16", "bf16", "int8", "fp8")
+# PyTorch's profiler leaves its process slower for every later host-bound query, more after each
+# use (ResNet-50 eager batch 1 on an H200: 1.3x after one profiled run, 1.8x after ten: Kineto keeps
+# per-operator callbacks; benchmarks/carryover.py). A cell process that ran it times no other cell:
+# it says so and its worker replaces it (farm.executor.cell_process).
+_torch_profiler_ran = False
+
+
+def torch_profile(cuda: bool) -> Any:
+    """`torch.profiler.profile` of the CPU activity (and CUDA's: CUPTI), marking this process as
+    one that must not time another cell (`torch_profiler_ran`)."""
+    global _torch_profiler_ran
+    from torch.profiler import ProfilerActivity, profile
+
+    _torch_profiler_ran = True
+    return profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else []))
+
+
+def torch_profiler_ran() -> bool:
+    """Whether PyTorch's profiler ran in this process (its cells' figures would carry its cost)."""
+    return _torch_profiler_ran
 
 
 class BackendOptions(BaseModel):

@@ -6,7 +6,10 @@ on every tick that the child is alive and that the child's process tree stays un
 worker's memory limit. So a cell that segfaults, is SIGKILLed or blows up its memory ends only
 its child: the worker sees how it died (the signal, its own memory limit, the kernel's OOM
 killer), says so, and starts a fresh child for the next cell. The child is reused from cell to
-cell, so in-process caches (CUDA context, compiled kernels) stay warm as before.
+cell, so in-process caches (CUDA context, compiled kernels) stay warm as before, except after a
+cell that ran PyTorch's profiler (per-layer rows of PyTorch cells and of ONNX Runtime CUDA cells):
+that leaves the process slower for every later query, so the child says so and the worker ends it;
+the next cell starts in a fresh one and is timed as it would be alone (benchmarks/isolation.py).
 
 The child runs in a session of its own (killing its process group ends its helpers too, e.g.
 torch.compile's compile workers) and ends itself when its parent disappears. What it prints goes
@@ -143,6 +146,7 @@ class CellProcess:
             self.output.truncate(0)
             offset = 0
         partial: CellResult | None = None  # the result as it stood before per-layer profiling
+        retire = False  # the child ran something that would slow the cells after it (farm.backends.base)
         conn.send((cell, str(cache_dir)))
         deadline = time.monotonic() + self.timeout_s if self.timeout_s else None
         tick = 0
@@ -160,6 +164,11 @@ class CellProcess:
                     if kind == "partial":
                         partial = payload
                         continue
+                    if kind == "retire":
+                        retire = True
+                        continue
+                    if retire:  # the next cell gets a fresh process, as it would alone
+                        self.stop()
                     return payload
             except (EOFError, OSError):  # the child is gone; its exit status says how
                 pass
@@ -319,6 +328,7 @@ def _watch_parent(parent: int) -> None:
 
 
 def child_main(fd: int, parent: int, warm_up_kind: str = "") -> None:
+    from farm.backends.base import torch_profiler_ran
     from farm.cell_runner import run_cell, warm_up
 
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True, name="watch-parent").start()
@@ -333,6 +343,8 @@ def child_main(fd: int, parent: int, warm_up_kind: str = "") -> None:
             return
         result = run_cell(cell, Path(cache_dir), lambda message: conn.send(("log", message)),
                           lambda on: conn.send(("timing", on)), lambda partial: conn.send(("partial", partial)))
+        if torch_profiler_ran():
+            conn.send(("retire", "PyTorch's profiler ran here"))
         conn.send(("result", result))
 
 

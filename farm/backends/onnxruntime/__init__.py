@@ -19,7 +19,7 @@ from typing import Annotated, Any, ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from farm.backends.base import BackendOptions, Capabilities, LoopTimedBackend
+from farm.backends.base import BackendOptions, Capabilities, LoopTimedBackend, torch_profile
 from farm.backends.onnxruntime.profile import QUERY_RANGE, kernel_layers, layers_from_profile, node_providers
 from farm.records import BuildRequest, BuildStats, LayerRecord, QueryFn
 
@@ -294,11 +294,10 @@ class OnnxRuntimeBackend(LoopTimedBackend):
             session.run(None, feeds)
         try:
             import torch
-            from torch.profiler import ProfilerActivity, profile
         except ImportError:
             self.placement = node_providers(self._read_profile(session))
             return []
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        with torch_profile(cuda=True) as prof:
             for _ in range(iterations):
                 with torch.profiler.record_function(QUERY_RANGE):
                     session.run(None, feeds)  # synchronizes at its end: the run's kernels lie in its range

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from farm.backends.base import Capabilities, LoopTimedBackend
+from farm.backends.base import Capabilities, LoopTimedBackend, torch_profile
 from farm.backends.pytorch.layers import QUERY_RANGE, device_time_us, kernel_records
 from farm.backends.pytorch.options import TorchOptions
 from farm.errors import first_line
@@ -269,12 +269,10 @@ class TorchBackend(LoopTimedBackend):
         profiler range); per kernel (CPU: per operator) for torch.compile cells, whose nodes no longer
         exist, and for native modules, which have no ONNX nodes."""
         import torch
-        from torch.profiler import ProfilerActivity, profile
 
         cuda = self.dev.type == "cuda"
-        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
         if self.options.mode == "compile" or self.native:
-            with profile(activities=activities) as prof:
+            with torch_profile(cuda) as prof:
                 for _ in range(iterations):
                     with torch.profiler.record_function(QUERY_RANGE):  # a query's kernels lie within it
                         self.run(*self.device_inputs)
@@ -287,7 +285,7 @@ class TorchBackend(LoopTimedBackend):
         try:
             for _ in range(2):
                 self.module(*self.device_inputs)
-            with profile(activities=activities) as prof:
+            with torch_profile(cuda) as prof:
                 for _ in range(iterations):
                     self.module(*self.device_inputs)
                 if cuda:
