@@ -6,7 +6,9 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -17,6 +19,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 from farm.callbacks import Callback
 
@@ -24,6 +27,10 @@ if TYPE_CHECKING:
     from farm.records import Cell, CellResult
 
 STATUS_STYLE = {"ok": "green", "failed": "red", "skipped": "yellow", "unsupported": "dim"}
+# A speedup's mark: farm compare's verdict on the two median latencies (farm.compare.stats), so a
+# ratio inside the noise never reads as a result. Decided changes carry "x"; the legend says the rest.
+SPEEDUP_MARKS = {"faster": "x", "slower": "x", "within noise": " ~", "inconclusive": " ?", "not judged": " ·"}
+SPEEDUP_LEGEND = "speedup marks (farm compare's rule, ±3 %): x a change, ~ within noise, ? inconclusive, · not judged"
 
 
 class ProgressDisplay(Callback):
@@ -79,18 +86,48 @@ def fmt(value: Any, digits: int = 4) -> str:
     return str(value)
 
 
+def speedup_text(ratio: float, verdict: str) -> str:
+    """A speedup with its verdict's mark: '1.511x', '1.02 ~', '1.51 ?'."""
+    return f"{fmt(ratio, 3)}{SPEEDUP_MARKS.get(verdict, ' ·')}"
+
+
+def fitted_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], width: int | None,
+                 drop_order: Sequence[str] = (), title: str | None = None) -> tuple[Table, list[str]]:
+    """`render_table` of `rows` narrow enough for `width` characters (None: no limit), no word ever
+    split: the columns of `drop_order` are left out, first first, until it fits; past that, text
+    columns are cut with an ellipsis when printed (numbers never are). Returns the table and the
+    names of the columns left out, for the caller to say how to see them."""
+    keep = list(range(len(columns)))
+    hidden: list[str] = []
+    measure = Console(width=1 << 20).measure
+    droppable = [columns.index(name) for name in drop_order if name in columns]
+    while True:
+        table = render_table([columns[i] for i in keep], [[row[i] for i in keep] for row in rows], title)
+        if width is None or measure(table).maximum <= width or not droppable:
+            return table, hidden
+        gone = droppable.pop(0)
+        keep.remove(gone)
+        hidden.append(columns[gone])
+
+
 def render_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None) -> Table:
-    table = Table(title=title, show_lines=False, header_style="bold")
-    for name in columns:
-        numeric = any(isinstance(r[columns.index(name)], (int, float)) and not isinstance(
-            r[columns.index(name)], bool) for r in rows)
-        table.add_column(name, justify="right" if numeric else "left", overflow="fold")
-    for row in rows:
-        table.add_row(*[_cell_text(name, v) for name, v in zip(columns, row)])
+    """Rows as a light table (a rule under the header, no boxes): numbers right-aligned at their full
+    width, texts on one line, cut with an ellipsis where the terminal is too narrow (never folded
+    inside a word)."""
+    table = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0),
+                  header_style="bold")
+    texts = [[_cell_text(name, v) for name, v in zip(columns, row)] for row in rows]
+    for index, name in enumerate(columns):
+        numeric = any(isinstance(r[index], (int, float)) and not isinstance(r[index], bool) for r in rows)
+        widest = max([len(name)] + [len(Text.from_markup(r[index])) for r in texts])
+        table.add_column(name, justify="right" if numeric else "left", no_wrap=True, overflow="ellipsis",
+                         min_width=widest if numeric else min(widest, max(len(name), 8)))
+    for row in texts:
+        table.add_row(*row)
     return table
 
 
 def _cell_text(column: str, value: Any) -> str:
     if column == "status" and value in STATUS_STYLE:
         return f"[{STATUS_STYLE[value]}]{value}[/{STATUS_STYLE[value]}]"
-    return fmt(value)
+    return escape(fmt(value))  # a model named "[b]x" is shown as such, not as markup

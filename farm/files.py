@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -35,6 +36,7 @@ def write_atomic(path: Path, write: Callable[[Path], None] | bytes | str, *, tmp
     writes the temporary path it is given. `fsync`: flush to disk before the rename (warehouse
     files, which a crash must not lose). A refused write raises a UserError saying what to do;
     any failure, Ctrl-C included, leaves no temporary file."""
+    refuse_special(path)
     tmp = temp_name(path, tmp_dir)
     try:
         if make_parents:
@@ -59,6 +61,21 @@ def write_atomic(path: Path, write: Callable[[Path], None] | bytes | str, *, tmp
         if isinstance(exc, OSError):
             raise write_error(path, exc) from None
         raise
+
+
+def refuse_special(path: Path) -> None:
+    """A UserError where `path` exists and is not a regular file (or a link, which the rename
+    replaces, never its target): a folder, a device (`-o /dev/null` run as root would replace the
+    device node), a FIFO or a socket is never replaced by a file."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:  # absent (the usual), or unreadable: the write itself says what is wrong
+        return
+    if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
+        return
+    kind = ("a folder" if stat.S_ISDIR(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a file")
+    raise UserError(f"cannot write {path}: it is {kind}, and farm replaces only regular files; give a file's path")
 
 
 def write_error(path: str | Path, exc: OSError) -> UserError:

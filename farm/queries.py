@@ -119,11 +119,13 @@ def _number(value: Any) -> bool:
     return value is not None and isinstance(value, (int, float)) and not math.isnan(value)
 
 
-def option_labels(cells: list[tuple[str, dict[str, Any]]]) -> list[str]:
+def option_labels(cells: list[tuple[str, dict[str, Any]]], short: bool = False) -> list[str]:
     """Per (backend, options) pair, the backend plus the options that vary between that backend's
     pairs: 'torch mode=compile', 'onnxruntime device=cuda'. Only short scalar options name a cell;
     lists and tables (an ingested engine's file names, trtexec's settings) are left out. One
-    rule for the end-of-sweep table and the dashboard's series."""
+    rule for the end-of-sweep table, `farm show` and the dashboard's series. `short` (terminal
+    tables): a text option by its value alone ('torch compile'), a true/false one as 'NAME' /
+    'no-NAME', numbers as NAME=VALUE."""
     import json
 
     scalars = [{k: v for k, v in options.items() if isinstance(v, (str, int, float, bool)) and len(str(v)) <= 24}
@@ -135,8 +137,12 @@ def option_labels(cells: list[tuple[str, dict[str, Any]]]) -> list[str]:
         keys = sorted({k for o in group for k in o})
         varying[backend] = [k for k in keys if len({json.dumps(o.get(k), sort_keys=True) for o in group}) > 1]
 
-    def shown(value: Any) -> str:
-        return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    def shown(key: str, value: Any) -> str:
+        if short and isinstance(value, bool):
+            return key if value else f"no-{key}"
+        if short and isinstance(value, str):
+            return value
+        return f"{key}={value if isinstance(value, str) else json.dumps(value, sort_keys=True)}"
 
-    return [f"{name} {' '.join(f'{k}={shown(o.get(k))}' for k in varying[name])}".strip()
+    return [f"{name} {' '.join(shown(k, o.get(k)) for k in varying[name])}".strip()
             for name, o in zip(names, scalars)]

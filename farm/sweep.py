@@ -11,13 +11,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 
 from farm import __version__
 from farm.callbacks import Callback, CallbackList
 from farm.config import LoadedConfig, load_config
 from farm.cuda import visible_gpu_count
-from farm.display import ProgressDisplay, render_table
+from farm.display import ProgressDisplay
 from farm.errors import UserError
 from farm.executor import DEFAULT_CELL_TIMEOUT_S, DEFAULT_WORKER_MEMORY, Executor, make_executor
 from farm.executor.costs import expected_seconds, history_from_rows
@@ -38,6 +37,9 @@ from farm.warehouse.rows import write_cell_result
 
 SUMMARY_COLUMNS = ("cell", "model", "precision", "batch", "profile", "backend", "status", "qps",
                    "samples/s", "p50 ms", "p99 ms", "stable", "speedup", "accuracy", "note")
+RESUMED_NOTE = "(resumed) measured by an earlier run of this sweep: --force measures it again"
+# left out, first first, where the terminal is too narrow for the whole table (`farm show` has them)
+SUMMARY_DROP_ORDER = ("qps", "p99 ms", "stable", "profile", "samples/s", "cell")
 
 
 class WarehouseWriter(Callback):
@@ -212,11 +214,12 @@ def backend_labels(cells: list[Cell]) -> dict[str, str]:
     return {cell.cell_id: label for cell, label in zip(cells, labels)}
 
 
-def summary_table(warehouse: Warehouse, outcome: SweepOutcome) -> tuple[Table, list[str]]:
-    """The end-of-sweep table (one row per planned cell, from what the warehouse now holds) and
-    its footnotes: each distinct reason or note is printed once below the table, not per row.
-    Speedup (farm.queries.speedup) is over the fp32 cell of the same model, batch, profile,
-    backend and options, in this plan."""
+def summary_table(warehouse: Warehouse, outcome: SweepOutcome) -> tuple[list[str], list[list], list[str]]:
+    """The end-of-sweep table's columns and rows (one per planned cell, from what the warehouse now
+    holds) and its footnotes: each distinct reason or note is printed once below the table, not per
+    row. Speedup (farm.queries.speedup) is over the fp32 cell of the same model, batch, profile,
+    backend and options, in this plan, marked by farm compare's verdict on the two median latencies
+    (farm.display.speedup_text): a ratio inside the noise does not look like a result."""
     con = warehouse.connect()
     ids = [c.cell_id for c in outcome.cells]
     # a throttled cell says so in its note (farm.queries.THROTTLED_NOTE)
@@ -225,10 +228,11 @@ def summary_table(warehouse: Warehouse, outcome: SweepOutcome) -> tuple[Table, l
     _, fetched = warehouse.fetch(con, cells_with_figures(
         f"""c.cell_id, c.model, c.precision, c.batch, c.profile, c.backend, c.status, m.throughput_qps AS qps,
             m.throughput_samples_per_s AS samples_per_s, m.latency_median_ms AS p50, m.latency_p99_ms AS p99, m.stable,
-            {VERDICT_TEXT} AS accuracy, {note} AS note, c.run_id, c.options""",
+            {VERDICT_TEXT} AS accuracy, {note} AS note, c.run_id, c.options, m.median_ci_low_ms AS low,
+            m.median_ci_high_ms AS high""",
         where="c.sweep_id = $sweep AND list_contains($ids, c.cell_id)"), {"sweep": outcome.sweep, "ids": ids})
     names = ("cell_id", "model", "precision", "batch", "profile", "backend", "status", "qps", "samples_per_s", "p50",
-             "p99", "stable", "accuracy", "note", "run_id", "options")
+             "p99", "stable", "accuracy", "note", "run_id", "options", "low", "high")
     order = {cell_id: i for i, cell_id in enumerate(ids)}
     rows = sorted((dict(zip(names, row)) for row in fetched), key=lambda r: order[r["cell_id"]])
     labels = backend_labels(outcome.cells)
@@ -237,11 +241,30 @@ def summary_table(warehouse: Warehouse, outcome: SweepOutcome) -> tuple[Table, l
     notes: list[str] = []
     shown = []
     for r, base in zip(rows, bases):
+        if r["run_id"] != outcome.run_id and r["status"] != "unsupported":  # taken from an earlier run, not now
+            r["note"] = "; ".join(filter(None, [RESUMED_NOTE, r["note"]]))
         if r["note"] and r["note"] not in notes:
             notes.append(r["note"])
-        shown.append([r["cell_id"][:8] + ("" if r["run_id"] == outcome.run_id else " (resumed)"), r["model"],
+        shown.append([r["cell_id"][:8], r["model"],
                       r["precision"], r["batch"], r["profile"], labels.get(r["cell_id"], r["backend"]), r["status"],
                       r["qps"], r["samples_per_s"], r["p50"], r["p99"], r["stable"],
-                      speedup(r["qps"], rows[base]["qps"]) if base is not None else None, r["accuracy"],
+                      _speedup(r, rows[base]) if base is not None and rows[base] is not r else
+                      "base" if base is not None else None, r["accuracy"],
                       f"[{notes.index(r['note']) + 1}]" if r["note"] else None])
-    return render_table(SUMMARY_COLUMNS, shown, title=f"sweep {outcome.sweep}"), notes
+    columns = list(SUMMARY_COLUMNS)
+    if not any(row[4] for row in shown):  # no cell has a profile: no column for it
+        columns.pop(4)
+        shown = [row[:4] + row[5:] for row in shown]
+    return columns, shown, notes
+
+
+def _speedup(row: dict, base: dict) -> str | None:
+    from farm.compare.stats import MedianInterval, effect_interval
+    from farm.display import speedup_text
+
+    ratio = speedup(row["qps"], base["qps"])
+    if ratio is None:
+        return None
+    sides = [MedianInterval(*(float("nan") if r[k] is None else float(r[k]) for k in ("p50", "low", "high")), "stored")
+             for r in (base, row)]
+    return speedup_text(ratio, effect_interval(*sides).verdict)

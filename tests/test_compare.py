@@ -283,6 +283,12 @@ def test_different_timing_or_devices_are_refused_unless_allowed(runs: Path, tmp_
     assert len(comparison.pairs) == 2 and all("Some Other CPU" in " ".join(p.notes) for p in comparison.pairs)
 
 
+    # a side that measured nothing (skipped here) has no definition to conflict: no refusal
+    rewrite(timing / "again" / "cells", "status", "skipped")
+    assert main(["compare", "base", "again", "--base-results", str(runs), "--results", str(timing)]) == 0
+    out = capsys.readouterr().out
+    assert "not measured" in out and "differ in what was measured" not in out
+
 
 def test_two_runs_of_one_sweep_in_two_warehouses_keep_their_own_samples(runs: Path, tmp_path: Path) -> None:
     """BASE and NEW with the same cell ids (one sweep file run twice, into two warehouses): each

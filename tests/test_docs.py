@@ -65,3 +65,25 @@ def test_example_sql_runs(models_dir: Path) -> None:
         rows = con.execute(sql.replace("cb0d3c25%", f"{cell[:8]}%")).fetchall()
         if "status = 'failed'" not in sql and "NOT stable" not in sql:
             assert rows, sql
+
+
+def test_help_names_every_table_and_dashboard_page(capsys) -> None:
+    """`farm query --help` names exactly the warehouse's tables, `farm dashboard --help` every page
+    the dashboard has (read from its navigation, without starting Streamlit)."""
+    import re
+
+    from farm.cli import main
+    from farm.warehouse.schema import TABLES
+
+    def help_of(command: str) -> str:
+        try:
+            main([command, "--help"])
+        except SystemExit:
+            pass
+        return " ".join(capsys.readouterr().out.split())
+
+    named = re.search(r"tables: ([a-z, ]+);", help_of("query")).group(1)
+    assert sorted(named.split(", ")) == sorted(TABLES)
+    pages = re.findall(r'title="([^"]+)"', (DOCS.parent / "farm" / "dashboard" / "app.py").read_text())
+    dashboard = help_of("dashboard")
+    assert len(pages) >= 6 and all(page in dashboard for page in pages), (pages, dashboard)

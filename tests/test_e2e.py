@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -42,12 +43,18 @@ def count(con, sql: str) -> int:
     return con.execute(sql).fetchone()[0]
 
 
-def test_tiny_sweep_end_to_end(models_dir: Path, capsys) -> None:
+def test_tiny_sweep_end_to_end(models_dir: Path, capsys, monkeypatch) -> None:
     config = write_sweep(models_dir.parent, TINY_SWEEP)
     results = models_dir.parent / "results"
+    monkeypatch.setenv("COLUMNS", "100")  # the end table fits 100 columns, no word split
     assert main(["sweep", str(config), "--results", str(results), "--executor", "local"]) == 0
     out = capsys.readouterr().out
     assert "sweep tiny" in out and "unsupported" in out and "profile axis collapsed" in out
+    assert max(len(line) for line in out.splitlines()) <= 100, out
+    # each fp16 speedup carries farm compare's verdict on the medians: a ratio in the noise is marked
+    fp16 = [line for line in out.splitlines() if " fp16 " in line and " ok " in line]
+    assert len(fp16) == 2 and all(re.search(r"\d(x| ~| \?| ·)\s", line) for line in fp16), out
+    assert sum(" base " in line for line in out.splitlines()) == 2 and "speedup marks" in out
 
     con = Warehouse(results).connect()
     # 3 precisions x 2 batch sizes; the two profiles collapse for ONNX Runtime; bf16 is unsupported
@@ -236,7 +243,7 @@ def test_show_follows_the_latest_plan(models_dir: Path, capsys) -> None:
     statuses = Warehouse(results).cell_statuses("tiny")
     second = set(statuses) - first
     assert len(second) == 4 and len(statuses) == 8  # every cell named anew (the fp32 ones are the reference)
-    in_summary = {line[2:10] for line in out.splitlines() if line.startswith("│ ")} & {c[:8] for c in statuses}
+    in_summary = {line[:8] for line in out.splitlines()} & {c[:8] for c in statuses}
     assert in_summary == {c[:8] for c in second}
 
     def shown(*extra: str) -> tuple[set[str], str]:

@@ -111,6 +111,28 @@ def test_an_output_file_that_cannot_be_written_is_one_line(measured: Path, tmp_p
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_output_path_that_is_not_a_file_is_never_replaced(measured: Path, tmp_path: Path, capsys) -> None:
+    """-o onto a FIFO, a folder (a device node likewise: as root, `-o /dev/null` replaced it) is one
+    line and exit 2, and the thing stays what it was; a link is replaced as a link, its target kept."""
+    import stat
+
+    results = str(measured / "results")
+    cell = next((measured / "results" / "tiny" / "cells").glob("*.parquet")).stem
+    fifo, folder = tmp_path / "pipe.html", tmp_path / "folder.dot"
+    os.mkfifo(fifo)
+    folder.mkdir()
+    for command, kind in ((["report", "tiny", "-o", str(fifo)], "a FIFO"),
+                          (["graph", cell[:8], "-o", str(folder)], "a folder")):
+        assert main([*command, "--results", results]) == 2
+        assert f"it is {kind}, and farm replaces only regular files" in one_error_line(capsys.readouterr().err)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and folder.is_dir() and not any(folder.iterdir())
+    target, link = tmp_path / "target.dot", tmp_path / "link.dot"
+    target.write_text("kept")
+    link.symlink_to(target)
+    assert main(["graph", cell[:8], "-o", str(link), "--results", results]) == 0
+    assert target.read_text() == "kept" and not link.is_symlink() and link.read_text().startswith("digraph")
+
+
 def test_a_read_only_warehouse_is_read_but_not_written(measured: Path, tmp_path: Path, capsys) -> None:
     if os.geteuid() != 0:
         results = tmp_path / "results"

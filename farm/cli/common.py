@@ -6,6 +6,7 @@ import argparse
 import io
 import json
 import math
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -38,11 +39,26 @@ def require_sweep(results: str, sweep: str) -> None:
 
 
 def console():
-    """stdout; wide when it is a file or a pipe, so tables are not folded at 80 columns."""
+    """stdout; as wide as a file or pipe needs (its `COLUMNS` where set), so tables are not folded
+    at 80 columns."""
     from rich.console import Console
 
     console = Console()
-    return console if console.is_terminal else Console(width=160)
+    return console if console.is_terminal else Console(width=_columns() or 1 << 16)
+
+
+def table_width(out) -> int | None:
+    """The width a table must fit on `out`: the terminal's, a file's or pipe's `COLUMNS`, or None
+    (a file or pipe without it: no limit)."""
+    return out.width if out.is_terminal else _columns()
+
+
+def _columns() -> int | None:
+    try:
+        value = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        return None
+    return value if value > 0 else None
 
 
 def connect(results: str):
@@ -56,7 +72,7 @@ def connect(results: str):
 
 
 def print_rows(columns: list[str], rows: list[tuple[Any, ...]], fmt: str) -> None:
-    """Print query rows as a table, CSV or JSON."""
+    """Print query rows as a table, CSV, JSON or Markdown."""
     if fmt == "json":
         print(json.dumps([dict(zip(columns, r)) for r in rows], default=str, indent=1))
     elif fmt == "csv":
@@ -67,10 +83,30 @@ def print_rows(columns: list[str], rows: list[tuple[Any, ...]], fmt: str) -> Non
         writer.writerow(columns)
         writer.writerows(rows)
         sys.stdout.write(buffer.getvalue())
+    elif fmt == "markdown":
+        sys.stdout.write(markdown_table(columns, rows))
     else:
         from farm.display import render_table
 
         console().print(render_table(columns, rows))
+
+
+def markdown_table(columns: list[str], rows: list[tuple[Any, ...]]) -> str:
+    """A GitHub-flavoured Markdown table; numbers right-aligned; values as text, never markup (a
+    model named `![x](http://host/x.png)` is not an image to fetch), line breaks as spaces."""
+    import re
+
+    from farm.display import fmt
+
+    def cell(value: Any) -> str:
+        return re.sub(r"([\\`*_\[\]<>!|])", r"\\\1", " ".join(fmt(value).split()))
+
+    numeric = [any(isinstance(r[i], (int, float)) and not isinstance(r[i], bool) for r in rows)
+               for i in range(len(columns))]
+    lines = ["| " + " | ".join(cell(c) for c in columns) + " |",
+             "|" + "|".join("---:" if n else "---" for n in numeric) + "|"]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
 
 
 def exact_text(value: object) -> str:

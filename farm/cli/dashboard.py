@@ -12,8 +12,8 @@ from farm.errors import UserError
 
 def add(add: AddCommand) -> None:
     """The `dashboard` subparser (`add` gives it --results)."""
-    p = add("dashboard", "Serve the comparison dashboard (Streamlit) on localhost: overview, compare, cell, diff "
-                         "and a read-only SQL console over the warehouse.")
+    p = add("dashboard", "Serve the comparison dashboard (Streamlit) on localhost: pages Overview, Compare, Cell, "
+                         "Diff, Regressions and SQL (a read-only console over the warehouse).")
     p.add_argument("--port", type=int, default=8501, help="port on 127.0.0.1 (default: 8501)")
     p.add_argument("--address", default="127.0.0.1",
                    help="address to listen on (default: 127.0.0.1; 0.0.0.0 shares it with your network)")

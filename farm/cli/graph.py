@@ -31,7 +31,10 @@ def run(args: argparse.Namespace) -> int:
     warehouse, con = connect(args.results)
     _, matches = warehouse.fetch(
         con, "SELECT cell_id, model, precision, batch, backend FROM cells WHERE cell_id LIKE ? || '%'", [args.cell])
-    if len(matches) != 1:
+    if not matches:
+        raise UserError(f"no cell id starts with {args.cell!r} in {args.results}/: `farm show SWEEP` lists the cells "
+                        "and their ids")
+    if len(matches) > 1:
         raise UserError(f"{len(matches)} cells match {args.cell!r}: give a longer prefix of the cell id (farm show)")
     cell_id, model, precision, batch, backend = matches[0]
     rows = layer_rows(con, cell_id, warehouse)

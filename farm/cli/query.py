@@ -12,9 +12,9 @@ from farm.errors import UserError, first_line
 def add(add: AddCommand) -> None:
     """The `query` subparser (`add` gives it --results)."""
     p = add("query", "Run SQL over the warehouse (tables: sweeps, cells, builds, measurements, samples, "
-                     "layers, devices).")
+                     "layers, accuracy, devices; columns in docs/warehouse.md).")
     p.add_argument("sql", help='e.g. "SELECT model, batch, throughput_qps FROM cells JOIN measurements USING (cell_id)"')
-    p.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output format")
+    p.add_argument("--format", choices=["table", "csv", "json", "markdown"], default="table", help="output format")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,53 +5,53 @@ from __future__ import annotations
 import argparse
 import sys
 
-from farm.cli.common import PLAIN_TABLE_ROWS, AddCommand, connect, footnoted, print_plain_table, print_rows, require_sweep
-from farm.queries import THROTTLED_TEXT, VERDICT_TEXT, cells_with_figures, throttled_sql
+from farm.cli.common import (
+    PLAIN_TABLE_ROWS,
+    AddCommand,
+    connect,
+    footnoted,
+    print_plain_table,
+    print_rows,
+    require_sweep,
+    table_width,
+)
+from farm.errors import UserError
+from farm.queries import THROTTLED_TEXT, VERDICT_TEXT, cells_with_figures, option_labels, throttled_sql
+
+# What the table shows by default: what tells the cells apart and the figures a reader compares;
+# --wide adds the rest. Where the terminal is too narrow, DROP_ORDER's columns go first.
+DEFAULT_COLUMNS = ("cell", "model", "backend", "precision", "batch", "profile", "status", "p50 ms", "samples/s",
+                   "stable", "accuracy", "note")
+DROP_ORDER = ("profile", "stable", "cell", "samples/s", "accuracy")
+SHORT_HEADERS = {"precision": "prec"}  # in the terminal's table only; --columns and --sort take either
 
 
 def add(add: AddCommand) -> None:
     """The `show` subparser (`add` gives it --results)."""
     p = add("show", "Show the cells of one sweep with their figures.")
     p.add_argument("sweep", help="sweep name (see `farm ls`)")
-    p.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output format")
+    p.add_argument("--format", choices=["table", "csv", "json", "markdown"], default="table", help="output format")
+    p.add_argument("--wide", action="store_true",
+                   help="every column (qps, p99, its tail, cv %%, throttled, build time, layer coverage); "
+                        "csv and json always have them")
+    p.add_argument("--columns", help="these columns, comma-separated, in this order (e.g. model,backend,p99 ms)")
+    p.add_argument("--sort", metavar="COLUMN", help="rows ordered by this column (default: model, backend, "
+                                                    "precision, batch); numbers and texts alike, blanks last")
+    p.add_argument("--reverse", action="store_true", help="with --sort: largest first")
     p.add_argument("--all", action="store_true",
                    help="also the cells of earlier plans of this sweep (before its sweep file changed)")
 
 
 def run(args: argparse.Namespace) -> int:
-    from farm.layers.coverage import COVERAGE_WARN_PERCENT
-    from farm.measure import MIN_TAIL_SAMPLES
-
     require_sweep(args.results, args.sweep)
     warehouse, con = connect(args.results)
-    # a warehouse written before the tail counts existed has no such column in its view
-    measured = {d[0] for d in con.execute("SELECT * FROM measurements LIMIT 0").description}
-    tail = "m.latency_p99_tail_samples" if "latency_p99_tail_samples" in measured else "CAST(NULL AS BIGINT)"
-    coverage = "m.layer_coverage_percent" if "layer_coverage_percent" in measured else "CAST(NULL AS DOUBLE)"
-    throttled = throttled_sql(THROTTLED_TEXT, measured)
     plan = None if args.all else warehouse.latest_plan(args.sweep)
-    # "p99 tail": queries above p99, marked "(few)" under MIN_TAIL_SAMPLES (docs/warehouse.md)
-    columns, rows = warehouse.fetch(con, cells_with_figures(
-        f"""left(c.cell_id, 8) AS cell, c.model, c.precision, c.batch, c.profile, c.backend, c.status,
-            m.throughput_qps AS qps, m.throughput_samples_per_s AS "samples/s",
-            m.latency_median_ms AS "p50 ms", m.latency_p99_ms AS "p99 ms",
-            CASE WHEN {tail} < ? THEN {tail} || ' (few)' ELSE CAST({tail} AS VARCHAR) END AS "p99 tail",
-            m.latency_cv_percent AS "cv %", m.stable, {throttled} AS throttled, {VERDICT_TEXT} AS accuracy,
-            b.build_s AS "build s",
-            CASE WHEN {coverage} < ? THEN CAST(round({coverage}) AS INTEGER) || ' (partial)'
-                 ELSE CAST(CAST(round({coverage}) AS INTEGER) AS VARCHAR) END AS "layers % of compute",
-            coalesce(c.reason, c.notes) AS note""",
-        where="c.sweep_id = ? AND (? OR list_contains(?, c.cell_id))",
-        order_by="c.model, c.backend, c.precision, c.batch, c.profile, c.options, c.cell_id"),  # ties: in one order
-        [MIN_TAIL_SAMPLES, COVERAGE_WARN_PERCENT, args.sweep, plan is None, plan or []])
+    columns, rows = _fetch(warehouse, con, args.sweep, plan)
+    columns, rows = _labelled(columns, rows)
+    rows = _sorted(columns, rows, args.sort, args.reverse)
+    columns, rows = _chosen(columns, rows, args)
     if args.format == "table":  # each distinct note once, below the table, as the end-of-sweep summary does
-        rows, notes = footnoted(rows, columns.index("note"))
-        if len(rows) > PLAIN_TABLE_ROWS:
-            print_plain_table(columns, rows)
-        else:
-            print_rows(columns, rows, args.format)
-        for number, note in enumerate(notes, 1):
-            print(f"[{number}] {note}")
+        _print_table(columns, rows, explicit=bool(args.wide or args.columns))
     else:
         print_rows(columns, rows, args.format)
     if plan is not None:
@@ -60,3 +60,102 @@ def run(args: argparse.Namespace) -> int:
             print(f"farm: {total - len(rows)} cell(s) of earlier plans of sweep {args.sweep!r} not shown "
                   "(its sweep file changed since they ran): --all shows them", file=sys.stderr)
     return 0
+
+
+def _fetch(warehouse, con, sweep: str, plan: list[str] | None) -> tuple[list[str], list[tuple]]:
+    from farm.layers.coverage import COVERAGE_WARN_PERCENT
+    from farm.measure import MIN_TAIL_SAMPLES
+
+    # a warehouse written before the tail counts existed has no such column in its view
+    measured = {d[0] for d in con.execute("SELECT * FROM measurements LIMIT 0").description}
+    tail = "m.latency_p99_tail_samples" if "latency_p99_tail_samples" in measured else "CAST(NULL AS BIGINT)"
+    coverage = "m.layer_coverage_percent" if "layer_coverage_percent" in measured else "CAST(NULL AS DOUBLE)"
+    throttled = throttled_sql(THROTTLED_TEXT, measured)
+    # "p99 tail": queries above p99, marked "(few)" under MIN_TAIL_SAMPLES (docs/warehouse.md)
+    return warehouse.fetch(con, cells_with_figures(
+        f"""left(c.cell_id, 8) AS cell, c.model, c.precision, c.batch, c.profile, c.backend, c.status,
+            m.throughput_qps AS qps, m.throughput_samples_per_s AS "samples/s",
+            m.latency_median_ms AS "p50 ms", m.latency_p99_ms AS "p99 ms",
+            CASE WHEN {tail} < ? THEN {tail} || ' (few)' ELSE CAST({tail} AS VARCHAR) END AS "p99 tail",
+            m.latency_cv_percent AS "cv %", m.stable, {throttled} AS throttled, {VERDICT_TEXT} AS accuracy,
+            b.build_s AS "build s",
+            CASE WHEN {coverage} < ? THEN CAST(round({coverage}) AS INTEGER) || ' (partial)'
+                 ELSE CAST(CAST(round({coverage}) AS INTEGER) AS VARCHAR) END AS "layers % of compute",
+            coalesce(c.reason, c.notes) AS note, CAST(c.options AS VARCHAR) AS options""",
+        where="c.sweep_id = ? AND (? OR list_contains(?, c.cell_id))",
+        order_by="c.model, c.backend, c.precision, c.batch, c.profile, c.options, c.cell_id"),  # ties: in one order
+        [MIN_TAIL_SAMPLES, COVERAGE_WARN_PERCENT, sweep, plan is None, plan or []])
+
+
+def _labelled(columns: list[str], rows: list[tuple]) -> tuple[list[str], list[tuple]]:
+    """`variant`: the options that tell this sweep's cells of one backend apart, as short labels
+    ('compile', 'cuda_graph', 'no-cuda_graph'); `options` stays for csv and json."""
+    import json
+
+    at = columns.index("options")
+    labels = option_labels([(r[columns.index("backend")], json.loads(r[at] or "{}")) for r in rows], short=True)
+    variants = [label.partition(" ")[2] or None for label in labels]
+    where = columns.index("backend") + 1
+    return (columns[:where] + ["variant"] + columns[where:],
+            [tuple(r[:where]) + (v,) + tuple(r[where:]) for r, v in zip(rows, variants)])
+
+
+def _sorted(columns: list[str], rows: list[tuple], column: str | None, reverse: bool) -> list[tuple]:
+    if column is None:
+        return rows
+    at = _column_index(columns, column)
+    present = [r for r in rows if r[at] is not None]
+    blank = [r for r in rows if r[at] is None]
+    numbers = all(isinstance(r[at], (int, float)) for r in present)
+    return sorted(present, key=lambda r: r[at] if numbers else str(r[at]), reverse=reverse) + blank
+
+
+def _column_index(columns: list[str], name: str) -> int:
+    wanted = name.strip().lower()
+    wanted = {short: full for full, short in SHORT_HEADERS.items()}.get(wanted, wanted)
+    for index, column in enumerate(columns):
+        if column.lower() == wanted:
+            return index
+    unit_left_out = [i for i, column in enumerate(columns) if column.lower().startswith(wanted + " ")]
+    if len(unit_left_out) == 1:  # 'p50' for 'p50 ms'
+        return unit_left_out[0]
+    raise UserError(f"no column {name!r}: the columns are {', '.join(columns)}")
+
+
+def _chosen(columns: list[str], rows: list[tuple], args: argparse.Namespace) -> tuple[list[str], list[tuple]]:
+    """The columns asked for: --columns; else every one for --wide, csv and json; else the default
+    set (the backend and its variant as one column; profile only where a cell has one)."""
+    if args.columns:
+        keep = [_column_index(columns, name) for name in args.columns.split(",") if name.strip()]
+    elif args.wide or args.format in ("csv", "json"):
+        keep = [i for i, c in enumerate(columns) if c != "options" or args.format != "table"]
+    else:
+        at = columns.index("backend"), columns.index("variant")
+        rows = [tuple(r[:at[0]]) + (" ".join(filter(None, (r[at[0]], r[at[1]]))),) + tuple(r[at[0] + 1:])
+                for r in rows]
+        profile = columns.index("profile")
+        keep = [columns.index(c) for c in DEFAULT_COLUMNS if c != "profile" or any(r[profile] for r in rows)]
+    return [columns[i] for i in keep], [tuple(r[i] for i in keep) for r in rows]
+
+
+def _print_table(columns: list[str], rows: list[tuple], explicit: bool) -> None:
+    from farm.cli.common import console
+    from farm.display import fitted_table
+
+    if "note" in columns:
+        rows, notes = footnoted(rows, columns.index("note"))
+    else:
+        notes = []
+    if len(rows) > PLAIN_TABLE_ROWS:
+        print_plain_table(columns, rows)
+    else:
+        out = console()
+        width = table_width(out)
+        headers = [SHORT_HEADERS.get(c, c) for c in columns]
+        table, hidden = fitted_table(headers, rows, None if explicit else width,
+                                     [SHORT_HEADERS.get(c, c) for c in DROP_ORDER])
+        out.print(table)
+        if hidden:
+            print(f"({', '.join(hidden)} left out to fit {width} columns: --wide or --columns shows them)")
+    for number, note in enumerate(notes, 1):
+        print(f"[{number}] {note}")

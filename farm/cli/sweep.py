@@ -6,7 +6,7 @@ import argparse
 import math
 import re
 
-from farm.cli.common import AddCommand, console
+from farm.cli.common import AddCommand, console, table_width
 from farm.errors import UserError
 
 
@@ -42,8 +42,9 @@ def add(add: AddCommand) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from farm.display import SPEEDUP_LEGEND, fitted_table
     from farm.executor import DEFAULT_CELL_TIMEOUT_S, DEFAULT_WORKER_MEMORY, parse_memory_limit
-    from farm.sweep import run_sweep, summary_table
+    from farm.sweep import SUMMARY_DROP_ORDER, run_sweep, summary_table
     from farm.warehouse import Warehouse
 
     ray_only = {"--address": args.address, "--gpus": args.gpus, "--retries": args.retries,
@@ -68,8 +69,14 @@ def run(args: argparse.Namespace) -> int:
                         address=args.address, retries=retries, gpus=args.gpus,
                         worker_memory=worker_memory, cell_timeout_s=timeout or None, only=args.cells)
     out = console()
-    table, notes = summary_table(Warehouse(args.results), outcome)
+    columns, rows, notes = summary_table(Warehouse(args.results), outcome)
+    table, hidden = fitted_table(columns, rows, table_width(out), SUMMARY_DROP_ORDER, title=f"sweep {outcome.sweep}")
     out.print(table)
+    if any(isinstance(r[columns.index("speedup")], str) for r in rows) and "speedup" not in hidden:
+        out.print(SPEEDUP_LEGEND, highlight=False, markup=False)
+    if hidden:
+        out.print(f"({', '.join(hidden)} left out to fit {table_width(out)} columns: farm show {outcome.sweep} --wide "
+                  "shows every figure)", highlight=False, markup=False)
     for number, note in enumerate(notes, 1):
         out.print(f"[{number}] {note}", highlight=False, markup=False)
     if outcome.failures:

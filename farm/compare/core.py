@@ -220,8 +220,9 @@ def _judge(pair: Pair, result: PairResult, min_effect_percent: float,
     result.new = intervals[1].get(str(b["cell_id"])) if ok_b else None
     result.effect = effect_interval(result.base, result.new, min_effect_percent)
     result.verdict = result.effect.verdict
-    if not (ok_a and ok_b):
-        result.verdict = FAILED if ok_a else FIXED if ok_b else NOT_MEASURED
+    if not (ok_a and ok_b):  # failed / fixed only where a side failed; skipped or unsupported: not measured
+        failed_a, failed_b = a.get("status") == "failed", b.get("status") == "failed"
+        result.verdict = FAILED if ok_a and failed_b else FIXED if ok_b and failed_a else NOT_MEASURED
 
 
 def _explain_slower(pairs: list[Pair], results: list[PairResult], base: Side, new: Side) -> None:

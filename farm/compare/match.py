@@ -81,9 +81,14 @@ def match_cells(base: list[dict[str, Any]], new: list[dict[str, Any]]) -> tuple[
         found, left_base, left_new = _pair_by(left_base, left_new, key)
         pairs += found
     for pair in pairs:
+        if pair.base.get("status") != "ok" or pair.new.get("status") != "ok":
+            # no two latencies to set side by side (a side skipped, unsupported or failed): nothing
+            # measured differently; the pair shows as not measured, failed or fixed
+            continue
         a, b = device[id(pair.base)], device[id(pair.new)]
         pair.device_differs = None if a == b else f"device {a} vs {b}"
         pair.timing_differs = timing_difference(pair.base, pair.new)
+    for pair in pairs:
         if pair.base.get("model_sha256") != pair.new.get("model_sha256"):
             pair.notes.append("model file differs")
     return pairs, left_base, left_new

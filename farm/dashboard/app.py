@@ -9,14 +9,14 @@ PAGES = Path(__file__).parent / "views"  # not "pages/": Streamlit would list th
 
 
 def main() -> None:
-    st.set_page_config(page_title="farm", page_icon=":material/speed:", layout="wide")
+    st.set_page_config(page_title="farm", layout="wide")
     navigation = st.navigation([
-        st.Page(PAGES / "overview.py", title="Overview", icon=":material/dashboard:", default=True),
-        st.Page(PAGES / "compare.py", title="Compare", icon=":material/compare_arrows:"),
-        st.Page(PAGES / "cell.py", title="Cell", icon=":material/grid_view:"),
-        st.Page(PAGES / "diff.py", title="Diff", icon=":material/difference:"),
-        st.Page(PAGES / "regressions.py", title="Regressions", icon=":material/trending_up:"),
-        st.Page(PAGES / "sql.py", title="SQL", icon=":material/terminal:"),
+        st.Page(PAGES / "overview.py", title="Overview", default=True),
+        st.Page(PAGES / "compare.py", title="Compare"),
+        st.Page(PAGES / "cell.py", title="Cell"),
+        st.Page(PAGES / "diff.py", title="Diff"),
+        st.Page(PAGES / "regressions.py", title="Regressions"),
+        st.Page(PAGES / "sql.py", title="SQL"),
     ])
     navigation.run()
 

@@ -111,10 +111,9 @@ def downloads(frame: pd.DataFrame | Callable[[], pd.DataFrame], name: str, key: 
     get = frame if callable(frame) else (lambda: frame)
     left, right, _ = st.columns([1, 1, 6])
     left.download_button("CSV", data=lambda: get().to_csv(index=False), file_name=f"{name}.csv", mime="text/csv",
-                         key=f"{key}-csv", icon=":material/download:", on_click="ignore")
+                         key=f"{key}-csv", on_click="ignore")
     right.download_button("Parquet", data=lambda: _parquet(get()), file_name=f"{name}.parquet",
-                          mime="application/vnd.apache.parquet", key=f"{key}-parquet",
-                          icon=":material/download:", on_click="ignore")
+                          mime="application/vnd.apache.parquet", key=f"{key}-parquet", on_click="ignore")
 
 
 def _parquet(frame: pd.DataFrame) -> bytes:

@@ -37,10 +37,11 @@ PRECISION_FAMILY = {"fp32": "blue", "tf32": "purple", "fp16": "green", "bf16": "
 
 
 def listed_backends(snap: Snapshot, sweeps: list[str]) -> list[str]:
-    """The backends in the order the sweeps' files list them (`[axes] backends`, the newest run's
-    file of each sweep; farm's default, onnxruntime, where a file names none)."""
-    texts = snap.query("SELECT sweep_id, arg_max(config_text, started_at) AS text FROM sweeps "
-                       "WHERE list_contains(?, sweep_id) GROUP BY sweep_id ORDER BY sweep_id", [list(sweeps)])
+    """The backends in the order the sweeps' files list them (`[axes] backends`), every run's file
+    of each sweep, oldest first: a later run of a narrower file (one backend rerun) does not move
+    the order, and so not the default baseline (farm's default, onnxruntime, where a file names none)."""
+    texts = snap.query("SELECT sweep_id, config_text AS text FROM sweeps WHERE list_contains(?, sweep_id) "
+                       "ORDER BY sweep_id, started_at", [list(sweeps)])
     order: list[str] = []
     for text in texts.text:
         try:

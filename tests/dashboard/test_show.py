@@ -71,3 +71,60 @@ def test_query_prints_every_digit_the_sql_returns(warehouse: Path, capsys) -> No
     out = capsys.readouterr().out
     assert repr(round(qps, 6)) in out and repr(qps) in out  # not rounded to 4 significant digits
     assert "0.333333" in out
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "results"
+
+
+def test_show_fits_100_columns_and_tells_the_torch_modes_apart(capsys, monkeypatch) -> None:
+    """The shipped GPU sweep at 100 columns: no line wider, no word cut or folded, eager / compile /
+    CUDA graphs of one configuration on rows of their own, and what was left out said."""
+    if not (EXAMPLES / "gpu-engines").is_dir():
+        import pytest
+
+        pytest.skip("this checkout has no examples/results/gpu-engines")
+    monkeypatch.setenv("COLUMNS", "100")
+    assert main(["show", "gpu-engines", "--results", str(EXAMPLES)]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    header = lines[0].split()
+    assert header[:3] == ["model", "backend", "prec"] and "status" in header and "p50" in header
+    modes = {parts[2] for parts in map(str.split, lines) if parts[:2] == ["resnet50", "torch"]
+             and parts[3:5] == ["fp32", "128"]}
+    assert modes == {"eager", "compile", "cudagraphs"}, out
+    assert "…" not in out and all("unsupported" in line for line in lines if "unsup" in line)  # whole words
+    assert "left out to fit 100 columns: --wide or --columns shows them" in out
+
+    monkeypatch.delenv("COLUMNS")  # a file or pipe with no width: every default column, nothing cut
+    assert main(["show", "gpu-engines", "--results", str(EXAMPLES)]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split()[:2] == ["cell", "model"] and "left out" not in out and "…" not in out
+    assert main(["show", "gpu-engines", "--results", str(EXAMPLES), "--wide"]) == 0
+    header = capsys.readouterr().out.splitlines()[0]
+    assert all(name in header for name in ("p99 ms", "cv %", "build s", "variant", "layers % of compute"))
+
+
+def test_show_columns_sort_and_markdown(capsys) -> None:
+    if not (EXAMPLES / "gpu-resnet50").is_dir():
+        import pytest
+
+        pytest.skip("this checkout has no examples/results/gpu-resnet50")
+    args = ["show", "gpu-resnet50", "--results", str(EXAMPLES), "--columns", "variant,batch,p50", "--sort", "p50"]
+    assert main([*args, "--reverse", "--format", "csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert list(rows[0]) == ["variant", "batch", "p50 ms"] and len(rows) == 48
+    medians = [float(r["p50 ms"]) for r in rows]
+    assert medians == sorted(medians, reverse=True)
+    assert main([*args, "--format", "markdown"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:2] == ["| variant | batch | p50 ms |", "|---|---:|---:|"] and len(lines) == 50
+    assert main(["show", "gpu-resnet50", "--results", str(EXAMPLES), "--sort", "nonsense"]) == 2
+    assert "no column 'nonsense': the columns are cell, model" in capsys.readouterr().err
+
+
+def test_markdown_values_are_text_never_markup() -> None:
+    from farm.cli.common import markdown_table
+
+    text = markdown_table(["model", "p50 ms"], [("![b](http://host/x.png) a|b", 1.5)])
+    assert "\\!\\[b\\](http://host/x.png) a\\|b" in text and "![" not in text

@@ -108,8 +108,7 @@ def graph_section(layers: pd.DataFrame) -> None:
         st.caption("Ranked top to bottom along the tensors; layers shaded by their share of the time.")
         with st.container(height=600):
             st.image(svg.decode(), width="content")
-        st.download_button("Graph (SVG)", svg, file_name=f"engine-{cell_id[:8]}.svg", mime="image/svg+xml",
-                           icon=":material/download:", on_click="ignore")
+        st.download_button("Graph (SVG)", svg, file_name=f"engine-{cell_id[:8]}.svg", mime="image/svg+xml", on_click="ignore")
 
 
 def list_section(layers: pd.DataFrame) -> None:
@@ -334,9 +333,11 @@ if len(build):
                                         + (" (cached)" if b.precision_transform_cached else ""))
     if b.calibration:
         facts["calibration"] = b.calibration
-st.table(pd.DataFrame({"value": [str(v) if v is not None and not (isinstance(v, float) and pd.isna(v)) else "–"
-                                  for v in facts.values()]},
-                      index=pd.Index(list(facts), name="fact")))
+# st.dataframe, not st.table: a table renders its texts as Markdown (`farm/__main__.py` came out bold,
+# and a value could link or fetch an image); a data frame shows them as the text they are
+st.dataframe(pd.DataFrame({"value": [str(v) if v is not None and not (isinstance(v, float) and pd.isna(v)) else "–"
+                                      for v in facts.values()]},
+                          index=pd.Index(list(facts), name="fact")), use_container_width=True)
 with st.expander("Library versions"):
     st.json(json.loads(row.versions or "{}"))
 if len(device):

@@ -43,10 +43,11 @@ else:
                "decided the verdict, n: samples compared. Beside it, ✗: the fastest that fails accuracy, ⚠ where "
                "it is the faster one." + ("" if "mJ / inference" in answers else " No energy figures: these cells "
                                           "have no GPU telemetry."))
-    if len(answers) <= 200:  # a plain table: every figure in full, nothing to scroll
-        st.table(answers.set_index(answers.columns[0]))
-    else:  # hundreds of models and batch sizes: a table that scrolls, quick to draw
-        st.dataframe(answers, hide_index=True)
+    # a data frame, never st.table: that renders texts as Markdown, and a model's name is the user's
+    # text (`![x](http://host/x.png)` would be an image fetched on opening the page). Up to 200 rows it
+    # is tall enough to show every row without scrolling; beyond, it scrolls.
+    rows_shown = len(answers) if len(answers) <= 200 else 20
+    st.dataframe(answers, hide_index=True, height=36 * (rows_shown + 1) + 3)
 
 counts = cells.status.value_counts()
 columns = st.columns(6)

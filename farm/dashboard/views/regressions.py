@@ -101,7 +101,7 @@ for side, cells in (("BASE", comparison.only_base), ("NEW", comparison.only_new)
                     + "\n".join(f"- `{c}`" for c in cells))
 one, two, _ = st.columns([1, 1, 6])
 one.download_button("Markdown", data=lambda: render_markdown(comparison), file_name=f"compare-{base}-{new}.md",
-                    key="reg-md", icon=":material/download:", on_click="ignore")
+                    key="reg-md", on_click="ignore")
 two.download_button("JSON", data=lambda: json.dumps(to_dict(comparison), indent=1, default=str),
-                    file_name=f"compare-{base}-{new}.json", key="reg-json", icon=":material/download:",
+                    file_name=f"compare-{base}-{new}.json", key="reg-json",
                     on_click="ignore")
