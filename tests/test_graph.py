@@ -132,3 +132,27 @@ def test_175_graph_ops_with_edges_are_a_ranked_column(tmp_path: Path) -> None:
     assert main(["graph", cell, "--results", str(EXAMPLES), "-o", str(png)]) == 0
     width, height = png_size(png.read_bytes())
     assert width < 1500 and height > 10 * width
+
+
+def test_names_from_the_data_stay_text_in_dot_and_svg() -> None:
+    """A layer or tensor name that tries to end its DOT string (a backslash before a quote) and add
+    attributes, or to be an HTML label, is drawn as the text it is: the SVG links nowhere and loads
+    nothing."""
+    import shutil
+
+    from farm.layers.graph import render
+
+    attack = 'a\\\\" URL="javascript:alert(1)" stylesheet="http://host/s.css'
+    rows = [{"layer_index": 0, "name": attack, "type": "Conv", "input_tensors": '["x"]',
+             "output_tensors": '["<<B>y</B>>\\\\"]', "time_share_percent": 50.0, "time_avg_ms": 1.0,
+             "total_bytes": 10, "output_dtypes": "float"},
+            {"layer_index": 1, "name": "<<B>bold</B>>", "type": "Relu", "input_tensors": '["<<B>y</B>>\\\\"]',
+             "output_tensors": '["z"]', "time_share_percent": 50.0, "time_avg_ms": 1.0, "total_bytes": 10,
+             "output_dtypes": "float"}]
+    source = render(rows, 'model "x\\', "dot").decode()
+    assert "URL=" not in source.replace('URL=\\"', "") and "stylesheet=" not in source.replace('stylesheet=\\"', "")
+    if shutil.which("dot") is None:
+        pytest.skip("graphviz's dot is not installed: the SVG is not drawn here")
+    svg = render(rows, 'model "x\\', "svg").decode()
+    assert "xlink:href" not in svg and "xml-stylesheet" not in svg and "<B>" not in svg
+    assert 'URL=&quot;javascript:alert(1)&quot; stylesheet=&quot;http://host/s.css">' in svg  # as the tooltip's text

@@ -62,7 +62,7 @@ def engine_graph(rows: list[dict[str, Any]], title: str):
     listed = [row for row in rows if not any(row is r for r in ranked)]
     if not ranked:
         title += f"\n{len(rows)} layers in execution order: their rows name no tensors, so no edges are known"
-    graph = graphviz.Digraph(name="engine", graph_attr={"rankdir": "TB", "label": title, "labelloc": "t",
+    graph = graphviz.Digraph(name="engine", graph_attr={"rankdir": "TB", "label": _text(title), "labelloc": "t",
                                                           "fontname": "Helvetica", "ranksep": "0.3",
                                                           "nodesep": "0.25"},
                              node_attr={"shape": "box", "style": "rounded,filled", "fontname": "Helvetica",
@@ -87,17 +87,17 @@ def _ranked_layers(graph, rows: list[dict[str, Any]]) -> None:
 
     for row in rows:
         node = f"L{row['layer_index']}"
-        graph.node(node, _label(row), fillcolor=_heat(row.get("time_share_percent")), tooltip=row["name"])
+        graph.node(node, _text(_label(row)), fillcolor=_heat(row.get("time_share_percent")), tooltip=_text(row["name"]))
         for tensor in tensors(row, "input_tensors"):
             source = producer.get(tensor)
             if source is None:  # an engine input
                 source = tensor_node(tensor)
-                graph.node(source, tensor, shape="ellipse", style="filled", fillcolor="#e8eef7")
+                graph.node(source, _text(tensor), shape="ellipse", style="filled", fillcolor="#e8eef7")
             graph.edge(source, node)
     consumed = {t for row in rows for t in tensors(row, "input_tensors")}
     for tensor, source in producer.items():
         if tensor not in consumed:  # an engine output
-            graph.node(tensor_node(tensor), tensor, shape="ellipse", style="filled", fillcolor="#e8eef7")
+            graph.node(tensor_node(tensor), _text(tensor), shape="ellipse", style="filled", fillcolor="#e8eef7")
             graph.edge(source, tensor_node(tensor))
 
 
@@ -107,6 +107,16 @@ def render(rows: list[dict[str, Any]], title: str, fmt: str) -> bytes:
     if fmt == "dot":
         return graph.source.encode()
     return graph.pipe(format=fmt)
+
+
+def _text(value: Any) -> str:
+    """A text from the data (a layer's or tensor's name, a model's name in the title) as a DOT string
+    that is only ever that text: backslashes and quotes escaped here, because the graphviz package
+    leaves a quote after a backslash as it is (a name ending in a backslash would end the string
+    and the rest of it become attributes: a URL, a stylesheet); never read as an HTML label."""
+    import graphviz
+
+    return graphviz.nohtml(str(value).replace("\\", "\\\\").replace('"', '\\"'))
 
 
 def _short(name: str, limit: int = 60) -> str:
