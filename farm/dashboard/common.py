@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,17 @@ def summary_of(snap: Snapshot, sweep: str, baseline: str | None) -> pd.DataFrame
 def latest_sweep(cells: pd.DataFrame) -> str:
     """The sweep whose cell finished last: what the pages open on."""
     return cells.sort_values("finished_at", na_position="first").sweep_id.iloc[-1]
+
+
+MARKDOWN_SPECIALS = re.compile(r"([\\`*_\[\]<>#!|~$])")  # what starts markup inside a line
+
+
+def md(value: Any) -> str:
+    """Text from the data (a model's or sweep's name, a reason, a layer) as Markdown that shows
+    exactly that text: what would start an image, a link, emphasis, code, HTML, Streamlit's
+    `:red[...]` or LaTeX (`$`) is escaped, so `![x](http://host/x.png)` in a model's name is
+    shown, never fetched as an image."""
+    return MARKDOWN_SPECIALS.sub(r"\\\1", str(value))
 
 
 def results_root() -> Path:

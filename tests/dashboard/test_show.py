@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+from html import escape
 from pathlib import Path
 
 from farm.cli import main
@@ -128,3 +129,18 @@ def test_markdown_values_are_text_never_markup() -> None:
 
     text = markdown_table(["model", "p50 ms"], [("![b](http://host/x.png) a|b", 1.5)])
     assert "\\!\\[b\\](http://host/x.png) a\\|b" in text and "![" not in text
+
+
+def test_dashboard_text_from_the_data_is_never_markdown() -> None:
+    """What a model, sweep or reason says reaches the pages' Markdown escaped (farm.dashboard.common.md):
+    read by a CommonMark parser it is the same text, with no image, link, emphasis or code in it."""
+    from markdown_it import MarkdownIt
+
+    from farm.dashboard.common import md
+
+    parser = MarkdownIt()
+    for text in ("![b](http://host/x.png)", "[click](javascript:alert(1))", "**bold** _it_ `code` <img src=x>",
+                 "a\\b :red[x] $x^2$ # h", "x` ![b](http://h/y.png) `"):
+        html = parser.render(md(text))
+        assert not any(tag in html for tag in ("<img", "<a ", "<strong", "<em", "<code", "<h1")), (text, html)
+        assert html == f"<p>{escape(text)}</p>\n", (text, html)

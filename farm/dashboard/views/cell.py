@@ -10,7 +10,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from farm.dashboard.common import cell_picker, downloads, human_bytes, snapshot_or_stop
+from farm.dashboard.common import cell_picker, downloads, human_bytes, md, snapshot_or_stop
 from farm.dashboard.data import number
 from farm.dashboard.layers import (
     default_cell,
@@ -74,7 +74,7 @@ def roofline_tab(layers: pd.DataFrame) -> None:
     try:
         per_layer = layer_roofline(snap, cell_id, layers)
     except NoModel as exc:
-        st.info(f"No per-layer roofline: {exc}.")
+        st.info(f"No per-layer roofline: {md(exc)}.")
         return
     mapped = per_layer[per_layer.mapped != "no"]
     st.caption(f"{len(mapped)} of {len(per_layer)} layers map to ONNX nodes (graph ops by node name, TensorRT "
@@ -130,7 +130,7 @@ cell_id = cell_picker(snap, "Cell", "cell", default=default_cell(snap))  # a cel
 cell = snap.cell(cell_id)
 st.caption(f"`{cell_id}`")
 if cell.status != "ok":
-    st.error(f"**{cell.status}**: {cell.reason or 'no reason recorded'}")
+    st.error(f"**{cell.status}**: {md(cell.reason or 'no reason recorded')}")
     traceback = snap.query("SELECT traceback FROM cells WHERE cell_id = ?", [cell_id]).traceback.iloc[0]
     if traceback:
         with st.expander("Traceback"):
@@ -211,7 +211,7 @@ else:
 st.subheader("Roofline")
 roof = cell_roofline(snap, [cell_id]).iloc[0]
 if pd.isna(roof.flops):
-    st.info(f"No roofline: {roof.note}.")
+    st.info(f"No roofline: {md(roof.note)}.")
 else:
     columns = st.columns(4)
     columns[0].metric("GFLOP per query", f"{roof.flops / 1e9:.4g}", help="from the ONNX graph at this cell's shapes")

@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from farm.compare.stats import RULE_TEXT, UNDECIDED
-from farm.dashboard.common import compared_cells, downloads, latest_sweep, snapshot_or_stop
+from farm.dashboard.common import compared_cells, downloads, latest_sweep, md, snapshot_or_stop
 from farm.dashboard.data import filter_cells, measured_only, series_labels
 from farm.dashboard.roofline import cell_roofline
 from farm.dashboard.summary import default_baseline, listed_backends, series_colours
@@ -164,7 +164,7 @@ for model in models[:MAX_CHARTED_MODELS]:
     failing = front[front.accuracy == "fail"]
     if not failing.empty:
         st.warning(f"{len(failing)} cell(s) on the frontier fail the accuracy check: "
-                   + "; ".join(failing.label.head(5)))
+                   + "; ".join(md(label) for label in failing.label.head(5)))
     energy = energy_frame(rows)
     if not energy.empty:  # GPU cells with telemetry (farm.telemetry)
         st.markdown("**Energy per inference against throughput**: board energy over the timed window ÷ "
@@ -175,7 +175,7 @@ st.subheader("Table")
 noise = compared[compared.vs_baseline.isin(UNDECIDED)]
 few_tail = compared.latency_p99_tail_samples.lt(MIN_TAIL_SAMPLES).fillna(False).astype(bool)
 stored = compared[compared.noise_basis == "stored"]
-st.caption(f"Speedup = throughput / the baseline's ({baseline}) at the same model and batch. "
+st.caption(f"Speedup = throughput / the baseline's ({md(baseline)}) at the same model and batch. "
            f"vs baseline: {RULE_TEXT} ({len(noise)} cell(s) here show no change that matters, in grey); "
            "intervals from "
            "each cell's raw samples" + (f", except {len(stored)} cell(s) without samples, judged on their stored "

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from farm.compare.stats import RULE_TEXT, ratio_interval, verdicts
-from farm.dashboard.common import cell_picker, downloads, human_bytes, snapshot_or_stop
+from farm.dashboard.common import cell_picker, downloads, human_bytes, md, snapshot_or_stop
 from farm.dashboard.data import number
 from farm.dashboard.layers import layer_coverage, layer_diff, layer_kinds, layers_not_comparable
 from farm.layers.coverage import coverage_note
@@ -80,13 +80,13 @@ if layers_a.empty or layers_b.empty:
     st.stop()
 reason = layers_not_comparable(layers_a, layers_b, a.backend, b.backend)
 if reason:  # eager graph ops against compiled kernels: neither the sums nor the rows line up
-    st.warning(f"Layers not diffed: {reason}.")
+    st.warning(f"Layers not diffed: {md(reason)}.")
     st.stop()
 kind = layer_kinds(layers_a, a.backend).iloc[0]
 for side, cell_id, frame in (("A", a_id, layers_a), ("B", b_id, layers_b)):
     note = coverage_note(layer_coverage(snap, cell_id, frame))
     if note:
-        st.warning(f"{side}: {note}.")
+        st.warning(f"{side}: {md(note)}.")
 diff = layer_diff(layers_a, layers_b, a.backend, b.backend)
 matched = diff[diff.match == "both"]
 only_a, only_b = diff[diff.match == "only A"], diff[diff.match == "only B"]

@@ -9,6 +9,7 @@ from farm.dashboard.common import (
     downloads,
     human_bytes,
     latest_sweep,
+    md,
     results_root,
     snapshot_or_stop,
     summary_choices,
@@ -36,7 +37,7 @@ batches = right.multiselect("Batch sizes", sorted(answers.batch.dropna().unique(
 if batches:
     answers = answers[answers.batch.isin(batches)]
 if answers.empty:
-    st.info(f"No measured cell in sweep {sweep} yet.")
+    st.info(f"No measured cell in sweep {md(sweep)} yet.")
 else:
     st.caption(f"Fastest by samples/s among the cells that pass the accuracy check against the fp32 reference; "
                f"speedup over **{baseline}** at the same model and batch ({RULE_TEXT}); accuracy: the figure that "

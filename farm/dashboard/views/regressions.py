@@ -9,7 +9,7 @@ import streamlit as st
 
 from farm.compare import compare_sweeps, render_markdown, summary_line, to_dict
 from farm.compare.render import accuracy_text, layer_lines
-from farm.dashboard.common import results_root, snapshot_or_stop
+from farm.dashboard.common import md, results_root, snapshot_or_stop
 from farm.dashboard.data import fingerprint
 from farm.errors import UserError
 
@@ -69,8 +69,8 @@ allow_device = st.checkbox("compare cells measured on different devices", key="r
 root = results_root()
 found = _compare(str(root), fingerprint(root), base, new, float(min_effect), allow_timing, allow_device)
 if isinstance(found, str):
-    st.error(found.replace("pass --allow-timing-differences", "tick the timing box above")
-             .replace("pass --allow-device-differences", "tick the device box above"))
+    st.error(md(found.replace("pass --allow-timing-differences", "tick the timing box above")
+                .replace("pass --allow-device-differences", "tick the device box above")))
     st.stop()
 comparison, frame = found
 counts = comparison.counts()
@@ -78,7 +78,7 @@ columns = st.columns(5)
 for column, (label, value) in zip(columns, [("Regressed", len(comparison.regressed)), *(
         (name.capitalize(), counts.get(name, 0)) for name in ("slower", "faster", "within noise", "inconclusive"))]):
     column.metric(label, value)
-st.caption(summary_line(comparison) + ". 'slower' only where the whole 95 % interval of the change in median "
+st.caption(md(summary_line(comparison)) + ". 'slower' only where the whole 95 % interval of the change in median "
            "latency lies above the minimum effect; 'within noise' where it lies inside ± the minimum effect; "
            "'inconclusive' where the samples cannot tell (docs/dashboard.md: Comparing two runs).")
 for note in comparison.allowed:
@@ -87,9 +87,9 @@ st.dataframe(frame, hide_index=True, width="stretch")
 
 explained = [pair for pair in comparison.pairs if pair.layers is not None]
 for pair in explained[:SHOWN_LAYER_TABLES]:
-    st.subheader(f"{pair.new_id[:8]} {pair.label}: {100 * pair.effect.effect:+.1f} %")
+    st.subheader(f"{pair.new_id[:8]} {md(pair.label)}: {100 * pair.effect.effect:+.1f} %")
     lines = layer_lines(pair)
-    st.caption(lines[0])
+    st.caption(md(lines[0]))
     if pair.layers.rows:
         st.dataframe(pd.DataFrame(pair.layers.rows), hide_index=True, width="stretch")
 if len(explained) > SHOWN_LAYER_TABLES:
@@ -98,7 +98,7 @@ if len(explained) > SHOWN_LAYER_TABLES:
 for side, cells in (("BASE", comparison.only_base), ("NEW", comparison.only_new)):
     if cells:
         st.markdown(f"**Only in {side}** (no cell of the same configuration in the other sweep):\n"
-                    + "\n".join(f"- `{c}`" for c in cells))
+                    + "\n".join(f"- {md(c)}" for c in cells))
 one, two, _ = st.columns([1, 1, 6])
 one.download_button("Markdown", data=lambda: render_markdown(comparison), file_name=f"compare-{base}-{new}.md",
                     key="reg-md", on_click="ignore")

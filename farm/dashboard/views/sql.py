@@ -3,7 +3,7 @@ queries run in a child process of the session's own (farm.dashboard.sql.Console)
 
 import streamlit as st
 
-from farm.dashboard.common import downloads, snapshot_or_stop
+from farm.dashboard.common import downloads, md, snapshot_or_stop
 from farm.dashboard.sql import DEFAULT_BYTE_LIMIT, DEFAULT_TIME_LIMIT_S, PROCESS_MEMORY_LIMIT, Console, QueryRefused
 from farm.layers.memory import format_bytes
 from farm.warehouse import TABLES
@@ -34,7 +34,7 @@ if right.button("Run", type="primary", key="sql-run"):
         st.session_state["sql-result"] = exc
 result = st.session_state.get("sql-result")  # kept while other widgets rerun the page
 if isinstance(result, QueryRefused):
-    st.error(f"Refused: {result}")
+    st.error(f"Refused: {md(result)}")
 elif result is not None:
     if result.byte_limited:
         more = (f"; only the first {len(result.frame):,} are shown: they reach the console's "
