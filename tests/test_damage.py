@@ -454,3 +454,38 @@ def test_a_compacted_sweep_resumes_and_check_fix_handles_a_damaged_compacted_fil
         {t: n for t, n in before.items() if t not in ("sweeps", "samples")}
     con = Warehouse(results, warn=lambda _: None).connect()
     assert con.execute("SELECT count(DISTINCT cell_id) FROM samples").fetchone() == (2,)
+
+
+def snapshot_tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_links_out_of_the_warehouse_are_reported_and_never_followed(measured: Path, tmp_path: Path, capsys) -> None:
+    """A sweep folder linked to a folder elsewhere, and a table file linked to a Parquet file
+    elsewhere: every reader leaves them out, `farm check` lists them (and --fix leaves them and what
+    they point at alone), compact and sweep neither read nor write through them."""
+    base = copy_of(measured, tmp_path)
+    results = base / "results"
+    outside = tmp_path / "outside"
+    shutil.copytree(results / "tiny", outside / "elsewhere")
+    (results / "linked").symlink_to(outside / "elsewhere", target_is_directory=True)
+    cell = next((results / "tiny" / "cells").glob("*.parquet"))
+    foreign = outside / "foreign.parquet"
+    shutil.copy(cell, foreign)
+    (results / "tiny" / "cells" / "0123456789abcdef.parquet").symlink_to(foreign)
+    before = snapshot_tree(outside)
+    assert counts(results)["cells"] == 2  # neither the linked sweep nor the linked file is read
+    capsys.readouterr()
+    assert main(["check", "--results", str(results)]) == 1
+    out = capsys.readouterr().out
+    assert out.count("a symbolic link: farm never reads or writes through one") == 2, out
+    assert main(["check", "--fix", "--results", str(results)]) in (0, 1)
+    assert main(["compact", "linked", "--results", str(results)]) == 2
+    assert "no sweep 'linked'" in capsys.readouterr().err
+    assert main(["compact", "--results", str(results)]) in (0, 1)
+    assert (results / "linked").is_symlink() and (results / "tiny" / "cells" / "0123456789abcdef.parquet").is_symlink()
+    sweep = (base / "sweep.toml").read_text().replace('name = "tiny"', 'name = "linked"')
+    (base / "linked.toml").write_text(sweep)
+    assert main(["sweep", str(base / "linked.toml"), "--results", str(results), "--executor", "local"]) == 2
+    assert "is a symbolic link: farm writes nothing through a link" in capsys.readouterr().err
+    assert snapshot_tree(outside) == before  # nothing there was written, moved or removed

@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     columns, rows, notes = summary_table(Warehouse(args.results), outcome)
     table, hidden = fitted_table(columns, rows, table_width(out), SUMMARY_DROP_ORDER, title=f"sweep {outcome.sweep}")
     out.print(table)
-    if any(isinstance(r[columns.index("speedup")], str) for r in rows) and "speedup" not in hidden:
+    if any(r[columns.index("speedup")] not in (None, "base") for r in rows) and "speedup" not in hidden:
         out.print(SPEEDUP_LEGEND, highlight=False, markup=False)
     if hidden:
         out.print(f"({', '.join(hidden)} left out to fit {table_width(out)} columns: farm show {outcome.sweep} --wide "

@@ -16,13 +16,16 @@ from farm.warehouse.parquet import file_problem, parquet_names, remove_path
 from farm.warehouse.repair import WarehouseRepair
 from farm.warehouse.schema import DAMAGED_DIR_NAME, PER_CELL_TABLES, TABLES, UNMEASURED, schema_problem
 
+LINK_FOUND = "a symbolic link: farm never reads or writes through one (it could lead out of the warehouse)"
+
 
 @dataclasses.dataclass(frozen=True)
 class Finding:
     """Something `farm check` found: `damaged` (not whole Parquet, or not the table's schema),
     `orphan` (a cell's file with no `cells` file, or a file or folder of no table), `temp`
-    (a temporary file an interrupted run left) or `unmeasured` (an ok cell's `cells` file with
-    no measurements file: un-marked by --fix, so that the next sweep measures the cell again)."""
+    (a temporary file an interrupted run left), `unmeasured` (an ok cell's `cells` file with
+    no measurements file: un-marked by --fix, so that the next sweep measures the cell again) or
+    `link` (a symbolic link where a sweep, table or file would be: never followed; --fix leaves it)."""
 
     kind: str
     path: Path
@@ -57,11 +60,16 @@ class WarehouseCheck:
         holder = self.locking.lock_holder()
         findings: list[Finding] = []
         checked = quarantined = in_progress = 0
+        findings += [Finding("link", entry, LINK_FOUND) for entry in self._root_entries()
+                     if entry.is_symlink() and not entry.name.startswith(".")]
         for sweep_dir in self.layout.sweep_dirs():
             sweep = sweep_dir.name
             cells_present = parquet_names(sweep_dir / "cells")
             counted = self._counted_parts(sweep, findings)
             for entry in sorted(sweep_dir.iterdir()):
+                if entry.is_symlink():
+                    findings.append(Finding("link", entry, LINK_FOUND, sweep))
+                    continue
                 if entry.name == DAMAGED_DIR_NAME:
                     quarantined += sum(1 for p in entry.rglob("*") if p.is_file())
                     continue
@@ -71,32 +79,10 @@ class WarehouseCheck:
                     what = "folder" if entry.is_dir() else "file"
                     findings.append(Finding("orphan", entry, f"a {what} of no warehouse table", sweep))
                     continue
-                for path in sorted(entry.iterdir()):
-                    if path.name.startswith(".") and ".tmp" in path.name:
-                        if holder is not None:
-                            in_progress += 1
-                        else:
-                            findings.append(Finding("temp", path, "temporary file of an interrupted write", sweep))
-                        continue
-                    if not path.name.endswith(".parquet") or not path.is_file():
-                        findings.append(Finding("orphan", path, f"not a Parquet file of the {entry.name} table",
-                                                sweep))
-                        continue
-                    compacted = PART.match(path.name) and entry.name in COMPACTED_TABLES
-                    if compacted and counted is not None and (entry.name, path.name) not in counted:
-                        why = f"compacted file of no block of {MANIFEST_NAME}: left by an interrupted compaction"
-                    elif not compacted and entry.name in PER_CELL_TABLES and path.name not in cells_present:
-                        why = "no cells file: left by an interrupted run"
-                    else:
-                        why = None
-                    if why:  # a writer's work in progress while one holds the lock
-                        in_progress += holder is not None
-                        findings += [Finding("orphan", path, why, sweep)] if holder is None else []
-                        continue
-                    checked += 1
-                    problem = file_problem(path) or schema_problem(path, entry.name)
-                    if problem:
-                        findings.append(Finding("damaged", path, problem, sweep))
+                found, checked_here, waiting = self._table_folder(sweep, entry, cells_present, counted, holder)
+                findings += found
+                checked += checked_here
+                in_progress += waiting
             damaged = {f.path for f in findings}
             findings += [Finding("unmeasured", path, UNMEASURED, sweep) for path in self.repairs.unmeasured(sweep)
                          if path not in damaged and (sweep_dir / "measurements" / path.name) not in damaged]
@@ -108,6 +94,48 @@ class WarehouseCheck:
                 else:
                     findings.append(Finding("temp", path, "temporary file or folder of an interrupted run"))
         return Inspection(findings, checked, quarantined, in_progress, holder)
+
+    def _table_folder(self, sweep: str, entry: Path, cells_present: set[str], counted: set[tuple[str, str]] | None,
+                      holder: dict[str, Any] | None) -> tuple[list[Finding], int, int]:
+        """What `inspect` finds in one table folder: the findings, the files checked, and the files
+        of a writer's work in progress (while one holds the lock)."""
+        found: list[Finding] = []
+        checked = waiting = 0
+        for path in sorted(entry.iterdir()):
+            if path.is_symlink():
+                found.append(Finding("link", path, LINK_FOUND, sweep))
+                continue
+            if path.name.startswith(".") and ".tmp" in path.name:
+                if holder is not None:
+                    waiting += 1
+                else:
+                    found.append(Finding("temp", path, "temporary file of an interrupted write", sweep))
+                continue
+            if not path.name.endswith(".parquet") or not path.is_file():
+                found.append(Finding("orphan", path, f"not a Parquet file of the {entry.name} table", sweep))
+                continue
+            compacted = PART.match(path.name) and entry.name in COMPACTED_TABLES
+            if compacted and counted is not None and (entry.name, path.name) not in counted:
+                why = f"compacted file of no block of {MANIFEST_NAME}: left by an interrupted compaction"
+            elif not compacted and entry.name in PER_CELL_TABLES and path.name not in cells_present:
+                why = "no cells file: left by an interrupted run"
+            else:
+                why = None
+            if why:  # a writer's work in progress while one holds the lock
+                waiting += holder is not None
+                found += [Finding("orphan", path, why, sweep)] if holder is None else []
+                continue
+            checked += 1
+            problem = file_problem(path) or schema_problem(path, entry.name)
+            if problem:
+                found.append(Finding("damaged", path, problem, sweep))
+        return found, checked, waiting
+
+    def _root_entries(self) -> list[Path]:
+        try:
+            return sorted(self.layout.root.iterdir())
+        except OSError:
+            return []
 
     def _counted_parts(self, sweep: str, findings: list[Finding]) -> set[tuple[str, str]] | None:
         """(table, name) of the sweep's compacted files that count; None (a finding) where its
@@ -127,7 +155,10 @@ class WarehouseCheck:
         done = []
         sweeps = set()
         for finding in findings:
-            if finding.kind in ("damaged", "orphan", "unmeasured"):
+            if finding.kind == "link":  # neither followed nor removed: whoever made it decides
+                done.append((finding, "left as it is (farm never reads or writes through it): remove it if it "
+                                      "should not be there"))
+            elif finding.kind in ("damaged", "orphan", "unmeasured"):
                 moves = sorted(self.repairs.quarantine(finding.sweep, finding.path), key=lambda m: m[0] != finding.path)
                 where = ", ".join(str(to.relative_to(self.layout.root)) for _, to in moves) or "already gone"
                 extra = " with its cell's cells file (measured again by the next sweep)" if len(moves) > 1 else \

@@ -105,9 +105,22 @@ class WarehouseLayout:
         return self.root / sweep / table
 
     def table_files(self, sweep: str, table: str) -> list[Path]:
-        """The table's files of one sweep, by name (compacted ones included)."""
+        """The table's files of one sweep, by name (compacted ones included); none through a link."""
         directory = self.table_dir(sweep, table)
+        if self.link_on_the_way(sweep, table):
+            return []
         return [directory / name for name in sorted(parquet_names(directory))]
+
+    def link_on_the_way(self, *parts: str) -> Path | None:
+        """The first of root/parts[0], root/parts[0]/parts[1], ... that is a symbolic link, or None.
+        Nothing is read or written through one: it could lead out of the warehouse (a sweep folder
+        linked to a folder elsewhere would have compaction and repairs work there)."""
+        path = self.root
+        for part in parts:
+            path = path / part
+            if path.is_symlink():
+                return path
+        return None
 
     def loose_files(self, sweep: str, table: str) -> list[Path]:
         """The table's per-cell (or per-run, per-device) files of one sweep, by name."""
@@ -159,13 +172,14 @@ class WarehouseLayout:
 
     def sweep_dirs(self) -> list[Path]:
         """The sweeps' folders: the root's folders, dot folders aside, that hold at least one table
-        folder (others are not sweeps: a nested warehouse, say, is left alone). The one rule every
-        reader and writer goes by."""
+        folder (others are not sweeps: a nested warehouse, say, is left alone; a link to a folder is
+        never one: `link_on_the_way`). The one rule every reader and writer goes by."""
         try:
-            entries = sorted(p for p in self.root.iterdir() if not p.name.startswith(".") and p.is_dir())
+            entries = sorted(p for p in self.root.iterdir()
+                             if not p.name.startswith(".") and p.is_dir() and not p.is_symlink())
         except OSError:
             return []
-        return [p for p in entries if any((p / t).is_dir() for t in TABLES)]
+        return [p for p in entries if any((p / t).is_dir() and not (p / t).is_symlink() for t in TABLES)]
 
     def sweeps(self) -> list[str]:
         """The sweeps' names (`sweep_dirs`)."""

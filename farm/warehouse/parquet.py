@@ -5,6 +5,7 @@ and names in its errors."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import shutil
@@ -20,6 +21,9 @@ PARQUET_MAGIC = b"PAR1"
 _GLOB_CHARS = re.compile(r"[*?\[\]{}]")
 
 
+LINK_PROBLEM = "a symbolic link: farm reads no file through a link (it could lead out of the warehouse)"
+
+
 def file_problem(path: str | Path) -> str | None:
     """Why `path` is not a whole Parquet file, or None (also when it is gone): its size, the magic
     bytes at both ends and the footer length, about 12 µs a file. A truncated, emptied or
@@ -28,10 +32,12 @@ def file_problem(path: str | Path) -> str | None:
     import stat
 
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
     except FileNotFoundError:
         return None
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return LINK_PROBLEM
         return f"cannot open it: {os_reason(exc)}"
     try:
         st = os.fstat(fd)
@@ -65,14 +71,14 @@ def write_file(path: Path, data: bytes | str) -> None:
 
 
 def parquet_names(directory: Path, regular: bool = True) -> Any:
-    """Names of the table files in `directory` (not temporary files), none if it is missing;
-    with `regular=False`, a dict of every such name to whether it is a regular file (a link to
-    one counts)."""
+    """Names of the table files in `directory` (not temporary files, not symbolic links: nothing is
+    read through a link), none if it is missing; with `regular=False`, a dict of every such name,
+    links included, to whether it is a regular file (a link is not)."""
     try:
         with os.scandir(directory) as entries:
             found = {e.name: e for e in entries if e.name.endswith(".parquet") and not e.name.startswith(".")}
             if regular:
-                return set(found)
+                return {name for name, entry in found.items() if not entry.is_symlink()}
             return {name: _is_regular(entry) for name, entry in found.items()}
     except (FileNotFoundError, NotADirectoryError):
         return set() if regular else {}
@@ -80,7 +86,7 @@ def parquet_names(directory: Path, regular: bool = True) -> Any:
 
 def _is_regular(entry: os.DirEntry) -> bool:
     try:
-        return entry.is_file()
+        return entry.is_file(follow_symlinks=False)
     except OSError:
         return False
 

@@ -22,6 +22,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from farm.errors import UserError
 from farm.files import write_error
 from farm.warehouse.check import WarehouseCheck
 from farm.warehouse.compact import AUTO_COMPACT_CELLS, WarehouseCompaction
@@ -109,6 +110,10 @@ class Warehouse:
 
     def _write_table(self, table_name: str, sweep: str, key: str, table: pa.Table) -> None:
         directory = self.table_dir(sweep, table_name)
+        link = self.layout.link_on_the_way(sweep, table_name)
+        if link is not None:
+            raise UserError(f"{link} is a symbolic link: farm writes nothing through a link (it could lead out of "
+                            "the warehouse); remove it, or choose another --results folder")
         try:
             directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
