@@ -65,11 +65,16 @@ def plan_sweep(loaded: LoadedConfig, cache_dir: Path) -> Plan:
                 raise ConfigError(f"{loaded.path}: models[{index}].calibration.{key}: no such file or folder "
                                   f"{value!r} (paths are relative to the sweep file)")
     _check_profile_dims(loaded, models, profiles)
-    cells = [cell for index, model in enumerate(models) for cell in _model_cells(loaded, index, model, profiles)]
+    # two [[models]] of the same bytes under two names are two models: their name joins their cells'
+    # identity (only then, so the ids of every other model stay as they were)
+    shared = {sha for sha in (m.sha256 for m in models) if sum(m.sha256 == sha for m in models) > 1}
+    cells = [cell for index, model in enumerate(models)
+             for cell in _model_cells(loaded, index, model, profiles, model.sha256 in shared)]
     return Plan(config.name, cells, models)
 
 
-def _model_cells(loaded: LoadedConfig, index: int, model: ModelArtifact, profiles: list[ShapeProfile]) -> list[Cell]:
+def _model_cells(loaded: LoadedConfig, index: int, model: ModelArtifact, profiles: list[ShapeProfile],
+                 named: bool = False) -> list[Cell]:
     """One model's cells: backends x option combinations x precisions x batch sizes x profiles."""
     config = loaded.config
     spec = config.models[index].calibration
@@ -89,7 +94,7 @@ def _model_cells(loaded: LoadedConfig, index: int, model: ModelArtifact, profile
                     for profile in cell_profiles:
                         cell = _make_cell(config.name, model, precision, batch, profile, backend, options,
                                           measurement, tuple(profiles) if with_profiles else (), calibration,
-                                          config.precision.keep_io_types, applied)
+                                          config.precision.keep_io_types, applied, named)
                         cell = dataclasses.replace(
                             cell, notes=note, device_kind=cls.device_kind(options),
                             unsupported_reason=model.batch_unsupported(batch)
@@ -119,7 +124,7 @@ def _identity(model: Any, values: dict[str, Any]) -> dict[str, Any]:
 def _make_cell(sweep: str, model: ModelArtifact, precision: str, batch: int, profile: ShapeProfile | None,
                backend: str, options: dict[str, Any], measurement: Measurement,
                all_profiles: tuple[ShapeProfile, ...], calibration: Calibration, keep_io_types: bool,
-               tolerance: AppliedTolerance | None) -> Cell:
+               tolerance: AppliedTolerance | None, named: bool = False) -> Cell:
     """The cell and its id: a hash of everything that changes its result (tests/test_plan.py pins it)."""
     shapes = {} if model.error else {i.name: i.concrete_shape(batch, model.dims) for i in model.inputs}
     identity = {
@@ -138,6 +143,8 @@ def _make_cell(sweep: str, model: ModelArtifact, precision: str, batch: int, pro
     if precision in ("fp16", "int8"):  # what the precision transform depends on
         identity["transform"] = {"keep_io_types": keep_io_types,
                                  "calibration": dataclasses.asdict(calibration) if precision == "int8" else None}
+    if named:  # another model of this sweep has the same bytes: the name tells them apart
+        identity["model_name"] = model.name
     if tolerance is not None:  # the verdict is part of the result
         identity["tolerance"] = tolerance.model_dump()
     if all_profiles:  # engines may hold every profile: they are part of what is built

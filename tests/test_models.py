@@ -111,3 +111,46 @@ def test_batch_axis_anywhere_and_none(tmp_path: Path) -> None:
     assert state.concrete_shape(4, {}) == (2, 4, 8) and scalar.concrete_shape(4, {}) == ()
     feeds = make_feeds((state, scalar), {"state": (2, 4, 8), "rate": ()}, seed=1)
     assert feeds["state"].shape == (2, 4, 8) and feeds["rate"] == 16000 and feeds["rate"].dtype == np.int64
+
+
+def test_the_same_file_under_two_names_is_two_models(tmp_path: Path) -> None:
+    """Two [[models]] of one file (or byte-identical copies) under two names keep a cell each."""
+    from farm.config import load_config
+    from farm.plan import plan_sweep
+    from tests.conftest import tiny_cnn, write_sweep
+
+    tiny_cnn(tmp_path / "a.onnx")
+    (tmp_path / "copy.onnx").write_bytes((tmp_path / "a.onnx").read_bytes())
+    config = write_sweep(tmp_path, '[[models]]\nsource = "a.onnx"\nname = "first"\n'
+                                   '[[models]]\nsource = "a.onnx"\nname = "second"\n'
+                                   '[[models]]\nsource = "copy.onnx"\nname = "third"\n')
+    cells = plan_sweep(load_config(config), tmp_path / "cache").cells
+    assert sorted(c.model.name for c in cells) == ["first", "second", "third"]
+    assert len({c.cell_id for c in cells}) == 3
+    alone = write_sweep(tmp_path, '[[models]]\nsource = "a.onnx"\nname = "first"\n', name="alone.toml")
+    (only,) = plan_sweep(load_config(alone), tmp_path / "cache").cells
+    assert only.cell_id not in {c.cell_id for c in cells}  # alone, its id is the usual one: no name in it
+
+
+def test_new_external_weights_are_a_new_model(tmp_path: Path) -> None:
+    """An ONNX file whose weights lie in an external data file: new weights (the .onnx untouched)
+    are a new hash, so new cell ids and a new fp32 reference, never the old cell resumed."""
+    from farm.config import load_config
+    from farm.plan import plan_sweep
+    from tests.conftest import tiny_cnn, write_sweep
+
+    model = onnx.load(tiny_cnn(tmp_path / "inline.onnx"))
+    onnx.save_model(model, tmp_path / "tiny.onnx", save_as_external_data=True, all_tensors_to_one_file=True,
+                    location="w.bin", size_threshold=0)
+    config = write_sweep(tmp_path, '[[models]]\nsource = "tiny.onnx"\n')
+    (first,) = plan_sweep(load_config(config), tmp_path / "cache").cells
+    onnx_bytes = (tmp_path / "tiny.onnx").read_bytes()
+    weights = bytearray((tmp_path / "w.bin").read_bytes())
+    weights[:4] = bytes(4)  # other weights, the same size
+    (tmp_path / "w.bin").write_bytes(bytes(weights))
+    (second,) = plan_sweep(load_config(config), tmp_path / "cache").cells
+    assert (tmp_path / "tiny.onnx").read_bytes() == onnx_bytes
+    assert second.model.sha256 != first.model.sha256 and second.cell_id != first.cell_id
+    assert second.model.sha256 != hashlib.sha256(onnx_bytes).hexdigest()
+    (third,) = plan_sweep(load_config(config), tmp_path / "cache").cells  # from the sidecar: the same
+    assert third.model.sha256 == second.model.sha256

@@ -262,22 +262,36 @@ def zoo_model_path(zoo_name: str, cache_dir: Path) -> Path:
 
 
 def _read_metadata(path: Path) -> dict[str, Any]:
-    """Hash and input specs of an ONNX file, cached in a sidecar keyed by size and mtime."""
+    """Hash and input specs of an ONNX file, cached in a sidecar keyed by the size and mtime of the
+    file and of its external data files. The hash is the model's identity (cell ids, the accuracy
+    reference and precision caches): the file's bytes, and where its weights lie in external data
+    files, each of those files' name and bytes too, so new weights are a new model."""
     stat = path.stat()
     sidecar = path.with_name(path.name + ".farm.json")
-    key = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "version": 3}
+    key = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "version": 4}
     try:
         cached = json.loads(sidecar.read_text())
-        if all(cached.get(k) == v for k, v in key.items()):
+        if all(cached.get(k) == v for k, v in key.items()) and cached.get("external", {}) == _stamps(
+                path.parent, cached.get("external", {})):
             return cached
     except (OSError, ValueError):
         pass
     data = path.read_bytes()
-    meta: dict[str, Any] = {**key, "sha256": hashlib.sha256(data).hexdigest(), "inputs": []}
+    digest = hashlib.sha256(data)
+    meta: dict[str, Any] = {**key, "inputs": []}
     try:
-        meta["inputs"] = _onnx_inputs(data)
+        meta["inputs"], locations = _onnx_inputs(data)
     except Exception as exc:  # noqa: BLE001 - a corrupt file is a failed cell, not a crash
-        meta["error"] = f"cannot read {path.name} as an ONNX model: {describe(exc)}"
+        meta["error"], locations = f"cannot read {path.name} as an ONNX model: {describe(exc)}", []
+    for location in locations:  # in the order the file names them (sorted): the same files, the same hash
+        digest.update(b"\0" + location.encode() + b"\0")
+        external = path.parent / location
+        if external.is_file() and path.parent.resolve() in external.resolve().parents:
+            with external.open("rb") as handle:
+                for chunk in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(chunk)
+    meta["sha256"] = digest.hexdigest()
+    meta["external"] = _stamps(path.parent, dict.fromkeys(locations))
     try:
         write_atomic(sidecar, json.dumps(meta))
     except UserError:
@@ -285,13 +299,44 @@ def _read_metadata(path: Path) -> dict[str, Any]:
     return meta
 
 
-def _onnx_inputs(data: bytes) -> list[dict[str, Any]]:
+def _stamps(folder: Path, locations: dict[str, Any]) -> dict[str, list[int] | None]:
+    """(size, mtime) of each external data file, None where it is missing."""
+    stamps: dict[str, list[int] | None] = {}
+    for location in locations:
+        try:
+            found = (folder / location).stat()
+            stamps[location] = [found.st_size, found.st_mtime_ns]
+        except OSError:
+            stamps[location] = None
+    return stamps
+
+
+def _external_locations(model) -> list[str]:
+    """The external data files the model's tensors name (subgraphs and attributes included), sorted."""
+    from onnx.external_data_helper import ExternalDataInfo, uses_external_data
+
+    def tensors(graph):
+        yield from graph.initializer
+        for node in graph.node:
+            for attribute in node.attribute:
+                if attribute.HasField("t"):
+                    yield attribute.t
+                yield from attribute.tensors
+                for sub in ([attribute.g] if attribute.HasField("g") else []) + list(attribute.graphs):
+                    yield from tensors(sub)
+
+    return sorted({ExternalDataInfo(t).location for t in tensors(model.graph) if uses_external_data(t)})
+
+
+def _onnx_inputs(data: bytes) -> tuple[list[dict[str, Any]], list[str]]:
+    """The model's input specs, and the external data files it names."""
     import onnx
     from onnx import helper
 
     from farm.models.int_ranges import integer_hints
 
     model = onnx.load_from_string(data)
+    locations = _external_locations(model)
     if not model.graph.node:
         raise ValueError("the graph has no nodes")
     initializers = {t.name for t in model.graph.initializer}
@@ -313,7 +358,7 @@ def _onnx_inputs(data: bytes) -> list[dict[str, Any]]:
         inputs.append({"name": value.name, "dtype": dtype, "shape": shape, "hint": hints.get(value.name)})
     if not inputs:
         raise ValueError("the model has no inputs")
-    return inputs
+    return inputs, locations
 
 
 def make_feeds(inputs: tuple[InputSpec, ...], shapes: dict[str, tuple[int, ...]], seed: int) -> dict[str, np.ndarray]:
