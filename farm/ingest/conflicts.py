@@ -69,6 +69,8 @@ def _misfits(reads: list[FileRead]) -> list[str]:
             found.append(f"not one run: the per-query times ({times[0][0].path.name}) have a median latency of "
                          f"{measured:.4g} ms, the performance summary ({summaries[0][0].path.name}) {printed} ms")
     layer_sources, profiles = _layer_sources(reads), _profiles(reads)
+    if times and profiles:
+        found += _profile_against_times(times[0], profiles[0])
     if layer_sources and profiles:
         layer_file, layers = max(layer_sources, key=lambda item: len(item[1]))  # what combine() uses
         profile_file, profile = profiles[0]
@@ -77,6 +79,26 @@ def _misfits(reads: list[FileRead]) -> list[str]:
             found.append(f"different layers: only {len(matched)} of the {len(profile.rows)} profile rows of "
                          f"{profile_file.path.name} name one of the {len(layers)} layers of {layer_file.path.name}")
     return found
+
+
+# The layers of a profile add up to the engine's compute time per query (a separate profiling run
+# is slower, by up to about 1.5x where the profiler's synchronization shows); this many times it
+# and more, they are another engine's layers (a profile of one model beside the times of another
+# reached 17x to 31x).
+PROFILE_OVER_COMPUTE_LIMIT = 3.0
+
+
+def _profile_against_times(times: Item, profiles: Item) -> list[str]:
+    """Do the profile's layers take about the per-query times' compute time? (None can tell where
+    either is empty or has no time.)"""
+    (times_file, records), (profile_file, profile) = times, profiles
+    computes = [r.get("computeMs", r["latencyMs"]) for r in records]
+    compute = float(np.median(computes)) if computes else 0.0
+    summed = sum(row.average_ms for row in profile.rows if row.average_ms is not None)
+    if compute <= 0 or summed <= 0 or summed / compute <= PROFILE_OVER_COMPUTE_LIMIT:
+        return []
+    return [f"not one engine: the layers of {profile_file.path.name} add up to {summed:.4g} ms per query, "
+            f"{summed / compute:.1f}x the median compute time of {times_file.path.name} ({compute:.4g} ms)"]
 
 
 def _difference(what: str, items: list[Item], same: Callable[[Any, Any], bool],

@@ -103,6 +103,10 @@ def TimesFromTimesJson(text: str) -> list[dict[str, float]]:
         for key in TIMES_KEYS:
             if key in record and not _is_number(record[key]):
                 raise FormatError(f"query {number} has `{key}` {_shown(record[key])}, not a number")
+        for key in DURATION_KEYS:
+            if key in record and not (_is_number(record[key]) and record[key] >= 0):
+                raise FormatError(f"query {number} has `{key}` {_shown(record[key])}: a time taken is a finite "
+                                  "number, never negative (the file is damaged or was edited)")
         values = {k: float(v) for k, v in record.items() if _is_number(v)}
         for old, new in _TIMES_7X.items():  # 7.x names the copies "in" and "out"
             if old in values and new not in values:
@@ -110,6 +114,9 @@ def TimesFromTimesJson(text: str) -> list[dict[str, float]]:
         records.append(values)
     return records
 
+
+# the keys that are durations (the rest are instants on trtexec's clock, which may be anything)
+DURATION_KEYS = ("h2dMs", "computeMs", "d2hMs", "latencyMs", "inMs", "outMs")
 
 # 7.x `--exportTimes` keys (sampleReporting.cpp exportJSONTrace, 7.0 to 7.2) and their 8.0-on names
 _TIMES_7X = {"startInMs": "startH2dMs", "endInMs": "endH2dMs", "startOutMs": "startD2hMs", "endOutMs": "endD2hMs",

@@ -167,7 +167,7 @@ def variant(tmp_path: Path, source: Path, name: str, old: str, new: str) -> Path
 
 
 @pytest.mark.parametrize("case", ["models", "profiles", "layers-vs-profile", "kernels", "devices", "versions",
-                                  "shapes", "times-vs-summary"])
+                                  "shapes", "times-vs-summary", "times-vs-profile"])
 def test_files_of_different_engines_or_runs_are_refused(tmp_path: Path, capsys, case: str) -> None:
     if case == "models":
         files, expected = [MNIST, RESNET[0]], ["different models", "model.onnx", "resnet50_bs_dynamic.onnx"]
@@ -196,6 +196,11 @@ def test_files_of_different_engines_or_runs_are_refused(tmp_path: Path, capsys, 
             "Outputs": [{"Name": "y", "Dimensions": [1, 10], "Format/Datatype": "Row major linear FP32"}]}]}))
         run = variant(tmp_path, MNIST, "batch8.log", "--minShapes=x:0:1x1x28", "--shapes=x:8x1x28x28")
         files, expected = [layers, run], ["different tensor shapes", "x 1x1x28x28", "x 8x1x28x28"]
+    elif case == "times-vs-profile":  # the layers of another engine: 4.4x the queries' compute time
+        times = tmp_path / "run.times.json"
+        times.write_text(json.dumps(times_records()))
+        files, expected = [times, FPN[0]], ["not one engine", "layers of fpn_int8.profile.json add up to 4.871 ms",
+                                            "4.4x the median compute time of run.times.json"]
     else:
         times = tmp_path / "run.times.json"
         times.write_text(json.dumps(times_records()))
@@ -291,11 +296,15 @@ def bad_files(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     del no_latency[2]["latencyMs"]
     strings = [dict(r) for r in records]
     strings[0]["latencyMs"] = "1.2"
+    negative = [dict(r) for r in records]
+    negative[3]["computeMs"] = -0.5
     layers = {"Layers": [{"Name": 7, "LayerType": "CaskConvolution"}], "Bindings": []}
     files = {
         "times-without-latency": ("no_latency.times.json", json.dumps(no_latency), "query 3 has no `latencyMs`"),
         "times-with-strings": ("strings.times.json", json.dumps(strings),
                                'query 1 has `latencyMs` "1.2", not a number'),
+        "times-negative": ("negative.times.json", json.dumps(negative),
+                           "query 4 has `computeMs` -0.5: a time taken is a finite number, never negative"),
         "inspector-name-number": ("names.layers.json", json.dumps(layers), "layer 1 has `Name` 7, not a string"),
         "profile-cut-short": ("cut.profile.json", FPN[0].read_text()[:5000], "not valid JSON"),
         "non-utf8-log": ("latin1.log", MNIST.read_text().replace("Throughput", "Throughput \xb5"), "not UTF-8"),
