@@ -156,6 +156,6 @@ def _print_table(columns: list[str], rows: list[tuple], explicit: bool) -> None:
                                      [SHORT_HEADERS.get(c, c) for c in DROP_ORDER])
         out.print(table)
         if hidden:
-            print(f"({', '.join(hidden)} left out to fit {width} columns: --wide or --columns shows them)")
+            print(f"(hidden at {width} columns: {', '.join(hidden)}; --wide or --columns shows them)")
     for number, note in enumerate(notes, 1):
         print(f"[{number}] {note}")

@@ -75,8 +75,8 @@ def run(args: argparse.Namespace) -> int:
     if any(r[columns.index("speedup")] not in (None, "base") for r in rows) and "speedup" not in hidden:
         out.print(SPEEDUP_LEGEND, highlight=False, markup=False)
     if hidden:
-        out.print(f"({', '.join(hidden)} left out to fit {table_width(out)} columns: farm show {outcome.sweep} --wide "
-                  "shows every figure)", highlight=False, markup=False)
+        out.print(f"(hidden at {table_width(out)} columns: {', '.join(hidden)}; farm show {outcome.sweep} --wide)",
+                  highlight=False, markup=False)
     for number, note in enumerate(notes, 1):
         out.print(f"[{number}] {note}", highlight=False, markup=False)
     if outcome.failures:

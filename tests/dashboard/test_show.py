@@ -95,12 +95,12 @@ def test_show_fits_100_columns_and_tells_the_torch_modes_apart(capsys, monkeypat
              and parts[3:5] == ["fp32", "128"]}
     assert modes == {"eager", "compile", "cudagraphs"}, out
     assert "…" not in out and all("unsupported" in line for line in lines if "unsup" in line)  # whole words
-    assert "left out to fit 100 columns: --wide or --columns shows them" in out
+    assert "(hidden at 100 columns: stable, cell; --wide or --columns shows them)" in out
 
     monkeypatch.delenv("COLUMNS")  # a file or pipe with no width: every default column, nothing cut
     assert main(["show", "gpu-engines", "--results", str(EXAMPLES)]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[0].split()[:2] == ["cell", "model"] and "left out" not in out and "…" not in out
+    assert out.splitlines()[0].split()[:2] == ["cell", "model"] and "hidden at" not in out and "…" not in out
     assert main(["show", "gpu-engines", "--results", str(EXAMPLES), "--wide"]) == 0
     header = capsys.readouterr().out.splitlines()[0]
     assert all(name in header for name in ("p99 ms", "cv %", "build s", "variant", "layers % of compute"))
