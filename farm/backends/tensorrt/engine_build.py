@@ -19,6 +19,12 @@ from farm.backends.tensorrt.options import TensorRTOptions
 from farm.files import write_atomic
 from farm.records import BuildRequest, ProfileShapes
 
+# Names TensorRT 11 removed (weakly typed precision flags, EXPLICIT_BATCH, three tactic sources):
+# farm reaches them only on 10.x (behind `major_version` or hasattr). tests/test_tensorrt_bindings.py
+# holds every other name farm uses against both versions' real bindings.
+TENSORRT_10_ONLY = frozenset({"FP16", "BF16", "INT8", "FP8", "OBEY_PRECISION_CONSTRAINTS", "EXPLICIT_BATCH",
+                              "CUBLAS", "CUBLAS_LT", "CUDNN"})
+
 
 def major_version(trt: Any) -> int:
     return int(str(trt.__version__).split(".")[0])
