@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -50,25 +51,39 @@ class ProgressDisplay(Callback):
         self.task = self.progress.add_task("starting", total=len(cells))
 
     def on_cell_start(self, cell: Cell, worker: dict[str, Any] | None = None) -> None:
-        self.progress.update(self.task, description=cell.label)
+        self.progress.update(self.task, description=shown(cell.label))
 
     def on_cell_log(self, cell: Cell, message: str) -> None:
-        self.console.print(f"[dim]{cell.cell_id[:8]}[/dim] {message}", highlight=False)
+        self.console.print(f"[dim]{cell.cell_id[:8]}[/dim] {shown(message)}", highlight=False)
 
     def on_cell_result(self, cell: Cell, result: CellResult) -> None:
         style = STATUS_STYLE.get(result.status, "")
-        text = f"[{style}]{result.status:<11}[/{style}] {cell.label}"
+        text = f"[{style}]{result.status:<11}[/{style}] {shown(cell.label)}"
         if result.status == "ok" and result.measurement:
             m = result.measurement
             text += (f"  {fmt(m['throughput_qps'])} qps  p50 {fmt(m['latency_median_ms'])} ms"
                      f"  p99 {fmt(m['latency_p99_ms'])} ms")
         elif result.reason:
-            text += f"  [dim]{result.reason}[/dim]"
+            text += f"  [dim]{shown(result.reason)}[/dim]"
         self.console.print(text, highlight=False)
         self.progress.advance(self.task)
 
     def on_sweep_end(self) -> None:
         self.progress.stop()
+
+
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` with its control characters written out (ESC as `\\x1b`): a model's name or an
+    engine's message cannot move the cursor, retitle or recolour the terminal it is printed to."""
+    return CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def shown(text: Any) -> str:
+    """Text from the data for a rich markup string: printable, and its brackets never markup."""
+    return escape(printable(str(text)))
 
 
 def fmt(value: Any, digits: int = 4) -> str:
@@ -130,4 +145,4 @@ def render_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: s
 def _cell_text(column: str, value: Any) -> str:
     if column == "status" and value in STATUS_STYLE:
         return f"[{STATUS_STYLE[value]}]{value}[/{STATUS_STYLE[value]}]"
-    return escape(fmt(value))  # a model named "[b]x" is shown as such, not as markup
+    return shown(fmt(value))  # a model named "[b]x" is shown as such, not as markup

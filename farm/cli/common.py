@@ -81,7 +81,7 @@ def print_rows(columns: list[str], rows: list[tuple[Any, ...]], fmt: str) -> Non
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
         writer.writerow(columns)
-        writer.writerows(rows)
+        writer.writerows([[_not_a_formula(v) for v in row] for row in rows])
         sys.stdout.write(buffer.getvalue())
     elif fmt == "markdown":
         sys.stdout.write(markdown_table(columns, rows))
@@ -89,6 +89,21 @@ def print_rows(columns: list[str], rows: list[tuple[Any, ...]], fmt: str) -> Non
         from farm.display import render_table
 
         console().print(render_table(columns, rows))
+
+
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _not_a_formula(value: Any) -> Any:
+    """A text that a spreadsheet would run as a formula (`=HYPERLINK(...)`, `+cmd|...`) opened from
+    CSV, with a leading apostrophe, as spreadsheets themselves write it; numbers as they are."""
+    if isinstance(value, str) and value.startswith(FORMULA_START):
+        try:
+            float(value)
+            return value  # '-1.5': a number written as text
+        except ValueError:
+            return "'" + value
+    return value
 
 
 def markdown_table(columns: list[str], rows: list[tuple[Any, ...]]) -> str:
@@ -113,11 +128,11 @@ def exact_text(value: object) -> str:
     """A value as the query returned it: floats to the shortest text that reads back as the same
     number (0.1, 1234.56789, 1e-07), not rounded to 4 significant digits; the rest as `farm show`
     prints it (blank for NULL, yes/no)."""
-    from farm.display import fmt
+    from farm.display import fmt, printable
 
     if isinstance(value, float) and math.isfinite(value):
         return repr(value)
-    return fmt(value)
+    return printable(fmt(value))
 
 
 def print_exact_table(columns: list[str], rows: list[tuple[str, ...]], numeric: list[bool]) -> None:
@@ -152,9 +167,9 @@ def print_plain_table(columns: list[str], rows: list[tuple], numeric: list[bool]
     """Rows as aligned plain text (numbers right-aligned), as quick for 25,000 rows as for 25.
     Values are formatted with farm.display.fmt (texts stay as they are); `numeric` says which
     columns to right-align where the rows are texts already."""
-    from farm.display import fmt
+    from farm.display import fmt, printable
 
-    text = [[fmt(v) for v in row] for row in rows]
+    text = [[printable(fmt(v)) for v in row] for row in rows]
     if numeric is None:
         numeric = [any(isinstance(r[i], (int, float)) and not isinstance(r[i], bool) for r in rows)
                    for i in range(len(columns))]

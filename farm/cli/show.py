@@ -140,7 +140,7 @@ def _chosen(columns: list[str], rows: list[tuple], args: argparse.Namespace) -> 
 
 def _print_table(columns: list[str], rows: list[tuple], explicit: bool) -> None:
     from farm.cli.common import console
-    from farm.display import fitted_table
+    from farm.display import fitted_table, printable
 
     if "note" in columns:
         rows, notes = footnoted(rows, columns.index("note"))
@@ -158,4 +158,4 @@ def _print_table(columns: list[str], rows: list[tuple], explicit: bool) -> None:
         if hidden:
             print(f"(hidden at {width} columns: {', '.join(hidden)}; --wide or --columns shows them)")
     for number, note in enumerate(notes, 1):
-        print(f"[{number}] {note}")
+        print(f"[{number}] {printable(note)}")

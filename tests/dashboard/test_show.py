@@ -144,3 +144,32 @@ def test_dashboard_text_from_the_data_is_never_markdown() -> None:
         html = parser.render(md(text))
         assert not any(tag in html for tag in ("<img", "<a ", "<strong", "<em", "<code", "<h1")), (text, html)
         assert html == f"<p>{escape(text)}</p>\n", (text, html)
+
+
+def test_terminal_and_csv_output_never_run_what_a_name_says(capsys) -> None:
+    """A name or reason with escape sequences or markup brackets is printed as visible text (no
+    cursor moves, no retitled terminal, no crash on '[/dim]'); a CSV text a spreadsheet would run as a
+    formula starts with an apostrophe, numbers stay as they are."""
+    import types
+
+    from rich.console import Console
+
+    from farm.cli.common import print_rows
+    from farm.display import ProgressDisplay, render_table
+
+    console = Console(force_terminal=True, width=200)
+    progress = ProgressDisplay(console)
+    cell = types.SimpleNamespace(label="tiny\x1b]0;owned\x07 [red]x", cell_id="0123456789abcdef")
+    failed = types.SimpleNamespace(status="failed", reason="boom [/dim] \x1b[2J", measurement=None)
+    with console.capture() as captured:
+        progress.on_sweep_start([cell])
+        progress.on_cell_start(cell)
+        progress.on_cell_result(cell, failed)
+        progress.on_sweep_end()
+        console.print(render_table(["model"], [("a\x1b[31mb",)]))
+    text = captured.get()
+    assert "\x1b]0;" not in text and "\x1b[2J" not in text and "\x1b[31mb" not in text
+    assert "\\x1b]0;owned\\x07 [red]x" in text and "boom [/dim] \\x1b[2J" in text and "a\\x1b[31mb" in text
+    print_rows(["model", "value"], [("=HYPERLINK(\"http://host\")", -1.5), ("-1.5", 2.0), ("@sum", None)], "csv")
+    rows = list(csv.reader(io.StringIO(capsys.readouterr().out)))
+    assert rows[1:] == [["'=HYPERLINK(\"http://host\")", "-1.5"], ["-1.5", "2.0"], ["'@sum", ""]]
