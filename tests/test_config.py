@@ -313,3 +313,25 @@ def test_measurement_record_has_the_config_defaults() -> None:
     from farm.records import MeasurementSettings
 
     assert MeasurementSettings(**Measurement().model_dump()) == MeasurementSettings()
+
+
+def test_model_paths_that_are_not_files_and_absurd_files_are_one_line(tmp_path: Path) -> None:
+    """A folder, a device, a FIFO, a symbolic link loop or a NUL character as a model path, and a
+    sweep file of 5,000 nested tables: each one ConfigError saying what it is, never a traceback."""
+    import os
+
+    (tmp_path / "somedir").mkdir()
+    os.mkfifo(tmp_path / "fifo.onnx")
+    (tmp_path / "loop.onnx").symlink_to(tmp_path / "loop.onnx")
+    for source, said in (("somedir", "is a folder, not a model file"), ("/dev/null", "is not a regular file"),
+                         ("fifo.onnx", "is not a regular file"), ("loop.onnx", "cannot open 'loop.onnx'"),
+                         ("a\\u0000b.onnx", "has a NUL character"), ("missing.onnx", "no such file 'missing.onnx'")):
+        path = tmp_path / "s.toml"
+        path.write_text(f'name = "s"\n[[models]]\nsource = "{source}"\n')
+        with pytest.raises(ConfigError) as caught:
+            load_config(path)
+        assert said in str(caught.value) and "\n" not in str(caught.value), (source, caught.value)
+    deep = tmp_path / "deep.toml"
+    deep.write_text('name = "d"\n[' + ".".join(["a"] * 5000) + "]\nx = 1\n")
+    with pytest.raises(ConfigError, match="nested too deeply"):
+        load_config(deep)

@@ -91,9 +91,11 @@ def load_config(path: str | Path) -> LoadedConfig:
 def parse_config(text: str, path: Path) -> LoadedConfig:
     try:
         raw = tomllib.loads(text)
+        _check_numbers(raw, (), path)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    _check_numbers(raw, (), path)
+    except RecursionError:  # thousands of nested tables: no sweep file is like that
+        raise ConfigError(f"{path}: its tables or arrays are nested too deeply to be a sweep file") from None
     if "name" not in raw:  # the file's stem stands in for it, where it can
         stem_name = re.sub(r"[^A-Za-z0-9_.-]", "-", path.stem)
         if not re.fullmatch(NAME_PATTERN, stem_name):
@@ -107,6 +109,28 @@ def parse_config(text: str, path: Path) -> LoadedConfig:
     backend_options = _check_semantics(config, path)
     config_hash = hashlib.sha256(text.encode()).hexdigest()[:16]
     return LoadedConfig(path, text, config, config_hash, backend_options)
+
+
+def _model_file_problem(folder: Path, source: str) -> str | None:
+    """Why `source` (relative to the sweep file's folder) is not a model file farm can read, in
+    words that say what it is instead; None where it is one."""
+    import stat
+
+    hint = "use a path relative to the sweep file or 'zoo:NAME'"
+    if "\0" in source:
+        return f"{source!r} has a NUL character: no file has that name; {hint}"
+    try:
+        model_path = (folder / source).resolve(strict=True)
+        mode = model_path.stat().st_mode
+    except FileNotFoundError:
+        return f"no such file {source!r} (looked for {(folder / source).absolute()}); {hint}"
+    except (OSError, RuntimeError) as exc:  # a loop of symbolic links, a path too long, no permission
+        return f"cannot open {source!r}: {getattr(exc, 'strerror', None) or exc}; {hint}"
+    if stat.S_ISDIR(mode):
+        return f"{source!r} is a folder, not a model file; name the .onnx file inside it"
+    if not stat.S_ISREG(mode):
+        return f"{source!r} is not a regular file (a device, a pipe or a socket); name an .onnx file"
+    return None
 
 
 def _check_numbers(value: Any, loc: tuple[Any, ...], path: Path) -> None:
@@ -164,12 +188,9 @@ def _check_semantics(config: SweepConfig, path: Path) -> dict[str, list[dict[str
         if source.startswith(NATIVE_PREFIXES):
             continue  # imported, built and exported by the planner (farm.models.native)
         if not source.startswith("zoo:"):
-            model_path = (path.parent / source).resolve()
-            if not model_path.is_file():
-                raise ConfigError(
-                    f"{path}: models[{index}].source: no such file {source!r} "
-                    f"(looked for {model_path}); use a path relative to the sweep file or 'zoo:NAME'"
-                )
+            problem = _model_file_problem(path.parent, source)
+            if problem:
+                raise ConfigError(f"{path}: models[{index}].source: {problem}")
         else:
             from farm.models.zoo import ZOO
 
