@@ -333,6 +333,14 @@ def test_what_counts_as_a_warehouse(measured: Path, tmp_path: Path, capsys) -> N
     assert main(["query", "SELECT count(*) AS n FROM cells", "--results", str(legacy), "--format", "csv"]) == 0
     assert capsys.readouterr().out == "n\n2\n" and not (legacy / MARKER_NAME).exists()  # readers write nothing
     assert main(["check", "--fix", "--results", str(legacy)]) == 0 and (legacy / MARKER_NAME).is_file()
+    project = tmp_path / "project"  # one farm cell file copied into a project's folder is no sweep
+    (project / "analysis" / "cells").mkdir(parents=True)
+    shutil.copy(next((legacy / "tiny" / "cells").glob("*.parquet")), project / "analysis" / "cells")
+    (project / "notes.txt").write_text("mine")
+    before = sorted(str(p.relative_to(project)) for p in project.rglob("*"))
+    assert main(["check", "--fix", "--results", str(project)]) == 2
+    assert "is not a farm warehouse" in capsys.readouterr().err
+    assert sorted(str(p.relative_to(project)) for p in project.rglob("*")) == before  # nothing written or moved
     holder = tmp_path / "holder"  # a folder that holds a warehouse is not one: results/ holds none
     shutil.copytree(ROOT / "examples" / "results", holder / "examples", ignore=shutil.ignore_patterns(".cache"))
     assert "is not a farm warehouse" in Warehouse(holder).not_a_warehouse()

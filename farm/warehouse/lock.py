@@ -28,7 +28,7 @@ from farm.errors import UserError
 from farm.files import write_error
 from farm.warehouse.layout import WarehouseLayout
 from farm.warehouse.parquet import file_problem, parquet_names, write_file
-from farm.warehouse.schema import CACHE_DIR_NAME, LOCK_NAME, MARKER_NAME, SCHEMA_VERSION, TABLES
+from farm.warehouse.schema import CACHE_DIR_NAME, LOCK_NAME, MARKER_NAME, SCHEMA_VERSION
 
 _held: dict[Path, int] = {}  # writer locks this process holds (writer_lock nests within a process)
 
@@ -89,19 +89,23 @@ class WarehouseLocking:
                 "it finishes, or pass another --results folder")
 
     def _written_by_farm(self) -> bool:
-        """Whether a sweep folder holds a Parquet file farm wrote (its metadata says so): the
-        first two files of each table are looked at."""
-        for sweep_dir in self.layout.sweep_dirs():
-            for table in ("cells", *(t for t in TABLES if t != "cells")):
-                for name in sorted(parquet_names(sweep_dir / table))[:2]:
-                    if file_problem(sweep_dir / table / name):  # a FIFO would block the read
-                        continue
-                    try:
-                        metadata = pq.read_schema(sweep_dir / table / name).metadata or {}
-                    except Exception:  # noqa: BLE001 - damaged or foreign: look at the next
-                        continue
-                    if b"farm.schema_version" in metadata:
-                        return True
+        """Whether a sweep folder holds what every farm run writes: a `sweeps` file and a `cells`
+        file with farm's metadata (the first two files of each are looked at). One cell file copied
+        into a project's folder is not a sweep, and no writer or --fix touches that folder."""
+        return any(self._farm_file_in(sweep_dir / "sweeps") and self._farm_file_in(sweep_dir / "cells")
+                   for sweep_dir in self.layout.sweep_dirs())
+
+    @staticmethod
+    def _farm_file_in(folder: Path) -> bool:
+        for name in sorted(parquet_names(folder))[:2]:
+            if file_problem(folder / name):  # a FIFO would block the read
+                continue
+            try:
+                metadata = pq.read_schema(folder / name).metadata or {}
+            except Exception:  # noqa: BLE001 - damaged or foreign: look at the next
+                continue
+            if b"farm.schema_version" in metadata:
+                return True
         return False
 
     def _mark(self) -> None:
