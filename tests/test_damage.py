@@ -497,3 +497,30 @@ def test_links_out_of_the_warehouse_are_reported_and_never_followed(measured: Pa
     assert main(["sweep", str(base / "linked.toml"), "--results", str(results), "--executor", "local"]) == 2
     assert "is a symbolic link: farm writes nothing through a link" in capsys.readouterr().err
     assert snapshot_tree(outside) == before  # nothing there was written, moved or removed
+
+
+def test_a_damaged_compaction_manifest_never_costs_its_blocks(measured: Path, tmp_path: Path, capsys) -> None:
+    """compaction.json cut short: readers leave the compacted rows out and say so; check --fix
+    rebuilds it from the one generation of blocks present (every cell counted again), and with two
+    generations, where which counts cannot be told, it leaves the manifest and every block alone."""
+    from farm.warehouse.layout import MANIFEST_NAME
+
+    base = copy_of(measured, tmp_path)
+    results = base / "results"
+    Warehouse(results).compact("tiny")
+    manifest = results / "tiny" / MANIFEST_NAME
+    parts = sorted(p.relative_to(results) for p in results.rglob("part-*.parquet"))
+    assert parts and not list((results / "tiny" / "cells").glob("[0-9a-f]*.parquet"))
+    manifest.write_text(manifest.read_text()[:20])
+    assert counts(results)["cells"] == 0  # unreadable: its rows are left out, with a warning
+    assert main(["check", "--fix", "--results", str(results)]) == 1
+    assert "rebuilt from its 1 compacted block(s) (2 cells)" in capsys.readouterr().out
+    assert sorted(p.relative_to(results) for p in results.rglob("part-*.parquet")) == parts
+    assert counts(results)["cells"] == 2 and counts(results)["samples"] > 0
+
+    cells_part = results / parts[0]
+    shutil.copy(cells_part, cells_part.with_name(cells_part.name.replace("part-000001", "part-000002")))
+    manifest.write_text("{")
+    assert main(["check", "--fix", "--results", str(results)]) == 1
+    assert "left as it is, and every compacted file with it" in capsys.readouterr().out
+    assert manifest.read_text() == "{" and all((results / p).is_file() for p in parts)

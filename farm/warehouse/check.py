@@ -131,6 +131,20 @@ class WarehouseCheck:
                 found.append(Finding("damaged", path, problem, sweep))
         return found, checked, waiting
 
+    def _fix_manifest(self, finding: Finding) -> str:
+        """A damaged compaction.json: rebuilt from the compacted files where that can be told (the
+        damaged one moved aside), else left as it is with every compacted file: a guess must never
+        cost the blocks it lists."""
+        rebuilt = self.repairs.rebuilt_compaction(finding.sweep)
+        if rebuilt is None:
+            return ("left as it is, and every compacted file with it: which blocks count cannot be told from the "
+                    "files (restore it from a backup, or move the sweep's part-* files aside to measure them again)")
+        moves = self.repairs.quarantine(finding.sweep, finding.path)
+        self.repairs.write_compaction(finding.sweep, rebuilt)
+        where = ", ".join(str(to.relative_to(self.layout.root)) for _, to in moves)
+        return (f"rebuilt from its {len(rebuilt.blocks)} compacted block(s) ({sum(b.cells for b in rebuilt.blocks)} "
+                f"cells); the damaged one moved to {where}")
+
     def _root_entries(self) -> list[Path]:
         try:
             return sorted(self.layout.root.iterdir())
@@ -155,7 +169,10 @@ class WarehouseCheck:
         done = []
         sweeps = set()
         for finding in findings:
-            if finding.kind == "link":  # neither followed nor removed: whoever made it decides
+            if finding.kind == "damaged" and finding.path.name == MANIFEST_NAME:
+                done.append((finding, self._fix_manifest(finding)))
+                sweeps.add(finding.sweep)
+            elif finding.kind == "link":  # neither followed nor removed: whoever made it decides
                 done.append((finding, "left as it is (farm never reads or writes through it): remove it if it "
                                       "should not be there"))
             elif finding.kind in ("damaged", "orphan", "unmeasured"):

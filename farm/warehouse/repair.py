@@ -17,7 +17,16 @@ import pyarrow.parquet as pq
 
 from farm.errors import first_line
 from farm.files import TEMP_DIR_NAME
-from farm.warehouse.layout import COMPACTED_TABLES, MANIFEST_NAME, PART, Compaction, ManifestUnreadable, WarehouseLayout
+from farm.warehouse.layout import (
+    COMPACTED_TABLES,
+    MANIFEST_NAME,
+    PART,
+    Block,
+    Compaction,
+    ManifestUnreadable,
+    WarehouseLayout,
+    part_name,
+)
 from farm.warehouse.parquet import file_problem, free_name, parquet_names, remove_path
 from farm.warehouse.schema import DAMAGED_DIR_NAME, PER_CELL_TABLES, TABLES, UNMEASURED
 
@@ -110,6 +119,31 @@ class WarehouseRepair:
                     path.unlink(missing_ok=True)
                     removed.append(path)
         return removed
+
+    def rebuilt_compaction(self, sweep: str) -> Compaction | None:
+        """compaction.json made anew from the compacted files present, where that can be told: one
+        generation of them (a finished compaction removes the older), each block with a readable
+        `cells` file. None where it cannot (two generations: which counts is what the damaged file
+        said), so that nothing is dropped on a guess."""
+        found: dict[tuple[int, int], set[str]] = {}
+        for table in COMPACTED_TABLES:
+            for path in self.layout.table_files(sweep, table):
+                if match := PART.match(path.name):
+                    found.setdefault((int(match[1]), int(match[2])), set()).add(table)
+        if len({generation for generation, _ in found}) != 1:
+            return None
+        blocks = []
+        for (generation, number), tables in sorted(found.items()):
+            path = self.layout.table_dir(sweep, "cells") / part_name(generation, number)
+            if "cells" not in tables or file_problem(path):
+                return None
+            try:
+                ids = pq.read_table(path, columns=["cell_id"]).column("cell_id").to_pylist()
+            except Exception:  # noqa: BLE001 - unreadable: cannot be told
+                return None
+            blocks.append(Block(generation, number, len(ids), min(ids), max(ids),
+                                tuple(t for t in COMPACTED_TABLES if t in tables)))
+        return Compaction(blocks[0].generation, tuple(blocks)) if blocks and all(b.cells for b in blocks) else None
 
     def write_compaction(self, sweep: str, compaction: Compaction) -> None:
         """Write the sweep's compaction.json whole or not at all, flushed (writers only)."""
