@@ -333,7 +333,7 @@ def test_what_counts_as_a_warehouse(measured: Path, tmp_path: Path, capsys) -> N
     assert main(["query", "SELECT count(*) AS n FROM cells", "--results", str(legacy), "--format", "csv"]) == 0
     assert capsys.readouterr().out == "n\n2\n" and not (legacy / MARKER_NAME).exists()  # readers write nothing
     assert main(["check", "--fix", "--results", str(legacy)]) == 0 and (legacy / MARKER_NAME).is_file()
-    project = tmp_path / "project"  # one farm cell file copied into a project's folder is no sweep
+    project = tmp_path / "project"  # a farm cell file copied beside a project's own files: no warehouse
     (project / "analysis" / "cells").mkdir(parents=True)
     shutil.copy(next((legacy / "tiny" / "cells").glob("*.parquet")), project / "analysis" / "cells")
     (project / "notes.txt").write_text("mine")

@@ -28,7 +28,7 @@ from farm.errors import UserError
 from farm.files import write_error
 from farm.warehouse.layout import WarehouseLayout
 from farm.warehouse.parquet import file_problem, parquet_names, write_file
-from farm.warehouse.schema import CACHE_DIR_NAME, LOCK_NAME, MARKER_NAME, SCHEMA_VERSION
+from farm.warehouse.schema import CACHE_DIR_NAME, LOCK_NAME, MARKER_NAME, SCHEMA_VERSION, TABLES
 
 _held: dict[Path, int] = {}  # writer locks this process holds (writer_lock nests within a process)
 
@@ -89,11 +89,16 @@ class WarehouseLocking:
                 "it finishes, or pass another --results folder")
 
     def _written_by_farm(self) -> bool:
-        """Whether a sweep folder holds what every farm run writes: a `sweeps` file and a `cells`
-        file with farm's metadata (the first two files of each are looked at). One cell file copied
-        into a project's folder is not a sweep, and no writer or --fix touches that folder."""
-        return any(self._farm_file_in(sweep_dir / "sweeps") and self._farm_file_in(sweep_dir / "cells")
-                   for sweep_dir in self.layout.sweep_dirs())
+        """Whether the folder is a warehouse an older farm wrote: it holds nothing but sweep folders
+        (besides farm's own dot files), and one of them a Parquet file with farm's metadata (the
+        first two files of each table are looked at). A project's folder, where a farm file was
+        copied beside the project's own files, is not one: no writer or --fix touches it."""
+        sweeps = self.layout.sweep_dirs()
+        entries = [p for p in self.layout.root.iterdir() if not p.name.startswith(".")]
+        if len(entries) != len(sweeps):
+            return False
+        return any(self._farm_file_in(sweep_dir / table) for sweep_dir in sweeps
+                   for table in ("cells", *(t for t in TABLES if t != "cells")))
 
     @staticmethod
     def _farm_file_in(folder: Path) -> bool:
