@@ -524,3 +524,20 @@ def test_a_damaged_compaction_manifest_never_costs_its_blocks(measured: Path, tm
     assert main(["check", "--fix", "--results", str(results)]) == 1
     assert "left as it is, and every compacted file with it" in capsys.readouterr().out
     assert manifest.read_text() == "{" and all((results / p).is_file() for p in parts)
+
+
+def test_a_cell_file_copied_over_another_cells_is_found(measured: Path, tmp_path: Path, capsys) -> None:
+    """cells/B.parquet overwritten with cell A's file: readers would show A twice and B never.
+    farm check names it from the footer (no row read); --fix moves it aside, so B is measured again."""
+    base = copy_of(measured, tmp_path)
+    results = base / "results"
+    first, second = sorted((results / "tiny" / "cells").glob("*.parquet"))
+    shutil.copy(first, second)
+    assert main(["check", "--results", str(results)]) == 1
+    out = capsys.readouterr().out
+    assert f"its rows are of cell {first.stem}, not of {second.stem}" in out, out
+    assert main(["check", "--fix", "--results", str(results)]) == 1
+    con = Warehouse(results, warn=lambda _: None).connect()
+    assert con.execute("SELECT list(cell_id) FROM cells").fetchone()[0] == [first.stem]
+    capsys.readouterr()
+    assert main(["check", "--results", str(results)]) == 0

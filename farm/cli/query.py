@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import threading
+from collections.abc import Callable
 from decimal import Decimal
+from typing import Any, TypeVar
 
 from farm.cli.common import PLAIN_TABLE_ROWS, AddCommand, connect, exact_text, print_exact_table, print_plain_table, print_rows
 from farm.errors import UserError, first_line
+
+T = TypeVar("T")
 
 
 def add(add: AddCommand) -> None:
@@ -15,6 +20,40 @@ def add(add: AddCommand) -> None:
                      "layers, accuracy, devices; columns in docs/warehouse.md).")
     p.add_argument("sql", help='e.g. "SELECT model, batch, throughput_qps FROM cells JOIN measurements USING (cell_id)"')
     p.add_argument("--format", choices=["table", "csv", "json", "markdown"], default="table", help="output format")
+
+
+# Statements that only read (PIVOT is MULTI); any other may write files, the warehouse's among them,
+# so it runs holding the writer lock (refused, naming the writer, while a sweep runs)
+READING_STATEMENTS = {"SELECT", "EXPLAIN", "MULTI"}
+
+
+def _interruptible(con, query: Callable[[], T]) -> T:
+    """`query()` on a thread of its own, so that Ctrl-C (which Python delivers to this thread only
+    between bytecodes, never inside DuckDB's execution) interrupts DuckDB and ends the command. It
+    waits on an Event, not Thread.join: a join cut short by Ctrl-C leaves the thread marked ended
+    (Python before 3.13), and the command would exit while DuckDB still ran (an abort)."""
+    outcome: dict[str, Any] = {}
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            outcome["value"] = query()
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread as it is
+            outcome["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=work, name="farm-query", daemon=True).start()
+    try:
+        while not done.wait(0.2):
+            pass
+    except KeyboardInterrupt:
+        con.interrupt()
+        done.wait(60)  # DuckDB stops within moments of the interrupt
+        raise
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -28,8 +67,15 @@ def run(args: argparse.Namespace) -> int:
         raise UserError('the query has no SQL statement (it is empty or only a comment): '
                         'e.g. farm query "SELECT * FROM cells LIMIT 10"')
     warehouse, con = connect(args.results)
+    writes = [s.type.name for s in statements if s.type.name not in READING_STATEMENTS]
     try:
-        columns, rows = warehouse.fetch(con, args.sql)
+        if writes:  # a COPY, CREATE, EXPORT ...: only while no sweep writes the warehouse, as any writer
+            from farm.warehouse import Warehouse
+
+            with Warehouse(args.results).writer_lock():
+                columns, rows = _interruptible(con, lambda: warehouse.fetch(con, args.sql))
+        else:
+            columns, rows = _interruptible(con, lambda: warehouse.fetch(con, args.sql))
     except duckdb.Error as exc:
         raise UserError(f"query failed: {first_line(exc)}") from None
     if columns is None:

@@ -79,6 +79,12 @@ def md(value: Any) -> str:
     return MARKDOWN_SPECIALS.sub(r"\\\1", str(value))
 
 
+def text_table(frame: pd.DataFrame) -> None:
+    """`st.table` (every figure in full, nothing to scroll, its text in the page) of `frame` with
+    each text cell escaped (`md`): st.table reads cells as Markdown, and they hold the user's names."""
+    st.table(frame.map(lambda value: md(value) if isinstance(value, str) else value).rename(index=md))
+
+
 def results_root() -> Path:
     return Path(os.environ.get(RESULTS_ENV, "results")).resolve()
 

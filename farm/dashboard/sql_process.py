@@ -104,10 +104,10 @@ def _execute(root: str | Path, statement: str, row_limit: int, time_limit_s: flo
         for batch in reader:
             if rows + batch.num_rows > row_limit:
                 batch, cut = batch.slice(0, row_limit - rows), "rows"
-            if size + batch.nbytes > byte_limit:
+            if size + shown_bytes(batch) > byte_limit:
                 batch, cut = _fit(batch, byte_limit - size), "bytes"
             batches.append(batch)
-            rows, size = rows + batch.num_rows, size + batch.nbytes
+            rows, size = rows + batch.num_rows, size + shown_bytes(batch)
             if cut:
                 break
         table = pa.Table.from_batches(batches, schema=reader.schema)
@@ -133,10 +133,36 @@ def time_message(time_limit_s: float) -> str:
             "(a WHERE on sweep_id or cell_id, or a LIMIT)")
 
 
+# What one value inside a list, struct or map column costs once the page holds it: a Python object
+# each (a dict, a list, a boxed bool: 28 to 232 bytes), where Arrow keeps a bit or a few bytes.
+# 2,000,000 structs of one bool are 0.25 MB of Arrow and 1.9 GB of Python objects.
+PYTHON_OBJECT_BYTES = 100
+
+
+def shown_bytes(batch) -> int:
+    """What `batch` costs its reader once converted for the page: its Arrow bytes, plus a Python
+    object per value nested in its list, struct and map columns (the byte limit counts this, so
+    the caller's memory is bounded, not only the query process's)."""
+    return batch.nbytes + PYTHON_OBJECT_BYTES * sum(_nested_values(column) for column in batch.columns)
+
+
+def _nested_values(array) -> int:
+    import pyarrow as pa
+
+    kind = array.type
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind) \
+            or pa.types.is_map(kind):
+        values = array.flatten()  # the slice's own values
+        return len(values) + _nested_values(values)
+    if pa.types.is_struct(kind):
+        return len(array) + sum(_nested_values(field) for field in array.flatten())
+    return 0
+
+
 def _fit(batch, room: int):
-    """The longest head of `batch` within `room` bytes."""
+    """The longest head of `batch` within `room` bytes (`shown_bytes`)."""
     low, high = 0, batch.num_rows
     while low < high:
         middle = (low + high + 1) // 2
-        low, high = (middle, high) if batch.slice(0, middle).nbytes <= room else (low, middle - 1)
+        low, high = (middle, high) if shown_bytes(batch.slice(0, middle)) <= room else (low, middle - 1)
     return batch.slice(0, low)

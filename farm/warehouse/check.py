@@ -14,7 +14,7 @@ from farm.warehouse.layout import COMPACTED_TABLES, MANIFEST_NAME, PART, Manifes
 from farm.warehouse.lock import WarehouseLocking
 from farm.warehouse.parquet import file_problem, parquet_names, remove_path
 from farm.warehouse.repair import WarehouseRepair
-from farm.warehouse.schema import DAMAGED_DIR_NAME, PER_CELL_TABLES, TABLES, UNMEASURED, schema_problem
+from farm.warehouse.schema import DAMAGED_DIR_NAME, PER_CELL_TABLES, TABLES, UNMEASURED, cell_mismatch, schema_problem
 
 LINK_FOUND = "a symbolic link: farm never reads or writes through one (it could lead out of the warehouse)"
 
@@ -127,6 +127,8 @@ class WarehouseCheck:
                 continue
             checked += 1
             problem = file_problem(path) or schema_problem(path, entry.name)
+            if not problem and not compacted and entry.name in ("cells", *PER_CELL_TABLES):
+                problem = cell_mismatch(path)
             if problem:
                 found.append(Finding("damaged", path, problem, sweep))
         return found, checked, waiting

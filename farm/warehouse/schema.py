@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -201,6 +202,30 @@ def schema_problem(path: Any, table: str) -> str | None:
     if not (found.keys() & kinds.keys()) - set(keys):
         return f"wrong schema: no column of the {table} table besides {', '.join(keys)}"
     return None
+
+
+def cell_mismatch(path: Any) -> str | None:
+    """Why a per-cell file's rows are not its own cell's (a file copied over another cell's keeps
+    the other's rows under this name: its cell would show twice and this one not at all), from the
+    footer's statistics of `cell_id` (no row is read); None where they are, or nothing says."""
+    try:
+        metadata = pq.read_metadata(path)
+        column = metadata.schema.to_arrow_schema().get_field_index("cell_id")
+        if column < 0:
+            return None
+        found = set()
+        for group in range(metadata.num_row_groups):
+            stats = metadata.row_group(group).column(column).statistics
+            if stats is None or not stats.has_min_max:
+                return None
+            found |= {stats.min, stats.max}
+    except Exception:  # noqa: BLE001 - an unreadable footer is found as such elsewhere
+        return None
+    stem = Path(str(path)).stem
+    others = sorted(str(v) for v in found if v != stem)
+    if not others:
+        return None
+    return f"its rows are of cell {others[0][:16]}, not of {stem} (a file copied over another cell's?)"
 
 
 @functools.cache

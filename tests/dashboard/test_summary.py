@@ -191,18 +191,18 @@ def open_overview(monkeypatch, root: Path) -> AppTest:
 def test_overview_answers_first(monkeypatch, known: Path) -> None:
     at = open_overview(monkeypatch, known)
     assert at.selectbox(key="ov-baseline").value == "fp32 · torch mode=eager"
-    table = at.dataframe[0].value
+    table = at.table[0].value
     row = table[table.batch == 32].iloc[0]
     assert row["fastest that passes accuracy"] == BEST_32 and row["speedup"] == "2.50× (faster)"
     assert row["accuracy"] == "cosine 0.9999940, n = 64" and row["peak memory"] == "147.00 MiB"
     assert row["✗ fastest that fails accuracy"] == "bf16 · torch mode=compile"
 
     at.selectbox(key="ov-baseline").set_value("fp32 · onnxruntime").run()
-    table = at.dataframe[0].value
+    table = at.table[0].value
     assert table[table.batch == 32].iloc[0]["speedup"] == "1.60× (faster)"
 
     at.multiselect(key="ov-batches").set_value([1]).run()
-    table = at.dataframe[0].value
+    table = at.table[0].value
     assert table.batch.tolist() == [1]
     assert table.iloc[0]["fastest that passes accuracy"] == "fp32 · torch mode=compile"
 
@@ -214,7 +214,7 @@ def test_compare_defaults_to_the_same_baseline_and_sorts_its_table(monkeypatch, 
     at.switch_page("views/compare.py").run()
     assert not at.exception, [e.message for e in at.exception]
     assert at.selectbox(key="cmp-baseline").value == "fp32 · torch mode=eager"
-    table = at.dataframe[0].value
+    table = at.table[0].value
     assert table.batch.tolist() == [1] * 4 + [32] * 7  # model, batch, then throughput, highest first
     assert table.throughput_samples_per_s.tolist()[4:] == [1000, 800, 700, 600, 500, 400, 320]
     assert table.peak_memory_mib.max() == pytest.approx(PEAK_BYTES / 2**20)

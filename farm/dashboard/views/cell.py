@@ -10,7 +10,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from farm.dashboard.common import cell_picker, downloads, human_bytes, md, snapshot_or_stop
+from farm.dashboard.common import cell_picker, downloads, human_bytes, md, snapshot_or_stop, text_table
 from farm.dashboard.data import number
 from farm.dashboard.layers import (
     default_cell,
@@ -333,11 +333,11 @@ if len(build):
                                         + (" (cached)" if b.precision_transform_cached else ""))
     if b.calibration:
         facts["calibration"] = b.calibration
-# st.dataframe, not st.table: a table renders its texts as Markdown (`farm/__main__.py` came out bold,
-# and a value could link or fetch an image); a data frame shows them as the text they are
-st.dataframe(pd.DataFrame({"value": [str(v) if v is not None and not (isinstance(v, float) and pd.isna(v)) else "–"
-                                      for v in facts.values()]},
-                          index=pd.Index(list(facts), name="fact")), use_container_width=True)
+# text_table: st.table reads its cells as Markdown (`farm/__main__.py` came out bold, and a value
+# could link or fetch an image); escaped, they are the text they are
+text_table(pd.DataFrame({"value": [str(v) if v is not None and not (isinstance(v, float) and pd.isna(v)) else "–"
+                                    for v in facts.values()]},
+                        index=pd.Index(list(facts), name="fact")))
 with st.expander("Library versions"):
     st.json(json.loads(row.versions or "{}"))
 if len(device):

@@ -14,6 +14,7 @@ from farm.dashboard.common import (
     snapshot_or_stop,
     summary_choices,
     summary_of,
+    text_table,
 )
 from farm.queries import STATUS_COUNTS, sweeps_with_counts
 from farm.warehouse import TABLES
@@ -44,11 +45,10 @@ else:
                "decided the verdict, n: samples compared. Beside it, ✗: the fastest that fails accuracy, ⚠ where "
                "it is the faster one." + ("" if "mJ / inference" in answers else " No energy figures: these cells "
                                           "have no GPU telemetry."))
-    # a data frame, never st.table: that renders texts as Markdown, and a model's name is the user's
-    # text (`![x](http://host/x.png)` would be an image fetched on opening the page). Up to 200 rows it
-    # is tall enough to show every row without scrolling; beyond, it scrolls.
-    rows_shown = len(answers) if len(answers) <= 200 else 20
-    st.dataframe(answers, hide_index=True, height=36 * (rows_shown + 1) + 3)
+    if len(answers) <= 200:  # a plain table: every figure in full, nothing to scroll; the names escaped
+        text_table(answers.set_index(answers.columns[0]))
+    else:  # hundreds of models and batch sizes: a table that scrolls, quick to draw
+        st.dataframe(answers, hide_index=True)
 
 counts = cells.status.value_counts()
 columns = st.columns(6)
