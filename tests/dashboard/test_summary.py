@@ -214,7 +214,7 @@ def test_compare_defaults_to_the_same_baseline_and_sorts_its_table(monkeypatch, 
     at.switch_page("views/compare.py").run()
     assert not at.exception, [e.message for e in at.exception]
     assert at.selectbox(key="cmp-baseline").value == "fp32 · torch mode=eager"
-    table = at.table[0].value
+    table = at.dataframe[0].value
     assert table.batch.tolist() == [1] * 4 + [32] * 7  # model, batch, then throughput, highest first
     assert table.throughput_samples_per_s.tolist()[4:] == [1000, 800, 700, 600, 500, 400, 320]
     assert table.peak_memory_mib.max() == pytest.approx(PEAK_BYTES / 2**20)
