@@ -84,7 +84,7 @@ CORPUS: dict[str, tuple[str, dict, str, bool]] = {
     "inception-v2-light": ("CNN classifier (constant weights)", {"kind": "onnx-light", "file": "light_inception_v2.onnx"},
                            "", False),
     "shufflenet-light": ("CNN classifier (constant weights)", {"kind": "onnx-light", "file": "light_shufflenet.onnx"},
-                         "", True),
+                         "", False),
     "bert": ("transformer encoder (int inputs)", {"kind": "factory", "factory": "bert", "needs": "transformers"},
              ENCODER_INPUTS, False),
     "distilbert": ("transformer encoder", {"kind": "factory", "factory": "distilbert", "needs": "transformers"},
@@ -114,7 +114,7 @@ CORPUS: dict[str, tuple[str, dict, str, bool]] = {
     "torch-transformer-layer": ("transformer encoder layer (PyTorch's fast path)",
                                 {"kind": "module", "module": "torch.nn", "factory": "TransformerEncoderLayer"},
                                 'kwargs = { d_model = 256, nhead = 8, batch_first = true }\n'
-                                'inputs = { src = { shape = ["batch", 64, 256] } }', True),
+                                'inputs = { src = { shape = ["batch", 64, 256] } }', False),
     "efficientnet_b0": ("CNN classifier", {"kind": "torchvision", "name": "efficientnet_b0"}, "", False),
     "mobilenet_v3_large": ("CNN classifier", {"kind": "torchvision", "name": "mobilenet_v3_large"}, "", False),
     "convnext_tiny": ("ConvNeXt", {"kind": "torchvision", "name": "convnext_tiny"}, "", False),

@@ -22,8 +22,8 @@ def add(add: AddCommand) -> None:
     p.add_argument("--format", choices=["table", "csv", "json", "markdown"], default="table", help="output format")
 
 
-# Statements that only read (PIVOT is MULTI); any other may write files, the warehouse's among them,
-# so it runs holding the writer lock (refused, naming the writer, while a sweep runs)
+# Statements that only read (PIVOT is MULTI); any other (COPY ... TO, CREATE, EXPORT, ATTACH) may
+# write files, the warehouse's among them, unlocked while a sweep writes it: refused
 READING_STATEMENTS = {"SELECT", "EXPLAIN", "MULTI"}
 
 
@@ -67,15 +67,13 @@ def run(args: argparse.Namespace) -> int:
         raise UserError('the query has no SQL statement (it is empty or only a comment): '
                         'e.g. farm query "SELECT * FROM cells LIMIT 10"')
     warehouse, con = connect(args.results)
-    writes = [s.type.name for s in statements if s.type.name not in READING_STATEMENTS]
+    writes = sorted({s.type.name for s in statements if s.type.name not in READING_STATEMENTS})
+    if writes:
+        raise UserError(f"farm query only reads (SELECT, EXPLAIN, PIVOT), and this is {', '.join(writes)}, "
+                        "which may write files, the warehouse's among them: to keep a result, "
+                        "farm query ... --format csv > result.csv")
     try:
-        if writes:  # a COPY, CREATE, EXPORT ...: only while no sweep writes the warehouse, as any writer
-            from farm.warehouse import Warehouse
-
-            with Warehouse(args.results).writer_lock():
-                columns, rows = _interruptible(con, lambda: warehouse.fetch(con, args.sql))
-        else:
-            columns, rows = _interruptible(con, lambda: warehouse.fetch(con, args.sql))
+        columns, rows = _interruptible(con, lambda: warehouse.fetch(con, args.sql))
     except duckdb.Error as exc:
         raise UserError(f"query failed: {first_line(exc)}") from None
     if columns is None:

@@ -376,12 +376,12 @@ def test_the_query_process_ends_with_its_console_or_its_parent(warehouse: Path, 
 
 
 def test_nested_values_count_against_the_byte_limit_as_the_page_would_hold_them(warehouse: Path) -> None:
-    """Two million structs of one bool a row are 0.25 MB of Arrow and about 2 GB once the page holds
-    them as Python objects: the byte limit counts them so (a Python object each), and the result is
-    cut before the caller's memory takes it."""
+    """300,000 structs of one bool a row are 40 KB of Arrow and about 0.3 GB once the page holds
+    them as Python objects (two million: 1.9 GB): the byte limit counts them so (a Python object
+    each), and the result is cut before the caller's memory takes it."""
     from farm.dashboard.sql_process import PYTHON_OBJECT_BYTES
 
-    result = run_query(warehouse, "SELECT list_transform(range(2000000), lambda x: {'a': true}) AS l "
+    result = run_query(warehouse, "SELECT list_transform(range(300000), lambda x: {'a': true}) AS l "
                                   "FROM range(5)")
     assert result.truncated and result.byte_limited and len(result.frame) == 0
     small = run_query(warehouse, "SELECT list_transform(range(1000), lambda x: {'a': true}) AS l FROM range(5)")
