@@ -27,9 +27,10 @@ from farm.records import GRAPH_OP, BuildRequest, BuildStats, LayerRecord, Measur
 Feeds = dict[str, np.ndarray]
 PRECISION_ORDER = ("fp32", "tf32", "fp16", "bf16", "int8", "fp8")
 # PyTorch's profiler leaves its process slower for every later host-bound query, more after each
-# use (ResNet-50 eager batch 1 on an H200: 1.3x after one profiled run, 1.8x after ten: Kineto keeps
-# per-operator callbacks; benchmarks/carryover.py). A cell process that ran it times no other cell:
-# it says so and its worker replaces it (farm.executor.cell_process).
+# use (ResNet-50 eager batch 1 on an H200: 1.3x after one profiled run, 1.8x after ten; whatever
+# Kineto leaves behind, TEARDOWN_CUPTI=1 removed most of it: benchmarks/carryover.py). A cell
+# process that ran it times no other cell: it says so and its worker replaces it
+# (farm.executor.cell_process), whatever the profiler's version does.
 _torch_profiler_ran = False
 
 
