@@ -109,12 +109,10 @@ def _not_a_formula(value: Any) -> Any:
 def markdown_table(columns: list[str], rows: list[tuple[Any, ...]]) -> str:
     """A GitHub-flavoured Markdown table; numbers right-aligned; values as text, never markup (a
     model named `![x](http://host/x.png)` is not an image to fetch), line breaks as spaces."""
-    import re
-
-    from farm.display import fmt
+    from farm.display import fmt, markdown_text
 
     def cell(value: Any) -> str:
-        return re.sub(r"([\\`*_\[\]<>!|])", r"\\\1", " ".join(fmt(value).split()))
+        return markdown_text(" ".join(fmt(value).split()))
 
     numeric = [any(isinstance(r[i], (int, float)) and not isinstance(r[i], bool) for r in rows)
                for i in range(len(columns))]

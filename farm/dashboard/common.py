@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import os
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import streamlit as st
 from farm.dashboard import RESULTS_ENV
 from farm.dashboard.data import Snapshot, compare_frame, fingerprint, series_labels
 from farm.dashboard.summary import default_baseline, listed_backends, summary, summary_text
+from farm.display import markdown_text
 from farm.layers.memory import format_bytes
 
 
@@ -68,15 +68,7 @@ def latest_sweep(cells: pd.DataFrame) -> str:
     return cells.sort_values("finished_at", na_position="first").sweep_id.iloc[-1]
 
 
-MARKDOWN_SPECIALS = re.compile(r"([\\`*_\[\]<>#!|~$])")  # what starts markup inside a line
-
-
-def md(value: Any) -> str:
-    """Text from the data (a model's or sweep's name, a reason, a layer) as Markdown that shows
-    exactly that text: what would start an image, a link, emphasis, code, HTML, Streamlit's
-    `:red[...]` or LaTeX (`$`) is escaped, so `![x](http://host/x.png)` in a model's name is
-    shown, never fetched as an image."""
-    return MARKDOWN_SPECIALS.sub(r"\\\1", str(value))
+md = markdown_text  # the dashboard's name for it: every page escapes the data's text with it
 
 
 def text_table(frame: pd.DataFrame) -> None:
