@@ -12,11 +12,9 @@ from typing import Any
 
 from farm.warehouse.layout import COMPACTED_TABLES, MANIFEST_NAME, PART, ManifestUnreadable, WarehouseLayout
 from farm.warehouse.lock import WarehouseLocking
-from farm.warehouse.parquet import file_problem, parquet_names, remove_path
+from farm.warehouse.parquet import LINK_PROBLEM, file_problem, parquet_names, remove_path
 from farm.warehouse.repair import WarehouseRepair
 from farm.warehouse.schema import DAMAGED_DIR_NAME, PER_CELL_TABLES, TABLES, UNMEASURED, cell_mismatch, schema_problem
-
-LINK_FOUND = "a symbolic link: farm never reads or writes through one (it could lead out of the warehouse)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,7 +58,7 @@ class WarehouseCheck:
         holder = self.locking.lock_holder()
         findings: list[Finding] = []
         checked = quarantined = in_progress = 0
-        findings += [Finding("link", entry, LINK_FOUND) for entry in self._root_entries()
+        findings += [Finding("link", entry, LINK_PROBLEM) for entry in self._root_entries()
                      if entry.is_symlink() and not entry.name.startswith(".")]
         for sweep_dir in self.layout.sweep_dirs():
             sweep = sweep_dir.name
@@ -68,7 +66,7 @@ class WarehouseCheck:
             counted = self._counted_parts(sweep, findings)
             for entry in sorted(sweep_dir.iterdir()):
                 if entry.is_symlink():
-                    findings.append(Finding("link", entry, LINK_FOUND, sweep))
+                    findings.append(Finding("link", entry, LINK_PROBLEM, sweep))
                     continue
                 if entry.name == DAMAGED_DIR_NAME:
                     quarantined += sum(1 for p in entry.rglob("*") if p.is_file())
@@ -103,7 +101,7 @@ class WarehouseCheck:
         checked = waiting = 0
         for path in sorted(entry.iterdir()):
             if path.is_symlink():
-                found.append(Finding("link", path, LINK_FOUND, sweep))
+                found.append(Finding("link", path, LINK_PROBLEM, sweep))
                 continue
             if path.name.startswith(".") and ".tmp" in path.name:
                 if holder is not None:

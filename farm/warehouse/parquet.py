@@ -21,7 +21,8 @@ PARQUET_MAGIC = b"PAR1"
 _GLOB_CHARS = re.compile(r"[*?\[\]{}]")
 
 
-LINK_PROBLEM = "a symbolic link: farm reads no file through a link (it could lead out of the warehouse)"
+# why farm leaves a symbolic link in a warehouse alone: readers (file_problem) and farm check say it
+LINK_PROBLEM = "a symbolic link: farm never reads or writes through one (it could lead out of the warehouse)"
 
 
 def file_problem(path: str | Path) -> str | None:
