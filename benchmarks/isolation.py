@@ -26,6 +26,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,12 +50,14 @@ layer_iterations = 1
 """
 
 
-def farm(*args: str) -> None:
+def farm(*args: str) -> str:
+    """Runs `farm ARGS`; its output (stdout and stderr together)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run([sys.executable, "-m", "farm", *args], env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True)
     if done.returncode not in (0, 1):  # 1: a cell failed, which the table leaves out (ok cells only)
         raise SystemExit(f"farm {' '.join(args)} exited {done.returncode}:\n{done.stdout[-3000:]}")
+    return done.stdout
 
 
 def ok_cells(results: Path, only: set[str] | None = None) -> list[dict]:
@@ -105,20 +108,27 @@ def alone_cluster(shared: bool):
         subprocess.run([*ray, "stop"], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
 
 
-def one_run(sweep: Path, scratch: Path, run: int, quick: bool, executor: str, shared_ray: bool = False) -> list[dict]:
-    """One run's rows; the steps already done (kept in --scratch) are not taken again."""
+def one_run(sweep: Path, scratch: Path, run: int, quick: bool, executor: str, shared_ray: bool = False,
+            deadline: float = float("inf")) -> list[dict]:
+    """One run's rows; the steps already done (kept in --scratch) are not taken again, and none is
+    started after `deadline` (time.monotonic()): its cells' figures stay empty."""
     state_path = scratch / f"run{run}.json"
     state = json.loads(state_path.read_text()) if state_path.exists() else {"alone": {}, "bare": {}}
     in_sweep = scratch / f"run{run}-sweep"
+    if not state.get("swept") and time.monotonic() > deadline:
+        return []
     if not state.get("swept"):
-        farm("sweep", str(sweep), "--results", str(in_sweep), "--executor", executor, "--force")
+        output = farm("sweep", str(sweep), "--results", str(in_sweep), "--executor", executor, "--force")
+        (scratch / f"run{run}-sweep.log").write_text(output)  # the main job's output as a user sees it
         state["swept"] = True
         state_path.write_text(json.dumps(state))
     cells = ok_cells(in_sweep)
     alone = scratch / "alone"
     todo = [cell for cell in cells if cell["cell_id"] not in state["alone"]]
-    with alone_cluster(shared_ray and bool(todo)) as alone_args:
+    with alone_cluster(shared_ray and bool(todo) and time.monotonic() < deadline) as alone_args:
         for cell in todo:
+            if time.monotonic() > deadline:
+                break
             _alone(cell, sweep, alone, executor, alone_args, state, state_path, quick, scratch, run)
     rows = []
     for cell in cells:
@@ -196,7 +206,11 @@ def main() -> int:
     parser.add_argument("--shared-ray", action="store_true",
                         help="the alone sweeps join one local Ray cluster started here (`ray start --head`) "
                              "instead of each starting its own: ~10 s less per cell; each still gets fresh workers")
+    parser.add_argument("--budget-s", type=float, default=float("inf"),
+                        help="take no new step after this many seconds: the CSV then holds what is done "
+                             "(marked PARTIAL) and a later call with the same --scratch goes on")
     args = parser.parse_args()
+    deadline = time.monotonic() + args.budget_s
     args.scratch.mkdir(parents=True, exist_ok=True)
     sweep, executor = args.sweep, "ray"
     if args.quick:
@@ -206,13 +220,19 @@ def main() -> int:
         sweep = args.scratch / "quick.toml"
         sweep.write_text(QUICK_SWEEP.format(model=model.as_posix()))
         executor = "local"
-    rows = [row for run in range(1, (1 if args.quick else args.runs) + 1)
-            for row in one_run(sweep, args.scratch, run, args.quick, executor, args.shared_ray and not args.quick)]
+    runs = 1 if args.quick else args.runs
+    rows = [row for run in range(1, runs + 1)
+            for row in one_run(sweep, args.scratch, run, args.quick, executor, args.shared_ray and not args.quick,
+                               deadline)]
     report(rows)
     if args.csv and rows:
         args.csv.parent.mkdir(parents=True, exist_ok=True)
         with args.csv.open("w", newline="") as f:
             f.write(f"# benchmarks/isolation.py {sweep.name}, {machine(args.commit)}, {dt.date.today()}\n")
+            undone = sum(r["alone_ms"] is None for r in rows)
+            if undone or len({r["run"] for r in rows}) < runs:
+                f.write(f"# PARTIAL: {len({r['run'] for r in rows})} of {runs} runs, "
+                        f"{undone} ok cell(s) not yet measured alone\n")
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))
             writer.writeheader()
             writer.writerows(rows)
