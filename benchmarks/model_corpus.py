@@ -202,21 +202,26 @@ def materialize(name: str, entry: dict, cache: Path, work: Path, wheels: Path | 
     return f'source = "module:{entry["module"]}:{entry["factory"]}"', None
 
 
-def engines(device: str, torch_modes: list[str]) -> str:
+def engines(device: str, torch_modes: list[str], ort_graphs: list[bool]) -> str:
+    """The sweep's backends: ONNX Runtime with each of `ort_graphs` (CUDA graphs off / on; none: no
+    ONNX Runtime cells) and PyTorch in each of `torch_modes` (none: no PyTorch cells)."""
     if device == "cpu":
         return ('backends = ["onnxruntime", "torch"]\n[backends.onnxruntime]\ndevice = "cpu"\n'
                 '[backends.torch]\ndevice = "cpu"\n')
-    return ('backends = ["onnxruntime", "torch"]\n[backends.onnxruntime]\ndevice = "cuda"\ncuda_graph = [false, true]\n'
-            f'[backends.torch]\ndevice = "cuda"\nmode = {json.dumps(torch_modes)}\n')
+    backends = [name for name, wanted in (("onnxruntime", ort_graphs), ("torch", torch_modes)) if wanted]
+    return (f'backends = {json.dumps(backends)}\n[backends.onnxruntime]\ndevice = "cuda"\n'
+            f'cuda_graph = {json.dumps(ort_graphs or [False])}\n'
+            f'[backends.torch]\ndevice = "cuda"\nmode = {json.dumps(torch_modes or ["eager"])}\n')
 
 
 def write_sweep(work: Path, name: str, models: list[tuple[str, str, str]], device: str, precisions: list[str],
-                batch_sizes: list[int], torch_modes: list[str], quick: bool) -> Path:
+                batch_sizes: list[int], torch_modes: list[str], quick: bool, ort_graphs: list[bool] = (False, True)) -> Path:
     tables = "".join(f'[[models]]\nname = "{model}"\n{source}\n{table}\n\n' for model, source, table in models)
     measurement = "".join(f"{k} = {v}\n" for k, v in (QUICK_MEASUREMENT if quick else MEASUREMENT).items())
     text = (f'name = "{name}"\ndescription = "the model corpus (benchmarks/model_corpus.py)"\n\n{tables}'
             f"[axes]\nprecisions = {json.dumps(precisions)}\nbatch_sizes = {json.dumps(batch_sizes)}\n"
-            f"{engines(device, torch_modes)}[measurement]\n{measurement}[accuracy]\nsamples = {4 if quick else 8}\n")
+            f"{engines(device, torch_modes, list(ort_graphs))}[measurement]\n{measurement}"
+            f"[accuracy]\nsamples = {4 if quick else 8}\n")
     work.mkdir(parents=True, exist_ok=True)
     link = work / f"{FACTORIES}.py"
     if not link.exists():
@@ -281,6 +286,8 @@ def main() -> int:
     parser.add_argument("--precisions", nargs="*", default=["fp32", "fp16"])
     parser.add_argument("--batch-sizes", nargs="*", type=int, default=[1])
     parser.add_argument("--torch-modes", nargs="*", default=["eager", "cudagraphs", "compile"])
+    parser.add_argument("--ort-cuda-graph", nargs="*", default=["false", "true"], choices=["false", "true"],
+                        help="ONNX Runtime CUDA cells with CUDA graphs off / on (none: no ONNX Runtime cells)")
     parser.add_argument("--executor", default="ray", choices=["ray", "local"])
     parser.add_argument("--json", type=Path, help="write the counts per engine here")
     args = parser.parse_args()
@@ -298,13 +305,14 @@ def main() -> int:
     print(f"corpus: {len(chosen)} models, {len(models)} here ({device}); "
           f"{', '.join(sorted({CORPUS[m][0] for m, _, _ in models}))}")
     sweep = f"corpus-{device}" + ("-quick" if args.quick else "")
-    path = write_sweep(work, sweep, models, device, precisions, args.batch_sizes, args.torch_modes, args.quick)
+    path = write_sweep(work, sweep, models, device, precisions, args.batch_sizes, args.torch_modes, args.quick,
+                       [value == "true" for value in args.ort_cuda_graph])
     results = args.results or args.cache / "results"
     command = [sys.executable, "-m", "farm", "sweep", str(path), "--results", str(results), "--executor", args.executor]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    sys.stdout.flush()
+    done = subprocess.run(command, env=env)  # its progress as it goes: a run stopped by a time limit still shows it
     if done.returncode not in (0, 1):  # 1: some cell failed, which the table shows
-        print(done.stdout[-4000:])
         print(f"farm sweep exited {done.returncode}")
         return 2
     summary = report(tally(results, sweep), left_out)

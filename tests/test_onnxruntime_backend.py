@@ -388,6 +388,33 @@ def test_an_output_of_another_rank_than_declared_is_copied_from_where_onnx_runti
     np.testing.assert_array_equal(bound.outputs_for(other)["y"], other["x"][:, None, :])
 
 
+class StaleCopyMemory(HostMemory):
+    """Copies into the bound inputs that ONNX Runtime never reads: what its CUDA EP does to an input
+    a CPU node consumes (copied across devices when bound, not when run; ddddocr's OCR model on an H200)."""
+
+    def h2d(self, value, host: np.ndarray) -> None:
+        self.copies.append("h2d")
+
+
+def test_accuracy_outputs_follow_their_inputs_whatever_the_binding_copied(tmp_path: Path) -> None:
+    """The accuracy check's outputs of a session that replays no CUDA graph come from ONNX Runtime's
+    own copies: a bound input that ONNX Runtime copied once, when bound, cannot give every later
+    input the first one's outputs."""
+    import onnxruntime as ort
+
+    from farm.backends.onnxruntime.cuda import BoundSession
+
+    tiny_cnn(tmp_path / "tiny.onnx")
+    session = ort.InferenceSession(str(tmp_path / "tiny.onnx"), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(1)
+    feeds = {"x": rng.standard_normal((2, 3, 8, 8)).astype(np.float32)}
+    bound = BoundSession(session, StaleCopyMemory(), feeds, ort.RunOptions())
+    for _ in range(2):
+        other = {"x": rng.standard_normal((2, 3, 8, 8)).astype(np.float32)}
+        [(name, got)] = bound.outputs_for(other).items()
+        assert got == pytest.approx(session.run(None, other)[0], rel=1e-5)
+
+
 def test_a_scalar_input_is_bound_as_a_scalar(tmp_path: Path) -> None:
     """An int64 scalar input (silero-vad's sample rate) keeps its shape () through the binding, so
     the accuracy check's feeds match it (it was made 1-D: 'input sr: shape (), the cell runs (1,)')."""

@@ -226,6 +226,7 @@ class BoundSession:
         import onnxruntime as ort
 
         self.session, self.memory, self.run_options = session, memory, run_options
+        self.graph = first_run_options is not None  # its runs replay a CUDA graph (captured on the second)
         self.binding = session.io_binding()
         self.inputs: list[tuple[str, Any, np.ndarray]] = []  # name, bound OrtValue, pinned host copy
         for spec in session.get_inputs():
@@ -283,6 +284,11 @@ class BoundSession:
         # for output"): a loose output is bound afresh, to be allocated again, before every run.
         for index in self.loose:
             self.binding.bind_output(self.outputs[index][0], self.memory.device_type, 0)
+        # ONNX Runtime copies a bound input that a node on another device reads (a node it left on
+        # the CPU) when it is bound, not when it runs: bound again, each query copies it, as a
+        # user's session.run does, instead of reading the first query's input forever
+        for name, value, _ in self.inputs:
+            self.binding.bind_ortvalue_input(name, value)
         self.session.run_with_iobinding(self.binding, self.run_options)
         if self.loose:
             # ONNX Runtime may finish a loose output on a stream of its own (a copy from a node left
@@ -315,13 +321,24 @@ class BoundSession:
         return query
 
     def outputs_for(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """The outputs for `feeds` (the cell's shapes), copied through the bound buffers."""
+        """The outputs for `feeds` (the cell's shapes) from the cell's session: through ONNX
+        Runtime's own copies (`session.run`), except where the session replays a CUDA graph, which
+        runs only on its bound buffers (every node is then on the GPU). With nodes left on the
+        CPU, ONNX Runtime copies bound buffers across devices outside farm's stream, and reading
+        them back gave ddddocr's OCR model on an H200 the first input's outputs for every later
+        input, where `session.run` agreed with the CPU."""
+        arrays = {}
         for name, _value, host in self.inputs:
-            given = np.asarray(feeds[name], dtype=host.dtype)
+            arrays[name] = given = np.asarray(feeds[name], dtype=host.dtype)
             if given.shape != host.shape:
                 raise ValueError(f"input {name}: shape {given.shape}, the cell runs {host.shape}")
-            host[...] = given
+        if not self.graph:
+            names = [name for name, _, _ in self.outputs]
+            return dict(zip(names, self.session.run(names, arrays)))
+        for name, _value, host in self.inputs:
+            host[...] = arrays[name]
         self.copy_inputs()
+        self.memory.synchronize()
         self.run()
         self.copy_outputs()
         self.memory.synchronize()
