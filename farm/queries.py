@@ -74,6 +74,23 @@ THROTTLED_NOTE = ("CASE WHEN m.throttled THEN 'GPU clocks slowed during the time
                   "|| coalesce(m.throttle_reasons, '?') END")
 
 
+# A device cell whose GPU waited on the host: its launches took about as long as the GPU's work
+# (enqueue at least this share of compute; a GPU-bound query enqueues in a fraction of it). Its
+# figure is the CPU's speed, which moves with what the machine's other CPUs do, whoever measures it
+# (docs/gpu-figures.md, "Host-bound cells"): an unstable one says so rather than look like a result.
+HOST_BOUND_SHARE = 0.8
+HOST_BOUND_NOTE = (f"CASE WHEN NOT m.stable AND m.enqueue_median_ms >= {HOST_BOUND_SHARE} * m.compute_median_ms "
+                   "THEN 'host-bound: the GPU waited on the host''s launches, so the figure moves with the "
+                   "machine''s CPUs (stable: how far its repeats moved); CUDA graphs take the host out of "
+                   "the query' END")
+
+
+def host_bound_sql(measurement_columns: Iterable[str]) -> str:
+    """HOST_BOUND_NOTE, or a NULL where the warehouse's `measurements` view lacks its columns."""
+    needed = {"stable", "enqueue_median_ms", "compute_median_ms"}
+    return HOST_BOUND_NOTE if needed <= set(measurement_columns) else "CAST(NULL AS VARCHAR)"
+
+
 def throttled_sql(expression: str, measurement_columns: Iterable[str]) -> str:
     """`expression` (THROTTLED_TEXT or THROTTLED_NOTE), or a NULL where the warehouse's
     `measurements` view has no `throttled` column (every file written before telemetry existed)."""

@@ -27,6 +27,7 @@ from farm.queries import (
     VERDICT_TEXT,
     baseline_positions,
     cells_with_figures,
+    host_bound_sql,
     option_labels,
     speedup,
     throttled_sql,
@@ -224,15 +225,16 @@ def summary_table(warehouse: Warehouse, outcome: SweepOutcome) -> tuple[list[str
     ids = [c.cell_id for c in outcome.cells]
     # a throttled cell says so in its note (farm.queries.THROTTLED_NOTE)
     measured = [d[0] for d in con.execute("SELECT * FROM measurements LIMIT 0").description]
-    note = f"nullif(concat_ws('; ', coalesce(c.reason, c.notes), {throttled_sql(THROTTLED_NOTE, measured)}), '')"
+    note = (f"nullif(concat_ws('; ', coalesce(c.reason, c.notes), {throttled_sql(THROTTLED_NOTE, measured)}, "
+            f"{host_bound_sql(measured)}), '')")
     _, fetched = warehouse.fetch(con, cells_with_figures(
         f"""c.cell_id, c.model, c.precision, c.batch, c.profile, c.backend, c.status, m.throughput_qps AS qps,
             m.throughput_samples_per_s AS samples_per_s, m.latency_median_ms AS p50, m.latency_p99_ms AS p99, m.stable,
             {VERDICT_TEXT} AS accuracy, {note} AS note, c.run_id, c.options, m.median_ci_low_ms AS low,
-            m.median_ci_high_ms AS high""",
+            m.median_ci_high_ms AS high, m.repeat_spread_percent AS spread""",
         where="c.sweep_id = $sweep AND list_contains($ids, c.cell_id)"), {"sweep": outcome.sweep, "ids": ids})
     names = ("cell_id", "model", "precision", "batch", "profile", "backend", "status", "qps", "samples_per_s", "p50",
-             "p99", "stable", "accuracy", "note", "run_id", "options", "low", "high")
+             "p99", "stable", "accuracy", "note", "run_id", "options", "low", "high", "spread")
     order = {cell_id: i for i, cell_id in enumerate(ids)}
     rows = sorted((dict(zip(names, row)) for row in fetched), key=lambda r: order[r["cell_id"]])
     labels = backend_labels(outcome.cells)
@@ -247,7 +249,7 @@ def summary_table(warehouse: Warehouse, outcome: SweepOutcome) -> tuple[list[str
             notes.append(r["note"])
         shown.append([r["cell_id"][:8], r["model"],
                       r["precision"], r["batch"], r["profile"], labels.get(r["cell_id"], r["backend"]), r["status"],
-                      r["qps"], r["samples_per_s"], r["p50"], r["p99"], r["stable"],
+                      r["qps"], r["samples_per_s"], r["p50"], r["p99"], _stable_text(r),
                       _speedup(r, rows[base]) if base is not None and rows[base] is not r else
                       "base" if base is not None else None, r["accuracy"],
                       f"[{notes.index(r['note']) + 1}]" if r["note"] else None])
@@ -256,6 +258,15 @@ def summary_table(warehouse: Warehouse, outcome: SweepOutcome) -> tuple[list[str
         columns.pop(4)
         shown = [row[:4] + row[5:] for row in shown]
     return columns, shown, notes
+
+
+def _stable_text(row: dict) -> str | None:
+    """'yes', or 'no' with how far the repeats' medians were apart ('no, 12 %')."""
+    if row["stable"] is None:
+        return None
+    if row["stable"] or row["spread"] is None:
+        return "yes" if row["stable"] else "no"
+    return f"no, {row['spread']:.0f} %"
 
 
 def _speedup(row: dict, base: dict) -> str | None:

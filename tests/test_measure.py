@@ -303,3 +303,24 @@ def test_tail_samples_count_the_queries_above_each_percentile(n: int) -> None:
     ties = latency_stats(np.array([1.0] * 90 + [5.0] * 10))  # p95 is one of ten equal slowest: none above it
     assert ties["latency_p95_ms"] == 5.0 and ties["latency_p95_tail_samples"] == 0
     assert latency_stats(np.array([]))["latency_p99_tail_samples"] is None
+
+
+def test_an_unstable_host_bound_device_cell_says_why() -> None:
+    """The note of farm show and the end-of-sweep table: a device cell whose launches took about as
+    long as the GPU's work (enqueue >= 80 % of compute) and whose figure was unstable is called
+    host-bound; a GPU-bound, a stable or a CPU cell (no enqueue time) is not."""
+    import duckdb
+
+    from farm.queries import HOST_BOUND_NOTE
+    from farm.sweep import _stable_text
+
+    rows = duckdb.sql(f"""SELECT name, {HOST_BOUND_NOTE} AS note FROM (VALUES
+        ('eager b1', false, 4.10, 4.12), ('eager b128', false, 2.2, 13.5), ('graph b1', true, 0.07, 0.98),
+        ('steady eager', true, 4.10, 4.12), ('cpu', false, NULL, 11.3)) AS m(name, stable, enqueue_median_ms,
+        compute_median_ms)""").fetchall()
+    notes = dict(rows)
+    assert notes["eager b1"].startswith("host-bound: the GPU waited on the host's launches")
+    assert [name for name, note in rows if note] == ["eager b1"]
+    assert _stable_text({"stable": False, "spread": 12.4}) == "no, 12 %"
+    assert _stable_text({"stable": True, "spread": 0.4}) == "yes"
+    assert _stable_text({"stable": False, "spread": None}) == "no" and _stable_text({"stable": None}) is None

@@ -16,7 +16,14 @@ from farm.cli.common import (
     table_width,
 )
 from farm.errors import UserError
-from farm.queries import THROTTLED_TEXT, VERDICT_TEXT, cells_with_figures, option_labels, throttled_sql
+from farm.queries import (
+    THROTTLED_TEXT,
+    VERDICT_TEXT,
+    cells_with_figures,
+    host_bound_sql,
+    option_labels,
+    throttled_sql,
+)
 
 # What the table shows by default: what tells the cells apart and the figures a reader compares;
 # --wide adds the rest. Where the terminal is too narrow, DROP_ORDER's columns go first.
@@ -81,7 +88,8 @@ def _fetch(warehouse, con, sweep: str, plan: list[str] | None) -> tuple[list[str
             b.build_s AS "build s",
             CASE WHEN {coverage} < ? THEN CAST(round({coverage}) AS INTEGER) || ' (partial)'
                  ELSE CAST(CAST(round({coverage}) AS INTEGER) AS VARCHAR) END AS "layers % of compute",
-            coalesce(c.reason, c.notes) AS note, CAST(c.options AS VARCHAR) AS options""",
+            nullif(concat_ws('; ', coalesce(c.reason, c.notes), {host_bound_sql(measured)}), '') AS note,
+            CAST(c.options AS VARCHAR) AS options""",
         where="c.sweep_id = ? AND (? OR list_contains(?, c.cell_id))",
         order_by="c.model, c.backend, c.precision, c.batch, c.profile, c.options, c.cell_id"),  # ties: in one order
         [MIN_TAIL_SAMPLES, COVERAGE_WARN_PERCENT, sweep, plan is None, plan or []])
