@@ -20,7 +20,10 @@ they exist only under the folder given and are never mixed with real results.
     .venv/bin/python benchmarks/dashboard_scale.py --quick --dir /tmp/farm-scale-quick   # the test suite runs this
 
 --quick runs the same code on 40 cells of 10 layers and 20 samples (and 600 compacted cells in
-sweeps of 300 as the larger warehouse): its figures only show that every page still loads. Each
+sweeps of 300 as the larger warehouse; one browser visit of it, not two): its figures only show
+that every page still loads. Then (quick or not) every page of the shipped example
+(examples/results), deep links to a cell and to a diff included, is timed in the browser on a
+first and a second visit: the figures a new user meets, a target of 2 s each on 2 cores. Each
 dashboard server listens on a free loopback port unless --port names one, and is stopped (its
 whole process group) before the benchmark ends, also on SIGTERM.
 --no-browser stops after the snapshot and AppTest figures (for a machine without chromium);
@@ -57,6 +60,7 @@ PRECISIONS = ["fp32", "tf32", "fp16", "bf16", "int8"]
 BATCHES = [1, 4, 16, 64, 256]
 VARIANTS = 10  # backend option values, e.g. streams=1..10
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+EXAMPLE = ROOT / "examples" / "results"  # the GPU sweeps shipped with farm
 MIN_CELLS = 16  # the cell and diff pages open cells 5 and 15
 
 
@@ -301,12 +305,42 @@ def wait_healthy(server: subprocess.Popen, url: str, log: Path, seconds: float =
     raise RuntimeError(f"farm dashboard did not answer in {seconds:.0f} s: {log.read_text()[-2000:]}")
 
 
+# (name, path, a text the page shows once drawn) of the generated warehouse
+SCALE_PAGES = [("overview", "/", "Download a warehouse table"),
+               ("compare (one sweep)", "/compare?sweep=scale0", "Table"),
+               ("cell (its layers, graph)", f"/cell?cell={5:016x}", "Provenance"),
+               ("diff (two cells' layers)", f"/diff?a={5:016x}&b={15:016x}", "Matched layers"),
+               ("sql (page)", "/sql", "Row limit")]
+
+
+def existing_pages(results: Path) -> list[tuple[str, str, str]]:
+    """Every page of a real warehouse, with deep links to its first sweep, to its first ok cell with
+    layer rows and (Diff) to the next such cell of the same model."""
+    from farm.dashboard.data import Snapshot
+
+    snap = Snapshot(results)
+    cells = snap.cell_frame
+    ok = cells[(cells.status == "ok")]
+    with_layers = [c for c in ok.cell_id if len(snap.cell_file(c, "layers"))][:40]
+    a = with_layers[0] if with_layers else None
+    model = cells.set_index("cell_id").model
+    b = next((c for c in with_layers[1:] if model[c] == model[a]), None) if a else None
+    pages = [("overview", "/", "Download a warehouse table"),
+             ("compare", f"/compare?sweep={snap.sweep_names[0]}", "Table")]
+    if a:
+        pages.append(("cell (deep link)", f"/cell?cell={a}", "Provenance"))
+    if a and b:
+        pages.append(("diff (deep link)", f"/diff?a={a}&b={b}", "Matched layers"))
+    return pages + [("regressions", "/regressions", "Regressions"), ("sql (page)", "/sql", "Row limit")]
+
+
 def time_pages(results: Path, port: int | None, visits: tuple[str, ...],
-               timeout_ms: int = 300_000) -> list[tuple[str, str, float]]:
+               timeout_ms: int = 300_000, pages: list[tuple[str, str, str]] = SCALE_PAGES,
+               console: bool = True, log_dir: Path | None = None) -> list[tuple[str, str, float]]:
     from playwright.sync_api import sync_playwright
 
     port = port or free_port()
-    log_path = results.parent / f"dashboard-{port}.log"
+    log_path = (log_dir or results.parent) / f"dashboard-{port}.log"
     with open(log_path, "w") as log:
         # A session of its own, so that stop() ends every process of the server, children too.
         server = subprocess.Popen([sys.executable, "-m", "farm", "dashboard", "--results", str(results),
@@ -316,11 +350,6 @@ def time_pages(results: Path, port: int | None, visits: tuple[str, ...],
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(server, url, log_path)
-        pages = [("overview", "/", "Download a warehouse table"),
-                 ("compare (one sweep)", "/compare?sweep=scale0", "Table"),
-                 ("cell (its layers, graph)", f"/cell?cell={5:016x}", "Provenance"),
-                 ("diff (two cells' layers)", f"/diff?a={5:016x}&b={15:016x}", "Matched layers"),
-                 ("sql (page)", "/sql", "Row limit")]
         rows = []
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(
@@ -337,7 +366,7 @@ def time_pages(results: Path, port: int | None, visits: tuple[str, ...],
                     page.wait_for_timeout(100)
                     page.locator('[data-testid="stStatusWidget"]').wait_for(state="detached")
                     rows.append((visit, name, time.perf_counter() - started - 0.1))
-            if visits[-1] == "cached":
+            if visits[-1] == "cached" or not console:
                 browser.close()
                 return rows
             # A query over every layer row, through the read-only console.
@@ -385,6 +414,10 @@ def main(argv: list[str] | None = None) -> int:
         print_apptest(args.existing, cells, {}, args.pages)
         if not args.pages or "compare" in args.pages:
             time_roofline_toggle(args.existing, Snapshot(args.existing).sweep_names)
+        if not args.no_browser:
+            args.dir.mkdir(parents=True, exist_ok=True)
+            print_browser(time_pages(args.existing, args.port, ("first", "warm"), 120_000,
+                                     existing_pages(args.existing), console=False, log_dir=args.dir))
         return 0
     args.cells = args.cells if args.cells is not None else (40 if args.quick else 10_000)
     args.layers = args.layers if args.layers is not None else (10 if args.quick else 100)
@@ -446,16 +479,24 @@ def main(argv: list[str] | None = None) -> int:
     # warehouse), then a new server with the copy in place (every later start).
     shutil.rmtree(results / ".cache" / "dashboard", ignore_errors=True)
     timeout_ms = 120_000 if args.quick else 300_000
-    rows = time_pages(results, args.port, ("first", "warm"), timeout_ms)
+    rows = time_pages(results, args.port, ("first",) if args.quick else ("first", "warm"), timeout_ms)
     for sweep in Warehouse(results).sweeps():  # as a sweep or ingest leaves it
         Warehouse(results).consolidate(sweep)
     rows += time_pages(results, args.port, ("cached",), timeout_ms)
-    print(f"\n{'visit':<7} {'page':<34} {'seconds':>8}")
-    for visit, name, seconds in rows:
-        print(f"{visit:<7} {name:<34} {seconds:>8.2f}")
-    print("first: server just started, no consolidated copy; warm: same server again; cached: a new server "
-          "with the copy that `farm sweep` / `farm ingest` leave")
+    if EXAMPLE.is_dir():  # the shipped example, its deep links included: the figures a new user meets
+        rows += [(f"example {visit}", name, seconds) for visit, name, seconds in
+                 time_pages(EXAMPLE, args.port, ("first", "warm"), timeout_ms, existing_pages(EXAMPLE), console=False,
+                            log_dir=args.dir)]
+    print_browser(rows)
     return 0
+
+
+def print_browser(rows: list[tuple[str, str, float]]) -> None:
+    print(f"\n{'visit':<13} {'page':<34} {'seconds':>8}")
+    for visit, name, seconds in rows:
+        print(f"{visit:<13} {name:<34} {seconds:>8.2f}")
+    print("first: server just started, no consolidated copy; warm: same server again; cached: a new server "
+          "with the copy that `farm sweep` / `farm ingest` leave; example: examples/results, a server of its own")
 
 
 if __name__ == "__main__":

@@ -196,15 +196,18 @@ def test_dashboard_scale_quick(tmp_path: Path) -> None:
         pytest.skip(f"{no_browser}: the snapshot figures were checked, the pages were not timed")
 
     pages = ["overview", "compare (one sweep)", "cell (its layers, graph)", "diff (two cells' layers)", "sql (page)"]
-    expected = ([("first", p) for p in pages] + [("warm", p) for p in pages]
-                + [("query", "sql: GROUP BY over all layer rows")] + [("cached", p) for p in pages])
-    rows = re.findall(rf"^(first|warm|query|cached)\s+(.+?)\s+{NUMBER}$", out, re.MULTILINE)
+    example = ["overview", "compare", "cell (deep link)", "diff (deep link)", "regressions", "sql (page)"]
+    expected = ([("first", p) for p in pages] + [("query", "sql: GROUP BY over all layer rows")]
+                + [("cached", p) for p in pages] + [(f"example {v}", p) for v in ("first", "warm") for p in example])
+    rows = re.findall(rf"^(first|warm|query|cached|example first|example warm)\s+(.+?)\s+{NUMBER}$", out,
+                      re.MULTILINE)
     assert [(visit, page) for visit, page, _ in rows] == expected, out
     for _, _, seconds in rows:
         assert figure(seconds) >= 0
-    # Two servers were started (one per log), on free ports, and both are stopped now.
+    # Three servers were started (one per log: the generated warehouse twice, the example), on free
+    # ports, and all are stopped now.
     ports = sorted(int(log.stem.removeprefix("dashboard-")) for log in work.glob("dashboard-*.log"))
-    assert len(ports) == 2 and 8599 not in ports, ports
+    assert len(ports) == 3 and 8599 not in ports, ports
     assert all(port_is_closed(port) for port in ports)
     assert (work / "results" / "scale0").is_dir()  # the warehouse went to --dir
 

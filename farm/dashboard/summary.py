@@ -147,20 +147,27 @@ def summary(snap: Snapshot, frame: pd.DataFrame, baseline: str | None) -> pd.Dat
 
 
 def series_colours(frame: pd.DataFrame) -> dict[str, str]:
-    """A colour per series (`series` column): its precision's hue family (fp32 blue, fp16 green,
-    bf16 orange, tf32 purple, int8 red, ...), a shade per series within it: 4 precisions of 3
-    modes are 12 distinct colours, and the precision reads from the hue. Beyond 4 series of one
-    precision the shades repeat (charts tell those apart by dash or marker)."""
+    """A colour per series (`series` column), every one different: its precision's hue family (fp32
+    blue, fp16 green, bf16 orange, tf32 purple, int8 red, ...), a shade per series within it, so the
+    precision reads from the hue. A precision with more series than its family has shades (4; the
+    GPU example has 5 engines per precision) takes the next colours of the families no precision of
+    the frame uses (brown, pink, grey), so 18 series are 18 colours; past 32, colours repeat (charts
+    also tell backends apart by dash and marker)."""
     pairs = frame[["series", "precision"]].drop_duplicates("series").sort_values(["precision", "series"])
+    precisions = list(dict.fromkeys(pairs.precision.astype(str)))
     free = [f for f in FAMILIES if f not in PRECISION_FAMILY.values()] + list(FAMILIES)
     family: dict[str, str] = {}
-    for precision in dict.fromkeys(pairs.precision.astype(str)):
+    for precision in precisions:
         family[precision] = PRECISION_FAMILY.get(precision) or free[len(family) % len(free)]
+    spare = [shade for name in FAMILIES if name not in family.values() for shade in FAMILIES[name]]
     colours, used = {}, {}
     for series, precision in zip(pairs.series, pairs.precision.astype(str)):
-        shades = FAMILIES[family[precision]]
-        colours[series] = shades[used.get(precision, 0) % len(shades)]
-        used[precision] = used.get(precision, 0) + 1
+        shades, k = FAMILIES[family[precision]], used.get(precision, 0)
+        if k < len(shades):
+            colours[series] = shades[k]
+        else:
+            colours[series] = spare.pop(0) if spare else shades[k % len(shades)]
+        used[precision] = k + 1
     return colours
 
 

@@ -158,7 +158,7 @@ def walk_pages(page, url: str, warehouse: Path, snap: Snapshot) -> None:
     expect(page.get_by_role("heading", name="Cell")).to_be_visible()
     expect(metric(page, "Throughput (qps)")).to_have_text(printed(cell.throughput_qps))
     expect(main).to_contain_text(f"of {cell.queries:,} raw samples")
-    expect(page.get_by_role("tab", name="Top layers by time")).to_be_visible()
+    expect(page.get_by_role("radio", name="Top layers by time")).to_be_visible()
     expect(page.get_by_text("Provenance", exact=True)).to_be_visible()  # the page's last section
     expect(main).to_contain_text("dash")
     page.get_by_text("Engine graph").first.scroll_into_view_if_needed()

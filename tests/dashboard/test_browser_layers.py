@@ -85,7 +85,7 @@ def test_cell_page_shows_the_engine_explorer_views_and_the_roofline(examples, pa
     # Time by layer type: shares of the graph-op time, slowest type first
     by_type = layers.groupby("type").time_avg_ms.agg(["sum", "size"]).sort_values("sum", ascending=False)
     share = 100 * by_type["sum"] / layers.time_avg_ms.sum()
-    page.get_by_role("tab", name="Time by layer type").click()
+    page.get_by_role("radio", name="Time by layer type").click()
     slowest = by_type.index[0]
     expect(main).to_contain_text(f"{slowest} {share.iloc[0]:.1f} % ({by_type['size'].iloc[0]} layers, "
                                  f"{by_type['sum'].iloc[0]:.4g} ms)")
@@ -93,14 +93,14 @@ def test_cell_page_shows_the_engine_explorer_views_and_the_roofline(examples, pa
     shoot(page, "layers-1-cell-roofline-time-by-type")
 
     # Memory per layer, in human units: weights, activations, the largest layer
-    page.get_by_role("tab", name="Memory per layer").click()
+    page.get_by_role("radio", name="Memory per layer").click()
     expect(metric(page, "Weights")).to_have_text(f"{layers.weight_bytes.sum() / 2**20:.2f} MiB")
     expect(metric(page, "Largest layer")).to_have_text(f"{layers.total_bytes.max() / 2**20:.2f} MiB")
     shoot(page, "layers-2-cell-memory")
 
     # Precision per layer: every row of this bf16 cell says bfloat16
     assert set(layers.output_dtypes.str.lower()) == {"bfloat16"}
-    page.get_by_role("tab", name="Precision per layer").click()
+    page.get_by_role("radio", name="Precision per layer").click()
     expect(main).to_contain_text(f"bf16: {len(layers)} layers, 100.0 % of the time")
 
     # The graph: ranked along the tensors, drawn as an image
@@ -127,7 +127,8 @@ def test_kernels_without_edges_are_a_searchable_list(examples, page, dashboard) 
     found = kernels.name.str.contains("triton", case=False).sum()
     assert 0 < found < len(kernels)
     expect(main).to_contain_text(f"{found} of {len(kernels)} layers match “triton”")
-    expect(main).to_contain_text(f"0 of {len(kernels)} layers map to ONNX nodes")  # the roofline tab: unmapped
+    page.get_by_role("radio", name="Roofline per layer").click()
+    expect(main).to_contain_text(f"0 of {len(kernels)} layers map to ONNX nodes")  # unmapped kernels
     page.get_by_role("heading", name="Layers in execution order").scroll_into_view_if_needed()
     shoot(page, "layers-4-cell-kernel-list")
 

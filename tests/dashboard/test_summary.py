@@ -282,3 +282,19 @@ def test_the_examples_default_baseline_is_the_documented_one_despite_a_narrower_
     cells = cells.assign(series=series_labels(cells))
     assert listed_backends(snap, ["gpu-engines"]) == ["torch", "onnxruntime"]
     assert default_baseline(cells, listed_backends(snap, ["gpu-engines"])) == "fp32 · torch mode=eager"
+
+
+def test_eighteen_series_get_eighteen_colours() -> None:
+    """The GPU example's Compare page: 4 precisions x 5 engines less bf16 on ONNX Runtime, 18 series.
+    A precision's fifth series took its first shade again (fp16 eager and fp16 ONNX Runtime were one
+    green); now every series has its own colour, the first four of each precision in its hue."""
+    import pandas as pd
+
+    engines = ["onnxruntime cuda_graph=false", "onnxruntime cuda_graph=true", "torch mode=compile",
+               "torch mode=cudagraphs", "torch mode=eager"]
+    series = pd.DataFrame([{"series": f"{p} · {e}", "precision": p} for p in ("fp32", "tf32", "fp16", "bf16")
+                           for e in engines if not (p == "bf16" and e.startswith("onnxruntime"))])
+    colours = series_colours(series)
+    assert len(colours) == 18 and len(set(colours.values())) == 18
+    greens = [colours[f"fp16 · {e}"] for e in engines]
+    assert sum(c in {"#006d2c", "#31a354", "#74c476", "#a1d99b"} for c in greens) == 4

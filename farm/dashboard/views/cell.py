@@ -164,8 +164,10 @@ if not accuracy.empty:
 
 if has_telemetry(cell):
     st.subheader("GPU telemetry")
-    for column, (label, value, help_text) in zip(st.columns(7), telemetry_metrics(cell)):
-        column.metric(label, value, help=help_text)
+    metrics = telemetry_metrics(cell)
+    for start in range(0, len(metrics), 4):  # rows of four: seven in a row clipped their values at 1600 px
+        for column, (label, value, help_text) in zip(st.columns(4), metrics[start:start + 4]):
+            column.metric(label, value, help=help_text)
 if telemetry_caption(cell):
     st.caption(telemetry_caption(cell))
 
@@ -251,9 +253,10 @@ else:
     note = coverage_note(coverage)
     if note:
         st.warning(note)
-    tabs = st.tabs(["Top layers by time", "Time by layer type", "Top layers by memory", "Memory per layer",
-                    "Precision per layer", "Roofline per layer"])
-    with tabs[0]:
+    views = ["Top layers by time", "Time by layer type", "Top layers by memory", "Memory per layer",
+             "Precision per layer", "Roofline per layer"]
+    view = st.segmented_control("Layer view", views, default=views[0], key="layer-view") or views[0]
+    if view == views[0]:
         top = top_layers(layers, "time_avg_ms")
         st.altair_chart(alt.Chart(top).mark_bar().encode(
             alt.X("time_avg_ms:Q", title="mean ms"),
@@ -264,7 +267,7 @@ else:
                      hide_index=True, column_config={
                          "time_avg_ms": st.column_config.NumberColumn("mean ms", format="%.4g"),
                          "time_share_percent": st.column_config.NumberColumn("time share", format="%.2f %%")})
-    with tabs[1]:
+    if view == views[1]:
         by_type = time_by_type(layers, kinds)
         st.altair_chart(alt.Chart(by_type).mark_bar().encode(
             alt.X("share_percent:Q", title="% of the layer time (of its kind)"),
@@ -278,7 +281,7 @@ else:
         st.dataframe(by_type, hide_index=True, column_config={
             "time_ms": st.column_config.NumberColumn("Σ ms", format="%.4g"),
             "share_percent": st.column_config.NumberColumn("share", format="%.1f %%")})
-    with tabs[2]:
+    if view == views[2]:
         top = top_layers(layers, "total_bytes")
         if top.empty:
             st.info("No layer has a known size (dynamic shapes, or rows that name no tensors).")
@@ -289,11 +292,11 @@ else:
                 tooltip=["name", "type", "input_bytes", "weight_bytes", "output_bytes"]
             ).properties(height=22 * len(top) + 40), width="stretch")
             st.dataframe(memory_table(layers).head(len(top)), hide_index=True, column_config=MIB)
-    with tabs[3]:
+    if view == views[3]:
         memory_tab(layers)
-    with tabs[4]:
+    if view == views[4]:
         precision_tab(layers)
-    with tabs[5]:
+    if view == views[5]:
         roofline_tab(layers)
     downloads(layers, f"layers-{cell_id[:8]}", "cell-layers")
 

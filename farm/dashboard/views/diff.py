@@ -127,7 +127,7 @@ if not changed.empty:
         color=alt.Color("direction:N", scale=alt.Scale(domain=["B slower", "B faster"], range=["#d62728", "#2ca02c"]),
                         legend=None),
         tooltip=["layer", "name_b", "time_avg_ms_a", "time_avg_ms_b", "time_delta_percent"],
-    ).properties(height=22 * len(changed) + 40), width="stretch")
+    ).properties(height=max(120, 22 * len(changed) + 40)), width="stretch")
 show = st.radio("Show", ["all", "matched", "only A", "only B"], horizontal=True, key="diff-show")
 shown = diff if show == "all" else diff[diff.match == ({"matched": "both"}.get(show, show))]
 st.dataframe(shown, hide_index=True, column_config={
