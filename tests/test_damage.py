@@ -541,3 +541,37 @@ def test_a_cell_file_copied_over_another_cells_is_found(measured: Path, tmp_path
     assert con.execute("SELECT list(cell_id) FROM cells").fetchone()[0] == [first.stem]
     capsys.readouterr()
     assert main(["check", "--results", str(results)]) == 0
+
+
+def test_a_warehouse_the_writer_cannot_change_is_one_line(measured: Path, tmp_path: Path) -> None:
+    """An unfinished cell's file in a warehouse this user may not write (read-only folders): `farm
+    sweep` says which path and what to do in one line (exit 2), never a traceback from its repair.
+    Root may write anything, so there it runs as `nobody` (setpriv) on a copy that user can read."""
+    import stat
+    import tempfile
+
+    as_nobody: list[str] = []
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root without setpriv: no user here is refused a write")
+        as_nobody = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+    home = Path(tempfile.mkdtemp(prefix="farm-readonly-"))
+    try:
+        base = copy_of(measured, home)
+        samples = base / "results" / "tiny" / "samples"
+        shutil.copy(next(samples.glob("*.parquet")), samples / "0123456789abcdef.parquet")  # a cell never finished
+        for path in [home, *home.rglob("*")]:
+            path.chmod(stat.S_IMODE(path.stat().st_mode) & ~0o222 | (0o555 if path.is_dir() else 0o444))
+        env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+        done = subprocess.run([*as_nobody, sys.executable, "-m", "farm", "sweep", str(base / "sweep.toml"),
+                               "--results", str(base / "results"), "--executor", "local"],
+                              capture_output=True, text=True, env=env, timeout=300)
+    finally:
+        for path in [home, *home.rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        shutil.rmtree(home, ignore_errors=True)
+    err = done.stderr
+    assert done.returncode == 2 and "Traceback" not in err, err
+    [line] = [text for text in err.splitlines() if text.startswith("farm: ")]
+    assert "cannot write" in line and "0123456789abcdef.parquet" in line and "not writable" in line, err

@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from farm.errors import first_line
-from farm.files import TEMP_DIR_NAME
+from farm.files import TEMP_DIR_NAME, write_error
 from farm.warehouse.layout import (
     COMPACTED_TABLES,
     MANIFEST_NAME,
@@ -154,7 +154,14 @@ class WarehouseRepair:
     def prepare_sweep(self, sweep: str) -> Prepared:
         """What a writer does before it runs cells of `sweep` (holding the writer lock): move every
         damaged file aside (quarantine: its cell is measured again), remove what a killed run
-        left of unfinished cells, and read the status of every finished cell."""
+        left of unfinished cells, and read the status of every finished cell. A warehouse this
+        user may not write (read-only files or mount) is one line that says so (a UserError)."""
+        try:
+            return self._prepare_sweep(sweep)
+        except OSError as exc:
+            raise write_error(exc.filename or self.layout.root / sweep, exc) from None
+
+    def _prepare_sweep(self, sweep: str) -> Prepared:
         compaction = self.layout.readable_compaction(sweep)
         files = [p for table in TABLES for p in self.layout.loose_files(sweep, table)]
         files += [p for table in COMPACTED_TABLES for p in self.layout.part_files(sweep, table, compaction)]
