@@ -97,6 +97,16 @@ def shown(text: Any) -> str:
     return escape(printable(str(text)))
 
 
+def stable_text(stable: Any, spread_percent: Any) -> str | None:
+    """A cell's `stable` as the tables print it: 'yes', or 'no' with how far apart its repeats'
+    medians were ('no, 12 %'), which an unstable figure's reader needs; blank where unknown."""
+    if stable is None:
+        return None
+    if stable or spread_percent is None or (isinstance(spread_percent, float) and math.isnan(spread_percent)):
+        return "yes" if stable else "no"
+    return f"no, {spread_percent:.0f} %"
+
+
 def fmt(value: Any, digits: int = 4) -> str:
     """Numbers to a fixed count of significant digits; blanks for missing values."""
     if value is None or (isinstance(value, float) and math.isnan(value)):

@@ -16,7 +16,7 @@ from farm import __version__
 from farm.callbacks import Callback, CallbackList
 from farm.config import LoadedConfig, load_config
 from farm.cuda import visible_gpu_count
-from farm.display import ProgressDisplay
+from farm.display import ProgressDisplay, stable_text
 from farm.errors import UserError
 from farm.executor import DEFAULT_CELL_TIMEOUT_S, DEFAULT_WORKER_MEMORY, Executor, make_executor
 from farm.executor.costs import expected_seconds, history_from_rows
@@ -249,7 +249,7 @@ def summary_table(warehouse: Warehouse, outcome: SweepOutcome) -> tuple[list[str
             notes.append(r["note"])
         shown.append([r["cell_id"][:8], r["model"],
                       r["precision"], r["batch"], r["profile"], labels.get(r["cell_id"], r["backend"]), r["status"],
-                      r["qps"], r["samples_per_s"], r["p50"], r["p99"], _stable_text(r),
+                      r["qps"], r["samples_per_s"], r["p50"], r["p99"], stable_text(r["stable"], r["spread"]),
                       _speedup(r, rows[base]) if base is not None and rows[base] is not r else
                       "base" if base is not None else None, r["accuracy"],
                       f"[{notes.index(r['note']) + 1}]" if r["note"] else None])
@@ -258,15 +258,6 @@ def summary_table(warehouse: Warehouse, outcome: SweepOutcome) -> tuple[list[str
         columns.pop(4)
         shown = [row[:4] + row[5:] for row in shown]
     return columns, shown, notes
-
-
-def _stable_text(row: dict) -> str | None:
-    """'yes', or 'no' with how far the repeats' medians were apart ('no, 12 %')."""
-    if row["stable"] is None:
-        return None
-    if row["stable"] or row["spread"] is None:
-        return "yes" if row["stable"] else "no"
-    return f"no, {row['spread']:.0f} %"
 
 
 def _speedup(row: dict, base: dict) -> str | None:

@@ -298,3 +298,39 @@ def test_only_farms_own_temporary_names_are_leftovers(measured: Path, tmp_path: 
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"x")
     assert sorted(Warehouse(results).leftovers()) == sorted(farms)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json", "markdown", "table"])
+def test_a_large_query_result_is_printed_as_it_is_read(measured: Path, fmt: str, capsys) -> None:
+    """`farm query` prints a result a chunk at a time (farm.warehouse.views.STREAM_ROWS rows), never the
+    whole of it held at once: 25,000 rows, more than two chunks, every one printed once, in order, in
+    every format."""
+    from farm.warehouse.views import STREAM_ROWS
+
+    rows = 2 * STREAM_ROWS + 5_000
+    sql = f"SELECT range AS i, 'v' || range AS s, range / 4 AS x FROM range({rows})"
+    assert main(["query", sql, "--results", str(measured / "results"), "--format", fmt]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    if fmt == "csv":
+        assert lines[0] == "i,s,x" and len(lines) == rows + 1 and lines[-1] == f"{rows - 1},v{rows - 1},{(rows - 1) / 4}"
+    elif fmt == "json":
+        import json
+
+        parsed = json.loads(out)
+        assert [r["i"] for r in parsed] == list(range(rows)) and parsed[-1]["s"] == f"v{rows - 1}"
+    elif fmt == "markdown":
+        assert lines[1] == "|---:|---|---:|" and len(lines) == rows + 2 and lines[-1].startswith(f"| {rows - 1} |")
+    else:  # plain aligned text: a header, a rule, the rows
+        assert lines[0].split() == ["i", "s", "x"] and len(lines) == rows + 2
+        assert lines[-1].split() == [str(rows - 1), f"v{rows - 1}", str((rows - 1) / 4)]
+
+
+def test_a_reader_that_stops_early_ends_the_query_quietly(measured: Path) -> None:
+    """`farm query ... | head`: the closed pipe ends the command with status 0 and no traceback."""
+    command = (f"{sys.executable} -m farm query 'SELECT * FROM range(200000)' --format csv "
+               f"--results {measured / 'results'} | head -3")
+    done = subprocess.run(["bash", "-o", "pipefail", "-c", command], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert done.returncode == 0 and done.stdout.splitlines() == ["range", "0", "1"], done
+    assert "Traceback" not in done.stderr and "Error" not in done.stderr, done.stderr

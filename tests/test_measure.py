@@ -311,8 +311,8 @@ def test_an_unstable_host_bound_device_cell_says_why() -> None:
     host-bound; a GPU-bound, a stable or a CPU cell (no enqueue time) is not."""
     import duckdb
 
+    from farm.display import stable_text
     from farm.queries import HOST_BOUND_NOTE
-    from farm.sweep import _stable_text
 
     rows = duckdb.sql(f"""SELECT name, {HOST_BOUND_NOTE} AS note FROM (VALUES
         ('eager b1', false, 4.10, 4.12), ('eager b128', false, 2.2, 13.5), ('graph b1', true, 0.07, 0.98),
@@ -321,6 +321,5 @@ def test_an_unstable_host_bound_device_cell_says_why() -> None:
     notes = dict(rows)
     assert notes["eager b1"].startswith("host-bound: the GPU waited on the host's launches")
     assert [name for name, note in rows if note] == ["eager b1"]
-    assert _stable_text({"stable": False, "spread": 12.4}) == "no, 12 %"
-    assert _stable_text({"stable": True, "spread": 0.4}) == "yes"
-    assert _stable_text({"stable": False, "spread": None}) == "no" and _stable_text({"stable": None}) is None
+    assert stable_text(False, 12.4) == "no, 12 %" and stable_text(True, 0.4) == "yes"
+    assert stable_text(False, None) == "no" and stable_text(None, None) is None

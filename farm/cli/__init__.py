@@ -9,6 +9,7 @@ them); `common` holds what the commands share.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -55,3 +56,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("farm: interrupted; rerun the same command to resume", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `farm query ... | head`: the reader has all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error as Python exits
+        return 0

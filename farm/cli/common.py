@@ -81,7 +81,7 @@ def print_rows(columns: list[str], rows: list[tuple[Any, ...]], fmt: str) -> Non
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
         writer.writerow(columns)
-        writer.writerows([[_not_a_formula(v) for v in row] for row in rows])
+        writer.writerows([[not_a_formula(v) for v in row] for row in rows])
         sys.stdout.write(buffer.getvalue())
     elif fmt == "markdown":
         sys.stdout.write(markdown_table(columns, rows))
@@ -94,7 +94,7 @@ def print_rows(columns: list[str], rows: list[tuple[Any, ...]], fmt: str) -> Non
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
-def _not_a_formula(value: Any) -> Any:
+def not_a_formula(value: Any) -> Any:
     """A text that a spreadsheet would run as a formula (`=HYPERLINK(...)`, `+cmd|...`) opened from
     CSV, with a leading apostrophe, as spreadsheets themselves write it; numbers as they are."""
     if isinstance(value, str) and value.startswith(FORMULA_START):

@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import itertools
+import json
+import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any, TypeVar
 
-from farm.cli.common import PLAIN_TABLE_ROWS, AddCommand, connect, exact_text, print_exact_table, print_plain_table, print_rows
+from farm.cli.common import (
+    PLAIN_TABLE_ROWS,
+    AddCommand,
+    connect,
+    exact_text,
+    markdown_table,
+    not_a_formula,
+    print_exact_table,
+)
 from farm.errors import UserError, first_line
 
 T = TypeVar("T")
@@ -72,20 +83,76 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"farm query only reads (SELECT, EXPLAIN, PIVOT), and this is {', '.join(writes)}, "
                         "which may write files, the warehouse's among them: to keep a result, "
                         "farm query ... --format csv > result.csv")
-    try:
-        columns, rows = _interruptible(con, lambda: warehouse.fetch(con, args.sql))
+    try:  # the first chunk is read on its own thread (Ctrl-C stops it); later ones are small
+        columns, chunks = _interruptible(con, lambda: warehouse.stream(con, args.sql))
     except duckdb.Error as exc:
         raise UserError(f"query failed: {first_line(exc)}") from None
     if columns is None:
         return 0
-    if args.format == "table":  # what the SQL returns, every digit of it: round in the SQL to see fewer
-        exact = [tuple(exact_text(v) for v in row) for row in rows]
-        numeric = [any(isinstance(r[i], (int, float, Decimal)) and not isinstance(r[i], bool) for r in rows)
-                   for i in range(len(columns))]
-        if len(rows) > PLAIN_TABLE_ROWS:
-            print_plain_table(columns, exact, numeric)
-        else:
-            print_exact_table(columns, exact, numeric)
-        return 0
-    print_rows(columns, rows, args.format)
+    try:
+        PRINTERS[args.format](columns, chunks)
+    except duckdb.Error as exc:
+        raise UserError(f"query failed after the rows printed above: {first_line(exc)}") from None
     return 0
+
+
+def _table(columns: list[str], chunks: Iterator[list[tuple]]) -> None:
+    """What the SQL returns, every digit of it (round in the SQL to see fewer): a boxed table up to
+    PLAIN_TABLE_ROWS rows, else plain aligned text printed as it is read, its column widths from
+    the first chunk (a longer value later is printed whole)."""
+    first = next(chunks, [])
+    more = next(chunks, None)
+    numeric = [any(isinstance(r[i], (int, float, Decimal)) and not isinstance(r[i], bool) for r in first)
+               for i in range(len(columns))]
+    if more is None and len(first) <= PLAIN_TABLE_ROWS:
+        print_exact_table(columns, [tuple(exact_text(v) for v in row) for row in first], numeric)
+        return
+    from farm.display import printable
+
+    def texts(rows: list[tuple]) -> list[list[str]]:
+        return [[printable(exact_text(v)) for v in row] for row in rows]
+
+    head = texts(first)
+    widths = [max([len(c)] + [len(r[i]) for r in head]) for i, c in enumerate(columns)]
+
+    def write(rows: list[list[str]]) -> None:
+        sys.stdout.write("".join("  ".join(v.rjust(w) if n else v.ljust(w) for v, w, n in
+                                           zip(r, widths, numeric)).rstrip() + "\n" for r in rows))
+
+    sys.stdout.write("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip() + "\n"
+                     + "  ".join("-" * w for w in widths) + "\n")
+    write(head)
+    for rows in itertools.chain([more] if more else [], chunks):
+        write(texts(rows))
+
+
+def _csv(columns: list[str], chunks: Iterator[list[tuple]]) -> None:
+    import csv
+
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+    writer.writerow(columns)
+    for rows in chunks:
+        writer.writerows([[not_a_formula(v) for v in row] for row in rows])
+
+
+def _json(columns: list[str], chunks: Iterator[list[tuple]]) -> None:
+    """A JSON list of objects, one per row, written as it is read."""
+    sys.stdout.write("[")
+    separator = "\n"
+    for rows in chunks:
+        for row in rows:
+            text = json.dumps(dict(zip(columns, row)), default=str, indent=1)
+            sys.stdout.write(separator + "\n".join(" " + line for line in text.splitlines()))
+            separator = ",\n"
+    sys.stdout.write("\n]\n" if separator != "\n" else "]\n")
+
+
+def _markdown(columns: list[str], chunks: Iterator[list[tuple]]) -> None:
+    """A Markdown table; its alignment from the first chunk's values."""
+    first = next(chunks, [])
+    sys.stdout.write(markdown_table(columns, first))
+    for rows in chunks:
+        sys.stdout.write(markdown_table(columns, rows).split("\n", 2)[2])
+
+
+PRINTERS = {"table": _table, "csv": _csv, "json": _json, "markdown": _markdown}

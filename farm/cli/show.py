@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 
 from farm.cli.common import (
     PLAIN_TABLE_ROWS,
@@ -15,6 +16,7 @@ from farm.cli.common import (
     require_sweep,
     table_width,
 )
+from farm.display import stable_text
 from farm.errors import UserError
 from farm.queries import (
     THROTTLED_TEXT,
@@ -56,6 +58,9 @@ def run(args: argparse.Namespace) -> int:
     columns, rows = _fetch(warehouse, con, args.sweep, plan)
     columns, rows = _labelled(columns, rows)
     rows = _sorted(columns, rows, args.sort, args.reverse)
+    if args.format == "table":  # 'no, 12 %': how far an unstable cell's repeats moved
+        at, spread = columns.index("stable"), columns.index("repeats %")
+        rows = [(*r[:at], stable_text(r[at], r[spread]), *r[at + 1:]) for r in rows]
     columns, rows = _chosen(columns, rows, args)
     if args.format == "table":  # each distinct note once, below the table, as the end-of-sweep summary does
         _print_table(columns, rows, explicit=bool(args.wide or args.columns))
@@ -84,7 +89,8 @@ def _fetch(warehouse, con, sweep: str, plan: list[str] | None) -> tuple[list[str
             m.throughput_qps AS qps, m.throughput_samples_per_s AS "samples/s",
             m.latency_median_ms AS "p50 ms", m.latency_p99_ms AS "p99 ms",
             CASE WHEN {tail} < ? THEN {tail} || ' (few)' ELSE CAST({tail} AS VARCHAR) END AS "p99 tail",
-            m.latency_cv_percent AS "cv %", m.stable, {throttled} AS throttled, {VERDICT_TEXT} AS accuracy,
+            m.latency_cv_percent AS "cv %", m.repeat_spread_percent AS "repeats %", m.stable,
+            {throttled} AS throttled, {VERDICT_TEXT} AS accuracy,
             b.build_s AS "build s",
             CASE WHEN {coverage} < ? THEN CAST(round({coverage}) AS INTEGER) || ' (partial)'
                  ELSE CAST(CAST(round({coverage}) AS INTEGER) AS VARCHAR) END AS "layers % of compute",
@@ -165,5 +171,8 @@ def _print_table(columns: list[str], rows: list[tuple], explicit: bool) -> None:
         out.print(table)
         if hidden:
             print(f"(hidden at {width} columns: {', '.join(hidden)}; --wide or --columns shows them)")
-    for number, note in enumerate(notes, 1):
-        print(f"[{number}] {printable(note)}")
+    width = table_width(console())
+    for number, note in enumerate(notes, 1):  # wrapped where a width applies, words whole
+        text = f"[{number}] {printable(note)}"
+        print(textwrap.fill(text, width, subsequent_indent="    ", break_long_words=False,
+                            break_on_hyphens=False) if width else text)

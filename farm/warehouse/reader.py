@@ -16,7 +16,7 @@ from typing import Any
 READ_METHODS = frozenset({
     "root", "cache_dir", "temp_dir", "warn", "skipped", "sweeps", "sweep_dirs", "table_dir", "table_files",
     "table_globs", "part_files", "loose_files", "sources", "readable_sources", "compaction", "readable_compaction",
-    "manifests_stamp", "skip", "skip_unreadable_footers", "fetch", "cell_rows", "cell_statuses",
+    "manifests_stamp", "skip", "skip_unreadable_footers", "fetch", "stream", "cell_rows", "cell_statuses",
     "failure_reasons", "latest_plan", "unmeasured", "leftovers", "lock_holder", "not_a_warehouse", "inspect",
     "connect", "create_views",
 })

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 # How often one query is run again on fresh views because sweeps were compacted while it ran
 VIEW_REFRESHES = 3
+STREAM_ROWS = 10_000  # rows a chunk of `stream` holds
 
 
 class WarehouseViews:
@@ -133,6 +134,26 @@ class WarehouseViews:
         for a statement without a result. A file that turns out unreadable only now (its ends are
         whole, its insides are not) is left out with a warning and the query run again; so is a
         query that read while a sweep was compacted (on fresh views, at most three times)."""
+        columns, rows, _ = self._run(con, sql, params, lambda cursor: cursor.fetchall())
+        return columns, rows
+
+    def stream(self, con: duckdb.DuckDBPyConnection, sql: str, params: Any = None,
+               size: int = STREAM_ROWS) -> tuple[list[str] | None, Iterator[list[tuple[Any, ...]]]]:
+        """`fetch` a chunk at a time: (column names, an iterator of lists of at most `size` rows), so
+        that ten million rows never sit in memory at once. The first chunk is read as `fetch` reads
+        (retried over a damaged file or a compaction); a file found unreadable after it is an error."""
+        columns, first, cursor = self._run(con, sql, params, lambda c: c.fetchmany(size))
+
+        def chunks() -> Iterator[list[tuple[Any, ...]]]:
+            rows = first
+            while rows:
+                yield rows
+                rows = cursor.fetchmany(size)
+
+        return columns, chunks()
+
+    def _run(self, con: duckdb.DuckDBPyConnection, sql: str, params: Any,
+             read: Callable[[Any], list[tuple[Any, ...]]]) -> tuple[list[str] | None, list[tuple[Any, ...]], Any]:
         import duckdb
 
         seen = set()
@@ -140,8 +161,8 @@ class WarehouseViews:
         while True:
             try:
                 cursor = con.execute(sql, params)
-                found = (None, []) if cursor.description is None else (
-                    [d[0] for d in cursor.description], cursor.fetchall())
+                found = (None, [], cursor) if cursor.description is None else (
+                    [d[0] for d in cursor.description], read(cursor), cursor)
             except duckdb.Error as exc:
                 if refreshed < VIEW_REFRESHES and self._refresh_stale_views(con):  # files moved: read again
                     refreshed += 1
