@@ -162,7 +162,7 @@ def _cell(name: str, reads: list[FileRead], sweep: str, cell_id: str, layers: li
             "printed_throughput": facts.throughput_qps, "printed_queries": facts.queries_printed,
             "printed_figures_are_zeros_of_explicit_batch": definition["zeros"]}
     if facts.build_passes > 1:
-        options["build_passes"] = facts.build_passes  # build figures are the last (the engine's) pass's
+        options["build_passes"] = facts.build_passes  # build figures are the kept (the engine's) pass's
     notes = f"ingested from {len(paths)} file(s) of real TensorRT output"
     if facts.tensorrt_version:
         notes += f" (TensorRT {facts.tensorrt_version})"

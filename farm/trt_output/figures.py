@@ -110,7 +110,7 @@ def DeviceRowFromLog(facts: LogFacts) -> dict[str, Any] | None:
 
 
 def BuildStatsFromLog(facts: LogFacts, artifact_bytes: int | None = None) -> BuildStats:
-    """The build as the builder logged it (its last pass, the engine's); `artifact_bytes`: the
+    """The build as the builder logged it (the pass the builder kept, the engine's); `artifact_bytes`: the
     engine file's size, where the caller has it."""
     return BuildStats(build_s=facts.build_s, artifact_bytes=artifact_bytes,
                       builder_peak_memory_bytes=facts.builder_peak_device_bytes,

@@ -4,8 +4,11 @@ fusion, per-layer memory lines, builder peak memory, "Engine Layer Information" 
 `--dumpProfile` table, the command line and what it says about the model and input shapes.
 
 A log is read line by line (a verbose build log can be hundreds of MB), split into its trtexec
-runs (`LogRunsFromTrtexecLog`) and, within a run, into its builder passes: every build figure is
-the last pass's, the engine's. What each version printed and meant: `farm.trt_output.versions`.
+runs (`LogRunsFromTrtexecLog`) and, within a run, into its builds ("Original: N layers") and their
+builder passes (10.x: "Building graph using backend strategy N"): every build figure is the engine's
+pass's, the one the builder says it kept ("Chose this engine with backend strategy N"), else the
+last; the build time is trtexec's whole build ("Engine built in"), else the sum of the engine's
+build's passes. What each version printed and meant: `farm.trt_output.versions`.
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ class LogFacts:
     queries_printed: int | None = None  # "Timing trace has N queries over T s", N as printed
     trace_walltime_s: float | None = None  # its T
     layout_major: int | None = None  # the major version the summary's layout belongs to (7, or 8 and later)
-    build_passes: int = 0  # builder passes the log holds; every build figure is from the last (the engine's)
+    build_passes: int = 0  # builder passes of the engine's build; every build figure is from the kept pass
     initializers: set[str] = dataclasses.field(default_factory=set)  # ONNX initializers the parser imported
     node_inputs: dict[str, list[tuple[str, str, list[int]]]] = dataclasses.field(default_factory=dict)
     # MatMul/Gemm node -> its initializer inputs' shapes
@@ -107,17 +110,26 @@ class _LogReader:
         self.profile_count: int | None = None
         self.profile_layout: str | None = None
         self.passes: list[dict[str, Any]] = []
+        self.build_number = 0  # builds in this run's log so far (a Python builder may log several)
+        self.chosen_strategy: int | None = None  # the strategy of the pass the builder kept, as it says
+        self.engine_layers: list[EngineLayer] | None = None  # the last "Engine Layer Information" block
+        self.original_layers: int | None = None  # "Original: N layers": the parsed network, before any pass
+        self.engine_built_s: float | None = None  # trtexec's "Engine built in X sec": the whole build
         self.build_finished = False
         self.seen_model_options = False
         self.seen_running = False
         self._new_pass()
 
-    def _new_pass(self) -> None:
-        self.build = {"counts": [], "layer_memory": {}, "totals": {}, "layers": []}
+    def _new_pass(self, strategy: int | None = None) -> None:
+        """A builder pass: what it logged, its backend strategy (10.x) and which build it is of (a
+        log can hold several builds, each starting at "Original: N layers")."""
+        self.build = {"counts": [], "layer_memory": {}, "totals": {}, "layers": [], "generation_s": None,
+                      "strategy": strategy, "number": self.build_number}
         self.passes.append(self.build)
 
-    def _pass_has_content(self) -> bool:
-        return any(self.build.values())
+    def _pass_has_content(self, build: dict[str, Any] | None = None) -> bool:
+        build = build or self.build
+        return any(build[k] for k in ("counts", "layer_memory", "totals", "layers")) or build["generation_s"] is not None
 
     def _run_has_content(self) -> bool:
         f = self.facts
@@ -128,11 +140,11 @@ class _LogReader:
         raw = raw.rstrip("\r\n")
         facts = self.facts
         if layer := LayerFromLogLine(raw):
-            self.build["layers"].append(layer)
+            self._layer(layer)
             return
         line = strip_prefix(raw)
         if line != raw.strip() and (layer := LayerFromLogLine(line)):  # a layer line with a log stamp
-            self.build["layers"].append(layer)
+            self._layer(layer)
             return
         # 8.0 on name the version ([TensorRT v8601]); 7.x does not
         if m := re.search(r"&+ (RUNNING|PASSED|FAILED) TensorRT\.trtexec(?: \[TensorRT v(\d+)\])?(?: \[\w+\])? # (.*)$", line):
@@ -172,6 +184,12 @@ class _LogReader:
             _device_fact(facts.device, m.group(1).strip(), m.group(2).strip())
         if m := re.match(r"Input inference shape\s*(?:\(profile \d+\))?\s*: (.+)=([\dx]+)$", line):
             facts.input_shapes[m.group(1).strip()] = [int(d) for d in m.group(2).split("x")]
+        # the engine's input as created ("Input binding for x with dimensions 1x1x28x28 [and type fp32] is
+        # created." from 10.x, "Created input binding for x with dimensions 4x1x28x28" in 8.x)
+        if m := re.match(r"(?:Created input binding for (\S+) with dimensions ([\dx]+)|"
+                         r"Input binding for (\S+) with dimensions ([\dx]+)(?: and type \w+)? is created)", line):
+            name, dims = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+            facts.input_shapes.setdefault(name, [int(d) for d in dims.split("x")])
         if m := re.search(r"Input filename:\s+(\S.*)$", line):
             _add_model(facts, m.group(1).strip())
         self._performance(line)
@@ -182,6 +200,11 @@ class _LogReader:
                 self.profile_layout = layout
             elif row := profile_row(line, self.profile_layout):
                 self.profile_rows.append(ProfileRow(row[0], row[2], row[3], row[1], row[4]))
+
+    def _layer(self, layer: EngineLayer) -> None:
+        """A layer line: of the engine's "Engine Layer Information" block (printed once the builder
+        kept an engine: the kept pass's layers, which need not be the last pass's), else the pass's."""
+        (self.engine_layers if self.engine_layers is not None else self.build["layers"]).append(layer)
 
     def _version(self, line: str) -> None:
         facts = self.facts
@@ -241,11 +264,26 @@ class _LogReader:
             first = build["counts"][0][0] if build["counts"] else None
             if (first == m.group(1) and len(build["counts"]) > 1) or (
                     not build["counts"] and self._pass_has_content()):
-                self._new_pass()  # the builder's next pass (builder optimization level 5 runs several)
+                self._new_pass()  # another build in the same log (several engines built in one process)
                 build = self.build
             build["counts"].append((m.group(1), int(m.group(2))))
-        elif re.search(r"(?:Local|Global) timing cache in use", line) and self._pass_has_content():
-            self._new_pass()
+        elif m := re.match(r"Original: (\d+) layers", line):  # a build begins: the parsed network
+            self.original_layers, self.chosen_strategy = int(m.group(1)), None
+            self.build_number += 1
+            if self._pass_has_content():
+                self._new_pass()
+            self.build["number"] = self.build_number
+        elif m := re.match(r"Building graph using backend strategy (\d+)", line):  # 10.x: a builder pass
+            if build["strategy"] is None:  # the first: the graph optimizations before it are its own
+                build["strategy"] = int(m.group(1))
+            else:
+                self._new_pass(int(m.group(1)))
+        elif m := re.match(r"(?:Use backend strategy|Chose this engine with backend strategy) (\d+)", line):
+            self.chosen_strategy = int(m.group(1))  # "Skip backend strategy N": the kept one stays
+        elif re.match(r"Engine Layer Information:\s*$", line):
+            self.engine_layers = []  # a later block (several builds) replaces it
+        elif m := re.search(r"Engine built in ([\d.e+]+) sec", line):
+            self.engine_built_s = float(m.group(1))
         unit = r"(?: bytes)?"
         if m := re.match(r"Layer: (.+?) Host Persistent: (\d+)" + unit + r" Device Persistent: (\d+)" + unit +
                          r" Scratch Memory: (\d+)" + unit + "$", line):
@@ -261,7 +299,7 @@ class _LogReader:
             facts.builder_peak_host_bytes = int(m.group(1)) * _SIZE.get(m.group(2), 1)
             facts.builder_peak_device_bytes = int(m.group(3)) * _SIZE.get(m.group(4), 1)
         if m := re.search(r"Engine generation completed in ([\d.e+]+) seconds", line):
-            facts.build_s = float(m.group(1))
+            self.build["generation_s"] = float(m.group(1))
         if m := re.match(r"Importing initializer: (\S+)", line):
             self.facts.initializers.add(m.group(1))
         if m := re.match(r"(\S+) \[(\w+)\] inputs: (.*)$", line):
@@ -278,13 +316,19 @@ class _LogReader:
             _add_model(facts, model)
         if self.profile_rows:
             facts.profile = Profile(self.profile_count, self.profile_rows)
-        engine_pass = next((p for p in reversed(self.passes) if any(p.values())), self.passes[-1])
-        facts.build_passes = sum(1 for p in self.passes if any(p.values()))
-        _layer_counts(facts, engine_pass["counts"])
+        with_content = [p for p in self.passes if self._pass_has_content(p)] or self.passes[-1:]
+        passes = [p for p in with_content if p["number"] == with_content[-1]["number"]]  # the last build's
+        kept = [p for p in passes if p["strategy"] is not None and p["strategy"] == self.chosen_strategy]
+        engine_pass = kept[-1] if kept else passes[-1]
+        facts.build_passes = len(passes)
+        _layer_counts(facts, engine_pass["counts"], self.original_layers)
         facts.layer_memory = engine_pass["layer_memory"]
         for attribute, value in engine_pass["totals"].items():
             setattr(facts, attribute, value)
-        facts.layers = engine_pass["layers"]
+        facts.layers = self.engine_layers if self.engine_layers else engine_pass["layers"]
+        # the build's time: trtexec's whole build, else the engine's passes (10.x strategies: all of them)
+        times = [p["generation_s"] for p in passes if p["generation_s"] is not None]
+        facts.build_s = self.engine_built_s if self.engine_built_s is not None else sum(times) if times else None
         facts.weight_shapes = {node: [dims for op, name, dims in inputs if name in facts.initializers]
                                for node, inputs in facts.node_inputs.items()}
         facts.weight_shapes = {k: v for k, v in facts.weight_shapes.items() if v}
@@ -314,12 +358,13 @@ def _add_model(facts: LogFacts, path: str) -> None:
         facts.model_files.append(path)
 
 
-def _layer_counts(facts: LogFacts, counts: list[tuple[str, int]]) -> None:
-    """Layers after parsing (the first count the builder logs), after fusion (the last count before
-    reformat layers are added) and after reformat layers."""
+def _layer_counts(facts: LogFacts, counts: list[tuple[str, int]], original: int | None = None) -> None:
+    """Layers after parsing ("Original: N layers", else the first count the builder logs), after
+    fusion (the last count before reformat layers are added) and after reformat layers."""
     if not counts:
+        facts.layers_after_parsing = original
         return
-    facts.layers_after_parsing = counts[0][1]
+    facts.layers_after_parsing = original if original is not None else counts[0][1]
     before_reformat = []
     for step, number in counts:
         if step == "reformat layers":
