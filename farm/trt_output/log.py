@@ -20,6 +20,7 @@ from typing import Any
 
 from farm.trt_output.engine_layers import EngineLayer, LayerFromLogLine
 from farm.trt_output.json_files import FormatError, Profile, ProfileRow
+from farm.trt_output.log_lines import add_model, command_facts, device_fact, input_facts
 from farm.trt_output.versions import profile_layout, profile_row, strip_prefix, version_from_int
 
 
@@ -158,7 +159,7 @@ class _LogReader:
             if m.group(2):
                 facts.tensorrt_version = facts.tensorrt_version or version_from_int(m.group(2))
             facts.outcome = m.group(1) if m.group(1) != "RUNNING" else facts.outcome
-            _from_command(facts, facts.command)
+            command_facts(facts, facts.command)
             return
         if m := re.match(r"=== (.+?) ?===$", line):
             self.section = m.group(1).strip()
@@ -181,17 +182,8 @@ class _LogReader:
                 value = m.group(2).strip()
                 facts.inference_batch = int(value) if value.isdigit() else (0 if value == "Explicit" else None)
         if section == "Device Information" and (m := re.match(r"([^:]+): (.*)$", line)):
-            _device_fact(facts.device, m.group(1).strip(), m.group(2).strip())
-        if m := re.match(r"Input inference shape\s*(?:\(profile \d+\))?\s*: (.+)=([\dx]+)$", line):
-            facts.input_shapes[m.group(1).strip()] = [int(d) for d in m.group(2).split("x")]
-        # the engine's input as created ("Input binding for x with dimensions 1x1x28x28 [and type fp32] is
-        # created." from 10.x, "Created input binding for x with dimensions 4x1x28x28" in 8.x)
-        if m := re.match(r"(?:Created input binding for (\S+) with dimensions ([\dx]+)|"
-                         r"Input binding for (\S+) with dimensions ([\dx]+)(?: and type \w+)? is created)", line):
-            name, dims = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
-            facts.input_shapes.setdefault(name, [int(d) for d in dims.split("x")])
-        if m := re.search(r"Input filename:\s+(\S.*)$", line):
-            _add_model(facts, m.group(1).strip())
+            device_fact(facts.device, m.group(1).strip(), m.group(2).strip())
+        input_facts(facts, line)
         self._performance(line)
         self._build(line)
         if section and section.startswith("Profile ("):
@@ -313,7 +305,7 @@ class _LogReader:
     def _finish_run(self) -> None:
         facts = self.facts
         if model := facts.options.get("model.Model"):
-            _add_model(facts, model)
+            add_model(facts, model)
         if self.profile_rows:
             facts.profile = Profile(self.profile_count, self.profile_rows)
         with_content = [p for p in self.passes if self._pass_has_content(p)] or self.passes[-1:]
@@ -338,26 +330,6 @@ class _LogReader:
         return self.runs
 
 
-def _from_command(facts: LogFacts, command: str) -> None:
-    """The model and input shapes named on trtexec's command line."""
-    for arg in command.split():
-        name, _, value = arg.partition("=")
-        if name in ("--onnx", "--deploy", "--uff", "--model") and value:
-            _add_model(facts, value)
-        elif name == "--batch" and value.isdigit() and facts.inference_batch is None:
-            facts.inference_batch = int(value)  # implicit batch (7.x, 8.x); "Batch: N" says the same
-        elif name == "--shapes":
-            for spec in value.split(","):
-                tensor, _, dims = spec.rpartition(":")
-                if tensor and re.fullmatch(r"\d+(?:x\d+)*", dims):
-                    facts.input_shapes.setdefault(tensor.strip("'\""), [int(d) for d in dims.split("x")])
-
-
-def _add_model(facts: LogFacts, path: str) -> None:
-    if path and path not in facts.model_files:
-        facts.model_files.append(path)
-
-
 def _layer_counts(facts: LogFacts, counts: list[tuple[str, int]], original: int | None = None) -> None:
     """Layers after parsing ("Original: N layers", else the first count the builder logs), after
     fusion (the last count before reformat layers are added) and after reformat layers."""
@@ -373,25 +345,6 @@ def _layer_counts(facts: LogFacts, counts: list[tuple[str, int]], original: int 
         before_reformat.append(number)
     if before_reformat:
         facts.layers_after_fusion = before_reformat[-1]
-
-
-def _device_fact(device: dict[str, Any], key: str, value: str) -> None:
-    if key == "Selected Device":
-        device["name"] = value
-    elif key == "Compute Capability":
-        device["compute_capability"] = value
-    elif key == "SMs":
-        device["sm_count"] = int(value)
-    elif key == "Device Global Memory" and (m := re.match(r"(\d+) (\w+)", value)):
-        device["memory_bytes"] = int(m.group(1)) * _SIZE.get(m.group(2), 1)
-    elif key == "Memory Bus Width" and (m := re.match(r"(\d+) bits", value)):
-        device["memory_bus_width_bits"] = int(m.group(1))
-    elif key in ("Application Compute Clock Rate", "Compute Clock Rate") and (m := re.match(r"([\d.]+) GHz", value)):
-        device["clock_graphics_mhz"] = round(float(m.group(1)) * 1000)
-    elif key in ("Application Memory Clock Rate", "Memory Clock Rate") and (m := re.match(r"([\d.]+) GHz", value)):
-        device["clock_memory_mhz"] = round(float(m.group(1)) * 1000)
-    elif key in ("UUID", "Selected Device UUID"):
-        device["uuid"] = value
 
 
 def _pct_key(pct: str) -> str:
