@@ -185,3 +185,15 @@ def test_profiles_put_the_batch_range_on_the_batch_axis_wherever_it_is(fake_trte
     (args,) = fake_trtexec()
     assert f"--minShapes=x:1x16,state:2x1x{HIDDEN}" in args and f"--maxShapes=x:8x16,state:2x8x{HIDDEN}" in args
     assert f"--shapes=x:2x16,state:2x2x{HIDDEN}" in args
+
+
+def test_trtexec_11_with_precision_flags_is_unsupported_not_failed() -> None:
+    """11.0 removed --fp16 and --bf16 (trtexec's option strings of 10.16.1 against 11.0): a cell that
+    asks for them on 11 is what the engine cannot do, said with what to do."""
+    from farm.backends.trtexec import TrtexecOptions, precision_flags
+    from farm.errors import EngineUnsupported
+
+    with pytest.raises(EngineUnsupported, match="removed --fp16 and --bf16"):
+        precision_flags(11, TrtexecOptions(precision_flags=True), "fp16")
+    assert precision_flags(11, TrtexecOptions(), "fp16") == [] and precision_flags(10, TrtexecOptions(), "fp16") == [
+        "--stronglyTyped"]

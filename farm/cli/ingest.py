@@ -80,8 +80,17 @@ def _combine(args: argparse.Namespace, usable: list, by_run: bool, errors: list[
     """The usable files as engines (one, one per file with --separate, or one per run of a log of
     several); raises the errors found (those of the reading, in `errors`, too)."""
     from farm.ingest import NotOneEngine, combine
+    from farm.ingest.tuning import tuning_engines
 
     engines = []
+    tuning = [read for read in usable if read.tuning is not None]
+    if tuning and (len(usable) > 1 or args.run):
+        errors.append(f"{tuning[0].path} is a trtexec tuning cache, one engine per build route: give it to a "
+                      "`farm ingest` of its own")
+        tuning = []
+    for read in tuning:
+        engines += tuning_engines(read, args.sweep, args.engine)
+    usable = [read for read in usable if read.tuning is None]
     for group in ([[read] for read in usable] if args.separate or by_run else [usable] if usable else []):
         name = args.engine or re.sub(r"\..*$", "", group[0].path.name)
         if group[0].run is not None and args.run is None:

@@ -21,6 +21,8 @@ from farm.trt_output import (
     Profile,
     ProfileFromProfileJson,
     TimesFromTimesJson,
+    TuningCache,
+    TuningCacheFromJsonLines,
 )
 
 
@@ -42,6 +44,7 @@ class FileRead:
     log: LogFacts | None = None
     runs: list[LogFacts] = dataclasses.field(default_factory=list)  # a log's trtexec runs (`log` when one)
     run: int | None = None  # which run of the file this read stands for (1-based), when it holds several
+    tuning: TuningCache | None = None  # a --tuningCacheFile: one engine per build route (farm.ingest.tuning)
 
     @property
     def usable(self) -> bool:
@@ -111,6 +114,12 @@ def _read_content(read: FileRead, handle: BinaryIO, encoding: str) -> None:
     elif read.kind == "times":
         read.times = TimesFromTimesJson(text)
         read.found = f"per-query times: {len(read.times)} queries"
+    elif read.kind == "tuning_cache":
+        read.tuning = TuningCacheFromJsonLines(text)
+        crashed = sum(r.crashed for r in read.tuning.routes)
+        read.found = f"tuning cache: {len(read.tuning.routes)} build routes ({crashed} crashed)"
+        if not read.tuning.routes:
+            read.problem = f"recognised as {KIND_NAMES['tuning_cache']}, but it lists no build route yet"
     else:
         info = EngineInfoFromInspectorJson(text)
         read.layers, read.io_tensors = info.layers, info.io_tensors

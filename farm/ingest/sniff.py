@@ -10,9 +10,11 @@ import re
 
 HEAD_BYTES = 1 << 20  # what `sniff` reads: trtexec's options and TensorRT's first lines come well within it
 WHAT_FARM_READS = ("farm reads trtexec's --exportProfile, --exportTimes and --exportLayerInfo JSON, "
-                   "engine-inspector JSON, and trtexec or verbose TensorRT build logs")
+                   "engine-inspector JSON, trtexec or verbose TensorRT build logs, and --tuningCacheFile JSON lines")
 KIND_NAMES = {"profile": "an --exportProfile JSON", "times": "an --exportTimes JSON",
-              "layer_info": "an engine-inspector (--exportLayerInfo) JSON", "log": "a trtexec/TensorRT log"}
+              "layer_info": "an engine-inspector (--exportLayerInfo) JSON", "log": "a trtexec/TensorRT log",
+              "tuning_cache": "a trtexec --tuningCacheFile (JSON lines)"}
+_TUNING_HEAD = re.compile(r'\A\{[^\n]*"tuner_version"\s*:')  # the header line trtexec 11.1 writes first
 
 _PROFILE_HEAD = re.compile(r'\A\s*\[\s*\{\s*"count"\s*:')
 _TIMES_HEAD = re.compile(r'\A\s*\[\s*\{[^{}\[\]]*"(?:startEnqMs|endEnqMs|startH2dMs|endH2dMs|startComputeMs|'
@@ -25,7 +27,7 @@ _LOG_MARKERS = re.compile(r"^Layer\(\w*\): |=== Performance summary ===|\[TRT\]|
 
 
 def detect_kind(text: str) -> str | None:
-    """'profile', 'times', 'layer_info' (inspector JSON) or 'log'; None if it is none of them.
+    """'profile', 'times', 'layer_info' (inspector JSON), 'log' or 'tuning_cache'; None if it is none of them.
 
     Decided by how the text begins and by markers only TensorRT prints, so the first part of a
     file (`HEAD_BYTES`) is enough; whether the rest holds what the kind must is the readers' job."""
@@ -34,6 +36,8 @@ def detect_kind(text: str) -> str | None:
         return "profile"
     if _TIMES_HEAD.match(stripped):
         return "times"
+    if _TUNING_HEAD.match(stripped):
+        return "tuning_cache"
     if stripped.startswith("{") and re.search(r'"Layers"\s*:', stripped):
         return "layer_info"
     if _LOG_MARKERS.search(text):

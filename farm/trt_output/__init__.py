@@ -14,6 +14,7 @@ are not readers keep ordinary names (`fill_weights`, `join_layers`, `strip_prefi
     figures        MeasurementFromSummary, MeasurementFromTimes, SamplesFromTimes, BuildStatsFromLog,
                    DeviceRowFromLog: farm's records from what trtexec printed
     layer_records  LayerRecordsFromEngineLayers
+    tuning_cache   TuningCacheFromJsonLines, TuningCache, TuningRoute: trtexec's --tuningCacheFile (11.1 on)
 
 Imports only farm.records, farm.layers.memory and farm.measure (the statistics of `--exportTimes`
 are computed as for farm's own runs): never ingest, the backends, the warehouse or the config.
@@ -51,6 +52,7 @@ from farm.trt_output.json_files import (
 from farm.trt_output.layer_records import LayerRecords, LayerRecordsFromEngineLayers
 from farm.trt_output.log import LogFacts, LogFactsFromTrtexecLog, LogRunsFromTrtexecLog
 from farm.trt_output.timing import TIMING_DEFAULTS, TIMING_FLAGS, TimingFromLog, TimingFromTrtexecCommand, flag_table
+from farm.trt_output.tuning_cache import TuningCache, TuningCacheFromJsonLines, TuningRoute
 from farm.trt_output.versions import rules_for, strip_prefix, version_from_int
 
 __all__ = ["BuildStatsFromLog", "DeviceRowFromLog", "EngineInfo", "EngineInfoFromInspectorJson", "EngineLayer",
@@ -59,4 +61,5 @@ __all__ = ["BuildStatsFromLog", "DeviceRowFromLog", "EngineInfo", "EngineInfoFro
            "LayersFromLogText", "LogFacts", "LogFactsFromTrtexecLog", "LogRunsFromTrtexecLog",
            "MeasurementFromSummary", "MeasurementFromTimes", "Profile", "ProfileFromProfileJson", "ProfileRow",
            "rules_for", "SamplesFromTimes", "strip_prefix", "summary_definition", "Tensor", "TimesFromTimesJson",
-           "TIMING_DEFAULTS", "TIMING_FLAGS", "TimingFromLog", "TimingFromTrtexecCommand", "version_from_int"]
+           "TIMING_DEFAULTS", "TIMING_FLAGS", "TimingFromLog", "TimingFromTrtexecCommand", "TuningCache",
+           "TuningCacheFromJsonLines", "TuningRoute", "version_from_int"]

@@ -22,6 +22,7 @@ from pydantic import Field
 
 from farm.backends.base import Backend, BackendOptions, Capabilities
 from farm.backends.tensorrt.options import INSTALL_HINT, PRECISIONS, BuildsTensorRTEngines
+from farm.errors import EngineUnsupported
 from farm.records import BuildRequest, BuildStats, LayerRecord, ProfileShapes, Samples
 from farm.trt_output import TIMING_FLAGS, flag_table
 
@@ -177,6 +178,7 @@ def precision_flags(major: int, options: TrtexecOptions, precision: str) -> list
     asked = options.precision_flags and precision in ("fp16", "bf16")
     if major >= 11:
         if asked:
-            raise RuntimeError("trtexec 11 has no --fp16/--bf16: the precision must come from the ONNX file")
+            raise EngineUnsupported("trtexec 11 removed --fp16 and --bf16 (strongly typed: the precision comes "
+                                    "from the ONNX file): leave precision_flags off, farm then converts the model")
         return []
     return [f"--{precision}"] if asked else ["--stronglyTyped"]
