@@ -23,7 +23,8 @@ def test_each_build_route_is_a_cell(tmp_path: Path) -> None:
     assert code == 0
     con = Warehouse(results).connect()
     rows = con.execute("""SELECT c.model, json_extract_string(c.options, '$.build_route'), c.status, c.reason,
-                                 m.compute_mean_ms, m.latency_median_ms, m.throughput_qps, a.verdict, a.worst_metric, a.worst_value
+                                 m.compute_mean_ms, m.latency_median_ms, m.throughput_qps, a.verdict, a.worst_metric,
+                                 a.worst_value
                           FROM cells c LEFT JOIN measurements m USING (cell_id) LEFT JOIN accuracy a USING (cell_id)
                           ORDER BY c.model, json_extract_string(c.options, '$.build_route') DESC""").fetchall()
     assert [(r[1], r[2]) for r in rows] == [("-match_ragged_mha=on -copy_ppg=on", "ok"),
