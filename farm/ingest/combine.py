@@ -89,6 +89,8 @@ def combine(name: str, reads: list[FileRead], sweep: str) -> EngineIngest:
         result.measurement = MeasurementFromSummary(facts, cell.batch)
     if result.measurement is not None:  # what its latency includes, as the log says (null: unknown)
         result.measurement |= TimingFromLog(facts)
+        if result.measurement.get("latency_includes_transfers") is False:
+            _no_transfers(result)
     if not joined.records and result.measurement is None and result.build is None:
         what = ", ".join(f"{r.path.name} ({r.found})" for r in usable)
         failed = " trtexec reported FAILED." if facts.outcome == "FAILED" else ""
@@ -97,6 +99,16 @@ def combine(name: str, reads: list[FileRead], sweep: str) -> EngineIngest:
     reports = [FileReport(path=r.path, kind=r.kind, found=r.found) for r in usable]
     return EngineIngest(name=name, cell=cell, result=result, files=reports,
                         unmatched_profile_rows=joined.unmatched_profile_rows, unmatched_layers=joined.unmatched_layers)
+
+
+def _no_transfers(result: CellResult) -> None:
+    """A run without data transfers (11.x's default, or --noDataTransfers) made no copies: its H2D and
+    D2H are absent, never the zeros trtexec writes for them in --exportTimes and its summary."""
+    for phase in ("h2d", "d2h"):
+        for stat in ("mean", "median"):
+            result.measurement[f"{phase}_{stat}_ms"] = None
+    if result.samples is not None:
+        result.samples.h2d_ms = result.samples.d2h_ms = None
 
 
 def _merged_facts(logs: list[LogFacts]) -> LogFacts:

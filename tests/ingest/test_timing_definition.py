@@ -79,6 +79,10 @@ def test_ingested_measurements_record_the_timing_the_log_states(tmp_path: Path) 
     con = ingest(tmp_path, DOCS / "trt11_inference_options.log", tmp_path / "engine.times.json",
                  DOCS / "trt11_inspector.layers.json", engine="engine")
     assert con.execute(f"SELECT {TIMING} FROM measurements").fetchone() == (False, True, True, 1, "TensorRT 11.1.0")
+    # no copies were made: H2D and D2H are absent, not the zeros --exportTimes writes for them
+    assert con.execute("SELECT h2d_mean_ms, h2d_median_ms, d2h_mean_ms, d2h_median_ms, compute_mean_ms > 0 "
+                       "FROM measurements").fetchone() == (None, None, None, None, True)
+    assert con.execute("SELECT count(*), count(h2d_ms), count(d2h_ms) FROM samples").fetchone() == (50, 0, 0)
 
 
 def test_recorded_logs_give_what_they_say_and_null_for_the_rest(tmp_path: Path) -> None:
