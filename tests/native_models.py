@@ -91,3 +91,18 @@ def aborts_in_cell_process(stage: str = "measuring", width: int = 16) -> nn.Modu
             return self.body(x)
 
     return Aborts()
+
+
+def exits() -> nn.Module:
+    """A factory that ends its process (a script's main() given as a factory)."""
+    import sys
+
+    sys.exit(3)
+
+
+def hangs() -> nn.Module:
+    """A factory that never returns (a download or a lock that waits forever)."""
+    import threading
+
+    threading.Event().wait()
+    raise AssertionError("unreachable")

@@ -205,3 +205,25 @@ def test_torchvision_default_inputs_and_names(tmp_path: Path) -> None:
     assert model_display_name(ModelSpec(source="torchvision:resnet50")) == "resnet50"
     assert model_display_name(ModelSpec(source="module:mypkg.models:make_net")) == "make_net"
     assert TORCHVISION_INPUTS == {"input": (("batch", 3, 224, 224), "float32")}
+
+
+def test_a_factory_that_exits_or_hangs_fails_its_own_cells(tmp_path: Path, monkeypatch, capfd) -> None:
+    """Factories run at plan time in farm's process: one that calls exit() ended `farm sweep` with no
+    word, one that never returns blocked it. Now each fails its own model's cells with what it did,
+    planning says while it waits, and the other model runs."""
+    from farm.models import native
+
+    monkeypatch.setattr(native, "FACTORY_DEADLINE_S", 3.0)
+    monkeypatch.setattr(native, "FACTORY_NOTE_AFTER_S", 1.0)
+    width16 = 'inputs = { x = { shape = ["batch", 16] } }'
+    models = "".join(f'[[models]]\nsource = "module:tests.native_models:{factory}"\n{width16}\n'
+                     for factory in ("exits", "hangs"))
+    status, results = sweep_on_torch_and_onnxruntime(tmp_path, "rude", f"{models}[[models]]\n{NATIVE}\n")
+    assert status == 1
+    rows = {(m, b): (s, r) for m, b, s, r in Warehouse(results).connect().execute(
+        "SELECT model, backend, status, reason FROM cells").fetchall()}
+    assert rows["exits", "torch"] == ("failed", "tests.native_models.exits(**kwargs) called exit(3)")
+    status_, reason = rows["hangs", "onnxruntime"]
+    assert status_ == "failed" and reason.startswith("tests.native_models.hangs(**kwargs) did not return within 3 s")
+    assert rows["tiny_cnn", "torch"][0] == rows["tiny_cnn", "onnxruntime"][0] == "ok"
+    assert "farm: waiting for tests.native_models.hangs(**kwargs)" in capfd.readouterr().err

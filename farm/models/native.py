@@ -22,6 +22,7 @@ import importlib
 import inspect
 import io
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -98,7 +99,7 @@ def native_model(spec: ModelSpec, where: str, base_dir: Path, cache_dir: Path, s
     try:
         with torch.no_grad():
             count = len(wrapper(*examples))
-    except Exception as exc:  # noqa: BLE001 - the module's own forward: its cells say so
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the module's own forward: its cells say so
         raise ModelFailed(f"{spec.source}: forward() on the example inputs raised {type(exc).__name__}: "
                           f"{first_line(exc)}") from None
     outputs = ["output"] if count == 1 else [f"output_{i}" for i in range(count)]
@@ -148,6 +149,9 @@ def import_factory(module_name: str, factory_name: str, import_path: Path | str,
             raise ConfigError(f"{where}.source: torchvision is not installed: pip install torchvision") from None
         raise ConfigError(f"{where}.source: cannot import {module_name!r} ({describe(exc)}): "
                           "install it, or put it on PYTHONPATH or beside the sweep file") from None
+    except SystemExit as exc:  # the module's own exit() at import: not farm's to end
+        raise ConfigError(f"{where}.source: importing {module_name!r} called exit({exc.code!r}); a module a sweep "
+                          "imports must not exit") from None
     except Exception as exc:  # noqa: BLE001 - the module itself raised while importing
         raise ConfigError(f"{where}.source: importing {module_name!r} raised {type(exc).__name__}: "
                           f"{first_line(exc)}") from None
@@ -171,14 +175,53 @@ def construct(factory: Callable, kwargs: dict[str, Any], seed: int, label: str, 
     except ValueError:
         pass  # no signature to check (a builtin): the call says
     torch.manual_seed(seed)
+    terminal = os.dup(2)  # planning's own word on a slow factory reaches the terminal the capture hides
     try:
         with captured_output():  # a factory's own prints (download notices, warnings) stay off the terminal
-            net = factory(**kwargs)
-    except Exception as exc:  # noqa: BLE001 - a factory that raises fails its own cells, never the sweep
-        raise ModelFailed(f"{label}(**kwargs) raised {describe(exc)}") from None
+            net = within_deadline(lambda: factory(**kwargs), f"{label}(**kwargs)",
+                                  lambda text: os.write(terminal, text.encode() + b"\n"))
+    finally:
+        os.close(terminal)
     if not isinstance(net, torch.nn.Module):
         raise ModelFailed(f"{label}() returned a {type(net).__name__}, not a torch.nn.Module")
     return net.eval()
+
+
+FACTORY_DEADLINE_S = 600.0  # a factory still running after this fails its model's cells; the sweep goes on
+FACTORY_NOTE_AFTER_S = 30.0  # and after this, planning says it is waiting for it
+
+
+def within_deadline(call: Callable[[], Any], label: str, note: Callable[[str], Any] | None = None) -> Any:
+    """`call()` (a factory: the user's code, at plan time) on a thread of its own: what it returns;
+    ModelFailed where it raises, calls exit(), or has not returned within FACTORY_DEADLINE_S (a
+    thread cannot be stopped: it is left to finish, or to end with farm). Planning says on stderr
+    when it has waited FACTORY_NOTE_AFTER_S (through `note`), so a slow factory is never a silent stop."""
+    import threading
+
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = call()
+        except SystemExit as exc:
+            outcome["error"] = f"called exit({exc.code!r})"
+        except BaseException as exc:  # noqa: BLE001 - a factory that raises fails its own cells, never the sweep
+            outcome["error"] = f"raised {describe(exc)}"
+
+    thread = threading.Thread(target=run, name=f"farm-factory {label}", daemon=True)
+    thread.start()
+    thread.join(min(FACTORY_NOTE_AFTER_S, FACTORY_DEADLINE_S))
+    if thread.is_alive() and FACTORY_DEADLINE_S > FACTORY_NOTE_AFTER_S:
+        (note or (lambda text: print(text, file=sys.stderr, flush=True)))(
+            f"farm: waiting for {label} (a model's factory, run at plan time): {FACTORY_NOTE_AFTER_S:.0f} s so far, "
+            f"its cells fail at {FACTORY_DEADLINE_S:.0f} s")
+        thread.join(FACTORY_DEADLINE_S - FACTORY_NOTE_AFTER_S)
+    if thread.is_alive():
+        raise ModelFailed(f"{label} did not return within {FACTORY_DEADLINE_S:.0f} s (farm.models.native."
+                          "FACTORY_DEADLINE_S): a factory that waits on a download or a lock blocks nothing else")
+    if "error" in outcome:
+        raise ModelFailed(f"{label} {outcome['error']}")
+    return outcome["value"]
 
 
 def export_inputs(spec: ModelSpec, module_name: str, where: str) -> list[tuple[str, tuple, str]]:
