@@ -119,3 +119,34 @@ def test_fp16_bert_runs_on_onnxruntime(tmp_path: Path) -> None:
     reference = ort.InferenceSession(str(tmp_path / "bert.onnx"), providers=["CPUExecutionProvider"]).run(None, feeds)
     outputs = ort.InferenceSession(str(fp16.path), providers=["CPUExecutionProvider"]).run(None, feeds)
     assert all(np.abs(a - b).max() < 0.01 for a, b in zip(outputs, reference))
+
+
+def test_calibration_data_that_is_not_what_it_should_be_says_so(tmp_path: Path) -> None:
+    """Text given as an .npz, one .npy array, NaN data, images for a model whose input is no image:
+    each one line that says what the file is and what to give (numpy's own words were about pickles
+    and context managers, NaN data calibrated silently, a token input got a traceback)."""
+    (tmp_path / "text.npz").write_text("x,y\n1,2\n")
+    np.save(tmp_path / "one.npy", np.ones((4, 3, 8, 8), np.float32))
+    np.savez(tmp_path / "nan.npz", x=np.full((4, 3, 8, 8), np.nan, np.float32))
+    (tmp_path / "images").mkdir()
+    from PIL import Image
+
+    Image.new("RGB", (8, 8), (200, 100, 50)).save(tmp_path / "images" / "a.png")
+    tokens = (InputSpec("ids", "int64", ("batch", 128), 0, 100),)
+    cases = [
+        ("text.npz", None, SPEC, SHAPES, "text.npz: calibration data must be an .npz of NumPy arrays, and this file is text"),
+        ("nan.npz", None, SPEC, SHAPES, "calibration data for 'x' holds 768 of 768 values that are NaN or infinite"),
+        (None, "images", tokens, {"ids": (2, 128)}, "images calibrate a model of one image input (N, 3 or 1, H, W, "
+                                                    "floats); this one has input 'ids' of shape (2, 128)"),
+    ]
+    for data, images, spec, shapes, message in cases:
+        with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            calibration_batches(Calibration(data=data, images=images, base_dir=str(tmp_path)), spec, shapes, 1)
+    [batch, *_] = calibration_batches(Calibration(data="one.npy", base_dir=str(tmp_path)), SPEC, SHAPES, 1)
+    assert batch["x"].shape == (2, 3, 8, 8)  # one .npy array: the single input's samples
+    grey = (InputSpec("x", "float32", ("batch", 1, 8, 8), -1.0, 1.0),)
+    [batch] = calibration_batches(Calibration(images="images", base_dir=str(tmp_path)), grey, {"x": (1, 1, 8, 8)}, 1)
+    luminance = (0.299 * 200 + 0.587 * 100 + 0.114 * 50) / 255
+    assert batch["x"].shape == (1, 1, 8, 8)
+    expected = (luminance - np.mean([0.485, 0.456, 0.406])) / np.mean([0.229, 0.224, 0.225])
+    assert batch["x"][0, 0, 0, 0] == pytest.approx(expected, rel=1e-2)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from farm.errors import ConfigError
+from farm.errors import ConfigError, first_line
 from farm.precision.checks import TransformUnsupported, census, one_line, transform_label
 from farm.records import Calibration
 
@@ -99,29 +99,43 @@ def calibration_batches(calibration: Calibration, inputs, shapes: dict[str, tupl
         if np.dtype(array.dtype).kind != np.dtype(spec.dtype).kind:
             raise ConfigError(f"{calibration.data or calibration.images}: calibration data for {spec.name!r} is "
                               f"{array.dtype}, the model's input is {spec.dtype}")
+        if array.dtype.kind == "f" and not np.isfinite(array).all():
+            bad = int(array.size - np.isfinite(array).sum())
+            raise ConfigError(f"{calibration.data or calibration.images}: calibration data for {spec.name!r} holds "
+                              f"{bad} of {array.size} values that are NaN or infinite: calibration takes the ranges "
+                              "of the values the model meets; give finite data")
     count = min(len(a) for a in arrays.values())
     batch = shapes[inputs[0].name][0]
     return [{spec.name: arrays[spec.name][i:i + batch].astype(spec.dtype) for spec in inputs}
             for i in range(0, max(count - batch + 1, 1), batch)][:calibration.samples]
 
 
+NPZ_HOWTO = "numpy.savez(path, INPUT_NAME=array) writes one (an array per input, the samples along axis 0)"
+
+
 def _load_arrays(path: Path, inputs) -> dict[str, np.ndarray]:
     if path.is_file():
+        with path.open("rb") as handle:
+            head = handle.read(6)
+        if head == b"\x93NUMPY":  # one .npy array: the input of a single-input model
+            if len(inputs) != 1:
+                raise ConfigError(f"{path}: one .npy array calibrates a single-input model; this one has "
+                                  f"{len(inputs)} inputs: use an .npz ({NPZ_HOWTO})")
+            return {inputs[0].name: _read_npy(path)}
+        if not head.startswith(b"PK"):  # an .npz is a zip archive
+            kind = "text" if head and all(32 <= b < 127 or b in (9, 10, 13) for b in head) else "not a zip archive"
+            raise ConfigError(f"{path}: calibration data must be an .npz of NumPy arrays, and this file is {kind}; "
+                              f"{NPZ_HOWTO}")
         try:
             with np.load(path) as npz:
                 return {k: npz[k] for k in npz.files}
         except Exception as exc:  # noqa: BLE001 - numpy raises many kinds for a bad file: one line naming it
-            raise ConfigError(f"{path}: cannot read calibration data as .npz: {exc}") from None
+            raise ConfigError(f"{path}: cannot read calibration data as .npz ({first_line(exc)}); {NPZ_HOWTO}") from None
     if path.is_dir():
         files = sorted(path.glob("*.npy"))
         if not files:
             raise ConfigError(f"{path}: no .npy files in the calibration folder")
-        stacked = []
-        for file in files:
-            try:
-                stacked.append(np.load(file))
-            except Exception as exc:  # noqa: BLE001 - numpy raises many kinds for a bad file: one line naming it
-                raise ConfigError(f"{file}: cannot read calibration array: {exc}") from None
+        stacked = [_read_npy(file) for file in files]
         if len(inputs) != 1:
             raise ConfigError(f"{path}: a folder of .npy files calibrates a single-input model; use an .npz "
                               "with one array per input name")
@@ -129,11 +143,24 @@ def _load_arrays(path: Path, inputs) -> dict[str, np.ndarray]:
     raise ConfigError(f"{path}: no such calibration file or folder")
 
 
+def _read_npy(file: Path) -> np.ndarray:
+    try:
+        return np.load(file)  # allow_pickle stays off: a calibration file runs no code
+    except Exception as exc:  # noqa: BLE001 - numpy raises many kinds for a bad file: one line naming it
+        raise ConfigError(f"{file}: cannot read it as a NumPy .npy array ({first_line(exc)})") from None
+
+
 def _load_images(folder: Path, calibration: Calibration, inputs, shapes) -> dict[str, np.ndarray]:
     from PIL import Image, UnidentifiedImageError
 
     if not folder.is_dir():
         raise ConfigError(f"{folder}: no such image folder")
+    shape = tuple(shapes[inputs[0].name])
+    if len(inputs) != 1 or len(shape) != 4 or shape[1] not in (1, 3) or np.dtype(inputs[0].dtype).kind != "f":
+        what = (f"{len(inputs)} inputs" if len(inputs) != 1 else
+                f"input {inputs[0].name!r} of shape {shape} and type {inputs[0].dtype}")
+        raise ConfigError(f"{folder}: images calibrate a model of one image input (N, 3 or 1, H, W, floats); this one "
+                          f"has {what}: give `data` instead, an .npz ({NPZ_HOWTO})")
     files = sorted(p for p in folder.iterdir() if p.suffix.lower() in (".jpg", ".jpeg", ".png", ".bmp", ".webp"))
     if not files:
         raise ConfigError(f"{folder}: no images (.jpg, .jpeg, .png, .bmp, .webp) in the calibration folder")
@@ -145,9 +172,14 @@ def _load_images(folder: Path, calibration: Calibration, inputs, shapes) -> dict
         try:
             with Image.open(file) as image:
                 pixels = np.asarray(image.convert("RGB").resize((size[1], size[0])), dtype=np.float32) / 255.0
+            if channels == 1:  # a grey input: the image's luminance (ITU-R 601, as PIL's "L")
+                pixels = (pixels @ np.asarray([0.299, 0.587, 0.114], np.float32))[..., None]
         except (UnidentifiedImageError, OSError) as exc:
             raise ConfigError(f"{file}: cannot read the image: {exc}") from None
-        pixels = (pixels - np.asarray(calibration.mean, np.float32)) / np.asarray(calibration.std, np.float32)
+        mean, std = np.asarray(calibration.mean, np.float32), np.asarray(calibration.std, np.float32)
+        if channels == 1:
+            mean, std = mean.mean(keepdims=True), std.mean(keepdims=True)
+        pixels = (pixels - mean) / std
         images.append(pixels.transpose(2, 0, 1))
     return {spec.name: np.stack(images).astype(np.float32)}
 
