@@ -76,10 +76,16 @@ def warm_up() -> None:
     try:
         import altair  # noqa: F401
         import duckdb  # noqa: F401
+        import onnx  # noqa: F401
 
+        import farm.layers.flops
+        import farm.models  # noqa: F401
         from farm.dashboard import common, layers, roofline, summary, telemetry  # noqa: F401
 
-        common.snapshot()
+        snap = common.snapshot()
+        first = layers.default_cell(snap)  # the Cell page's first cell (remembered per snapshot) and its roofline
+        if first is not None:
+            roofline.cell_roofline(snap, [first])
     except Exception:  # noqa: BLE001 (the page that needs it reports it, with its context)
         pass
 

@@ -17,7 +17,7 @@ from farm.measure import MIN_TAIL_SAMPLES
 LATENCIES = {"p50 (median)": "latency_median_ms", "p90": "latency_p90_ms", "p95": "latency_p95_ms",
              "p99": "latency_p99_ms", "mean": "latency_mean_ms"}
 THROUGHPUTS = {"samples/s": "throughput_samples_per_s", "queries/s": "throughput_qps"}
-MAX_CHARTED_MODELS = 2  # each model is three charts, 0.4 s each model to draw in a browser (10,000 cells)
+MAX_CHARTED_MODELS = 1  # more models: one at a time, picked (four charts a model: 1 s to draw on 2 cores)
 MAX_CHARTED_SERIES = 24  # per model: more lines than this are unreadable (and slow to draw)
 VERDICT_SHAPES = {"domain": ["pass", "fail", "unjudged", "not checked"],
                   "range": ["circle", "cross", "diamond", "square"]}
@@ -142,10 +142,11 @@ def charted(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 models = sorted(compared.model.unique())
-if len(models) > MAX_CHARTED_MODELS:  # each model is three charts: keep the page quick to draw
-    st.caption(f"Charts for the first {MAX_CHARTED_MODELS} of {len(models)} models; pick models under Filters to "
-               "chart others. The table below has every cell.")
-for model in models[:MAX_CHARTED_MODELS]:
+charted_models = models
+if len(models) > MAX_CHARTED_MODELS:  # each model is four charts: keep the page quick to draw
+    charted_models = [st.selectbox("Charts of model", models, key="cmp-model",
+                                   help="the charts show one model at a time; the table below has every cell")]
+for model in charted_models:
     everything = compared[compared.model == model]
     rows = charted(everything)
     st.subheader(model)
