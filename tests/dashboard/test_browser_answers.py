@@ -163,8 +163,9 @@ def test_compare_charts_people_read(example: Path, page, dashboard) -> None:
     select(page, "Batch sizes", "32")
     x_axis = throughput.locator('[aria-roledescription="axis"][aria-label^="X-axis"]')
     expect(x_axis).to_have_attribute("aria-label", re.compile("values from 32 to 32"))
-    expect(charts.nth(2).locator("g.role-mark text").filter(has_text=re.compile(r"^b\d+$"))).to_have_text(
-        ["b32"] * 12)
+    frontier = charts.nth(2).locator("g.role-mark text").filter(has_text=re.compile(r"^b\d+$"))
+    expect(frontier.first).to_have_text("b32")  # the frontier's points are labelled, not all 12 (they overlapped)
+    assert 1 <= len(frontier.all_text_contents()) < 12 and set(frontier.all_text_contents()) == {"b32"}
     wait_idle(page)
     page.get_by_text("Log y-axis").click()
     expect(y_axis).to_have_attribute("aria-label", re.compile("for a linear scale"))
