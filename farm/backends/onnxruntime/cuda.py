@@ -286,9 +286,12 @@ class BoundSession:
             self.binding.bind_output(self.outputs[index][0], self.memory.device_type, 0)
         # ONNX Runtime copies a bound input that a node on another device reads (a node it left on
         # the CPU) when it is bound, not when it runs: bound again, each query copies it, as a
-        # user's session.run does, instead of reading the first query's input forever
-        for name, value, _ in self.inputs:
-            self.binding.bind_ortvalue_input(name, value)
+        # user's session.run does, instead of reading the first query's input forever. A session
+        # that replays a CUDA graph has every node on the GPU (capture refuses any other) and keeps
+        # its binding as captured.
+        if not self.graph:
+            for name, value, _ in self.inputs:
+                self.binding.bind_ortvalue_input(name, value)
         self.session.run_with_iobinding(self.binding, self.run_options)
         if self.loose:
             # ONNX Runtime may finish a loose output on a stream of its own (a copy from a node left
