@@ -38,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
     results = Path(args.results).resolve()
     if not results.is_dir():
         print(f"farm: note: no warehouse at {args.results}/ yet; the dashboard will say what to run", file=sys.stderr)
-    print(f"farm dashboard: http://{args.address}:{args.port}/  (warehouse {results}; Ctrl-C stops it)",
-          file=sys.stderr)
-    return serve(results, args.address, args.port)  # in this process: the server ends when farm does
+    print(f"farm dashboard: loading the warehouse {results}", file=sys.stderr)
+    return serve(results, args.address, args.port,  # in this process: the server ends when farm does
+                 lambda: print(f"farm dashboard: http://{args.address}:{args.port}/  (Ctrl-C stops it)",
+                               file=sys.stderr, flush=True))

@@ -12,8 +12,9 @@ import importlib.util
 import logging
 import os
 import signal
-import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from farm.errors import UserError
 
@@ -37,19 +38,25 @@ def _installed(module: str) -> bool:
         return False
 
 
-def serve(results: Path, address: str, port: int) -> int:
+def serve(results: Path, address: str, port: int, announce: Callable[[], Any] = lambda: None) -> int:
     """Serve the dashboard on address:port until SIGTERM, SIGINT (Ctrl-C), SIGHUP or SIGQUIT.
 
     Streamlit runs in this process, as `streamlit run` would run it, not in a child: whatever
     ends `farm dashboard` (a signal, SIGKILL included, or its terminal closing) ends the server
-    with it, and nothing is left listening. Returns the exit status (0 after a signal).
+    with it, and nothing is left listening. It listens once `warm_up` is done, then `announce()`
+    (the command prints its address), so that the first page is as quick as the later ones.
+    Returns the exit status (0 after a signal).
     """
     require_dashboard_extra("farm dashboard", "streamlit")
     import click
     from streamlit.web import cli as streamlit_cli
 
     os.environ[RESULTS_ENV] = str(results)
-    threading.Thread(target=warm_up, name="farm-dashboard-warm-up", daemon=True).start()
+    try:
+        warm_up()
+    except KeyboardInterrupt:  # Ctrl-C while it loads: nothing is listening yet
+        return 0
+    announce()
     # Streamlit stops gracefully on SIGTERM, SIGINT and SIGQUIT once it serves; a closed terminal
     # (SIGHUP) stops it the same way, unless SIGHUP is ignored (nohup). Before Streamlit's handler
     # is in place, SIGTERM's default ends the process, which is all there is to end.
@@ -67,10 +74,11 @@ def serve(results: Path, address: str, port: int) -> int:
 
 
 def warm_up() -> None:
-    """While the server starts: import what the pages import and load the warehouse's snapshot
-    into the cache the pages read (`common.snapshot`), so that the first page a user opens does not
-    pay for them (the example's first Overview took 5.3 s, then 0.8 s, on a 2-core machine).
-    Nothing here may stop the server: a failure is left for the page to show."""
+    """Before the server listens: import what the pages import, load the warehouse's snapshot into
+    the cache the pages read (`common.snapshot`), pick the Cell page's first cell and count its
+    roofline, so that the first page a user opens does not pay for them (the example's first
+    Overview took 5.3 s, then 0.8 s, on a 2-core machine). Nothing here may stop the server: a
+    failure is left for the page to show."""
     for name in ("streamlit.runtime.scriptrunner_utils.script_run_context", "streamlit.runtime.caching.cache_data_api"):
         logging.getLogger(name).setLevel(logging.ERROR)  # "missing ScriptRunContext": true, and expected here
     try:
