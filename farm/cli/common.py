@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import io
+import itertools
 import json
 import math
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -171,9 +172,19 @@ def print_plain_table(columns: list[str], rows: list[tuple], numeric: list[bool]
     if numeric is None:
         numeric = [any(isinstance(r[i], (int, float)) and not isinstance(r[i], bool) for r in rows)
                    for i in range(len(columns))]
-    widths = [max([len(c)] + [len(r[i]) for r in text]) for i, c in enumerate(columns)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip(), "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(v.rjust(w) if n else v.ljust(w) for v, w, n in zip(r, widths, numeric)).rstrip()
-              for r in text]
-    sys.stdout.write("\n".join(lines) + "\n")
+    write_plain_table(columns, [text], numeric)
+
+
+def write_plain_table(columns: list[str], chunks: Iterable[list[list[str]]], numeric: list[bool]) -> None:
+    """Rows already text, given in chunks, as aligned plain text (`numeric` columns right-aligned),
+    each chunk written as it comes: the column widths are the first chunk's (a longer value later
+    is written whole)."""
+    chunks = iter(chunks)
+    first = next(chunks, [])
+    widths = [max([len(c)] + [len(r[i]) for r in first]) for i, c in enumerate(columns)]
+    sys.stdout.write("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip() + "\n"
+                     + "  ".join("-" * w for w in widths) + "\n")
+    for rows in itertools.chain([first], chunks):
+        sys.stdout.write("".join("  ".join(v.rjust(w) if n else v.ljust(w) for v, w, n in
+                                           zip(r, widths, numeric)).rstrip() + "\n" for r in rows))
 

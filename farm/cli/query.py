@@ -19,6 +19,7 @@ from farm.cli.common import (
     markdown_table,
     not_a_formula,
     print_exact_table,
+    write_plain_table,
 )
 from farm.errors import UserError, first_line
 
@@ -109,21 +110,9 @@ def _table(columns: list[str], chunks: Iterator[list[tuple]]) -> None:
         return
     from farm.display import printable
 
-    def texts(rows: list[tuple]) -> list[list[str]]:
-        return [[printable(exact_text(v)) for v in row] for row in rows]
-
-    head = texts(first)
-    widths = [max([len(c)] + [len(r[i]) for r in head]) for i, c in enumerate(columns)]
-
-    def write(rows: list[list[str]]) -> None:
-        sys.stdout.write("".join("  ".join(v.rjust(w) if n else v.ljust(w) for v, w, n in
-                                           zip(r, widths, numeric)).rstrip() + "\n" for r in rows))
-
-    sys.stdout.write("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip() + "\n"
-                     + "  ".join("-" * w for w in widths) + "\n")
-    write(head)
-    for rows in itertools.chain([more] if more else [], chunks):
-        write(texts(rows))
+    texts = ([[printable(exact_text(v)) for v in row] for row in rows]
+             for rows in itertools.chain([first], [more] if more else [], chunks))
+    write_plain_table(columns, texts, numeric)
 
 
 def _csv(columns: list[str], chunks: Iterator[list[tuple]]) -> None:

@@ -167,6 +167,9 @@ def _load_images(folder: Path, calibration: Calibration, inputs, shapes) -> dict
     spec = inputs[0]
     _, channels, height, width = shapes[spec.name]
     size = calibration.size or (height, width)
+    mean, std = np.asarray(calibration.mean, np.float32), np.asarray(calibration.std, np.float32)
+    if channels == 1:  # a grey input: the channels' means
+        mean, std = mean.mean(keepdims=True), std.mean(keepdims=True)
     images = []
     for file in files[:calibration.samples * shapes[spec.name][0]]:
         try:
@@ -176,9 +179,6 @@ def _load_images(folder: Path, calibration: Calibration, inputs, shapes) -> dict
                 pixels = (pixels @ np.asarray([0.299, 0.587, 0.114], np.float32))[..., None]
         except (UnidentifiedImageError, OSError) as exc:
             raise ConfigError(f"{file}: cannot read the image: {exc}") from None
-        mean, std = np.asarray(calibration.mean, np.float32), np.asarray(calibration.std, np.float32)
-        if channels == 1:
-            mean, std = mean.mean(keepdims=True), std.mean(keepdims=True)
         pixels = (pixels - mean) / std
         images.append(pixels.transpose(2, 0, 1))
     return {spec.name: np.stack(images).astype(np.float32)}
