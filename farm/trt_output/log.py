@@ -20,7 +20,7 @@ from typing import Any
 
 from farm.trt_output.engine_layers import EngineLayer, LayerFromLogLine
 from farm.trt_output.json_files import FormatError, Profile, ProfileRow
-from farm.trt_output.log_lines import add_model, command_facts, device_fact, input_facts
+from farm.trt_output.log_lines import UNIT_BYTES, add_model, command_facts, device_fact, input_facts
 from farm.trt_output.versions import profile_layout, profile_row, strip_prefix, version_from_int
 
 
@@ -72,7 +72,6 @@ _SUMMARY_METRICS = {"Latency": "latency", "Enqueue Time": "enqueue", "H2D Latenc
 # 7.x prints its summary as blocks: a heading line, then `min: X ms (end to end Y ms)` lines.
 _BLOCK_7X = {"Host Latency": "latency", "Host latency": "latency", "Enqueue Time": "enqueue",
              "GPU Compute": "compute"}
-_SIZE = {"B": 1, "bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
 _NUMBER = r"([-\d.e+]+)"
 
 
@@ -288,8 +287,8 @@ class _LogReader:
                          "Scratch": "scratch_bytes"}[m.group(1) or m.group(2)]
             self.build["totals"][attribute] = int(m.group(3))
         if m := re.search(r"Peak memory usage of TRT CPU/GPU memory allocators: CPU (\d+) (\w+), GPU (\d+) (\w+)", line):
-            facts.builder_peak_host_bytes = int(m.group(1)) * _SIZE.get(m.group(2), 1)
-            facts.builder_peak_device_bytes = int(m.group(3)) * _SIZE.get(m.group(4), 1)
+            facts.builder_peak_host_bytes = int(m.group(1)) * UNIT_BYTES.get(m.group(2), 1)
+            facts.builder_peak_device_bytes = int(m.group(3)) * UNIT_BYTES.get(m.group(4), 1)
         if m := re.search(r"Engine generation completed in ([\d.e+]+) seconds", line):
             self.build["generation_s"] = float(m.group(1))
         if m := re.match(r"Importing initializer: (\S+)", line):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-_SIZE = {"B": 1, "bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+UNIT_BYTES = {"B": 1, "bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}  # the units TensorRT prints sizes in
 
 
 def command_facts(facts: Any, command: str) -> None:
@@ -52,7 +52,7 @@ def device_fact(device: dict[str, Any], key: str, value: str) -> None:
     elif key == "SMs":
         device["sm_count"] = int(value)
     elif key == "Device Global Memory" and (m := re.match(r"(\d+) (\w+)", value)):
-        device["memory_bytes"] = int(m.group(1)) * _SIZE.get(m.group(2), 1)
+        device["memory_bytes"] = int(m.group(1)) * UNIT_BYTES.get(m.group(2), 1)
     elif key == "Memory Bus Width" and (m := re.match(r"(\d+) bits", value)):
         device["memory_bus_width_bits"] = int(m.group(1))
     elif key in ("Application Compute Clock Rate", "Compute Clock Rate") and (m := re.match(r"([\d.]+) GHz", value)):
