@@ -271,3 +271,43 @@ def default_fill_model(path: Path) -> Path:
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 16])],
                               [numpy_helper.from_array(rng.normal(0, 1, (16, 16)).astype(np.float32), "w")])
     return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def quantized_conv_models(folder: Path) -> tuple[Path, Path]:
+    """Two dynamically quantized convolutions (a quantized OCR model's CRNN): ONNX Runtime's own
+    `quantize_dynamic` of Conv(bias) -> Relu (its int32 accumulator -> Cast -> Mul(scales)), and the
+    older quantizer's form, which quantizes the bias too: Div(bias, x_scale * w_scale) -> Floor ->
+    Cast(int32) -> Add to the accumulator -> Cast -> Mul(scales)."""
+    from onnx import TensorProto, helper, numpy_helper
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    rng = np.random.default_rng(13)
+    weights = rng.normal(0, 0.5, (8, 3, 3, 3)).astype(np.float32)
+    bias = rng.normal(0, 50, (8,)).astype(np.float32)
+    image = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 16, 16])
+    output = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8, 16, 16])
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["y"], name="relu")]
+    fp32 = _save(helper.make_model(helper.make_graph(nodes, "conv", [image], [output], [
+        numpy_helper.from_array(weights, "w"), numpy_helper.from_array(bias, "b")]),
+        opset_imports=[helper.make_opsetid("", 17)]), folder / "conv.onnx")
+    quantize_dynamic(str(fp32), str(folder / "quantized.onnx"), weight_type=QuantType.QUInt8)
+
+    scale = float(np.abs(weights).max() / 127)
+    init = [numpy_helper.from_array(np.clip(np.round(weights / scale), -127, 127).astype(np.int8), "wq"),
+            numpy_helper.from_array(np.array(scale, np.float32), "w_scale"),
+            numpy_helper.from_array(bias, "b"), numpy_helper.from_array(np.array([1, 8, 1, 1], np.int64), "bias_shape")]
+    nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "x_scale", "x_zero"], name="quantize"),
+             helper.make_node("ConvInteger", ["xq", "wq", "x_zero"], ["acc"], name="conv_integer", pads=[1, 1, 1, 1]),
+             helper.make_node("Mul", ["x_scale", "w_scale"], ["scales"], name="scales"),
+             helper.make_node("Div", ["b", "scales"], ["bias_quotient"], name="bias_quotient"),
+             helper.make_node("Floor", ["bias_quotient"], ["bias_rounded"], name="bias_rounded"),
+             helper.make_node("Cast", ["bias_rounded"], ["bias_int"], name="bias_int", to=TensorProto.INT32),
+             helper.make_node("Reshape", ["bias_int", "bias_shape"], ["bias_4d"], name="bias_4d"),
+             helper.make_node("Add", ["acc", "bias_4d"], ["acc_bias"], name="bias_add"),
+             helper.make_node("Cast", ["acc_bias"], ["acc_float"], name="acc_float", to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["acc_float", "scales"], ["c"], name="dequantize"),
+             helper.make_node("Relu", ["c"], ["y"], name="relu")]
+    older = _save(helper.make_model(helper.make_graph(nodes, "quantized_bias", [image], [output], init),
+                                    opset_imports=[helper.make_opsetid("", 17)]), folder / "quantized_bias.onnx")
+    return folder / "quantized.onnx", older

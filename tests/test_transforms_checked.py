@@ -24,6 +24,7 @@ from tests.precision_models import (
     inputs_read_in_branches_model,
     output_in_value_info_model,
     plugin_model,
+    quantized_conv_models,
     run,
     state_model,
     weights_as_inputs_model,
@@ -81,6 +82,37 @@ def test_fp16_keeps_activations_beyond_its_range_in_fp32(tmp_path: Path) -> None
     got, want = run(fp16.path, feeds)[0], run(model, feeds)[0]
     assert np.isfinite(got).all() and cosine(got, want) > 0.999
     assert fp16.counts["nodes_kept_fp32_range"] == 2  # scale2 makes it, shrink reads it
+
+
+def test_fp16_keeps_integer_arithmetic_in_fp32(tmp_path: Path) -> None:
+    """Dynamically quantized convolutions: the int32 accumulator made float and scaled, and the
+    older quantizer's bias quotient cast to int32, stay fp32 (in fp16 the accumulator, up to 2^31,
+    and the quotient leave fp16's range: on ONNX Runtime CUDA a quantized OCR model gave the same
+    output for every input). ONNX Runtime's CPU EP runs fp16 arithmetic in fp32 kernels and hides
+    the overflow, so the test checks what the transform kept, and that it computes the same."""
+    import onnx
+
+    spec = (InputSpec("x", "float32", ("batch", 3, 16, 16), -1.0, 1.0),)
+    shapes = {"x": (2, 3, 16, 16)}
+    feeds = make_feeds(spec, shapes, 7)
+    current, older = quantized_conv_models(tmp_path)
+    kept = {current: ("c_output_quantized_cast", "conv_quant_output_scale_mul"),
+            older: ("bias_quotient", "bias_rounded", "bias_int", "scales", "acc_float", "dequantize")}
+    for model, names in kept.items():
+        fp16 = _transform(model, "fp16", spec, shapes, tmp_path / f"cache-{model.stem}")
+        _checked(fp16.path)
+        converted = onnx.shape_inference.infer_shapes(onnx.load(fp16.path))
+        graph = converted.graph
+        types = {v.name: v.type.tensor_type.elem_type for v in [*graph.value_info, *graph.input, *graph.output]}
+        types |= {t.name: t.data_type for t in converted.graph.initializer}
+        by_name = {n.name: n for n in converted.graph.node}
+        for name in names:
+            node = by_name[name]
+            floats = [types[i] for i in [*node.input, *node.output]
+                      if types.get(i) in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16)]
+            assert floats and set(floats) == {onnx.TensorProto.FLOAT}, (model.name, name, floats)
+        assert f"{len(names)} computing integers" in fp16.summary and fp16.counts["tensors_fp16"] > 0
+        assert cosine(run(fp16.path, feeds)[0], run(model, feeds)[0]) > 0.999
 
 
 def test_fp16_if_subgraphs_are_converted_validly(tmp_path: Path) -> None:

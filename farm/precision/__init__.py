@@ -35,7 +35,7 @@ from farm.records import Calibration  # moved to farm.records
 
 __all__ = ["TRANSFORMS", "Calibration", "Transformed", "TransformUnsupported", "calibration_batches", "transform"]
 
-TRANSFORM_VERSION = 4
+TRANSFORM_VERSION = 5
 TRANSFORMS = ("fp16", "int8")
 
 

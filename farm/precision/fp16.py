@@ -31,6 +31,11 @@ SENSITIVE_OPS = ["LayerNormalization", "Softmax", "ReduceMean", "ReduceSum", "Po
 FP32_ONLY_OPS = ["DynamicQuantizeLinear", "DynamicQuantizeLSTM", "DynamicQuantizeMatMul", "MatMulIntegerToFloat",
                  "QuantizeLinear", "DequantizeLinear", "Resize"]
 
+# A float cast to an integer is kept fp32 with the arithmetic that makes it, this many nodes back
+# through these operators (Cast <- Floor <- Div <- Mul: a quantized bias and its scales).
+ROUNDING_ARITHMETIC = {"Floor", "Ceil", "Round", "Div", "Mul", "Add", "Sub", "Neg", "Abs", "Clip", "Min", "Max"}
+INTEGER_CHAIN_DEPTH = 3
+
 
 def to_fp16(model_path: Path, output: Path, keep_io_types: bool, inputs, shapes, seed: int) -> dict:
     import onnx
@@ -52,18 +57,21 @@ def to_fp16(model_path: Path, output: Path, keep_io_types: bool, inputs, shapes,
         out_of_range |= _activations_out_of_range(model, inputs, shapes, seed)
     except Exception as exc:  # noqa: BLE001 - e.g. beyond 2 GB, or a model ORT cannot run: the measurement says so later
         unchecked = f"; activation ranges not checked (running the fp32 model: {short_error(exc)})"
+    integer = _integer_arithmetic(model)
+    out_of_range -= integer  # counted once, as integer arithmetic
     blocked_ops = sorted(set(float16.DEFAULT_OP_BLOCK_LIST) | set(SENSITIVE_OPS) | set(FP32_ONLY_OPS))
-    _unshare_initializers(model, set(blocked_ops), out_of_range)
+    kept_nodes = out_of_range | integer
+    _unshare_initializers(model, set(blocked_ops), kept_nodes)
     try:
         # max_finite_val: nothing is clamped below fp16's own range (the default clamps to 1e4);
         # what lies beyond it stays fp32 (node_block_list).
         converted = float16.convert_float_to_float16(
-            model, keep_io_types=keep_io_types, op_block_list=blocked_ops, node_block_list=sorted(out_of_range),
+            model, keep_io_types=keep_io_types, op_block_list=blocked_ops, node_block_list=sorted(kept_nodes),
             max_finite_val=FP16_MAX)
     except Exception as exc:
         raise TransformUnsupported(one_line(f"{label} failed: {type(exc).__name__}: {exc}"),
                                    f"{label} failed:\n{exc}") from exc
-    _outputs_read_inside(converted, set(blocked_ops), out_of_range)
+    _outputs_read_inside(converted, set(blocked_ops), kept_nodes)
     _initializer_inputs_typed(converted)
     _sort_graphs(_consistent_casts(converted))
     after = census(converted)
@@ -74,15 +82,17 @@ def to_fp16(model_path: Path, output: Path, keep_io_types: bool, inputs, shapes,
             f"{label} changed nothing: no float tensor was converted to fp16 "
             f"({before.weights[TensorProto.FLOAT]} fp32 weights, {before.nodes} nodes)")
     blocked = set(blocked_ops)
-    kept_ops = sum(1 for n in nodes(model.graph) if n.op_type in blocked and n.name not in out_of_range)
+    kept_ops = sum(1 for n in nodes(model.graph) if n.op_type in blocked and n.name not in kept_nodes)
     kept_range = sum(1 for n in nodes(model.graph) if n.name in out_of_range)
+    kept_integer = sum(1 for n in nodes(model.graph) if n.name in integer)
     onnx.save(converted, str(output))
+    integer_text = f", {kept_integer} computing integers" if kept_integer else ""
     summary = (f"fp16: {weights} weights and {activations} activations converted, "
-               f"{kept_ops + kept_range} nodes kept fp32 ({kept_range} for values beyond fp16's range, "
-               f"{kept_ops} numerically sensitive), {after.subgraphs} subgraphs"
+               f"{kept_ops + kept_range + kept_integer} nodes kept fp32 ({kept_range} for values beyond fp16's range, "
+               f"{kept_ops} numerically sensitive{integer_text}), {after.subgraphs} subgraphs"
                f"{' converted too' if after.subgraphs else ''}{unchecked}")
     return {"summary": summary, "tool": label.split("(")[1].rstrip(")"), "counts": {
-        "tensors_fp16": weights + activations, "nodes_kept_fp32": kept_ops + kept_range,
+        "tensors_fp16": weights + activations, "nodes_kept_fp32": kept_ops + kept_range + kept_integer,
         "nodes_kept_fp32_range": kept_range, "subgraphs": after.subgraphs, "qdq_pairs": 0, "quantized_nodes": 0}}
 
 
@@ -224,6 +234,49 @@ def _weights_out_of_range(model) -> set[str]:
             if node.op_type == "Constant" and any(a.name == "value" and beyond(a.t) for a in node.attribute):
                 blocked.add(node.name)
                 blocked.update(n.name for n in consumers.get(node.output[0], []))
+    return blocked
+
+
+def _integer_arithmetic(model) -> set[str]:
+    """Nodes kept fp32 because they hold integers fp16 cannot: a float cast to an integer with the
+    arithmetic that makes it (a dynamically quantized model's bias, Div(bias, input scale x weight
+    scale) -> Floor -> Cast(int32), whose quotient leaves fp16's range for some inputs), and a wide
+    integer made float with the Mul or Div that scales it (an int32 accumulator of ConvInteger or
+    MatMulInteger, up to 2^31, dequantized). Converted, ONNX Runtime CUDA gave a quantized OCR
+    model's output as the same saturated values for every input; ONNX Runtime's CPU EP runs such
+    fp16 arithmetic in fp32 kernels and hides it."""
+    import onnx
+    from onnx import TensorProto
+
+    integers = {TensorProto.INT8, TensorProto.INT16, TensorProto.INT32, TensorProto.INT64,
+                TensorProto.UINT8, TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64}
+    wide = {TensorProto.INT32, TensorProto.INT64, TensorProto.UINT32, TensorProto.UINT64}
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001 - without types only the casts to integers are found
+        inferred = model
+    types = {v.name: v.type.tensor_type.elem_type for graph, _ in graphs(inferred.graph)
+             for v in [*graph.input, *graph.value_info, *graph.output]}
+    types |= {t.name: t.data_type for graph, _ in graphs(inferred.graph) for t in graph.initializer}
+    consumers = _consumers(model)
+    blocked: set[str] = set()
+    for graph, _ in graphs(model.graph):
+        producer = {out: node for node in graph.node for out in node.output if out}
+        for node in graph.node:
+            if node.op_type != "Cast":
+                continue
+            to = next((a.i for a in node.attribute if a.name == "to"), None)
+            if to in integers:
+                blocked.add(node.name)
+                frontier = [node.input[0]]
+                for _ in range(INTEGER_CHAIN_DEPTH):
+                    makers = [producer[name] for name in frontier if name in producer]
+                    makers = [m for m in makers if m.op_type in ROUNDING_ARITHMETIC and m.name not in blocked]
+                    blocked.update(m.name for m in makers)
+                    frontier = [name for m in makers for name in m.input]
+            elif to == TensorProto.FLOAT and types.get(node.input[0]) in wide:
+                blocked.add(node.name)
+                blocked.update(c.name for c in consumers.get(node.output[0], []) if c.op_type in ("Mul", "Div"))
     return blocked
 
 
