@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -32,21 +33,26 @@ PRECISION_ORDER = ("fp32", "tf32", "fp16", "bf16", "int8", "fp8")
 # process that ran it times no other cell: it says so and its worker replaces it
 # (farm.executor.cell_process), whatever the profiler's version does.
 _torch_profiler_ran = False
+_on_first_torch_profile: Callable[[], None] | None = None
+
+
+def when_torch_profiler_starts(callback: Callable[[], None] | None) -> None:
+    """Call `callback` when PyTorch's profiler first starts in this process (the cell process tells
+    its worker then, which starts the process that will replace it)."""
+    global _on_first_torch_profile
+    _on_first_torch_profile = callback
 
 
 def torch_profile(cuda: bool) -> Any:
-    """`torch.profiler.profile` of the CPU activity (and CUDA's: CUPTI), marking this process as
-    one that must not time another cell (`torch_profiler_ran`)."""
+    """`torch.profiler.profile` of the CPU activity (and CUDA's: CUPTI); the first in a process
+    calls what `when_torch_profiler_starts` set (its cell process is then replaced)."""
     global _torch_profiler_ran
     from torch.profiler import ProfilerActivity, profile
 
+    if not _torch_profiler_ran and _on_first_torch_profile is not None:
+        _on_first_torch_profile()
     _torch_profiler_ran = True
     return profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else []))
-
-
-def torch_profiler_ran() -> bool:
-    """Whether PyTorch's profiler ran in this process (its cells' figures would carry its cost)."""
-    return _torch_profiler_ran
 
 
 class BackendOptions(BaseModel):

@@ -21,6 +21,7 @@ before that step, and the death costs only the per-layer rows, which the reason 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import signal
@@ -73,13 +74,21 @@ class CellProcess:
     """A child process that runs cells one at a time, under a memory limit (bytes, None: none)."""
 
     def __init__(self, memory_limit_bytes: int | None = None, timeout_s: float | None = None,
-                 warm_up: str | None = None) -> None:
+                 warm_up: str | None = None, prestart_replacement: bool = False) -> None:
         self.memory_limit_bytes = memory_limit_bytes
         self.warm_up = warm_up  # a device kind ('cuda') the child prepares as it starts (farm.cell_runner.warm_up)
         self.timeout_s = timeout_s  # a cell still running after this long is stopped (None: never)
+        # A child that will not outlive its cell (PyTorch's profiler ran in it) gets its replacement
+        # started while it profiles the cell's layers, after its figures are taken: the replacement's
+        # start and warm-up overlap that untimed step instead of delaying the next cell. For GPU
+        # workers, whose profiled work is the GPU's; a CPU worker's profiled layers are CPU time,
+        # which a process starting beside them would take.
+        self.prestart_replacement = prestart_replacement
         self.proc: subprocess.Popen | None = None
         self.conn: Connection | None = None
         self.output = None  # the file the child's stdout and stderr go to
+        self.ready = False  # the child has answered
+        self.spare: tuple | None = None  # (proc, conn, output) of a replacement started ahead
 
     @property
     def pid(self) -> int | None:
@@ -89,38 +98,66 @@ class CellProcess:
         return self.proc is not None and self.proc.poll() is None
 
     def start(self) -> None:
-        """Start a fresh child (ending the old one, if any) and wait until it answers."""
-        self.stop()
+        """Start a fresh child (ending the old one, if any; taking the replacement started ahead,
+        if there is one) and wait until it answers."""
+        if self.spare is not None:
+            self._take_spare()
+        else:
+            self.stop()
+            self.proc, self.conn, self.output = self._spawn()
+        self._await_ready()
+
+    def _spawn(self) -> tuple:
         ours, theirs = Pipe(duplex=True)
         fd = theirs.fileno()
-        self.output = tempfile.TemporaryFile(mode="a+b")  # appends: emptying it never leaves a hole
+        output = tempfile.TemporaryFile(mode="a+b")  # appends: emptying it never leaves a hole
         try:
-            self.proc = subprocess.Popen([sys.executable, "-m", "farm.executor.cell_process", str(fd),
-                                          str(os.getpid()), self.warm_up or ""], pass_fds=[fd], start_new_session=True,
-                                         stdin=subprocess.DEVNULL, stdout=self.output, stderr=self.output)
+            proc = subprocess.Popen([sys.executable, "-m", "farm.executor.cell_process", str(fd),
+                                     str(os.getpid()), self.warm_up or ""], pass_fds=[fd], start_new_session=True,
+                                    stdin=subprocess.DEVNULL, stdout=output, stderr=output)
         except OSError as exc:
             ours.close()
+            output.close()
             raise RuntimeError(f"cannot start a process: {exc}") from None
         finally:
             theirs.close()
-        self.conn = ours
+        return proc, ours, output
+
+    def _await_ready(self) -> None:
+        assert self.proc is not None and self.conn is not None
         try:
-            hello = ours.recv() if ours.poll(START_TIMEOUT_S) else "no answer"
+            hello = self.conn.recv() if self.conn.poll(START_TIMEOUT_S) else "no answer"
         except (EOFError, OSError):  # it died while starting
             hello = f"exit status {self.proc.wait()}"
         if hello != ("ready", self.proc.pid):
             self.stop()
             raise RuntimeError(f"the cell process did not start ({hello})")
+        self.ready = True
+
+    def _start_spare(self) -> None:
+        if self.prestart_replacement and self.spare is None:
+            try:
+                self.spare = self._spawn()
+            except RuntimeError:  # the next cell starts one, and says so if it cannot
+                self.spare = None
+
+    def _take_spare(self) -> None:
+        """End the current child; the replacement started ahead takes its place (answering later)."""
+        spare, self.spare = self.spare, None
+        self.stop()
+        self.proc, self.conn, self.output = spare
+        self.ready = False
 
     def stop(self) -> None:
-        """End the child and everything it started."""
-        if self.proc is not None:
-            _kill_group(self.proc)
-        if self.conn is not None:
-            self.conn.close()
-        if self.output is not None:
-            self.output.close()
-        self.proc, self.conn, self.output = None, None, None
+        """End the child and everything it started (and a replacement started ahead)."""
+        for proc, conn, output in filter(None, [(self.proc, self.conn, self.output), self.spare]):
+            if proc is not None:
+                _kill_group(proc)
+            if conn is not None:
+                conn.close()
+            if output is not None:
+                output.close()
+        self.proc, self.conn, self.output, self.spare, self.ready = None, None, None, None, False
 
     def _output_since(self, offset: int) -> str | None:
         """The last TAIL_LINES lines the child printed after `offset` (None: nothing)."""
@@ -134,17 +171,13 @@ class CellProcess:
 
     def run(self, cell: Cell, cache_dir: Path, log: Callable[[str], None]) -> CellResult | CellDeath:
         """Run one cell in the child; its result, or how the child died (a fresh one is then started)."""
-        if not self.alive():
-            self.start()
+        self._ensure_started()
         assert self.proc is not None and self.conn is not None
         proc, conn = self.proc, self.conn
         oom_kills = kernel_oom_kills()
         tree = _ProcessTree(proc.pid)
         peak = 0
-        offset = os.fstat(self.output.fileno()).st_size if self.output is not None else 0
-        if offset > OUTPUT_LIMIT:  # only the running cell's output is ever read
-            self.output.truncate(0)
-            offset = 0
+        offset = self._output_offset()
         partial: CellResult | None = None  # the result as it stood before per-layer profiling
         retire = False  # the child ran something that would slow the cells after it (farm.backends.base)
         conn.send((cell, str(cache_dir)))
@@ -164,11 +197,12 @@ class CellProcess:
                     if kind == "partial":
                         partial = payload
                         continue
-                    if kind == "retire":
+                    if kind == "retire":  # PyTorch's profiler starts: its figures are in
                         retire = True
+                        self._start_spare()
                         continue
                     if retire:  # the next cell gets a fresh process, as it would alone
-                        self.stop()
+                        self._take_spare() if self.spare is not None else self.stop()
                     return payload
             except (EOFError, OSError):  # the child is gone; its exit status says how
                 pass
@@ -192,6 +226,21 @@ class CellProcess:
                     f"out of memory: the cell's processes used {format_bytes(rss)}, over this worker's limit of "
                     f"{format_bytes(self.memory_limit_bytes)} (--worker-memory); try a smaller batch size",
                     signal="SIGKILL", out_of_memory=True, peak_memory_bytes=rss, retry=False, output_tail=tail))
+
+    def _ensure_started(self) -> None:
+        if self.alive() and not self.ready:  # a replacement started ahead: its answer is due now
+            with contextlib.suppress(RuntimeError):  # it did not start: a fresh one below
+                self._await_ready()
+        if not self.alive():
+            self.start()
+
+    def _output_offset(self) -> int:
+        """Where the next cell's output starts in the child's output file."""
+        offset = os.fstat(self.output.fileno()).st_size if self.output is not None else 0
+        if offset > OUTPUT_LIMIT:  # only the running cell's output is ever read
+            self.output.truncate(0)
+            offset = 0
+        return offset
 
     def _died(self, code: int, oom_kills_before: int | None, peak: int, tail: str | None = None) -> CellDeath:
         self.stop()
@@ -328,11 +377,12 @@ def _watch_parent(parent: int) -> None:
 
 
 def child_main(fd: int, parent: int, warm_up_kind: str = "") -> None:
-    from farm.backends.base import torch_profiler_ran
+    from farm.backends.base import when_torch_profiler_starts
     from farm.cell_runner import run_cell, warm_up
 
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True, name="watch-parent").start()
     conn = Connection(fd)
+    when_torch_profiler_starts(lambda: conn.send(("retire", "PyTorch's profiler ran here")))
     conn.send(("ready", os.getpid()))
     if warm_up_kind:  # after "ready": the worker is not kept waiting; a cell sent meanwhile waits in the pipe
         warm_up(warm_up_kind)
@@ -343,8 +393,6 @@ def child_main(fd: int, parent: int, warm_up_kind: str = "") -> None:
             return
         result = run_cell(cell, Path(cache_dir), lambda message: conn.send(("log", message)),
                           lambda on: conn.send(("timing", on)), lambda partial: conn.send(("partial", partial)))
-        if torch_profiler_ran():
-            conn.send(("retire", "PyTorch's profiler ran here"))
         conn.send(("result", result))
 
 

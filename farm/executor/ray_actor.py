@@ -33,7 +33,8 @@ class CellWorker:
         self.memory_limit_bytes = memory_limit.for_worker(psutil.virtual_memory().total, workers_on_node)
         # warm_up: each cell process opens the GPU and imports the engines as it starts (before its
         # first cell arrives), so a GPU's first cell is not seconds slower than the others
-        self.cells = CellProcess(self.memory_limit_bytes, cell_timeout_s, warm_up=kind if warm_up else None)
+        self.cells = CellProcess(self.memory_limit_bytes, cell_timeout_s, warm_up=kind if warm_up else None,
+                                 prestart_replacement=kind == "cuda")
         try:
             self.cells.start()  # now, so the first cell does not wait for it
         except RuntimeError:  # killed while starting: run() starts another
