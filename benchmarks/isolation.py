@@ -1,7 +1,9 @@
 """Does a cell's figure depend on what ran before it or beside it? Each ok cell of a sweep, measured
 inside the whole sweep, alone in a sweep of its own, and, for PyTorch eager batch-1 cells on CUDA,
 beside a bare loop of the same network run between them (benchmarks/torch_bare_loop.py: torchvision,
-no farm code), with the ratios per cell; written as CSV with the machine and the commit.
+no farm code), with the ratios per cell and the host's own speed as each ran (its CPU probe: `host`,
+in-sweep over alone, 1.0 where the machine ran as fast both times); written as CSV with the
+machine and the commit.
 
     python3 benchmarks/isolation.py configs/resnet.toml --runs 2 --csv benchmarks/results/isolation-h100.csv
     python3 benchmarks/isolation.py --quick            # the suite: a tiny CNN on CPU, in-process cells
@@ -31,7 +33,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # farm itself, and tests.conftest for --quick
-FIGURES = ("latency_median_ms", "enqueue_median_ms", "compute_median_ms", "repeat_spread_percent", "stable")
+FIGURES = ("latency_median_ms", "enqueue_median_ms", "compute_median_ms", "repeat_spread_percent", "stable",
+           "host_probe_median_ms")
 QUICK_SWEEP = """name = "isolation-quick"
 [[models]]
 source = "{model}"
@@ -142,7 +145,9 @@ def one_run(sweep: Path, scratch: Path, run: int, quick: bool, executor: str, sh
                      "in_sweep_ms": cell["latency_median_ms"], "alone_ms": alone_ms, "bare_ms": bare_ms,
                      "in_sweep_over_alone": _ratio(cell["latency_median_ms"], alone_ms),
                      "in_sweep_over_bare": _ratio(cell["latency_median_ms"], bare_ms),
-                     "stable": cell["stable"], "repeat_spread_percent": cell["repeat_spread_percent"]})
+                     "stable": cell["stable"], "repeat_spread_percent": cell["repeat_spread_percent"],
+                     "in_sweep_host_probe_ms": cell["host_probe_median_ms"],
+                     "alone_host_probe_ms": state.get("alone_host", {}).get(cell["cell_id"])})
     return rows
 
 
@@ -153,6 +158,9 @@ def _alone(cell: dict, sweep: Path, alone: Path, executor: str, alone_args: tupl
     farm("sweep", str(sweep), "--results", str(alone), "--executor", executor, "--cells", cid, "--force", *alone_args)
     figures = ok_cells(alone, {cid})
     state["alone"][cid] = figures[0]["latency_median_ms"] if figures else None
+    # the host's speed as the alone cell ran (farm.measure.host_probe_ms): a ratio away from 1
+    # beside a host that ran at another speed is the machine's doing
+    state.setdefault("alone_host", {})[cid] = figures[0]["host_probe_median_ms"] if figures else None
     if cid not in state["bare"]:
         state["bare"][cid] = bare_loop(cell, quick, scratch / f"bare-{run}-{cid}.json")
     state_path.write_text(json.dumps(state))
@@ -175,11 +183,12 @@ def machine(commit: str | None = None) -> str:
 
 def report(rows: list[dict]) -> None:
     print(f"{'run':>3} {'cell':<8} {'model':<9} {'backend':<11} {'variant':<10} {'prec':<5} {'b':>3} "
-          f"{'in-sweep':>9} {'alone':>9} {'ratio':>6} {'bare':>8} {'/bare':>6}  host-bound")
+          f"{'in-sweep':>9} {'alone':>9} {'ratio':>6} {'bare':>8} {'/bare':>6} {'host':>6}  host-bound")
     for r in rows:
         print(f"{r['run']:>3} {r['cell']:<8} {r['model'][:9]:<9} {r['backend']:<11} {r['variant']:<10} "
               f"{r['precision']:<5} {r['batch']:>3} {r['in_sweep_ms']:>9.3f} {_num(r['alone_ms'], 9)} "
-              f"{_num(r['in_sweep_over_alone'], 6)} {_num(r['bare_ms'], 8)} {_num(r['in_sweep_over_bare'], 6)}  "
+              f"{_num(r['in_sweep_over_alone'], 6)} {_num(r['bare_ms'], 8)} {_num(r['in_sweep_over_bare'], 6)} "
+              f"{_num(_ratio(r['in_sweep_host_probe_ms'], r['alone_host_probe_ms']), 6)}  "
               f"{'yes' if r['host_bound'] else 'no'}")
     ratios = [r["in_sweep_over_alone"] for r in rows if r["in_sweep_over_alone"]]
     if ratios:

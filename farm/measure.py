@@ -20,6 +20,13 @@ CI_LEVEL = 0.95
 # A tail percentile is only as good as the samples beyond it: with fewer than this many samples
 # above it, p99 is one or two queries' latency, and shown with a marker (`latency_pNN_tail_samples`).
 MIN_TAIL_SAMPLES = 10
+# The host's own speed, taken before each counted repeat and after the last: a fixed pure-Python
+# loop (about 1 ms), the median of a few runs. On a virtual machine it moves by itself: on an
+# H200 host's 16 vCPUs it switched between 1.08 and 1.9 ms over seconds with nothing else running,
+# and a host-bound query moves with it. A cell whose probes disagree ran on a host that changed
+# speed (`host_probe_spread_percent`), which its figure carries.
+HOST_PROBE_LOOP = 20_000
+HOST_PROBE_RUNS = 5
 # `stable` also asks that the repeats agree: (slowest - fastest repeat median) / median at most
 # this, by default (the sweep file's `measurement.max_repeat_spread_percent`).
 MAX_REPEAT_SPREAD_PERCENT = MeasurementSettings.max_repeat_spread_percent
@@ -45,25 +52,19 @@ def run_timed(query: QueryFn, settings: MeasurementSettings, window: TimedWindow
     `window`, if given, is started after the warm-up and stopped after the last repeat.
     """
     clock = time.perf_counter
-    warm_start = clock()
-    warm_deadline = warm_start + settings.warmup_ms / 1e3
-    warmup_queries = 0
-    while True:
-        query()
-        warmup_queries += 1
-        if clock() >= warm_deadline:
-            break
-    warmup_ms = (clock() - warm_start) * 1e3
-
+    warmup_queries, warmup_ms = _warm_up(query, settings.warmup_ms)
     starts: list[float] = []
     ends: list[float] = []
     phases: list[PhaseTimes | None] = []
     repeat_of: list[int] = []
     walltime = 0.0
     min_iterations = settings.min_iterations
+    probes = [host_probe_ms()]  # then one between repeats (inside the telemetry window: ~10 ms of seconds)
     if window is not None:
         window.start()
     for repeat in range(settings.repeats):
+        if repeat:
+            probes.append(host_probe_ms())
         count = 0
         begin = clock()
         deadline = begin + settings.min_duration_ms / 1e3
@@ -80,6 +81,7 @@ def run_timed(query: QueryFn, settings: MeasurementSettings, window: TimedWindow
         walltime += ends[-1] - starts[-count]
     if window is not None:
         window.stop()
+    probes.append(host_probe_ms())
 
     start_arr = np.asarray(starts)
     host_ms = (np.asarray(ends) - start_arr) * 1e3
@@ -90,6 +92,7 @@ def run_timed(query: QueryFn, settings: MeasurementSettings, window: TimedWindow
         walltime_ms=walltime * 1e3,
         warmup_queries=warmup_queries,
         warmup_ms=warmup_ms,
+        host_probe_ms=probes,
     )
     if any(p is not None for p in phases):
         _attach_phases(samples, phases)
@@ -97,6 +100,33 @@ def run_timed(query: QueryFn, settings: MeasurementSettings, window: TimedWindow
         # A host-timed (CPU) backend has no transfers: the whole query is compute.
         samples.compute_ms = host_ms
     return samples
+
+
+def _warm_up(query: QueryFn, duration_ms: float) -> tuple[int, float]:
+    """Run `query` for `duration_ms` (at least once); the queries run and the time taken (ms)."""
+    clock = time.perf_counter
+    start = clock()
+    deadline = start + duration_ms / 1e3
+    queries = 0
+    while True:
+        query()
+        queries += 1
+        if clock() >= deadline:
+            break
+    return queries, (clock() - start) * 1e3
+
+
+def host_probe_ms() -> float:
+    """The host's speed now: the median time (ms) of HOST_PROBE_RUNS runs of a fixed pure-Python loop."""
+    clock = time.perf_counter
+    times = []
+    for _ in range(HOST_PROBE_RUNS):
+        begin = clock()
+        total = 0
+        for i in range(HOST_PROBE_LOOP):
+            total += i * i
+        times.append((clock() - begin) * 1e3)
+    return float(np.median(times))
 
 
 def _attach_phases(samples: Samples, phases: list[PhaseTimes | None]) -> None:
@@ -287,4 +317,8 @@ def summarize(samples: Samples, batch: int, settings: MeasurementSettings, infer
                          and (spread is None or spread <= settings.max_repeat_spread_percent))
     row["max_cv_percent"] = settings.max_cv_percent
     row["max_repeat_spread_percent"] = settings.max_repeat_spread_percent
+    probes = [p for p in samples.host_probe_ms if p > 0]
+    centre = float(np.median(probes)) if probes else None
+    row["host_probe_median_ms"] = centre
+    row["host_probe_spread_percent"] = 100.0 * (max(probes) - min(probes)) / centre if len(probes) > 1 else None
     return row

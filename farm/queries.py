@@ -85,10 +85,23 @@ HOST_BOUND_NOTE = (f"CASE WHEN NOT m.stable AND m.enqueue_median_ms >= {HOST_BOU
                    "the query' END")
 
 
+# An unstable cell whose host changed speed between its repeats: the fixed CPU loop timed before
+# each (farm.measure.host_probe_ms) moved at least this much, so the repeats disagree because the
+# machine did, not the engine.
+HOST_MOVED_PERCENT = 15
+HOST_MOVED_NOTE = (f"CASE WHEN NOT m.stable AND m.host_probe_spread_percent >= {HOST_MOVED_PERCENT} "
+                   f"THEN 'the host''s own speed moved {HOST_MOVED_PERCENT} % or more between its repeats (a fixed "
+                   "CPU loop timed before each: host_probe_spread_percent); the figure carries the machine''s "
+                   "change' END")
+
+
 def host_bound_sql(measurement_columns: Iterable[str]) -> str:
-    """HOST_BOUND_NOTE, or a NULL where the warehouse's `measurements` view lacks its columns."""
-    needed = {"stable", "enqueue_median_ms", "compute_median_ms"}
-    return HOST_BOUND_NOTE if needed <= set(measurement_columns) else "CAST(NULL AS VARCHAR)"
+    """HOST_BOUND_NOTE and HOST_MOVED_NOTE (joined by '; ', NULL where neither applies), each left
+    out where the warehouse's `measurements` view lacks its columns (files of an older farm)."""
+    columns = set(measurement_columns)
+    notes = [note for note, needed in ((HOST_BOUND_NOTE, {"stable", "enqueue_median_ms", "compute_median_ms"}),
+                                       (HOST_MOVED_NOTE, {"stable", "host_probe_spread_percent"})) if needed <= columns]
+    return f"nullif(concat_ws('; ', {', '.join(notes)}), '')" if notes else "CAST(NULL AS VARCHAR)"
 
 
 def throttled_sql(expression: str, measurement_columns: Iterable[str]) -> str:

@@ -306,6 +306,7 @@ class Samples:
     walltime_ms: float = 0.0  # sum over repeats of (last end - first start)
     warmup_queries: int = 0
     warmup_ms: float = 0.0
+    host_probe_ms: list[float] = dataclasses.field(default_factory=list)  # the host's speed around the repeats (farm.measure)
 
     def __len__(self) -> int:
         return len(self.latency_ms)

@@ -70,8 +70,7 @@ def test_a_cell_runs_in_the_child_and_the_child_is_reused(tmp_path: Path) -> Non
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
 
 
-@pytest.mark.parametrize("prestart", [False, True])
-def test_a_cell_that_ran_pytorchs_profiler_leaves_the_next_cell_a_fresh_child(tmp_path: Path, prestart: bool) -> None:
+def test_a_cell_that_ran_pytorchs_profiler_leaves_the_next_cell_a_fresh_child(tmp_path: Path) -> None:
     # PyTorch's profiler slows its process for good (benchmarks/carryover.py): the child that ran it
     # (per-layer rows of a PyTorch cell) is ended once its result is in; ONNX Runtime CPU keeps it.
     # With prestart_replacement (GPU workers) the next child was started when the profiler started,
@@ -79,28 +78,33 @@ def test_a_cell_that_ran_pytorchs_profiler_leaves_the_next_cell_a_fresh_child(tm
     torch_cell = one_cell(tmp_path, '[axes]\nbackends = ["torch"]\n[backends.torch]\ndevice = "cpu"\n'
                                     '[measurement]\nwarmup_ms = 5\nmin_iterations = 3\nmin_duration_ms = 5\n'
                                     'repeats = 1\nlayer_iterations = 1\n')
-    process = CellProcess(prestart_replacement=prestart)
+    process = CellProcess()
     try:
         process.start()
         profiled = process.pid
-        logs: list[str] = []
-        result = process.run(torch_cell, tmp_path / "cache", logs.append)
+        result = process.run(torch_cell, tmp_path / "cache", lambda m: None)
         assert isinstance(result, CellResult) and result.status == "ok" and result.layers, result
-        assert not psutil.pid_exists(profiled) or psutil.Process(profiled).status() == psutil.STATUS_ZOMBIE
-        if prestart:
-            assert process.alive() and process.pid != profiled
-            started = dt.datetime.fromtimestamp(psutil.Process(process.pid).create_time(), dt.UTC)
-            assert started < result.finished_at  # started while the cell profiled
-        else:
-            assert not process.alive()
+        assert not process.alive() and gone(profiled)
+
+        process.prestart_replacement = True
+        process.start()
+        profiled = process.pid
+        result = process.run(torch_cell, tmp_path / "cache", lambda m: None)
         replacement = process.pid
+        assert isinstance(result, CellResult) and result.status == "ok" and result.layers, result
+        assert process.alive() and replacement != profiled and gone(profiled)
+        started = dt.datetime.fromtimestamp(psutil.Process(replacement).create_time(), dt.UTC)
+        assert started < result.finished_at  # started while the cell profiled, before its result
         (tmp_path / "ort").mkdir()
         again = process.run(one_cell(tmp_path / "ort"), tmp_path / "cache", lambda m: None)
-        assert isinstance(again, CellResult) and again.status == "ok" and process.pid != profiled
-        assert not prestart or process.pid == replacement
+        assert isinstance(again, CellResult) and again.status == "ok" and process.pid == replacement
     finally:
         process.stop()
     assert process.spare is None and not process.alive()
+
+
+def gone(pid: int) -> bool:
+    return not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
 
 
 @pytest.mark.parametrize("sig", [signal.SIGSEGV, signal.SIGKILL])

@@ -133,6 +133,24 @@ def test_summarize_a_real_timed_loop() -> None:
     assert row["median_ci_method"] == SAMPLE_INTERVAL_METHOD
 
 
+def test_the_hosts_speed_is_taken_around_the_repeats() -> None:
+    """A fixed CPU loop timed before each counted repeat and after the last: the measurements row
+    has its median and how far the probes moved, from the probes themselves (none stored for
+    samples without probes: TensorRT's own, ingested)."""
+    settings = Measurement(warmup_ms=0, min_iterations=3, min_duration_ms=0, repeats=3)
+    samples = run_timed(lambda: None, settings)
+    assert len(samples.host_probe_ms) == 4 and all(p > 0 for p in samples.host_probe_ms)
+    row = summarize(samples, batch=1, settings=settings)
+    probes = samples.host_probe_ms
+    assert row["host_probe_median_ms"] == pytest.approx(float(np.median(probes)))
+    assert row["host_probe_spread_percent"] == pytest.approx(100 * (max(probes) - min(probes)) / np.median(probes))
+    samples.host_probe_ms = [1.0, 1.9, 1.1, 1.0]
+    row = summarize(samples, batch=1, settings=settings)
+    assert row["host_probe_median_ms"] == pytest.approx(1.05) and row["host_probe_spread_percent"] == pytest.approx(90 / 1.05)
+    bare = summarize(synthetic([2.0] * 30, repeats=3, walltime_ms=60.0), batch=1, settings=settings)
+    assert bare["host_probe_median_ms"] is None and bare["host_probe_spread_percent"] is None
+
+
 def test_stable_is_the_latency_cv_within_the_threshold() -> None:
     """`stable` on samples of known spread, not on this machine's noise: 9 and 11 ms alternating
     have a mean of 10 ms and a (population) standard deviation of 1 ms, a CV of exactly 10 %."""
@@ -322,4 +340,19 @@ def test_an_unstable_host_bound_device_cell_says_why() -> None:
     assert notes["eager b1"].startswith("host-bound: the GPU waited on the host's launches")
     assert [name for name, note in rows if note] == ["eager b1"]
     assert stable_text(False, 12.4) == "no, 12 %" and stable_text(True, 0.4) == "yes"
+
+    from farm.queries import host_bound_sql
+
+    columns = ("stable", "enqueue_median_ms", "compute_median_ms", "host_probe_spread_percent")
+    rows = duckdb.sql(f"""SELECT name, {host_bound_sql(columns)} AS note FROM (VALUES
+        ('eager, host moved', false, 4.10, 4.12, 80.0), ('cpu, host moved', false, NULL, 11.3, 40.0),
+        ('cpu, host steady', false, NULL, 11.3, 3.0), ('stable, host moved', true, NULL, 11.3, 80.0),
+        ('older farm', false, NULL, 11.3, NULL)) AS m(name, stable, enqueue_median_ms, compute_median_ms,
+        host_probe_spread_percent)""").fetchall()
+    notes = dict(rows)
+    assert notes["eager, host moved"].startswith("host-bound: ") and "; the host's own speed moved" in notes[
+        "eager, host moved"]
+    assert notes["cpu, host moved"].startswith("the host's own speed moved 15 % or more between its repeats")
+    assert [name for name, note in rows if note] == ["eager, host moved", "cpu, host moved"]
+    assert host_bound_sql(columns[:3]) != host_bound_sql(columns) and host_bound_sql(["stable"]) == "CAST(NULL AS VARCHAR)"
     assert stable_text(False, None) == "no" and stable_text(None, None) is None

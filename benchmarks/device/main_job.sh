@@ -15,3 +15,11 @@ timeout "${MAIN_JOB_TIMEOUT:-480}" python3 -m farm sweep configs/resnet.toml --r
 echo "exit ${PIPESTATUS[0]}, wall $(python3 -c "print(f'{$(date +%s.%N) - $start:.1f}')") s" | tee -a "$out/sweep.txt"
 COLUMNS=250 python3 -m farm show resnet --results "$results" 2>&1 | tee "$out/show.txt" | tail -60
 python3 -m farm show resnet --results "$results" --format csv > "$out/show.csv" 2>&1
+# where the time went: each cell's start, duration and the cell process that ran it (a process
+# replaced after a profiled cell shows as a new pid), and the host's speed around its repeats
+python3 -m farm query "SELECT c.cell_id[:8] AS cell, c.backend, c.precision, c.batch, c.status,
+    strftime(c.started_at, '%H:%M:%S') AS started, round(c.duration_s, 1) AS seconds,
+    regexp_extract(c.worker, 'cell process pid ([0-9]+)', 1) AS cell_pid, round(m.host_probe_median_ms, 3) AS host_ms,
+    round(m.host_probe_spread_percent) AS host_spread FROM cells c LEFT JOIN measurements m USING (cell_id)
+    ORDER BY c.started_at" --results "$results" --format csv > "$out/timeline.csv" 2>&1
+tail -40 "$out/timeline.csv"

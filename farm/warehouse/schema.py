@@ -95,6 +95,8 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("temperature_max_c", pa.int32()), ("gpu_util_mean_percent", pa.float64()),
         ("throttle_reasons", pa.string()), ("throttled", pa.bool_()), ("throttled_percent", pa.float64()),
         ("telemetry_samples", pa.int32()), ("telemetry_window_ms", pa.float64()), ("telemetry_note", pa.string()),
+        # the host's speed before each counted repeat and after the last (farm.measure.host_probe_ms)
+        ("host_probe_median_ms", pa.float64()), ("host_probe_spread_percent", pa.float64()),
     ),
     "samples": _schema(
         ("cell_id", pa.string()), ("repeat", pa.int32()), ("iteration", pa.int32()),
