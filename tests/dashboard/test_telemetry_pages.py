@@ -77,4 +77,4 @@ def test_show_and_summary_say_throttled(throttled, capsys) -> None:
     cell = SimpleNamespace(cell_id=cell_id, backend="onnxruntime", options={})
     outcome = SimpleNamespace(cells=[cell], sweep="gpu", run_id="another run")
     _, _, notes = summary_table(Warehouse(results), outcome)
-    assert any(n.endswith("GPU clocks slowed during the timed window: sw_power_cap") for n in notes), notes
+    assert any("GPU clocks slowed during the timed window: sw_power_cap" in n for n in notes), notes
