@@ -134,11 +134,12 @@ def test_summarize_a_real_timed_loop() -> None:
 
 
 def test_the_hosts_speed_is_taken_around_the_repeats() -> None:
-    """A fixed CPU loop timed before each counted repeat and after the last: the measurements row
-    has its median and how far the probes moved, from the probes themselves (none stored for
-    samples without probes: TensorRT's own, ingested)."""
+    """For device cells, a fixed CPU loop timed before each counted repeat and after the last: the
+    measurements row has its median and how far the probes moved, from the probes themselves (none
+    for CPU cells, or samples farm did not time: TensorRT's own, ingested)."""
     settings = Measurement(warmup_ms=0, min_iterations=3, min_duration_ms=0, repeats=3)
-    samples = run_timed(lambda: None, settings)
+    assert run_timed(lambda: None, settings).host_probe_ms == []  # a CPU cell: its engine's threads would be timed
+    samples = run_timed(lambda: None, settings, probe_host=True)
     assert len(samples.host_probe_ms) == 4 and all(p > 0 for p in samples.host_probe_ms)
     row = summarize(samples, batch=1, settings=settings)
     probes = samples.host_probe_ms

@@ -224,7 +224,8 @@ class LoopTimedBackend(Backend):
 
     def measure_impl(self, feeds: Feeds) -> tuple[Samples | None, dict[str, Any]]:
         request = self.request
-        samples = run_timed(self.query_fn(feeds), request.measurement, self.timed_window)
+        device = self.device_kind(self.options.model_dump()) != "cpu"
+        samples = run_timed(self.query_fn(feeds), request.measurement, self.timed_window, probe_host=device)
         return samples, summarize(samples, request.batch, request.measurement, self.inferences_per_query)
 
     @abstractmethod
