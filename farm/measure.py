@@ -23,12 +23,12 @@ MIN_TAIL_SAMPLES = 10
 # The host's own speed, taken before each counted repeat and after the last: a fixed pure-Python
 # loop (about 1 ms), the fastest of a few runs, after a pause that lets an engine's spinning worker
 # threads park (timed right after ONNX Runtime CPU queries on a 2-core VM, the loop took up to 1.8x
-# its time; after 5 ms, within 5 %). On a virtual machine the host moves by itself: on an H200
+# its time; after a 5 ms pause, within 5 % in two trials of three). On a virtual machine the host moves by itself: on an H200
 # host's 16 vCPUs the loop switched between 1.08 and 1.9 ms over seconds with nothing else running,
 # and a host-bound query moves with it. A cell whose probes disagree ran on a host that changed
 # speed (`host_probe_spread_percent`), which its figure carries. Device cells only: on a CPU cell
 # the engine's own threads (ONNX Runtime's, OpenMP's, which spin-wait up to 200 ms) share the
-# cores with the probe, which would time them, not the host (2-5x the idle loop in a sweep here).
+# cores with the probe, which would time them, not the host (up to 2x the idle loop in a sweep here).
 HOST_PROBE_LOOP = 20_000
 HOST_PROBE_RUNS = 9
 HOST_PROBE_PAUSE_S = 0.005
