@@ -1,9 +1,9 @@
 """Does a cell's figure depend on what ran before it or beside it? Each ok cell of a sweep, measured
 inside the whole sweep, alone in a sweep of its own, and, for PyTorch eager batch-1 cells on CUDA,
 beside a bare loop of the same network run between them (benchmarks/torch_bare_loop.py: torchvision,
-no farm code), with the ratios per cell and the host's own speed as each ran (its CPU probe: `host`,
-in-sweep over alone, 1.0 where the machine ran as fast both times); written as CSV with the
-machine and the commit.
+no farm code, its thread kept on the quickest CPU before each round as farm's GPU cells are), with
+the ratios per cell and the host's own speed as each ran (its CPU probe: `host`, in-sweep over
+alone, 1.0 where the machine ran as fast both times); written as CSV with the machine and the commit.
 
     python3 benchmarks/isolation.py configs/resnet.toml --runs 2 --csv benchmarks/results/isolation-h100.csv
     python3 benchmarks/isolation.py --quick            # the suite: a tiny CNN on CPU, in-process cells
@@ -88,7 +88,7 @@ def bare_loop(cell: dict, quick: bool, out: Path) -> float | None:
     if not eager_batch1(cell, "cpu" if quick else "cuda"):
         return None
     args = (["--quick", "--device", "cpu", "--precisions", "fp32"] if quick else
-            ["--model", cell["model"], "--precisions", cell["precision"], "--modes", "eager"])
+            ["--model", cell["model"], "--precisions", cell["precision"], "--modes", "eager", "--quickest-cpu"])
     subprocess.run([sys.executable, str(ROOT / "benchmarks" / "torch_bare_loop.py"), *args, "--batches", "1",
                     "--json", str(out)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     rows = json.loads(out.read_text())["rows"]
@@ -104,7 +104,10 @@ def alone_cluster(shared: bool):
         yield ()
         return
     ray = [sys.executable, "-m", "ray.scripts.scripts"]  # the `ray` command of this Python
-    subprocess.run([*ray, "start", "--head", "--disable-usage-stats"], check=True, stdout=subprocess.DEVNULL)
+    from farm.executor.ray_farm import RAY_SYSTEM_CONFIG  # as farm starts its own
+
+    subprocess.run([*ray, "start", "--head", "--disable-usage-stats", f"--system-config={json.dumps(RAY_SYSTEM_CONFIG)}"],
+                   check=True, stdout=subprocess.DEVNULL)
     try:
         yield ("--address", "auto")
     finally:

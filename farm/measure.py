@@ -8,7 +8,9 @@ figure for a cell is the engine's figure: benchmarks/harness_overhead.py checks 
 from __future__ import annotations
 
 import math
+import os
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
@@ -32,6 +34,9 @@ MIN_TAIL_SAMPLES = 10
 HOST_PROBE_LOOP = 20_000
 HOST_PROBE_RUNS = 9
 HOST_PROBE_PAUSE_S = 0.005
+# quickest_cpu: a quarter of the probe's loop, the fastest of 3 runs on each CPU (~1 ms a CPU)
+QUICKEST_CPU_LOOP = HOST_PROBE_LOOP // 4
+QUICKEST_CPU_RUNS = 3
 # `stable` also asks that the repeats agree: (slowest - fastest repeat median) / median at most
 # this, by default (the sweep file's `measurement.max_repeat_spread_percent`).
 MAX_REPEAT_SPREAD_PERCENT = MeasurementSettings.max_repeat_spread_percent
@@ -56,24 +61,64 @@ def run_timed(query: QueryFn, settings: MeasurementSettings, window: TimedWindow
     The first call is always a warm-up call (it pays for lazy loading and allocation). Each
     counted loop runs until it has `min_iterations` queries and has lasted `min_duration_ms`.
     `window`, if given, is started after the warm-up and stopped after the last repeat.
-    `probe_host`: the host's speed is taken before each repeat and after the last (host_probe_ms;
-    for device cells: a CPU engine's own threads would share the cores with the probe).
+    `probe_host` (device cells: a CPU engine's own threads would share the cores with the probe):
+    before each repeat the timing thread is kept on the quickest CPU of its process's set just then
+    (quickest_cpu), and the host's speed is taken there before each repeat and after the last.
     """
-    clock = time.perf_counter
     warmup_queries, warmup_ms = _warm_up(query, settings.warmup_ms)
+    allowed = _pinnable_cpus() if probe_host else set()
+    cpus: list[int] = []
+
+    def before_repeat() -> float | None:
+        if not probe_host:
+            return None
+        if allowed:
+            cpus.append(quickest_cpu(allowed))
+        return host_probe_ms()
+
+    try:
+        timed = _timed_repeats(query, settings, window, before_repeat)
+        probes = [*timed.pop(), host_probe_ms() if probe_host else None]  # and the host's speed after the last
+    finally:
+        if allowed:
+            os.sched_setaffinity(0, allowed)
+    starts, ends, phases, repeat_of, walltime = timed
+    start_arr = np.asarray(starts)
+    host_ms = (np.asarray(ends) - start_arr) * 1e3
+    samples = Samples(
+        repeat=np.asarray(repeat_of, dtype=np.int32),
+        start_ms=(start_arr - start_arr[0]) * 1e3,
+        latency_ms=host_ms,
+        walltime_ms=walltime * 1e3,
+        warmup_queries=warmup_queries,
+        warmup_ms=warmup_ms,
+        host_probe_ms=[p for p in probes if p is not None],
+        timing_cpus=cpus,
+    )
+    if any(p is not None for p in phases):
+        _attach_phases(samples, phases)
+    else:
+        # A host-timed (CPU) backend has no transfers: the whole query is compute.
+        samples.compute_ms = host_ms
+    return samples
+
+
+def _timed_repeats(query: QueryFn, settings: MeasurementSettings, window: TimedWindow | None,
+                   before_repeat: Callable[[], float | None]) -> list:
+    """The counted repeats: [starts, ends, phases, repeat of each query, walltime (s), probes]."""
+    clock = time.perf_counter
     starts: list[float] = []
     ends: list[float] = []
     phases: list[PhaseTimes | None] = []
     repeat_of: list[int] = []
     walltime = 0.0
     min_iterations = settings.min_iterations
-    probe = host_probe_ms if probe_host else lambda: None
-    probes = [probe()]  # then one between repeats (inside the telemetry window: ~15 ms of seconds)
+    probes = [before_repeat()]  # then one between repeats (inside the telemetry window: ~15 ms of seconds)
     if window is not None:
         window.start()
     for repeat in range(settings.repeats):
         if repeat:
-            probes.append(probe())
+            probes.append(before_repeat())
         count = 0
         begin = clock()
         deadline = begin + settings.min_duration_ms / 1e3
@@ -90,25 +135,7 @@ def run_timed(query: QueryFn, settings: MeasurementSettings, window: TimedWindow
         walltime += ends[-1] - starts[-count]
     if window is not None:
         window.stop()
-    probes.append(probe())
-
-    start_arr = np.asarray(starts)
-    host_ms = (np.asarray(ends) - start_arr) * 1e3
-    samples = Samples(
-        repeat=np.asarray(repeat_of, dtype=np.int32),
-        start_ms=(start_arr - start_arr[0]) * 1e3,
-        latency_ms=host_ms,
-        walltime_ms=walltime * 1e3,
-        warmup_queries=warmup_queries,
-        warmup_ms=warmup_ms,
-        host_probe_ms=[p for p in probes if p is not None],
-    )
-    if any(p is not None for p in phases):
-        _attach_phases(samples, phases)
-    else:
-        # A host-timed (CPU) backend has no transfers: the whole query is compute.
-        samples.compute_ms = host_ms
-    return samples
+    return [starts, ends, phases, repeat_of, walltime, probes]
 
 
 def _warm_up(query: QueryFn, duration_ms: float) -> tuple[int, float]:
@@ -128,16 +155,42 @@ def _warm_up(query: QueryFn, duration_ms: float) -> tuple[int, float]:
 def host_probe_ms() -> float:
     """The host's speed now: the fastest (ms) of HOST_PROBE_RUNS runs of a fixed pure-Python loop,
     after a pause of HOST_PROBE_PAUSE_S (preemption only slows a run: the fastest is the host's)."""
-    clock = time.perf_counter
     time.sleep(HOST_PROBE_PAUSE_S)
-    times = []
-    for _ in range(HOST_PROBE_RUNS):
-        begin = clock()
-        total = 0
-        for i in range(HOST_PROBE_LOOP):
-            total += i * i
-        times.append((clock() - begin) * 1e3)
-    return min(times)
+    return min(_loop_ms(HOST_PROBE_LOOP) for _ in range(HOST_PROBE_RUNS))
+
+
+def _pinnable_cpus() -> set[int]:
+    """The CPUs this thread may run on, where there is a choice and the platform lets a thread be
+    kept on one (Linux); else none."""
+    if not hasattr(os, "sched_setaffinity"):
+        return set()
+    allowed = os.sched_getaffinity(0)
+    return allowed if len(allowed) > 1 else set()
+
+
+def quickest_cpu(cpus: set[int]) -> int:
+    """Keep the calling thread on the CPU of `cpus` where a short fixed loop runs fastest now, and
+    return it. A virtual machine's vCPUs change speed one by one (an H200 host's: 1.0 or 1.6-1.8 ms
+    for HOST_PROBE_LOOP, in spells of 0.5-9 s, about a third of the time slow, each vCPU on its own),
+    so a host-bound query timed on a vCPU in a slow spell is that much slower; the thread moves only
+    here, between repeats, never inside one."""
+    best, best_ms = min(cpus), math.inf
+    for cpu in sorted(cpus):
+        os.sched_setaffinity(0, {cpu})
+        ms = min(_loop_ms(QUICKEST_CPU_LOOP) for _ in range(QUICKEST_CPU_RUNS))
+        if ms < best_ms:
+            best, best_ms = cpu, ms
+    os.sched_setaffinity(0, {best})
+    return best
+
+
+def _loop_ms(iterations: int) -> float:
+    clock = time.perf_counter
+    begin = clock()
+    total = 0
+    for i in range(iterations):
+        total += i * i
+    return (clock() - begin) * 1e3
 
 
 def _attach_phases(samples: Samples, phases: list[PhaseTimes | None]) -> None:
@@ -332,4 +385,5 @@ def summarize(samples: Samples, batch: int, settings: MeasurementSettings, infer
     centre = float(np.median(probes)) if probes else None
     row["host_probe_median_ms"] = centre
     row["host_probe_spread_percent"] = 100.0 * (max(probes) - min(probes)) / centre if len(probes) > 1 else None
+    row["timing_cpus"] = " ".join(map(str, samples.timing_cpus)) or None
     return row

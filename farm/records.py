@@ -307,6 +307,7 @@ class Samples:
     warmup_queries: int = 0
     warmup_ms: float = 0.0
     host_probe_ms: list[float] = dataclasses.field(default_factory=list)  # the host's speed around the repeats (farm.measure)
+    timing_cpus: list[int] = dataclasses.field(default_factory=list)  # the CPU the timing thread was kept on, per repeat
 
     def __len__(self) -> int:
         return len(self.latency_ms)

@@ -3,6 +3,7 @@ its worker, and a fresh one takes the next cell. Real processes, real signals, n
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import signal
@@ -103,6 +104,50 @@ def test_a_cell_that_ran_pytorchs_profiler_leaves_the_next_cell_a_fresh_child(tm
     assert process.spare is None and not process.alive()
 
 
+def test_the_replacement_started_ahead_holds_still_while_the_cell_times(tmp_path: Path) -> None:
+    # A GPU worker starts the next process as the cell starts, beside its build; while the cell's
+    # timed loop runs that process is stopped (it takes no CPU from the loop), and it goes on after.
+    cell = one_cell(tmp_path, '[axes]\nbackends = ["torch"]\n[backends.torch]\ndevice = "cpu"\n'
+                              '[measurement]\nwarmup_ms = 5\nmin_iterations = 3\nmin_duration_ms = 3000\n'
+                              'repeats = 1\nlayer_iterations = 1\n')
+    process = CellProcess(prestart_replacement=True)
+    logs: list[str] = []
+    seen: list[str] = []
+
+    def watch() -> None:  # the spare's state while the cell measures
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not any("measuring" in m for m in logs):
+            time.sleep(0.02)
+        until = time.monotonic() + 2.5  # inside the 3 s timed window
+        while time.monotonic() < until and psutil.STATUS_STOPPED not in seen:
+            spare = process.spare
+            if spare is not None:
+                with contextlib.suppress(psutil.Error):
+                    seen.append(psutil.Process(spare[0].pid).status())
+            time.sleep(0.02)
+
+    try:
+        process.start()
+        profiled = process.pid
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        result = process.run(cell, tmp_path / "cache", logs.append)
+        watcher.join()
+        assert isinstance(result, CellResult) and result.status == "ok" and result.layers, result
+        assert psutil.STATUS_STOPPED in seen, seen  # held while the cell timed
+        replacement = process.pid
+        assert replacement != profiled and gone(profiled) and process.spare is None
+        assert psutil.Process(replacement).status() != psutil.STATUS_STOPPED  # and let go after
+        started = dt.datetime.fromtimestamp(psutil.Process(replacement).create_time(), dt.UTC)
+        assert started <= result.started_at + dt.timedelta(seconds=1)  # started with the cell, not after it
+        (tmp_path / "next").mkdir()
+        again = process.run(one_cell(tmp_path / "next"), tmp_path / "cache", lambda m: None)
+        assert isinstance(again, CellResult) and again.status == "ok" and process.pid == replacement
+    finally:
+        process.stop()
+    assert process.spare is None and not process.alive()
+
+
 def gone(pid: int) -> bool:
     return not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
 
@@ -159,13 +204,13 @@ def test_the_worker_leaves_the_childs_page_tables_alone_while_it_times(tmp_path:
     """While the child times (3 s here) the worker reads its resident size only: a PSS read walks
     the child's page tables under its memory-map lock, which slowed host-bound cells 1.5x on a GPU.
     Before and after the timed window, PSS as before; the memory limit is watched throughout."""
-    from farm.executor import cell_process
+    from farm.executor import process_memory
 
     calls: list[tuple[str, float]] = []
-    full, cheap = cell_process._ProcessTree.memory, cell_process._ProcessTree.memory_while_timing
-    monkeypatch.setattr(cell_process._ProcessTree, "memory",
+    full, cheap = process_memory.ProcessTree.memory, process_memory.ProcessTree.memory_while_timing
+    monkeypatch.setattr(process_memory.ProcessTree, "memory",
                         lambda self, rescan: calls.append(("pss", time.monotonic())) or full(self, rescan))
-    monkeypatch.setattr(cell_process._ProcessTree, "memory_while_timing",
+    monkeypatch.setattr(process_memory.ProcessTree, "memory_while_timing",
                         lambda self: calls.append(("rss", time.monotonic())) or cheap(self))
     cell = one_cell(tmp_path, SLOW)
     process = CellProcess(memory_limit_bytes=64 * 2**30)
@@ -179,7 +224,7 @@ def test_the_worker_leaves_the_childs_page_tables_alone_while_it_times(tmp_path:
     first, last = kinds.index("rss"), len(kinds) - 1 - kinds[::-1].index("rss")
     assert "pss" not in kinds[first:last + 1], kinds  # one window, no PSS read inside it
     assert "pss" in kinds[:first], kinds  # the build, watched as before
-    here = cell_process._ProcessTree(os.getpid())
+    here = process_memory.ProcessTree(os.getpid())
     full_reading = here.memory(rescan=False)
     grown = bytearray(b"\x01") * (256 * 2**20)  # written: resident
     assert here.memory_while_timing() >= full_reading + 200 * 2**20  # growth while timing still counts

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -17,6 +20,7 @@ from farm.measure import (
     latency_stats,
     median_confidence_interval,
     percentile,
+    quickest_cpu,
     run_timed,
     summarize,
 )
@@ -150,6 +154,53 @@ def test_the_hosts_speed_is_taken_around_the_repeats() -> None:
     assert row["host_probe_median_ms"] == pytest.approx(1.05) and row["host_probe_spread_percent"] == pytest.approx(90 / 1.05)
     bare = summarize(synthetic([2.0] * 30, repeats=3, walltime_ms=60.0), batch=1, settings=settings)
     assert bare["host_probe_median_ms"] is None and bare["host_probe_spread_percent"] is None
+
+
+needs_two_cpus = pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                                    reason="keeping a thread on one CPU needs Linux and two CPUs to choose from")
+
+
+@needs_two_cpus
+def test_a_device_cells_repeats_are_timed_on_the_quickest_cpu_and_the_thread_let_go_after() -> None:
+    """Before each repeat of a device cell the timing thread is kept on the CPU of its set where a
+    short loop runs fastest then; the CPU of each repeat is in the row; after the repeats (and after a
+    query that raised) the thread may run anywhere again. A CPU cell's thread is never moved."""
+    allowed = os.sched_getaffinity(0)
+    settings = Measurement(warmup_ms=0, min_iterations=3, min_duration_ms=0, repeats=3)
+    seen: list[set[int]] = []
+    samples = run_timed(lambda: seen.append(os.sched_getaffinity(0)), settings, probe_host=True)
+    assert len(samples.timing_cpus) == 3 and set(samples.timing_cpus) <= allowed
+    assert all(len(cpus) == 1 for cpus in seen[-9:])  # the counted queries: one CPU each
+    assert os.sched_getaffinity(0) == allowed
+    row = summarize(samples, batch=1, settings=settings)
+    assert row["timing_cpus"] == " ".join(map(str, samples.timing_cpus))
+    assert run_timed(lambda: None, settings).timing_cpus == [] and os.sched_getaffinity(0) == allowed
+
+    def fails() -> None:
+        raise RuntimeError("the engine failed mid-loop")
+
+    with pytest.raises(RuntimeError):
+        run_timed(fails, Measurement(warmup_ms=0, min_iterations=3, min_duration_ms=0, repeats=1), probe_host=True)
+    assert os.sched_getaffinity(0) == allowed
+
+
+@needs_two_cpus
+def test_the_quickest_cpu_is_not_one_that_other_processes_keep_busy() -> None:
+    """Two processes spinning on one CPU leave a loop there a third of it: that CPU is not chosen
+    (another process's load on the other CPUs leaves the loop half of one, at worst, under test load)."""
+    allowed = sorted(os.sched_getaffinity(0))
+    busy = allowed[0]
+    spin = f"import os; os.sched_setaffinity(0, {{{busy}}})\nwhile True: pass"
+    spinners = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(2)]
+    try:
+        time.sleep(0.5)  # on their CPU
+        choices = [quickest_cpu(set(allowed)) for _ in range(3)]
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+        os.sched_setaffinity(0, set(allowed))
+    assert choices.count(busy) <= 1, choices  # most of three picks avoid it
 
 
 def test_stable_is_the_latency_cv_within_the_threshold() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -10,6 +11,7 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 ray = pytest.importorskip("ray")
@@ -319,6 +321,42 @@ def _ray_processes() -> set[int]:
     out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
     return {int(line.split()[0]) for line in out.splitlines()[1:]
             if any(k in line for k in ("raylet", "gcs_server", "ray::", "ray/dashboard", "default_worker"))}
+
+
+ROOT = Path(__file__).resolve().parent.parent
+STARTS_RAY = """
+import time
+from farm.executor.ray_farm import RayExecutor
+RayExecutor()._ensure_ray()
+print("up", flush=True)
+time.sleep(60)
+"""
+
+
+def test_the_ray_farm_starts_no_idle_workers_ahead(tmp_path: Path) -> None:
+    """Ray starts an idle task worker per CPU for a new driver (here 2 of them within 10 s): farm
+    runs only actors, so its own Ray starts none, and no idle process wakes beside a timed cell."""
+    driver = subprocess.Popen([sys.executable, "-c", STARTS_RAY], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        assert driver.stdout.readline().strip() == "up"
+        time.sleep(10)  # Ray's idle workers, where it starts them, are up by now
+        idle = [p.pid for p in psutil.Process(driver.pid).children(recursive=True) if _idle_ray_worker(p)]
+        assert psutil.Process(driver.pid).children(recursive=True)  # its Ray is there
+    finally:
+        for child in psutil.Process(driver.pid).children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                child.kill()
+        driver.kill()
+        driver.wait()
+    assert idle == []
+
+
+def _idle_ray_worker(process: psutil.Process) -> bool:
+    try:
+        return "ray::IDLE" in " ".join(process.cmdline())
+    except psutil.Error:
+        return False
 
 
 def test_driver_killed_then_rerun_resumes(tmp_path: Path) -> None:

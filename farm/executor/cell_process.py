@@ -34,6 +34,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection, Pipe
 from pathlib import Path
 
+from farm.executor.process_memory import ProcessTree, kernel_oom_kills
 from farm.layers.memory import format_bytes
 from farm.records import Cell, CellResult
 
@@ -78,11 +79,11 @@ class CellProcess:
         self.memory_limit_bytes = memory_limit_bytes
         self.warm_up = warm_up  # a device kind ('cuda') the child prepares as it starts (farm.cell_runner.warm_up)
         self.timeout_s = timeout_s  # a cell still running after this long is stopped (None: never)
-        # A child that will not outlive its cell (PyTorch's profiler ran in it) gets its replacement
-        # started while it profiles the cell's layers, after its figures are taken: the replacement's
-        # start and warm-up overlap that untimed step instead of delaying the next cell. For GPU
-        # workers, whose profiled work is the GPU's; a CPU worker's profiled layers are CPU time,
-        # which a process starting beside them would take.
+        # GPU workers, whose every cell ends its process (PyTorch's profiler runs in it for the
+        # per-layer rows), start the replacement as each cell starts: its start and warm-up (imports,
+        # CUDA context: 8-10 s on an H200's host) run beside the cell's build, accuracy check and
+        # per-layer run, and it is stopped (SIGSTOP) while the cell times, so no CPU of the timed
+        # loop goes to it. A CPU worker starts it after the result: its cells' work is all CPU time.
         self.prestart_replacement = prestart_replacement
         self.proc: subprocess.Popen | None = None
         self.conn: Connection | None = None
@@ -141,8 +142,15 @@ class CellProcess:
             except RuntimeError:  # the next cell starts one, and says so if it cannot
                 self.spare = None
 
+    def _hold_spare(self, hold: bool) -> None:
+        """Stop (hold) or continue the replacement started ahead, all of its process group."""
+        if self.spare is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.spare[0].pid, signal.SIGSTOP if hold else signal.SIGCONT)
+
     def _take_spare(self) -> None:
         """End the current child; the replacement started ahead takes its place (answering later)."""
+        self._hold_spare(False)
         spare, self.spare = self.spare, None
         self.stop()
         self.proc, self.conn, self.output = spare
@@ -175,12 +183,13 @@ class CellProcess:
         assert self.proc is not None and self.conn is not None
         proc, conn = self.proc, self.conn
         oom_kills = kernel_oom_kills()
-        tree = _ProcessTree(proc.pid)
+        tree = ProcessTree(proc.pid)
         peak = 0
         offset = self._output_offset()
         partial: CellResult | None = None  # the result as it stood before per-layer profiling
         retire = False  # the child ran something that would slow the cells after it (farm.backends.base)
         conn.send((cell, str(cache_dir)))
+        self._start_spare()  # GPU workers: the next process starts beside this cell (held while it times)
         deadline = time.monotonic() + self.timeout_s if self.timeout_s else None
         tick = 0
         timing = False
@@ -193,13 +202,13 @@ class CellProcess:
                         continue
                     if kind == "timing":
                         timing = payload
+                        self._hold_spare(timing)
                         continue
                     if kind == "partial":
                         partial = payload
                         continue
                     if kind == "retire":  # PyTorch's profiler starts: its figures are in
                         retire = True
-                        self._start_spare()
                         continue
                     if retire:  # the next cell gets a fresh process, as it would alone
                         self._take_spare() if self.spare is not None else self.stop()
@@ -279,72 +288,11 @@ def salvaged(partial: CellResult | None, death: CellDeath) -> CellResult | CellD
     return partial
 
 
-def kernel_oom_kills() -> int | None:
-    """How many processes this host's kernel has killed for lack of memory since boot (Linux)."""
-    try:
-        with open("/proc/vmstat") as f:
-            for line in f:
-                if line.startswith("oom_kill "):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
-
-
 def _signal_name(number: int) -> str:
     try:
         return signal.Signals(number).name
     except ValueError:
         return f"signal {number}"
-
-
-class _ProcessTree:
-    """Memory of a process and its descendants (Linux: PSS, so shared pages count once), with the
-    descendants rescanned sparingly."""
-
-    def __init__(self, pid: int) -> None:
-        import psutil
-
-        self.root = psutil.Process(pid)
-        self.children: list = []
-        self.last: dict[int, int] = {}  # pid -> its last full reading
-        self.root_rss = 0  # the root's resident size when it was last read in full
-
-    def memory(self, rescan: bool) -> int:
-        import psutil
-
-        if rescan:
-            try:
-                self.children = self.root.children(recursive=True)
-            except psutil.Error:
-                self.children = []
-        self.last = {}
-        try:
-            self.root_rss = self.root.memory_info().rss
-        except psutil.Error:
-            pass
-        for process in (self.root, *self.children):
-            try:
-                # proportional set size: pages shared between the processes (a fork's, a library's)
-                # count once in all, not once per process as resident sizes would
-                self.last[process.pid] = process.memory_full_info().pss
-            except AttributeError:  # no PSS on this system: resident size, an overcount
-                self.last[process.pid] = process.memory_info().rss
-            except psutil.Error:  # ended between the scan and now
-                pass
-        return sum(self.last.values())
-
-    def memory_while_timing(self) -> int:
-        """The child's last full reading plus what its resident size grew since (an O(1) read that
-        leaves its page tables alone), and its descendants' last full readings."""
-        import psutil
-
-        root = self.last.get(self.root.pid, 0)
-        try:
-            root += max(0, self.root.memory_info().rss - self.root_rss)
-        except psutil.Error:
-            pass
-        return root + sum(v for pid, v in self.last.items() if pid != self.root.pid)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -52,6 +52,10 @@ POLL_S = 0.2
 ACTOR_START_TIMEOUT_S = 300.0  # a GPU actor may wait for its predecessor's GPU to be released
 ACTOR_START_TRIES = 3
 ACCELERATOR_PREFIX = "accelerator_type:"  # Ray's node resource naming the GPU model, e.g. accelerator_type:H100
+# The local Ray farm starts: no idle task workers started ahead for the driver (Ray starts one per
+# CPU, which import Ray and then wake every few seconds: ~16 processes on a 16-core GPU host beside
+# the cell being timed); farm runs only actors, which get workers of their own.
+RAY_SYSTEM_CONFIG = {"prestart_worker_first_driver": False}
 
 
 def use_loopback_only() -> None:
@@ -152,7 +156,7 @@ class RayExecutor:
                 ray.init(address=self.address, logging_level=logging.WARNING, log_to_driver=False)
             else:
                 ray.init(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False,
-                         configure_logging=False)
+                         configure_logging=False, _system_config=RAY_SYSTEM_CONFIG)
         _terminate_like_ctrl_c()
         from ray.util.queue import Queue
 
