@@ -255,6 +255,35 @@ def test_the_child_ends_when_its_worker_is_killed(tmp_path: Path) -> None:
     assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
 
 
+SPARE_OF_A_DOOMED_WORKER = """
+import sys
+from farm.executor.cell_process import CellProcess
+p = CellProcess(prestart_replacement=True)
+p.start()
+p._start_spare()
+p.spare[1].poll(120)  # it answered
+p._hold_spare(True)  # stopped, as while a cell times
+print(p.pid, p.spare[0].pid, p.spare_held, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_held_replacement_ends_when_its_worker_is_killed(tmp_path: Path) -> None:
+    # A stopped process cannot notice that its worker is gone; the kernel ends it (PR_SET_PDEATHSIG).
+    worker = subprocess.Popen([sys.executable, "-c", SPARE_OF_A_DOOMED_WORKER], cwd=ROOT, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    child, spare, held = worker.stdout.readline().split()
+    assert held == "True" and psutil.Process(int(spare)).status() == psutil.STATUS_STOPPED
+    worker.send_signal(signal.SIGKILL)
+    worker.wait()
+    for pid in (int(child), int(spare)):
+        try:
+            psutil.Process(pid).wait(timeout=60)
+        except psutil.NoSuchProcess:
+            pass
+        assert gone(pid)
+
+
 def test_a_cell_past_its_timeout_is_stopped_without_a_retry(tmp_path: Path) -> None:
     cell = one_cell(tmp_path, SLOW)  # measures for 3 s at least
     process = CellProcess(timeout_s=1.0)

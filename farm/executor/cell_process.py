@@ -90,6 +90,7 @@ class CellProcess:
         self.output = None  # the file the child's stdout and stderr go to
         self.ready = False  # the child has answered
         self.spare: tuple | None = None  # (proc, conn, output) of a replacement started ahead
+        self.spare_held = False  # that replacement is stopped (SIGSTOP) while a cell times
 
     @property
     def pid(self) -> int | None:
@@ -141,12 +142,18 @@ class CellProcess:
                 self.spare = self._spawn()
             except RuntimeError:  # the next cell starts one, and says so if it cannot
                 self.spare = None
+            self.spare_held = False
 
     def _hold_spare(self, hold: bool) -> None:
-        """Stop (hold) or continue the replacement started ahead, all of its process group."""
-        if self.spare is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.spare[0].pid, signal.SIGSTOP if hold else signal.SIGCONT)
+        """Stop (hold) or continue the replacement started ahead, all of its process group. Held only
+        once it has answered: from then on the kernel kills it with its worker even while it is
+        stopped (child_main), which its own watch on the worker could not do; until then it is
+        tried again on each tick."""
+        if self.spare is None or hold == self.spare_held or (hold and not self.spare[1].poll()):
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.spare[0].pid, signal.SIGSTOP if hold else signal.SIGCONT)
+        self.spare_held = hold
 
     def _take_spare(self) -> None:
         """End the current child; the replacement started ahead takes its place (answering later)."""
@@ -166,6 +173,7 @@ class CellProcess:
             if output is not None:
                 output.close()
         self.proc, self.conn, self.output, self.spare, self.ready = None, None, None, None, False
+        self.spare_held = False
 
     def _output_since(self, offset: int) -> str | None:
         """The last TAIL_LINES lines the child printed after `offset` (None: nothing)."""
@@ -220,6 +228,8 @@ class CellProcess:
                 tail = self._output_since(offset)
                 return salvaged(partial, self._died(code, oom_kills, peak, tail))
             tick += 1
+            if timing:
+                self._hold_spare(True)  # a replacement that had not yet answered when the loop began
             rss = tree.memory_while_timing() if timing else tree.memory(rescan=tick % CHILDREN_EVERY == 0)
             peak = max(peak, rss)
             if deadline is not None and time.monotonic() > deadline:
@@ -324,10 +334,22 @@ def _watch_parent(parent: int) -> None:
                 os._exit(1)
 
 
+def _die_with_parent() -> None:
+    """Linux: the kernel SIGKILLs this process when its worker dies (PR_SET_PDEATHSIG), even while
+    it is stopped, as a replacement started ahead is while a cell times; _watch_parent covers the
+    rest (its process group, other systems)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+
+
 def child_main(fd: int, parent: int, warm_up_kind: str = "") -> None:
     from farm.backends.base import when_torch_profiler_starts
     from farm.cell_runner import run_cell, warm_up
 
+    _die_with_parent()  # before "ready": the worker holds (stops) a replacement only once it answered
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True, name="watch-parent").start()
     conn = Connection(fd)
     when_torch_profiler_starts(lambda: conn.send(("retire", "PyTorch's profiler ran here")))
