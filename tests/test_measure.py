@@ -190,10 +190,11 @@ def test_the_quickest_cpu_is_not_one_that_other_processes_keep_busy() -> None:
     (another process's load on the other CPUs leaves the loop half of one, at worst, under test load)."""
     allowed = sorted(os.sched_getaffinity(0))
     busy = allowed[0]
-    spin = f"import os; os.sched_setaffinity(0, {{{busy}}})\nwhile True: pass"
-    spinners = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(2)]
+    spin = f"import os; os.sched_setaffinity(0, {{{busy}}}); print('on', flush=True)\nwhile True: pass"
+    spinners = [subprocess.Popen([sys.executable, "-c", spin], stdout=subprocess.PIPE, text=True) for _ in range(2)]
     try:
-        time.sleep(0.5)  # on their CPU
+        for spinner in spinners:
+            assert spinner.stdout.readline().strip() == "on"  # on their CPU now
         choices = [quickest_cpu(set(allowed)) for _ in range(3)]
     finally:
         for spinner in spinners:

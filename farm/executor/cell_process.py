@@ -80,10 +80,11 @@ class CellProcess:
         self.warm_up = warm_up  # a device kind ('cuda') the child prepares as it starts (farm.cell_runner.warm_up)
         self.timeout_s = timeout_s  # a cell still running after this long is stopped (None: never)
         # GPU workers, whose every cell ends its process (PyTorch's profiler runs in it for the
-        # per-layer rows), start the replacement as each cell starts: its start and warm-up (imports,
-        # CUDA context: 8-10 s on an H200's host) run beside the cell's build, accuracy check and
-        # per-layer run, and it is stopped (SIGSTOP) while the cell times, so no CPU of the timed
-        # loop goes to it. A CPU worker starts it after the result: its cells' work is all CPU time.
+        # per-layer rows), start the replacement as each cell sets to work (its first progress line;
+        # skipped and unsupported cells have none): its start and warm-up (imports, CUDA context:
+        # 8-10 s on an H200's host) run beside the cell's build, accuracy check and per-layer run,
+        # and it is stopped (SIGSTOP) while the cell times, so no CPU of the timed loop goes to it.
+        # A CPU worker starts it after the result: its cells' work is all CPU time.
         self.prestart_replacement = prestart_replacement
         self.proc: subprocess.Popen | None = None
         self.conn: Connection | None = None
@@ -197,7 +198,6 @@ class CellProcess:
         partial: CellResult | None = None  # the result as it stood before per-layer profiling
         retire = False  # the child ran something that would slow the cells after it (farm.backends.base)
         conn.send((cell, str(cache_dir)))
-        self._start_spare()  # GPU workers: the next process starts beside this cell (held while it times)
         deadline = time.monotonic() + self.timeout_s if self.timeout_s else None
         tick = 0
         timing = False
@@ -205,7 +205,8 @@ class CellProcess:
             try:
                 if conn.poll(POLL_S):
                     kind, payload = conn.recv()
-                    if kind == "log":
+                    if kind == "log":  # the cell is at work (a skipped cell says nothing): on a GPU
+                        self._start_spare()  # worker the next process starts beside it, held while it times
                         log(payload)
                         continue
                     if kind == "timing":

@@ -51,13 +51,10 @@ def to_fp16(model_path: Path, output: Path, keep_io_types: bool, inputs, shapes,
         _inputs_read_in_subgraphs(model)
     _explicit_fill_values(model)
     before = census(model)
-    out_of_range = _weights_out_of_range(model)
-    unchecked = ""
-    try:
-        out_of_range |= _activations_out_of_range(model, inputs, shapes, seed)
-    except Exception as exc:  # noqa: BLE001 - e.g. beyond 2 GB, or a model ORT cannot run: the measurement says so later
-        unchecked = f"; activation ranges not checked (running the fp32 model: {short_error(exc)})"
-    integer = _integer_arithmetic(model)
+    typed = _with_types(model)  # once: the activation range and integer checks both read its types
+    activations, unchecked = _checked_activations(model, typed, inputs, shapes, seed)
+    out_of_range = _weights_out_of_range(model) | activations
+    integer = _integer_arithmetic(model, typed or model)
     out_of_range -= integer  # counted once, as integer arithmetic
     blocked_ops = sorted(set(float16.DEFAULT_OP_BLOCK_LIST) | set(SENSITIVE_OPS) | set(FP32_ONLY_OPS))
     kept_nodes = out_of_range | integer
@@ -237,7 +234,27 @@ def _weights_out_of_range(model) -> set[str]:
     return blocked
 
 
-def _integer_arithmetic(model) -> set[str]:
+def _with_types(model):
+    """The model with the types ONNX's shape inference gives its values, or None where it fails."""
+    import onnx
+
+    try:
+        return onnx.shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001 - e.g. beyond 2 GB: the checks that read types say what they could not do
+        return None
+
+
+def _checked_activations(model, typed, inputs, shapes, seed: int) -> tuple[set[str], str]:
+    """_activations_out_of_range, or nothing and the summary's note of why it was not checked."""
+    try:
+        if typed is None:
+            raise ValueError("ONNX shape inference failed on the model")
+        return _activations_out_of_range(model, typed, inputs, shapes, seed), ""
+    except Exception as exc:  # noqa: BLE001 - e.g. beyond 2 GB, or a model ORT cannot run: the measurement says so later
+        return set(), f"; activation ranges not checked (running the fp32 model: {short_error(exc)})"
+
+
+def _integer_arithmetic(model, typed) -> set[str]:
     """Nodes kept fp32 because they hold integers fp16 cannot: a float cast to an integer with the
     arithmetic that makes it (a dynamically quantized model's bias, Div(bias, input scale x weight
     scale) -> Floor -> Cast(int32), whose quotient leaves fp16's range for some inputs), and a wide
@@ -245,19 +262,16 @@ def _integer_arithmetic(model) -> set[str]:
     MatMulInteger, up to 2^31, dequantized). Converted, ONNX Runtime CUDA gave a quantized OCR
     model's output as the same saturated values for every input; ONNX Runtime's CPU EP runs such
     fp16 arithmetic in fp32 kernels and hides it."""
-    import onnx
     from onnx import TensorProto
 
     integers = {TensorProto.INT8, TensorProto.INT16, TensorProto.INT32, TensorProto.INT64,
                 TensorProto.UINT8, TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64}
     wide = {TensorProto.INT32, TensorProto.INT64, TensorProto.UINT32, TensorProto.UINT64}
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model)
-    except Exception:  # noqa: BLE001 - without types only the casts to integers are found
-        inferred = model
-    types = {v.name: v.type.tensor_type.elem_type for graph, _ in graphs(inferred.graph)
+    # `typed`: the model with its inferred types (_with_types), else the model (then only the casts
+    # to integers are found)
+    types = {v.name: v.type.tensor_type.elem_type for graph, _ in graphs(typed.graph)
              for v in [*graph.input, *graph.value_info, *graph.output]}
-    types |= {t.name: t.data_type for graph, _ in graphs(inferred.graph) for t in graph.initializer}
+    types |= {t.name: t.data_type for graph, _ in graphs(typed.graph) for t in graph.initializer}
     consumers = _consumers(model)
     blocked: set[str] = set()
     for graph, _ in graphs(model.graph):
@@ -280,16 +294,16 @@ def _integer_arithmetic(model) -> set[str]:
     return blocked
 
 
-def _activations_out_of_range(model, inputs, shapes, seed: int) -> set[str]:
+def _activations_out_of_range(model, inferred, inputs, shapes, seed: int) -> set[str]:
     """Nodes of the main graph that make or read a float activation beyond fp16's range on the
-    cell's seeded inputs (what ModelOpt's AutoCast calls its data-max rule)."""
+    cell's seeded inputs (what ModelOpt's AutoCast calls its data-max rule); `inferred`: the model
+    with its inferred types (_with_types)."""
     import onnx
     import onnxruntime as ort
     from onnx import TensorProto
 
     from farm.models import make_feeds
 
-    inferred = onnx.shape_inference.infer_shapes(model)
     floats = {v.name: v for v in inferred.graph.value_info if v.type.tensor_type.elem_type == TensorProto.FLOAT}
     probe = onnx.ModelProto()
     probe.CopyFrom(inferred)
