@@ -77,12 +77,11 @@ def run_timed(query: QueryFn, settings: MeasurementSettings, window: TimedWindow
         return host_probe_ms()
 
     try:
-        timed = _timed_repeats(query, settings, window, before_repeat)
-        probes = [*timed.pop(), host_probe_ms() if probe_host else None]  # and the host's speed after the last
+        starts, ends, phases, repeat_of, walltime, probes = _timed_repeats(query, settings, window, before_repeat)
+        probes.append(host_probe_ms() if probe_host else None)  # and the host's speed after the last
     finally:
         if allowed:
             os.sched_setaffinity(0, allowed)
-    starts, ends, phases, repeat_of, walltime = timed
     start_arr = np.asarray(starts)
     host_ms = (np.asarray(ends) - start_arr) * 1e3
     samples = Samples(
@@ -104,8 +103,8 @@ def run_timed(query: QueryFn, settings: MeasurementSettings, window: TimedWindow
 
 
 def _timed_repeats(query: QueryFn, settings: MeasurementSettings, window: TimedWindow | None,
-                   before_repeat: Callable[[], float | None]) -> list:
-    """The counted repeats: [starts, ends, phases, repeat of each query, walltime (s), probes]."""
+                   before_repeat: Callable[[], float | None]) -> tuple:
+    """The counted repeats: starts, ends, phases, repeat of each query, walltime (s), probes."""
     clock = time.perf_counter
     starts: list[float] = []
     ends: list[float] = []
@@ -135,7 +134,7 @@ def _timed_repeats(query: QueryFn, settings: MeasurementSettings, window: TimedW
         walltime += ends[-1] - starts[-count]
     if window is not None:
         window.stop()
-    return [starts, ends, phases, repeat_of, walltime, probes]
+    return starts, ends, phases, repeat_of, walltime, probes
 
 
 def _warm_up(query: QueryFn, duration_ms: float) -> tuple[int, float]:
