@@ -33,6 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 # 18 ResNet-50 cells measured on an H200 (fp16/bf16 x b1/32/128 x eager/compile/CUDA graphs), seconds
 ISSUE_16 = {f"{p} b{b} {mode}": base * scale for p in ("fp16", "bf16")
@@ -150,6 +151,7 @@ def main() -> None:
     parser.add_argument("--scratch", type=Path, help="real: where the warehouses go (default: a temporary folder)")
     parser.add_argument("--quick", action="store_true", help="18 recorded ResNet-50 cells, simulated")
     parser.add_argument("--cold", action="store_true", help="real: clear torch.compile's caches before each count")
+    parser.add_argument("--csv", type=Path, help="real: each cell's figure at every count against 1 GPU, as CSV")
     args = parser.parse_args()
     counts = [int(n) for n in args.gpus.split(",")]
     if args.quick or args.simulate:
@@ -170,6 +172,62 @@ def main() -> None:
         kept.write_text(json.dumps(figures))
     table(f"real sweeps of {args.sweep} (warehouses under {scratch}; seconds before the first cell, "
           "of the cell phase, after the last)", figures)
+    rows = per_cell(scratch, sorted(figures))
+    if rows and args.csv:
+        write_csv(rows, args.csv)
+
+
+def per_cell(scratch: Path, counts: list[int]) -> list[dict]:
+    """Each ok cell's median latency at every count against its figure on 1 GPU (the target: within
+    5 %), printed; the rows, for --csv."""
+    import statistics
+
+    from isolation import ok_cells
+
+    if 1 not in counts or len(counts) < 2:
+        return []
+    figures = {n: {c["cell_id"]: c for c in ok_cells(scratch / f"gpus{n}")} for n in counts}
+    rows = []
+    for cell_id, one in figures[1].items():
+        row = {"cell": cell_id[:8], "precision": one["precision"], "batch": one["batch"],
+               "options": one["options"], "gpus1_ms": one["latency_median_ms"]}
+        for n in counts[1:]:
+            other = figures[n].get(cell_id)
+            row[f"gpus{n}_ms"] = other["latency_median_ms"] if other else None
+            row[f"gpus{n}_over_1"] = (other["latency_median_ms"] / one["latency_median_ms"]
+                                      if other and one["latency_median_ms"] else None)
+        rows.append(row)
+    for n in counts[1:]:
+        ratios = [r[f"gpus{n}_over_1"] for r in rows if r[f"gpus{n}_over_1"] is not None]
+        if not ratios:
+            continue
+        worst = max(ratios, key=lambda v: abs(v - 1))
+        print(f"\n{n} GPUs against 1, per cell (median latency): {len(ratios)} cells, median ratio "
+              f"{statistics.median(ratios):.3f}, worst {worst:.3f}, within 5 %: "
+              f"{sum(abs(v - 1) <= 0.05 for v in ratios)} (target: all)")
+        for r in sorted(rows, key=lambda r: -abs((r[f"gpus{n}_over_1"] or 1) - 1))[:12]:
+            if r[f"gpus{n}_over_1"] is not None:
+                variant = json.loads(r["options"] or "{}").get("mode", "")
+                print(f"  {r['cell']} {r['precision']:<5} b{r['batch']:<4} {variant:<11} "
+                      f"{r['gpus1_ms']:>9.3f} ms -> {r[f'gpus{n}_ms']:>9.3f} ms  {r[f'gpus{n}_over_1']:.3f}")
+    return rows
+
+
+def write_csv(rows: list[dict], path: Path) -> None:
+    """The per-cell rows as CSV, with the machine and farm's commit on a comment line above."""
+    import csv
+    import io
+
+    from isolation import machine
+
+    buffer = io.StringIO()
+    buffer.write(f"# {machine()}\n")
+    writer = csv.DictWriter(buffer, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(buffer.getvalue())
+    print(f"per-cell figures written to {path}")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from farm.cpus import loop_ms, pinnable_cpus, quickest_cpu
 from farm.records import MeasurementSettings, PhaseTimes, QueryFn, Samples
 
 PERCENTILES = (90, 95, 99)
@@ -34,9 +35,6 @@ MIN_TAIL_SAMPLES = 10
 HOST_PROBE_LOOP = 20_000
 HOST_PROBE_RUNS = 9
 HOST_PROBE_PAUSE_S = 0.005
-# quickest_cpu: a quarter of the probe's loop, the fastest of 3 runs on each CPU (~1 ms a CPU)
-QUICKEST_CPU_LOOP = HOST_PROBE_LOOP // 4
-QUICKEST_CPU_RUNS = 3
 # `stable` also asks that the repeats agree: (slowest - fastest repeat median) / median at most
 # this, by default (the sweep file's `measurement.max_repeat_spread_percent`).
 MAX_REPEAT_SPREAD_PERCENT = MeasurementSettings.max_repeat_spread_percent
@@ -66,7 +64,8 @@ def run_timed(query: QueryFn, settings: MeasurementSettings, window: TimedWindow
     (quickest_cpu), and the host's speed is taken there before each repeat and after the last.
     """
     warmup_queries, warmup_ms = _warm_up(query, settings.warmup_ms)
-    allowed = _pinnable_cpus() if probe_host else set()
+    allowed = pinnable_cpus() if probe_host else set()
+    own_cpus = os.sched_getaffinity(0) if allowed else set()
     cpus: list[int] = []
 
     def before_repeat() -> float | None:
@@ -81,7 +80,7 @@ def run_timed(query: QueryFn, settings: MeasurementSettings, window: TimedWindow
         probes.append(host_probe_ms() if probe_host else None)  # and the host's speed after the last
     finally:
         if allowed:
-            os.sched_setaffinity(0, allowed)
+            os.sched_setaffinity(0, own_cpus)
     start_arr = np.asarray(starts)
     host_ms = (np.asarray(ends) - start_arr) * 1e3
     samples = Samples(
@@ -155,41 +154,7 @@ def host_probe_ms() -> float:
     """The host's speed now: the fastest (ms) of HOST_PROBE_RUNS runs of a fixed pure-Python loop,
     after a pause of HOST_PROBE_PAUSE_S (preemption only slows a run: the fastest is the host's)."""
     time.sleep(HOST_PROBE_PAUSE_S)
-    return min(_loop_ms(HOST_PROBE_LOOP) for _ in range(HOST_PROBE_RUNS))
-
-
-def _pinnable_cpus() -> set[int]:
-    """The CPUs this thread may run on, where there is a choice and the platform lets a thread be
-    kept on one (Linux); else none."""
-    if not hasattr(os, "sched_setaffinity"):
-        return set()
-    allowed = os.sched_getaffinity(0)
-    return allowed if len(allowed) > 1 else set()
-
-
-def quickest_cpu(cpus: set[int]) -> int:
-    """Keep the calling thread on the CPU of `cpus` where a short fixed loop runs fastest now, and
-    return it. A virtual machine's vCPUs change speed one by one (an H200 host's: 1.0 or 1.6-1.8 ms
-    for HOST_PROBE_LOOP, in spells of 0.5-9 s, about a third of the time slow, each vCPU on its own),
-    so a host-bound query timed on a vCPU in a slow spell is that much slower; the thread moves only
-    here, between repeats, never inside one."""
-    best, best_ms = min(cpus), math.inf
-    for cpu in sorted(cpus):
-        os.sched_setaffinity(0, {cpu})
-        ms = min(_loop_ms(QUICKEST_CPU_LOOP) for _ in range(QUICKEST_CPU_RUNS))
-        if ms < best_ms:
-            best, best_ms = cpu, ms
-    os.sched_setaffinity(0, {best})
-    return best
-
-
-def _loop_ms(iterations: int) -> float:
-    clock = time.perf_counter
-    begin = clock()
-    total = 0
-    for i in range(iterations):
-        total += i * i
-    return (clock() - begin) * 1e3
+    return min(loop_ms(HOST_PROBE_LOOP) for _ in range(HOST_PROBE_RUNS))
 
 
 def _attach_phases(samples: Samples, phases: list[PhaseTimes | None]) -> None:

@@ -10,6 +10,7 @@ import pytest
 from scipy import stats
 
 from farm.config import Measurement
+from farm.cpus import TIMING_CPUS_VARIABLE
 from farm.measure import (
     MAX_REPEAT_SPREAD_PERCENT,
     SAMPLE_INTERVAL_METHOD,
@@ -18,7 +19,6 @@ from farm.measure import (
     latency_stats,
     median_confidence_interval,
     percentile,
-    quickest_cpu,
     run_timed,
     summarize,
 )
@@ -183,26 +183,17 @@ def test_a_device_cells_repeats_are_timed_on_the_quickest_cpu_and_the_thread_let
 
 
 @needs_two_cpus
-def test_the_quickest_cpu_is_the_one_where_the_loop_ran_fastest(monkeypatch) -> None:
-    """A vCPU in a slow spell (its loop 1.6x slower, as on a GPU host's hypervisor) is not chosen:
-    the thread really moves to each CPU to time it, and stays on the quickest. A slow spell cannot be
-    made on demand, so the loop's time is read from the CPU the thread is on: slow on the first."""
-    import farm.measure
-
-    allowed = set(os.sched_getaffinity(0))
-    slow = min(allowed)
-
-    def loop_ms(iterations: int) -> float:
-        here = os.sched_getaffinity(0)
-        assert len(here) == 1  # timed on one CPU at a time
-        return 1.6 if here == {slow} else 1.0
-
-    monkeypatch.setattr(farm.measure, "_loop_ms", loop_ms)
-    try:
-        chosen = quickest_cpu(allowed)
-        assert chosen != slow and os.sched_getaffinity(0) == {chosen}
-    finally:
-        os.sched_setaffinity(0, allowed)
+def test_a_workers_timed_loops_keep_to_its_own_timing_cpus(monkeypatch) -> None:
+    """Where the node's cores are split (farm.cpus), the timing thread is kept on the worker's own
+    timing CPUs only, and given back every CPU of its process after the repeats, not just those."""
+    allowed = os.sched_getaffinity(0)
+    own = max(allowed)
+    monkeypatch.setenv(TIMING_CPUS_VARIABLE, str(own))
+    seen: list[set[int]] = []
+    settings = Measurement(warmup_ms=0, min_iterations=3, min_duration_ms=0, repeats=2)
+    samples = run_timed(lambda: seen.append(os.sched_getaffinity(0)), settings, probe_host=True)
+    assert samples.timing_cpus == [own, own] and all(cpus == {own} for cpus in seen[-6:])
+    assert os.sched_getaffinity(0) == allowed
 
 
 def test_stable_is_the_latency_cv_within_the_threshold() -> None:

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from farm.cpus import TIMING_CPUS_VARIABLE, cpu_list, timing_and_shared_cores
 from farm.executor import MemoryLimit
 from farm.executor.cell_process import CellDeath, CellProcess
 from farm.files import write_atomic
@@ -51,7 +52,8 @@ class CellWorker:
             "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
             "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
             "cpu_cores": self.cores,
-            "cpu_set": _ranges(self.core_set),
+            "cpu_set": cpu_list(self.core_set),
+            "timing_cpus": os.environ.get(TIMING_CPUS_VARIABLE),
             "omp_threads": os.environ.get("OMP_NUM_THREADS"),
             "memory_limit_bytes": self.memory_limit_bytes,
         }
@@ -90,41 +92,41 @@ class CellWorker:
 
 
 def _take_cores(index: int, workers: int) -> list[int]:
-    """Keep this worker to its share of the node's cores, and size CPU thread pools to it, before
-    any engine is imported. Worker `index` of `workers` on the node gets the index-th of as many
-    contiguous slices of the cores this process may use (all of them for a node's one worker).
+    """Split the node's cores between its `workers` workers before any engine is imported, and size
+    CPU thread pools to what this one (worker `index`) may use; returns its cores.
 
-    Why split: on 4 H200s of one host (64 cores), cells measured with three other GPUs' cells
-    running beside them were slower wherever the host sets the pace (ResNet-50 fp16 b1 compile
-    2.42 -> 7.03 ms, b32 eager +16-20 %) than the same cells on one GPU alone, mostly while
-    another GPU's torch.compile filled every core with its compile workers. A measurement must
-    not depend on what its neighbours do; compiles get fewer threads in exchange.
+    Each of several workers gets a few timing cores of its own (whole physical cores, siblings
+    included), where its cells' timed loops run (farm.measure keeps the timing thread there, through
+    TIMING_CPUS_VARIABLE); the rest of the node's cores are shared by every worker, for what is not
+    timed: torch.compile's and engine builds' workers, imports, layer profiling, accuracy runs. So one
+    GPU's compile cannot slow another GPU's measurement, and a compile running alone has most of
+    the host. FARM_CORE_SPLIT=slices gives each worker a contiguous slice of its own instead (the
+    split measured against this one in docs/running.md).
+
+    Why split at all: on 4 H200s of one host (64 cores), cells measured while another GPU's
+    torch.compile filled every core were slower wherever the host sets the pace (ResNet-50 fp16 b1
+    compile 2.42 -> 7.03 ms, b32 eager +16-20 %) than the same cells on one GPU alone.
     Ray sets OMP_NUM_THREADS=1 in actors that reserve no CPUs, which would make CPU-side PyTorch
-    single-threaded: the pools are sized to the share instead.
+    single-threaded: the pools are sized to the cores instead.
     """
+    os.environ.pop(TIMING_CPUS_VARIABLE, None)
     try:
         cores = sorted(os.sched_getaffinity(0))
     except AttributeError:  # not Linux: no affinity to set; every core
         cores = list(range(os.cpu_count() or 1))
         workers = 1
     if workers > 1 and len(cores) >= workers:
-        size = len(cores) / workers
-        cores = cores[round(index * size):round((index + 1) * size)]
+        if os.environ.get("FARM_CORE_SPLIT") == "slices":
+            size = len(cores) / workers
+            cores = cores[round(index * size):round((index + 1) * size)]
+        else:
+            timing, shared = timing_and_shared_cores(cores, index, workers)
+            os.environ[TIMING_CPUS_VARIABLE] = cpu_list(timing)
+            cores = sorted(timing + shared)
         os.sched_setaffinity(0, cores)
     for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TORCHINDUCTOR_COMPILE_THREADS"):
         os.environ[variable] = str(len(cores))
     return cores
-
-
-def _ranges(cores: list[int]) -> str:
-    """[0, 1, 2, 3, 8] -> '0-3,8' (as taskset and /proc print CPU lists)."""
-    runs: list[list[int]] = []
-    for core in sorted(cores):
-        if runs and runs[-1][1] == core - 1:
-            runs[-1][1] = core
-        else:
-            runs.append([core, core])
-    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def with_local_model(cell: Cell, cache_dir: Path, model_ref: list) -> Cell:
