@@ -66,6 +66,19 @@ def pinnable_cpus() -> set[int]:
     return candidates if len(candidates) > 1 or candidates != allowed else set()
 
 
+def untimed_cpus() -> set[int]:
+    """This process's CPUs other than its worker's timing CPUs (TIMING_CPUS_VARIABLE): where a
+    worker's untimed work (a replacement process warming up) goes while its cell is timed; empty
+    where no timing CPUs are set, or nothing else is left."""
+    if not hasattr(os, "sched_getaffinity"):
+        return set()
+    try:
+        timing = parse_cpu_list(os.environ.get(TIMING_CPUS_VARIABLE, ""))
+    except ValueError:
+        return set()
+    return os.sched_getaffinity(0) - timing if timing else set()
+
+
 def parse_cpu_list(text: str) -> set[int]:
     """'0-3,8' -> {0, 1, 2, 3, 8} (CPU lists as Linux's /sys and taskset write them)."""
     cpus: set[int] = set()

@@ -16,6 +16,7 @@ import psutil
 import pytest
 
 from farm.config import load_config
+from farm.cpus import TIMING_CPUS_VARIABLE
 from farm.executor.cell_process import CellDeath, CellProcess
 from farm.plan import plan_sweep
 from farm.records import CellResult
@@ -70,12 +71,13 @@ def test_a_cell_runs_in_the_child_and_the_child_is_reused(tmp_path: Path) -> Non
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
 
 
-def test_a_cell_that_ran_pytorchs_profiler_leaves_the_next_cell_a_fresh_child(tmp_path: Path) -> None:
+def test_a_cell_that_ran_pytorchs_profiler_leaves_the_next_cell_a_fresh_child(tmp_path: Path, monkeypatch) -> None:
     # PyTorch's profiler slows its process for good (benchmarks/carryover.py): the child that ran it
     # (per-layer rows of a PyTorch cell) is ended once its result is in; ONNX Runtime CPU keeps it.
     # With prestart_replacement (GPU workers) the next child is started as the cell sets to work,
     # is stopped while the cell's timed loop runs (it takes no CPU from it) and goes on after, and
-    # the next cell runs in it.
+    # the next cell runs in it. Where the worker has timing CPUs of its own (farm.cpus), the
+    # replacement starts on its other CPUs and gets them all back when it takes over.
     measurement = ('[axes]\nbackends = ["torch"]\n[backends.torch]\ndevice = "cpu"\n[measurement]\nwarmup_ms = 5\n'
                    'min_iterations = 3\nrepeats = 1\nlayer_iterations = 1\n')
     process = CellProcess()
@@ -88,6 +90,9 @@ def test_a_cell_that_ran_pytorchs_profiler_leaves_the_next_cell_a_fresh_child(tm
         assert not process.alive() and gone(profiled)
 
         process.prestart_replacement = True
+        allowed = os.sched_getaffinity(0)
+        timing = {max(allowed)} if len(allowed) > 1 else set()
+        monkeypatch.setenv(TIMING_CPUS_VARIABLE, ",".join(map(str, timing)))
         process.start()
         profiled = process.pid
         logs: list[str] = []
@@ -104,6 +109,9 @@ def test_a_cell_that_ran_pytorchs_profiler_leaves_the_next_cell_a_fresh_child(tm
         assert psutil.STATUS_STOPPED in seen[1:], seen  # held while the cell timed
         assert psutil.Process(replacement).status() != psutil.STATUS_STOPPED  # and let go after
         assert psutil.Process(replacement).create_time() < seen[0]  # started before the timed loop
+        spare_cpus = [cpus for cpus in seen[1:] if isinstance(cpus, set)]
+        assert spare_cpus and all(cpus == (allowed - timing if timing else allowed) for cpus in spare_cpus), spare_cpus
+        assert os.sched_getaffinity(replacement) == allowed
         (tmp_path / "ort").mkdir()
         again = process.run(one_cell(tmp_path / "ort"), tmp_path / "cache", lambda m: None)
         assert isinstance(again, CellResult) and again.status == "ok" and process.pid == replacement
@@ -112,9 +120,24 @@ def test_a_cell_that_ran_pytorchs_profiler_leaves_the_next_cell_a_fresh_child(tm
     assert process.spare is None and not process.alive()
 
 
+def test_a_gpu_workers_process_answers_once_it_is_warm(tmp_path: Path) -> None:
+    """A GPU worker's process says it is ready only after its warm-up (PyTorch imported), so that a
+    replacement started ahead is never held half-warm, leaving its imports for after the cell."""
+    process = CellProcess(warm_up="cuda")
+    try:
+        process.start()
+        maps = Path(f"/proc/{process.pid}/maps")
+        if maps.exists():
+            assert "libtorch" in maps.read_text()
+        result = process.run(one_cell(tmp_path), tmp_path / "cache", lambda m: None)
+        assert isinstance(result, CellResult) and result.status == "ok"
+    finally:
+        process.stop()
+
+
 def watch_the_spare(process: CellProcess, logs: list[str], seen: list) -> None:
-    """Once the cell says it is measuring: the time then, and the replacement's states over 2.5 s
-    of its 3 s timed loop (until one is `stopped`)."""
+    """Once the cell says it is measuring: the time then, and the replacement's states and CPUs
+    over 2.5 s of its 3 s timed loop (until one is `stopped`)."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not any("measuring" in m for m in logs):
         time.sleep(0.02)
@@ -123,8 +146,9 @@ def watch_the_spare(process: CellProcess, logs: list[str], seen: list) -> None:
     while time.monotonic() < until and psutil.STATUS_STOPPED not in seen:
         spare = process.spare
         if spare is not None:
-            with contextlib.suppress(psutil.Error):
+            with contextlib.suppress(psutil.Error, OSError):
                 seen.append(psutil.Process(spare[0].pid).status())
+                seen.append(os.sched_getaffinity(spare[0].pid))
         time.sleep(0.02)
 
 

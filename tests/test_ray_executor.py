@@ -93,6 +93,10 @@ def test_one_actor_per_gpu_each_sees_only_its_gpu(ray_two_gpus, tmp_path: Path) 
     assert sorted(c for share in shares for c in share) == host and all(shares)
     assert all(w["omp_threads"] == str(len(_cpu_list(w["cpu_set"]))) for w in executor.workers)
     assert [_cpu_list(w["cpu_set"]) for w in executor.workers if w["kind"] == "cpu"] == [host]
+    # each GPU worker times on CPUs of its own (farm.cpus), within its set; the CPU worker has none
+    assert all(set(_cpu_list(w["timing_cpus"])) <= set(_cpu_list(w["cpu_set"])) for w in gpu_workers)
+    assert not set(_cpu_list(gpu_workers[0]["timing_cpus"])) & set(_cpu_list(gpu_workers[1]["timing_cpus"]))
+    assert [w["timing_cpus"] for w in executor.workers if w["kind"] == "cpu"] == [None]
     used = {recorder.results[c].worker["pid"] for c in cuda}
     assert used == {w["pid"] for w in gpu_workers}  # both GPU actors ran cells
     # no GPU here: PyTorch says so, and the cell is skipped, not crashed

@@ -34,6 +34,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection, Pipe
 from pathlib import Path
 
+from farm.cpus import untimed_cpus
 from farm.executor.process_memory import ProcessTree, kernel_oom_kills
 from farm.layers.memory import format_bytes
 from farm.records import Cell, CellResult
@@ -144,6 +145,10 @@ class CellProcess:
             except RuntimeError:  # the next cell starts one, and says so if it cannot
                 self.spare = None
             self.spare_held = False
+            untimed = untimed_cpus()
+            if self.spare is not None and untimed:  # its warm-up stays off the cores the cell is timed on
+                with contextlib.suppress(OSError):
+                    os.sched_setaffinity(self.spare[0].pid, untimed)
 
     def _hold_spare(self, hold: bool) -> None:
         """Stop (hold) or continue the replacement started ahead, all of its process group. Held only
@@ -162,6 +167,8 @@ class CellProcess:
         spare, self.spare = self.spare, None
         self.stop()
         self.proc, self.conn, self.output = spare
+        with contextlib.suppress(OSError, AttributeError):  # its main thread (which runs the cells) may use them all again
+            os.sched_setaffinity(self.proc.pid, os.sched_getaffinity(0))
         self.ready = False
 
     def stop(self) -> None:
@@ -354,9 +361,9 @@ def child_main(fd: int, parent: int, warm_up_kind: str = "") -> None:
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True, name="watch-parent").start()
     conn = Connection(fd)
     when_torch_profiler_starts(lambda: conn.send(("retire", "PyTorch's profiler ran here")))
-    conn.send(("ready", os.getpid()))
-    if warm_up_kind:  # after "ready": the worker is not kept waiting; a cell sent meanwhile waits in the pipe
+    if warm_up_kind:  # before "ready": a replacement started ahead is held (stopped) only once it is warm
         warm_up(warm_up_kind)
+    conn.send(("ready", os.getpid()))
     while True:
         try:
             cell, cache_dir = conn.recv()

@@ -29,7 +29,7 @@ class CellWorker:
 
         self.kind = kind
         self.log_queue = log_queue
-        self.core_set = _take_cores(*core_share)  # before the cell process starts: it inherits them
+        self.core_set = _take_cores(*core_share, timing_cores=kind == "cuda")  # before the cell process starts
         self.cores = len(self.core_set)
         self.memory_limit_bytes = memory_limit.for_worker(psutil.virtual_memory().total, workers_on_node)
         # warm_up: each cell process opens the GPU and imports the engines as it starts (before its
@@ -91,17 +91,19 @@ class CellWorker:
         self.cells.stop()
 
 
-def _take_cores(index: int, workers: int) -> list[int]:
-    """Split the node's cores between its `workers` workers before any engine is imported, and size
-    CPU thread pools to what this one (worker `index`) may use; returns its cores.
+def _take_cores(index: int, workers: int, timing_cores: bool = False) -> list[int]:
+    """Split the node's cores between its `workers` workers of a kind before any engine is imported,
+    and size CPU thread pools to what this one (worker `index`) may use; returns its cores.
 
-    Each of several workers gets a few timing cores of its own (whole physical cores, siblings
-    included), where its cells' timed loops run (farm.measure keeps the timing thread there, through
-    TIMING_CPUS_VARIABLE); the rest of the node's cores are shared by every worker, for what is not
-    timed: torch.compile's and engine builds' workers, imports, layer profiling, accuracy runs. So one
-    GPU's compile cannot slow another GPU's measurement, and a compile running alone has most of
-    the host. FARM_CORE_SPLIT=slices gives each worker a contiguous slice of its own instead (the
-    split measured against this one in docs/running.md).
+    `timing_cores` (GPU workers): the worker gets a few cores of its own (whole physical cores),
+    where its cells' timed loops run (farm.measure keeps the timing thread there, through
+    TIMING_CPUS_VARIABLE), and shares the rest of the node with the node's other workers for what
+    is not timed: torch.compile's and engine builds' workers, imports, the replacement process
+    warming up, layer profiling, accuracy runs. So neither another GPU's compile nor this worker's
+    own untimed work runs on the cores a measurement is taken on, and a compile running alone has
+    most of the host. FARM_CORE_SPLIT=slices gives each worker a contiguous slice of its own instead
+    (the split measured against this one in docs/running.md). CPU workers keep every core: their
+    engine's threads are the measurement.
 
     Why split at all: on 4 H200s of one host (64 cores), cells measured while another GPU's
     torch.compile filled every core were slower wherever the host sets the pace (ResNet-50 fp16 b1
@@ -110,19 +112,18 @@ def _take_cores(index: int, workers: int) -> list[int]:
     single-threaded: the pools are sized to the cores instead.
     """
     os.environ.pop(TIMING_CPUS_VARIABLE, None)
-    try:
-        cores = sorted(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux: no affinity to set; every core
+    if not hasattr(os, "sched_setaffinity"):  # not Linux: no affinity to set; every core
         cores = list(range(os.cpu_count() or 1))
-        workers = 1
-    if workers > 1 and len(cores) >= workers:
+    else:
+        cores = sorted(os.sched_getaffinity(0))
         if os.environ.get("FARM_CORE_SPLIT") == "slices":
-            size = len(cores) / workers
-            cores = cores[round(index * size):round((index + 1) * size)]
-        else:
+            if workers > 1 and len(cores) >= workers:
+                size = len(cores) / workers
+                cores = cores[round(index * size):round((index + 1) * size)]
+        elif timing_cores and len(cores) > 1:
             timing, shared = timing_and_shared_cores(cores, index, workers)
             os.environ[TIMING_CPUS_VARIABLE] = cpu_list(timing)
-            cores = sorted(timing + shared)
+            cores = sorted(set(timing + shared))
         os.sched_setaffinity(0, cores)
     for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TORCHINDUCTOR_COMPILE_THREADS"):
         os.environ[variable] = str(len(cores))
