@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import importlib
 import shutil
 import traceback
 from collections.abc import Callable
@@ -63,9 +64,9 @@ def run_cell(cell: Cell, cache_dir: Path, log: Log = lambda message: None,
 
 def warm_up(device_kind: str) -> None:
     """Prepare a fresh cell process for cells of `device_kind` before the first one arrives: for
-    'cuda', import PyTorch, its compiler and ONNX Runtime, and open the GPU's CUDA context (about
-    5-10 s that every GPU's first cell otherwise spends). Best effort: what fails here is left for
-    the cell to meet, and report, itself. Touches no timing: cells still warm up as before."""
+    'cuda', import PyTorch and ONNX Runtime and open the GPU's CUDA context (about 4-5 s on an H100
+    host). Best effort: what fails here is left for the cell to meet, and report, itself. Touches
+    no timing: cells still warm up as before."""
     if device_kind != "cuda":
         return
     try:
@@ -73,8 +74,6 @@ def warm_up(device_kind: str) -> None:
 
         if torch.cuda.is_available():
             torch.zeros(1, device="cuda")  # the CUDA context
-        import torch._dynamo
-        import torch._inductor.compile_fx
     except Exception:  # noqa: BLE001 - no torch, no GPU, a broken install: the cells say so
         pass
     try:
@@ -82,6 +81,21 @@ def warm_up(device_kind: str) -> None:
     except Exception:  # noqa: BLE001 - as above: the cells say so
         pass
     gc.collect()
+
+
+def warm_up_compiler(device_kind: str, wanted: Callable[[], bool]) -> None:
+    """Then, while `wanted()` (no cell is waiting), import torch.compile's modules (dynamo, then
+    inductor: 8-10 s on an H100 host, which a torch.compile cell's build time would otherwise
+    include). A cell that arrives first waits at most for the import under way."""
+    if device_kind != "cuda":
+        return
+    for module in ("torch._dynamo", "torch._inductor.compile_fx"):
+        if not wanted():
+            return
+        try:
+            importlib.import_module(module)
+        except Exception:  # noqa: BLE001 - as in warm_up: the cells say so
+            return
 
 
 def build_request(cell: Cell, model_path: Path, work_dir: Path, cache_dir: Path | None) -> BuildRequest:

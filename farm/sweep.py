@@ -27,10 +27,10 @@ from farm.queries import (
     VERDICT_TEXT,
     baseline_positions,
     cells_with_figures,
-    host_bound_sql,
     option_labels,
     speedup,
     throttled_sql,
+    unstable_notes_sql,
 )
 from farm.records import Cell, CellResult
 from farm.warehouse import KEPT_STATUSES, SCHEMA_VERSION, Warehouse
@@ -226,7 +226,7 @@ def summary_table(warehouse: Warehouse, outcome: SweepOutcome) -> tuple[list[str
     # a throttled cell says so in its note (farm.queries.THROTTLED_NOTE)
     measured = [d[0] for d in con.execute("SELECT * FROM measurements LIMIT 0").description]
     note = (f"nullif(concat_ws('; ', coalesce(c.reason, c.notes), {throttled_sql(THROTTLED_NOTE, measured)}, "
-            f"{host_bound_sql(measured)}), '')")
+            f"{unstable_notes_sql(measured)}), '')")
     _, fetched = warehouse.fetch(con, cells_with_figures(
         f"""c.cell_id, c.model, c.precision, c.batch, c.profile, c.backend, c.status, m.throughput_qps AS qps,
             m.throughput_samples_per_s AS samples_per_s, m.latency_median_ms AS p50, m.latency_p99_ms AS p99, m.stable,

@@ -135,6 +135,18 @@ def test_a_gpu_workers_process_answers_once_it_is_warm(tmp_path: Path) -> None:
         process.stop()
 
 
+def test_torch_compiles_modules_are_imported_ahead_only_while_no_cell_waits() -> None:
+    """After answering, a GPU worker's process imports torch.compile's modules one by one, and
+    stops as soon as a cell is waiting (here: after the first), so an eager cell never waits for them."""
+    code = ("import sys; from farm.cell_runner import warm_up_compiler as ahead; asked = []\n"
+            "ahead('cuda', lambda: (asked.append(1), len(asked) < 2)[1])\n"
+            "print('torch._dynamo' in sys.modules, 'torch._inductor.compile_fx' in sys.modules)\n"
+            "ahead('cpu', lambda: True); print('torch._inductor.compile_fx' in sys.modules)\n"
+            "ahead('cuda', lambda: True); print('torch._inductor.compile_fx' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.stdout.split() == ["True", "False", "False", "True"], done.stderr[-2000:]
+
+
 def watch_the_spare(process: CellProcess, logs: list[str], seen: list) -> None:
     """Once the cell says it is measuring: the time then, and the replacement's states and CPUs
     over 2.5 s of its 3 s timed loop (until one is `stopped`)."""

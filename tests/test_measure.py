@@ -386,10 +386,10 @@ def test_an_unstable_host_bound_device_cell_says_why() -> None:
     assert [name for name, note in rows if note] == ["eager b1"]
     assert stable_text(False, 12.4) == "no, 12 %" and stable_text(True, 0.4) == "yes"
 
-    from farm.queries import host_bound_sql
+    from farm.queries import unstable_notes_sql
 
     columns = ("stable", "enqueue_median_ms", "compute_median_ms", "host_probe_spread_percent")
-    rows = duckdb.sql(f"""SELECT name, {host_bound_sql(columns)} AS note FROM (VALUES
+    rows = duckdb.sql(f"""SELECT name, {unstable_notes_sql(columns)} AS note FROM (VALUES
         ('eager, host moved', false, 4.10, 4.12, 80.0), ('cpu, host moved', false, NULL, 11.3, 40.0),
         ('cpu, host steady', false, NULL, 11.3, 3.0), ('stable, host moved', true, NULL, 11.3, 80.0),
         ('older farm', false, NULL, 11.3, NULL)) AS m(name, stable, enqueue_median_ms, compute_median_ms,
@@ -399,5 +399,19 @@ def test_an_unstable_host_bound_device_cell_says_why() -> None:
         "eager, host moved"]
     assert notes["cpu, host moved"].startswith("the host's own speed moved 15 % or more between its repeats")
     assert [name for name, note in rows if note] == ["eager, host moved", "cpu, host moved"]
-    assert host_bound_sql(columns[:3]) != host_bound_sql(columns) and host_bound_sql(["stable"]) == "CAST(NULL AS VARCHAR)"
+    assert unstable_notes_sql(columns[:3]) != unstable_notes_sql(columns)
+    assert unstable_notes_sql(["stable"]) == "CAST(NULL AS VARCHAR)"
+
+    # a GPU-bound cell whose repeats agree: its queries spread in the GPU's time, its median holds
+    columns += ("latency_cv_percent", "repeat_spread_percent", "max_repeat_spread_percent")
+    rows = duckdb.sql(f"""SELECT name, {unstable_notes_sql(columns)} AS note FROM (VALUES
+        ('ort fp32 b8', false, 1.2, 4.3, 2.0, 8.24, 0.24, 5.0), ('gpu, repeats disagree', false, 1.2, 4.3, 2.0, 8.2, 7.5, 5.0),
+        ('eager b1', false, 4.10, 4.12, 2.0, 9.0, 1.0, 5.0), ('gpu, stable', true, 1.2, 4.3, 2.0, 1.0, 0.2, 5.0),
+        ('cpu', false, NULL, 11.3, 2.0, 9.0, 1.0, 5.0)) AS m(name, stable, enqueue_median_ms, compute_median_ms,
+        host_probe_spread_percent, latency_cv_percent, repeat_spread_percent, max_repeat_spread_percent)""").fetchall()
+    notes = dict(rows)
+    assert notes["ort fp32 b8"] == ("GPU-bound: single queries spread in the GPU's own time (CV 8.2 %) while the repeats' "
+                                    "medians agree within 0.2 %: the median holds, a single query's time does not")
+    assert notes["eager b1"].startswith("host-bound: ") and "GPU-bound" not in notes["eager b1"]
+    assert [name for name, note in rows if note] == ["ort fp32 b8", "eager b1"]
     assert stable_text(False, None) == "no" and stable_text(None, None) is None

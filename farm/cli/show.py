@@ -22,9 +22,9 @@ from farm.queries import (
     THROTTLED_TEXT,
     VERDICT_TEXT,
     cells_with_figures,
-    host_bound_sql,
     option_labels,
     throttled_sql,
+    unstable_notes_sql,
 )
 
 # What the table shows by default: what tells the cells apart and the figures a reader compares;
@@ -94,7 +94,7 @@ def _fetch(warehouse, con, sweep: str, plan: list[str] | None) -> tuple[list[str
             b.build_s AS "build s",
             CASE WHEN {coverage} < ? THEN CAST(round({coverage}) AS INTEGER) || ' (partial)'
                  ELSE CAST(CAST(round({coverage}) AS INTEGER) AS VARCHAR) END AS "layers % of compute",
-            nullif(concat_ws('; ', coalesce(c.reason, c.notes), {host_bound_sql(measured)}), '') AS note,
+            nullif(concat_ws('; ', coalesce(c.reason, c.notes), {unstable_notes_sql(measured)}), '') AS note,
             CAST(c.options AS VARCHAR) AS options""",
         where="c.sweep_id = ? AND (? OR list_contains(?, c.cell_id))",
         order_by="c.model, c.backend, c.precision, c.batch, c.profile, c.options, c.cell_id"),  # ties: in one order

@@ -355,7 +355,7 @@ def _die_with_parent() -> None:
 
 def child_main(fd: int, parent: int, warm_up_kind: str = "") -> None:
     from farm.backends.base import when_torch_profiler_starts
-    from farm.cell_runner import run_cell, warm_up
+    from farm.cell_runner import run_cell, warm_up, warm_up_compiler
 
     _die_with_parent()  # before "ready": the worker holds (stops) a replacement only once it answered
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True, name="watch-parent").start()
@@ -364,6 +364,8 @@ def child_main(fd: int, parent: int, warm_up_kind: str = "") -> None:
     if warm_up_kind:  # before "ready": a replacement started ahead is held (stopped) only once it is warm
         warm_up(warm_up_kind)
     conn.send(("ready", os.getpid()))
+    if warm_up_kind:  # after: the next cell need not wait for what only torch.compile cells use
+        warm_up_compiler(warm_up_kind, lambda: not conn.poll(0))
     while True:
         try:
             cell, cache_dir = conn.recv()

@@ -101,9 +101,9 @@ def _take_cores(index: int, workers: int, timing_cores: bool = False) -> list[in
     is not timed: torch.compile's and engine builds' workers, imports, the replacement process
     warming up, layer profiling, accuracy runs. So neither another GPU's compile nor this worker's
     own untimed work runs on the cores a measurement is taken on, and a compile running alone has
-    most of the host. FARM_CORE_SPLIT=slices gives each worker a contiguous slice of its own instead
-    (the split measured against this one in docs/running.md). CPU workers keep every core: their
-    engine's threads are the measurement.
+    most of the host. FARM_CORE_SPLIT=slices gives each worker a contiguous slice of its own instead,
+    as farm did before (to measure the two against each other: docs/running.md). CPU workers keep
+    every core: their engine's threads are the measurement.
 
     Why split at all: on 4 H200s of one host (64 cores), cells measured while another GPU's
     torch.compile filled every core were slower wherever the host sets the pace (ResNet-50 fp16 b1
