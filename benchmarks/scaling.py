@@ -173,8 +173,10 @@ def main() -> None:
     table(f"real sweeps of {args.sweep} (warehouses under {scratch}; seconds before the first cell, "
           "of the cell phase, after the last)", figures)
     rows = per_cell(scratch, sorted(figures))
-    if rows and args.csv:
+    if args.csv and rows:
         write_csv(rows, args.csv)
+    elif args.csv:
+        print(f"no per-cell figures for {args.csv}: they need a 1-GPU count and another in the same --scratch")
 
 
 def per_cell(scratch: Path, counts: list[int]) -> list[dict]:

@@ -54,15 +54,12 @@ def _physical_cores(cores: list[int]) -> list[list[int]]:
 def pinnable_cpus() -> set[int]:
     """The CPUs the timing thread may be kept on, where there is a choice and the platform lets a
     thread be kept on one (Linux); else none: the worker's own timing cores (TIMING_CPUS_VARIABLE,
-    set where a node's cores are split between workers) if given, else every CPU it may run on."""
+    set where a node's cores are split between workers) if given, else every CPU it may run on
+    (also where none of those is among them, which farm's own split never gives)."""
     if not hasattr(os, "sched_setaffinity"):
         return set()
     allowed = os.sched_getaffinity(0)
-    try:
-        timing = parse_cpu_list(os.environ.get(TIMING_CPUS_VARIABLE, ""))
-    except ValueError:
-        timing = set()
-    candidates = (timing & allowed) or allowed
+    candidates = (_timing_cpus() & allowed) or allowed
     return candidates if len(candidates) > 1 or candidates != allowed else set()
 
 
@@ -72,11 +69,16 @@ def untimed_cpus() -> set[int]:
     where no timing CPUs are set, or nothing else is left."""
     if not hasattr(os, "sched_getaffinity"):
         return set()
+    timing = _timing_cpus()
+    return os.sched_getaffinity(0) - timing if timing else set()
+
+
+def _timing_cpus() -> set[int]:
+    """The worker's timing CPUs from the environment; none where unset or unreadable."""
     try:
-        timing = parse_cpu_list(os.environ.get(TIMING_CPUS_VARIABLE, ""))
+        return parse_cpu_list(os.environ.get(TIMING_CPUS_VARIABLE, ""))
     except ValueError:
         return set()
-    return os.sched_getaffinity(0) - timing if timing else set()
 
 
 def parse_cpu_list(text: str) -> set[int]:

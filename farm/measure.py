@@ -60,8 +60,9 @@ def run_timed(query: QueryFn, settings: MeasurementSettings, window: TimedWindow
     counted loop runs until it has `min_iterations` queries and has lasted `min_duration_ms`.
     `window`, if given, is started after the warm-up and stopped after the last repeat.
     `probe_host` (device cells: a CPU engine's own threads would share the cores with the probe):
-    before each repeat the timing thread is kept on the quickest CPU of its process's set just then
-    (quickest_cpu), and the host's speed is taken there before each repeat and after the last.
+    before each repeat the timing thread is kept on the quickest CPU just then (farm.cpus.quickest_cpu)
+    of its worker's timing CPUs, or of its process's set where there are none (farm.cpus.pinnable_cpus),
+    and the host's speed is taken there before each repeat and after the last.
     """
     warmup_queries, warmup_ms = _warm_up(query, settings.warmup_ms)
     allowed = pinnable_cpus() if probe_host else set()

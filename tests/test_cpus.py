@@ -77,3 +77,18 @@ def test_the_quickest_cpu_is_the_one_where_the_loop_ran_fastest(monkeypatch) -> 
         assert chosen != slow and os.sched_getaffinity(0) == {chosen}
     finally:
         os.sched_setaffinity(0, allowed)
+
+
+@needs_two_cpus
+def test_the_timing_thread_keeps_to_the_workers_timing_cpus_and_untimed_work_to_the_rest(monkeypatch) -> None:
+    """With timing CPUs set, the timing thread chooses among them and a replacement warms up on the
+    others; unset, unreadable or outside this process's CPUs, the thread chooses among all and
+    nothing is kept off."""
+    allowed = os.sched_getaffinity(0)
+    own = max(allowed)
+    monkeypatch.setenv(farm.cpus.TIMING_CPUS_VARIABLE, str(own))
+    assert farm.cpus.pinnable_cpus() == {own} and farm.cpus.untimed_cpus() == allowed - {own}
+    for value in ("", "zero", str(max(allowed) + 4096)):
+        monkeypatch.setenv(farm.cpus.TIMING_CPUS_VARIABLE, value)
+        assert farm.cpus.pinnable_cpus() == allowed, value
+        assert farm.cpus.untimed_cpus() == (allowed if value.isdigit() else set()), value

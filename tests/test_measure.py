@@ -402,16 +402,22 @@ def test_an_unstable_host_bound_device_cell_says_why() -> None:
     assert unstable_notes_sql(columns[:3]) != unstable_notes_sql(columns)
     assert unstable_notes_sql(["stable"]) == "CAST(NULL AS VARCHAR)"
 
-    # a GPU-bound cell whose repeats agree: its queries spread in the GPU's time, its median holds
-    columns += ("latency_cv_percent", "repeat_spread_percent", "max_repeat_spread_percent")
-    rows = duckdb.sql(f"""SELECT name, {unstable_notes_sql(columns)} AS note FROM (VALUES
-        ('ort fp32 b8', false, 1.2, 4.3, 2.0, 8.24, 0.24, 5.0), ('gpu, repeats disagree', false, 1.2, 4.3, 2.0, 8.2, 7.5, 5.0),
-        ('eager b1', false, 4.10, 4.12, 2.0, 9.0, 1.0, 5.0), ('gpu, stable', true, 1.2, 4.3, 2.0, 1.0, 0.2, 5.0),
-        ('cpu', false, NULL, 11.3, 2.0, 9.0, 1.0, 5.0)) AS m(name, stable, enqueue_median_ms, compute_median_ms,
-        host_probe_spread_percent, latency_cv_percent, repeat_spread_percent, max_repeat_spread_percent)""").fetchall()
+    # a GPU-bound cell unstable by its per-query CV alone (repeats agree, host steady): its single
+    # queries spread, its median holds; not where the repeats disagree, the host moved, the CV is
+    # within bounds (the repeats made it unstable) or one repeat leaves nothing to agree
+    columns += ("latency_cv_percent", "max_cv_percent", "repeat_spread_percent", "max_repeat_spread_percent")
+    rows = duckdb.sql(f"""SELECT name, {unstable_notes_sql(columns)} AS note
+        FROM (SELECT *, 2.5 AS max_cv_percent, 5.0 AS max_repeat_spread_percent FROM (VALUES
+        ('ort fp32 b8', false, 1.2, 4.3, 2.0, 8.24, 0.24), ('gpu, repeats disagree', false, 1.2, 4.3, 2.0, 8.2, 7.5),
+        ('gpu, host moved', false, 1.2, 4.3, 30.0, 8.2, 0.2), ('gpu, cv within', false, 1.2, 4.3, 2.0, 2.0, 0.2),
+        ('gpu, one repeat', false, 1.2, 4.3, 2.0, 8.2, NULL), ('eager b1', false, 4.10, 4.12, 2.0, 9.0, 1.0),
+        ('gpu, stable', true, 1.2, 4.3, 2.0, 1.0, 0.2), ('cpu', false, NULL, 11.3, 2.0, 9.0, 1.0))
+        AS v(name, stable, enqueue_median_ms, compute_median_ms, host_probe_spread_percent, latency_cv_percent,
+        repeat_spread_percent)) AS m""").fetchall()
     notes = dict(rows)
-    assert notes["ort fp32 b8"] == ("GPU-bound: single queries spread in the GPU's own time (CV 8.2 %) while the repeats' "
-                                    "medians agree within 0.2 %: the median holds, a single query's time does not")
+    assert notes["ort fp32 b8"] == ("GPU-bound: single queries spread (CV 8.2 %) while the repeats' medians agree "
+                                    "within 0.2 %: the median holds, a single query's time does not")
     assert notes["eager b1"].startswith("host-bound: ") and "GPU-bound" not in notes["eager b1"]
-    assert [name for name, note in rows if note] == ["ort fp32 b8", "eager b1"]
+    assert notes["gpu, host moved"].startswith("the host's own speed moved")
+    assert [name for name, note in rows if note] == ["ort fp32 b8", "gpu, host moved", "eager b1"]
     assert stable_text(False, None) == "no" and stable_text(None, None) is None

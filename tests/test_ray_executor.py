@@ -19,6 +19,7 @@ ray = pytest.importorskip("ray")
 from farm.callbacks import Callback  # noqa: E402
 from farm.cli import main  # noqa: E402
 from farm.config import load_config  # noqa: E402
+from farm.cpus import parse_cpu_list  # noqa: E402
 from farm.executor import MemoryLimit, parse_memory_limit  # noqa: E402
 from farm.executor.ray_actor import with_local_model  # noqa: E402
 from farm.executor.ray_farm import RayExecutor  # noqa: E402
@@ -86,17 +87,20 @@ def test_one_actor_per_gpu_each_sees_only_its_gpu(ray_two_gpus, tmp_path: Path) 
     assert len(gpu_workers) == 2
     assert sorted(w["visible_devices"] for w in gpu_workers) == ["0", "1"]  # one GPU each, not both
     assert all(len(w["gpu_ids"]) == 1 for w in gpu_workers)
-    # the node's cores split between its GPU workers (disjoint halves here), the CPU worker has them
-    # all; thread pools sized to each share, not Ray's OMP_NUM_THREADS=1 for actors that reserve no CPUs
-    host = sorted(os.sched_getaffinity(0))
-    shares = [_cpu_list(w["cpu_set"]) for w in gpu_workers]
-    assert sorted(c for share in shares for c in share) == host and all(shares)
-    assert all(w["omp_threads"] == str(len(_cpu_list(w["cpu_set"]))) for w in executor.workers)
-    assert [_cpu_list(w["cpu_set"]) for w in executor.workers if w["kind"] == "cpu"] == [host]
-    # each GPU worker times on CPUs of its own (farm.cpus), within its set; the CPU worker has none
-    assert all(set(_cpu_list(w["timing_cpus"])) <= set(_cpu_list(w["cpu_set"])) for w in gpu_workers)
-    assert not set(_cpu_list(gpu_workers[0]["timing_cpus"])) & set(_cpu_list(gpu_workers[1]["timing_cpus"]))
+    # the node's cores split between its GPU workers (farm.cpus): each times on CPUs of its own, none
+    # shared with the other, and may use the rest of the node; the CPU worker has every core and no
+    # timing CPUs. Thread pools sized to each set, not Ray's OMP_NUM_THREADS=1 for actors that
+    # reserve no CPUs.
+    host = set(os.sched_getaffinity(0))
+    sets = [parse_cpu_list(w["cpu_set"]) for w in gpu_workers]
+    assert set().union(*sets) == host and all(sets)
+    assert all(w["omp_threads"] == str(len(parse_cpu_list(w["cpu_set"]))) for w in executor.workers)
+    assert [parse_cpu_list(w["cpu_set"]) for w in executor.workers if w["kind"] == "cpu"] == [host]
     assert [w["timing_cpus"] for w in executor.workers if w["kind"] == "cpu"] == [None]
+    if len(host) > 1:
+        timing = [parse_cpu_list(w["timing_cpus"]) for w in gpu_workers]
+        assert all(own and own <= cpus for own, cpus in zip(timing, sets))
+        assert not timing[0] & sets[1] and not timing[1] & sets[0]  # the other worker never runs there
     used = {recorder.results[c].worker["pid"] for c in cuda}
     assert used == {w["pid"] for w in gpu_workers}  # both GPU actors ran cells
     # no GPU here: PyTorch says so, and the cell is skipped, not crashed
@@ -159,15 +163,6 @@ def test_a_sweep_file_mistake_found_while_gpu_workers_start_leaves_none_running(
         plan_while_workers_start(loaded, Warehouse(tmp_path / "results"), runner, early=True)
     assert runner.workers  # the GPU workers had started meanwhile ...
     _wait_for(lambda: ray.available_resources().get("GPU", 0) == 2)  # ... and were stopped
-
-
-def _cpu_list(text: str) -> list[int]:
-    """'0-3,8' -> [0, 1, 2, 3, 8]"""
-    cores = []
-    for part in text.split(","):
-        low, _, high = part.partition("-")
-        cores += range(int(low), int(high or low) + 1)
-    return cores
 
 
 def _wait_for(condition, timeout_s: float = 60.0) -> None:

@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection, Pipe
 from pathlib import Path
+from typing import Any
 
 from farm.cpus import untimed_cpus
 from farm.executor.process_memory import ProcessTree, kernel_oom_kills
@@ -82,11 +83,16 @@ class CellProcess:
         self.timeout_s = timeout_s  # a cell still running after this long is stopped (None: never)
         # GPU workers, whose every cell ends its process (PyTorch's profiler runs in it for the
         # per-layer rows), start the replacement as each cell sets to work (its first progress line;
-        # skipped and unsupported cells have none): its start and warm-up (imports, CUDA context:
-        # 8-10 s on an H200's host) run beside the cell's build, accuracy check and per-layer run,
-        # and it is stopped (SIGSTOP) while the cell times, so no CPU of the timed loop goes to it.
-        # A CPU worker starts it after the result: its cells' work is all CPU time.
+        # skipped and unsupported cells have none), on the worker's CPUs other than its timing cores
+        # (farm.cpus): its start and warm-up (imports, CUDA context: ~5 s on an H100's host) run
+        # beside the cell's build, accuracy check and per-layer run, and it is stopped (SIGSTOP)
+        # while the cell times, so neither its CPU work nor its opening a CUDA context on the same
+        # GPU overlaps the timed loop. A CPU worker starts it after the result: its cells' work is
+        # all CPU time.
         self.prestart_replacement = prestart_replacement
+        # the CPUs a replacement's main thread gets back when it takes over (it warms up without the
+        # timing cores; the threads it started meanwhile stay off them)
+        self.cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
         self.proc: subprocess.Popen | None = None
         self.conn: Connection | None = None
         self.output = None  # the file the child's stdout and stderr go to
@@ -128,9 +134,13 @@ class CellProcess:
         return proc, ours, output
 
     def _await_ready(self) -> None:
+        """Wait for the child's "ready" (after its warm-up), past the "alive" it sends first."""
         assert self.proc is not None and self.conn is not None
+        deadline = time.monotonic() + START_TIMEOUT_S
+        hello: Any = ("alive", self.proc.pid)
         try:
-            hello = self.conn.recv() if self.conn.poll(START_TIMEOUT_S) else "no answer"
+            while hello == ("alive", self.proc.pid):
+                hello = self.conn.recv() if self.conn.poll(max(0.0, deadline - time.monotonic())) else "no answer"
         except (EOFError, OSError):  # it died while starting
             hello = f"exit status {self.proc.wait()}"
         if hello != ("ready", self.proc.pid):
@@ -146,15 +156,15 @@ class CellProcess:
                 self.spare = None
             self.spare_held = False
             untimed = untimed_cpus()
-            if self.spare is not None and untimed:  # its warm-up stays off the cores the cell is timed on
+            if self.spare is not None and untimed:  # set before its interpreter starts a thread: all of them
                 with contextlib.suppress(OSError):
                     os.sched_setaffinity(self.spare[0].pid, untimed)
 
     def _hold_spare(self, hold: bool) -> None:
         """Stop (hold) or continue the replacement started ahead, all of its process group. Held only
-        once it has answered: from then on the kernel kills it with its worker even while it is
-        stopped (child_main), which its own watch on the worker could not do; until then it is
-        tried again on each tick."""
+        once it has said it is alive (its first message, before its warm-up): from then on the
+        kernel kills it with its worker even while it is stopped (child_main), which its own watch
+        on the worker could not do; until then it is tried again on each tick."""
         if self.spare is None or hold == self.spare_held or (hold and not self.spare[1].poll()):
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -167,8 +177,9 @@ class CellProcess:
         spare, self.spare = self.spare, None
         self.stop()
         self.proc, self.conn, self.output = spare
-        with contextlib.suppress(OSError, AttributeError):  # its main thread (which runs the cells) may use them all again
-            os.sched_setaffinity(self.proc.pid, os.sched_getaffinity(0))
+        if self.cpus:  # its main thread, which runs the cells, may use them all again
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(self.proc.pid, self.cpus)
         self.ready = False
 
     def stop(self) -> None:
@@ -357,11 +368,12 @@ def child_main(fd: int, parent: int, warm_up_kind: str = "") -> None:
     from farm.backends.base import when_torch_profiler_starts
     from farm.cell_runner import run_cell, warm_up, warm_up_compiler
 
-    _die_with_parent()  # before "ready": the worker holds (stops) a replacement only once it answered
+    _die_with_parent()  # before "alive": the worker holds (stops) a replacement only once it said so
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True, name="watch-parent").start()
     conn = Connection(fd)
     when_torch_profiler_starts(lambda: conn.send(("retire", "PyTorch's profiler ran here")))
-    if warm_up_kind:  # before "ready": a replacement started ahead is held (stopped) only once it is warm
+    conn.send(("alive", os.getpid()))  # from now on it may be held while a cell times, warm-up and all
+    if warm_up_kind:  # before "ready": the worker does not give it a cell half-warm
         warm_up(warm_up_kind)
     conn.send(("ready", os.getpid()))
     if warm_up_kind:  # after: the next cell need not wait for what only torch.compile cells use
