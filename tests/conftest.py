@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 
@@ -9,6 +10,10 @@ import numpy as np
 import pytest
 
 from farm.executor.ray_farm import use_loopback_only
+
+# tests that keep a thread on one CPU and check which one it chose
+needs_two_cpus = pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                                    reason="keeping a thread on one CPU needs Linux and two CPUs to choose from")
 
 use_loopback_only()  # before any test imports Ray: every Ray the tests start listens on 127.0.0.1
 

@@ -8,6 +8,7 @@ import pytest
 
 import farm.cpus
 from farm.cpus import cpu_list, parse_cpu_list, quickest_cpu, timing_and_shared_cores
+from tests.conftest import needs_two_cpus
 
 
 @pytest.mark.parametrize("cores, workers, own", [(32, 2, 4), (16, 2, 2), (64, 4, 4), (128, 8, 4), (8, 2, 1)])
@@ -52,10 +53,6 @@ def test_cpu_lists_read_and_write_as_linux_does() -> None:
     assert cpu_list([8, 0, 1, 2, 3]) == "0-3,8"
     with pytest.raises(ValueError):
         parse_cpu_list("zero")
-
-
-needs_two_cpus = pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
-                                    reason="keeping a thread on one CPU needs Linux and two CPUs to choose from")
 
 
 @needs_two_cpus

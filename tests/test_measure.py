@@ -23,6 +23,7 @@ from farm.measure import (
     summarize,
 )
 from farm.records import PhaseTimes
+from tests.conftest import needs_two_cpus
 
 
 def trtexec_percentile_reference(values: list[float], p: float) -> float:
@@ -152,10 +153,6 @@ def test_the_hosts_speed_is_taken_around_the_repeats() -> None:
     assert row["host_probe_median_ms"] == pytest.approx(1.05) and row["host_probe_spread_percent"] == pytest.approx(90 / 1.05)
     bare = summarize(synthetic([2.0] * 30, repeats=3, walltime_ms=60.0), batch=1, settings=settings)
     assert bare["host_probe_median_ms"] is None and bare["host_probe_spread_percent"] is None
-
-
-needs_two_cpus = pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
-                                    reason="keeping a thread on one CPU needs Linux and two CPUs to choose from")
 
 
 @needs_two_cpus
