@@ -121,8 +121,8 @@ def test_a_cell_that_ran_pytorchs_profiler_leaves_the_next_cell_a_fresh_child(tm
 
 
 def test_a_gpu_workers_process_answers_once_it_is_warm(tmp_path: Path) -> None:
-    """A GPU worker's process says it is ready only after its warm-up (PyTorch imported), so that a
-    replacement started ahead is never held half-warm, leaving its imports for after the cell."""
+    """A GPU worker's process says it is ready only after its warm-up (PyTorch imported), so a cell is
+    never handed to a process still importing (it said it is alive before, so that it may be held)."""
     pytest.importorskip("torch")
     if not Path("/proc/self/maps").exists():
         pytest.skip("a process's loaded libraries are read from Linux's /proc")
