@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# On a GPU machine, after setup.sh: benchmarks/scaling.py's counts (default "2 1", cold caches)
+# of configs/gpu-resnet50.toml, one after the other, for runs longer than one remote command may
+# last (a 1-GPU count of it takes 15 minutes or more).
+#   bash benchmarks/device/scaling_counts.sh start [COUNTS...]   # returns at once; the job runs on
+#   bash benchmarks/device/scaling_counts.sh wait [SECONDS]       # until it ends or SECONDS pass
+# `start` copies the checkout to /tmp/farm-scaling/code and runs there in a process session of
+# its own (setsid), so it outlives the command that started it; `wait` says where it is, and once
+# it is done copies the per-cell CSV, the logs and the warehouses (tar) to $OUT. `wait` on a
+# machine where nothing was started says so at once.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+job=/tmp/farm-scaling
+verb=${1:-wait}
+shift || true
+if [ "$verb" = start ]; then
+  rm -rf "$job" && mkdir -p "$job/code"
+  tar cf - --exclude=./.whl . | tar xf - -C "$job/code"
+  counts=${*:-2 1}
+  cat > "$job/run.sh" <<JOB
+cd $job/code
+export PYTHONPATH=\$PWD PYTHONUNBUFFERED=1
+for n in $counts; do
+  echo "count \$n from \$(date +%s)" >> $job/progress
+  python3 benchmarks/scaling.py configs/gpu-resnet50.toml --gpus \$n --scratch $job/scratch --cold \
+    --csv $job/cells.csv > $job/gpus\$n.log 2>&1
+done
+echo "done \$(date +%s)" >> $job/progress
+JOB
+  setsid nohup bash "$job/run.sh" > "$job/run.out" 2>&1 < /dev/null &
+  echo "started: counts $counts (logs in $job)"
+  exit 0
+fi
+[ -f "$job/progress" ] || { echo "nothing started on this machine (it may be a fresh one)"; exit 3; }
+limit=${1:-540}
+while ! grep -q '^done' "$job/progress" && [ "$SECONDS" -lt "$limit" ]; do sleep 5; done
+cat "$job/progress"
+for log in "$job"/gpus*.log; do
+  echo "== $log: $(grep -c '^ok' "$log") cells ok so far"
+  grep -v '^\s*$' "$log" | grep -A30 '^real sweeps\|per cell (median' | tail -40
+done
+if grep -q '^done' "$job/progress" && [ -n "${OUT:-}" ]; then
+  cp "$job"/*.log "$job"/*.csv "$OUT"/ 2>/dev/null
+  tar czf "$OUT/scaling-warehouses.tgz" -C "$job" scratch
+fi
