@@ -101,8 +101,9 @@ def bare_loop(cell: dict, quick: bool, out: Path) -> float | None:
 @contextlib.contextmanager
 def alone_cluster(shared: bool):
     """The extra `farm sweep` arguments of the alone sweeps: none (each starts its own Ray), or, with
-    --shared-ray, `--address auto` to one local cluster started here for the alone phase only (the
-    in-sweep run must not find it: ray.init() joins a running local cluster)."""
+    --shared-ray, `--address auto` to one local cluster started here for the alone phase only
+    (farm's sweeps without --address start a Ray of their own beside it; `ray stop` after it ends
+    every Ray of this user on the machine)."""
     if not shared:
         yield ()
         return

@@ -16,6 +16,9 @@ needs_two_cpus = pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(
                                     reason="keeping a thread on one CPU needs Linux and two CPUs to choose from")
 
 use_loopback_only()  # before any test imports Ray: every Ray the tests start listens on 127.0.0.1
+# pytest-xdist's workers run with COLUMNS=80, which farm takes as a pipe's width (its tables then
+# drop columns): the tests see what a pipe without it gets, wherever they run
+os.environ.pop("COLUMNS", None)
 
 FAST_MEASUREMENT = """
 [measurement]

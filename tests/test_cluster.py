@@ -43,9 +43,10 @@ def cluster():
     cluster.shutdown()
 
 
-def farm_sweep(config: Path, results: Path, address: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "farm", "sweep", str(config), "--results", str(results),
-                           "--address", address], capture_output=True, text=True, timeout=SWEEP_TIMEOUT_S,
+def farm_sweep(config: Path, results: Path, address: str | None) -> subprocess.CompletedProcess:
+    joins = ["--address", address] if address else []
+    return subprocess.run([sys.executable, "-m", "farm", "sweep", str(config), "--results", str(results), *joins],
+                          capture_output=True, text=True, timeout=SWEEP_TIMEOUT_S,
                           cwd=ROOT, env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"})
 
 
@@ -122,6 +123,34 @@ def test_a_pin_no_node_offers_fails_its_cells_and_the_others_run(cluster, tmp_pa
     assert len(found) == 4 and len(failed) == 2
     assert all(r["reason"].startswith("no GPU of type A100 in the cluster") and "H100, H200" in r["reason"]
                for r in failed)
+
+
+def test_a_sweep_without_address_runs_on_a_ray_of_its_own_beside_a_running_cluster(cluster, tmp_path: Path) -> None:
+    """Given no address, Ray joins the cluster last started on this machine (`ray start`; here the
+    fixture's) and refuses a local Ray's settings; farm's default is a local Ray of its own, so a
+    sweep without --address runs, on none of that cluster's nodes."""
+    cluster, second = cluster
+    tiny_cnn(tmp_path / "tiny.onnx")
+    config = write_sweep(tmp_path, """
+        name = "own-ray"
+        [[models]]
+        source = "tiny.onnx"
+        [axes]
+        batch_sizes = [1, 2]
+        backends = ["onnxruntime"]
+        [measurement]
+        warmup_ms = 5
+        min_iterations = 5
+        min_duration_ms = 50
+        repeats = 1
+        layer_iterations = 0
+        """)
+    results = tmp_path / "results"
+    done = farm_sweep(config, results, None)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = rows(results)
+    assert len(found) == 2 and all(r["status"] == "ok" for r in found), found
+    assert not {node_of(r["worker"]) for r in found} & {cluster.head_node.node_id[:12], second.node_id[:12]}
 
 
 SLOW_CPU = """

@@ -34,7 +34,8 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="module")
 def ray_two_gpus():
     """A local Ray whose two GPUs are logical resources: placement is real, the GPUs are not."""
-    ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.init(address="local", num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False,
+             configure_logging=False)
     assert ray.get_runtime_context().gcs_address.startswith("127.0.0.1:")
     yield
     ray.shutdown()
@@ -374,25 +375,27 @@ def test_driver_killed_then_rerun_resumes(tmp_path: Path) -> None:
         layer_iterations = 2
         """)
     results = tmp_path / "results"
-    before = _ray_processes()
     cells_dir = results / "driver" / "cells"
+    err = (tmp_path / "driver.err").open("w+")
     proc = subprocess.Popen([sys.executable, "-m", "farm", "sweep", str(config), "--results", str(results)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=err, text=True)
+    left: list[psutil.Process] = []
     try:
         deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and len(list(cells_dir.glob("*.parquet"))) < 2:
+        while time.monotonic() < deadline and len(list(cells_dir.glob("*.parquet"))) < 2 and proc.poll() is None:
             time.sleep(0.05)
+        assert proc.poll() is None, (tmp_path / "driver.err").read_text()[-3000:]
+        left = psutil.Process(proc.pid).children(recursive=True)  # its Ray, which outlives it
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         done = len(list(cells_dir.glob("*.parquet")))
         assert 2 <= done < 6
         assert main(["sweep", str(config), "--results", str(results)]) == 0
     finally:
-        for pid in _ray_processes() - before:  # what the killed driver's Ray left behind
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        for process in left:  # that driver's Ray only: other Rays on this machine are not this test's
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+        err.close()
     con = Warehouse(results).connect()
     assert con.execute("SELECT count(*), count(DISTINCT cell_id) FROM cells").fetchone() == (6, 6)
     assert con.execute("SELECT count(*) FROM measurements").fetchone() == (6,)

@@ -152,11 +152,10 @@ class RayExecutor:
             return
         if not ray.is_initialized():
             self._started_ray = True
-            if self.address:
-                ray.init(address=self.address, logging_level=logging.WARNING, log_to_driver=False)
-            else:
-                ray.init(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False,
-                         configure_logging=False, _system_config=RAY_SYSTEM_CONFIG)
+            # "local": its own Ray even beside a `ray start` cluster (Ray would join that, refusing these)
+            own = {} if self.address else {"include_dashboard": False, "configure_logging": False,
+                                           "_system_config": RAY_SYSTEM_CONFIG}
+            ray.init(address=self.address or "local", logging_level=logging.WARNING, log_to_driver=False, **own)
         _terminate_like_ctrl_c()
         from ray.util.queue import Queue
 
