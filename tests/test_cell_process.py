@@ -136,20 +136,25 @@ def test_a_gpu_workers_process_answers_once_it_is_warm(tmp_path: Path) -> None:
         process.stop()
 
 
-def test_torch_compiles_modules_are_imported_ahead_only_while_no_cell_waits() -> None:
+def test_torch_compiles_modules_are_imported_ahead_only_while_no_cell_waits(tmp_path: Path) -> None:
     """After answering, a GPU worker's process imports torch.compile's modules step by step, and
     stops as soon as a cell is waiting (here: after the first step, before dynamo itself), so a
-    cell waits at most for one step; a step this torch lacks is skipped, the rest still come."""
+    cell waits at most for one step; a step this torch lacks is skipped, the rest still come; a
+    step that fails on something it needs ends the warm-up (the cell meets that itself)."""
     pytest.importorskip("torch")
-    code = ("import sys; import farm.cell_runner as runner; asked = []\n"
+    (tmp_path / "farm_broken_step.py").write_text("import farm_no_such_dependency\n")
+    code = ("import sys; import farm.cell_runner as runner; asked = []; steps = runner.COMPILER_IMPORT_STEPS\n"
+            f"sys.path.insert(0, {str(tmp_path)!r}); print(steps[0] in sys.modules)\n"
             "runner.warm_up_compiler('cuda', lambda: (asked.append(1), len(asked) < 2)[1])\n"
-            "print(runner.COMPILER_IMPORT_STEPS[0] in sys.modules, 'torch._dynamo' in sys.modules)\n"
+            "print(steps[0] in sys.modules, 'torch._dynamo' in sys.modules)\n"
             "runner.warm_up_compiler('cpu', lambda: True); print('torch._inductor.compile_fx' in sys.modules)\n"
-            "runner.COMPILER_IMPORT_STEPS = ('farm_no_such_module',) + runner.COMPILER_IMPORT_STEPS\n"
+            "runner.COMPILER_IMPORT_STEPS = ('farm_no_such_module', 'farm_broken_step', 'tabnanny')\n"
+            "runner.warm_up_compiler('cuda', lambda: True); print('tabnanny' in sys.modules)\n"
+            "runner.COMPILER_IMPORT_STEPS = ('farm_no_such_module',) + steps\n"
             "runner.warm_up_compiler('cuda', lambda: True)\n"
             "print('torch._dynamo' in sys.modules, 'torch._inductor.compile_fx' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert done.stdout.split() == ["True", "False", "False", "True", "True"], done.stderr[-2000:]
+    assert done.stdout.split() == ["False", "True", "False", "False", "False", "True", "True"], done.stderr[-2000:]
 
 
 def watch_the_spare(process: CellProcess, logs: list[str], seen: list) -> None:

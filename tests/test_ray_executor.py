@@ -317,13 +317,6 @@ def test_model_bytes_travel_to_nodes_without_the_file(ray_two_gpus, tmp_path: Pa
     assert local.model.path.stat().st_size == cell.model.size_bytes
 
 
-def _ray_processes() -> set[int]:
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-    return {int(line.split()[0]) for line in out.splitlines()[1:]
-            if any(k in line for k in ("raylet", "gcs_server", "ray::", "ray/dashboard", "default_worker"))}
-
-
-ROOT = Path(__file__).resolve().parent.parent
 STARTS_RAY = """
 import time
 from farm.executor.ray_farm import RayExecutor

@@ -13,7 +13,10 @@ cd "$(dirname "$0")/../.."
 job=/tmp/farm-scaling
 verb=${1:-wait}
 shift || true
+shopt -s nullglob
+running() { [ -f "$job/pid" ] && kill -0 "$(cat "$job/pid")" 2>/dev/null; }
 if [ "$verb" = start ]; then
+  if running; then echo "a run is under way (pid $(cat "$job/pid")): wait for it first" >&2; exit 2; fi
   rm -rf "$job" && mkdir -p "$job/code"
   tar cf - --exclude=./.whl . | tar xf - -C "$job/code"
   counts=${*:-2 1}
@@ -28,13 +31,15 @@ done
 echo "done \$(date +%s)" >> $job/progress
 JOB
   setsid nohup bash "$job/run.sh" > "$job/run.out" 2>&1 < /dev/null &
+  echo $! > "$job/pid"
   echo "started: counts $counts (logs in $job)"
   exit 0
 fi
 [ -f "$job/progress" ] || { echo "nothing started on this machine (it may be a fresh one)"; exit 3; }
 limit=${1:-540}
-while ! grep -q '^done' "$job/progress" && [ "$SECONDS" -lt "$limit" ]; do sleep 5; done
+while ! grep -q '^done' "$job/progress" && running && [ "$SECONDS" -lt "$limit" ]; do sleep 5; done
 cat "$job/progress"
+grep -q '^done' "$job/progress" || running || echo "the run ended before it was done: $job/run.out, the logs below"
 for log in "$job"/gpus*.log; do
   echo "== $log: $(grep -c '^ok' "$log") cells ok so far"
   grep -v '^\s*$' "$log" | grep -A30 '^real sweeps\|per cell (median' | tail -40

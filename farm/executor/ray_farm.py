@@ -144,7 +144,8 @@ class RayExecutor:
 
     def _ensure_ray(self) -> None:
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-        if not self.address:
+        joining = self.address not in (None, "", "local")  # else a Ray of its own ("local": the same)
+        if not joining:
             use_loopback_only()
         import ray
 
@@ -153,9 +154,9 @@ class RayExecutor:
         if not ray.is_initialized():
             self._started_ray = True
             # "local": its own Ray even beside a `ray start` cluster (Ray would join that, refusing these)
-            own = {} if self.address else {"include_dashboard": False, "configure_logging": False,
-                                           "_system_config": RAY_SYSTEM_CONFIG}
-            ray.init(address=self.address or "local", logging_level=logging.WARNING, log_to_driver=False, **own)
+            own = {} if joining else {"include_dashboard": False, "configure_logging": False,
+                                      "_system_config": RAY_SYSTEM_CONFIG}
+            ray.init(address=self.address if joining else "local", logging_level=logging.WARNING, log_to_driver=False, **own)
         _terminate_like_ctrl_c()
         from ray.util.queue import Queue
 
