@@ -320,7 +320,9 @@ def test_model_bytes_travel_to_nodes_without_the_file(ray_two_gpus, tmp_path: Pa
 STARTS_RAY = """
 import time
 from farm.executor.ray_farm import RayExecutor
-RayExecutor()._ensure_ray()
+executor = RayExecutor()
+executor._ensure_ray()
+executor._log_queue.qsize()  # its one actor (the log queue) is up: a worker still starting reads as IDLE
 print("up", flush=True)
 time.sleep(60)
 """
