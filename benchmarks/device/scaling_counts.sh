@@ -21,6 +21,7 @@ if [ "$verb" = start ]; then
   tar cf - --exclude=./.whl . | tar xf - -C "$job/code"
   counts=${*:-2 1}
   cat > "$job/run.sh" <<JOB
+echo \$\$ > $job/pid
 cd $job/code
 export PYTHONPATH=\$PWD PYTHONUNBUFFERED=1
 for n in $counts; do
@@ -31,20 +32,26 @@ done
 echo "done \$(date +%s)" >> $job/progress
 JOB
   setsid nohup bash "$job/run.sh" > "$job/run.out" 2>&1 < /dev/null &
-  echo $! > "$job/pid"
+  echo $! > "$job/pid"  # run.sh writes its own at once (setsid may have forked)
   echo "started: counts $counts (logs in $job)"
   exit 0
 fi
-[ -f "$job/progress" ] || { echo "nothing started on this machine (it may be a fresh one)"; exit 3; }
+[ -f "$job/pid" ] || { echo "nothing started on this machine (it may be a fresh one)"; exit 3; }
+touch "$job/progress"
 limit=${1:-540}
 while ! grep -q '^done' "$job/progress" && running && [ "$SECONDS" -lt "$limit" ]; do sleep 5; done
 cat "$job/progress"
 grep -q '^done' "$job/progress" || running || echo "the run ended before it was done: $job/run.out, the logs below"
 for log in "$job"/gpus*.log; do
   echo "== $log: $(grep -c '^ok' "$log") cells ok so far"
-  grep -v '^\s*$' "$log" | grep -A30 '^real sweeps\|per cell (median' | tail -40
+  if grep -q '^real sweeps' "$log"; then
+    grep -v '^\s*$' "$log" | grep -A30 '^real sweeps\|per cell (median' | tail -40
+  else
+    tail -5 "$log"
+  fi
 done
 if grep -q '^done' "$job/progress" && [ -n "${OUT:-}" ]; then
-  cp "$job"/*.log "$job"/*.csv "$OUT"/ 2>/dev/null
-  tar czf "$OUT/scaling-warehouses.tgz" -C "$job" scratch
+  mkdir -p "$OUT" && cp "$job"/*.log "$job"/*.csv "$OUT"/ 2>/dev/null
+  [ -d "$job/scratch" ] && tar czf "$OUT/scaling-warehouses.tgz" -C "$job" scratch
 fi
+true
