@@ -178,6 +178,20 @@ def gone(pid: int) -> bool:
     return not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
 
 
+def ended(pid: int, timeout_s: float) -> bool:
+    """`gone(pid)` once it ended, or `timeout_s` passed (psutil.TimeoutExpired: it did not end)."""
+    with contextlib.suppress(psutil.NoSuchProcess):
+        psutil.Process(pid).wait(timeout=timeout_s)
+    return gone(pid)
+
+
+def doomed_worker(script: str) -> tuple[subprocess.Popen, list[str]]:
+    """A worker process running `script` (with farm importable), and the words of its first line."""
+    worker = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return worker, worker.stdout.readline().split()
+
+
 @pytest.mark.parametrize("sig", [signal.SIGSEGV, signal.SIGKILL])
 def test_a_signal_mid_cell_is_the_reason_and_the_next_cell_gets_a_fresh_child(tmp_path: Path, sig: int) -> None:
     cell = one_cell(tmp_path, SLOW)
@@ -268,17 +282,11 @@ sys.stdin.read()
 
 
 def test_the_child_ends_when_its_worker_is_killed(tmp_path: Path) -> None:
-    worker = subprocess.Popen([sys.executable, "-c", CHILD_OF_A_DOOMED_WORKER], cwd=ROOT, stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    child = int(worker.stdout.readline())
-    assert psutil.pid_exists(child)
+    worker, (child,) = doomed_worker(CHILD_OF_A_DOOMED_WORKER)
+    assert psutil.pid_exists(int(child))
     worker.send_signal(signal.SIGKILL)
     worker.wait()
-    try:
-        psutil.Process(child).wait(timeout=60)  # it notices its parent is gone and ends itself
-    except psutil.NoSuchProcess:
-        pass
-    assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
+    assert ended(int(child), 60)  # it notices its parent is gone and ends itself
 
 
 SPARE_OF_A_DOOMED_WORKER = """
@@ -296,21 +304,14 @@ sys.stdin.read()
 
 def test_a_held_replacement_ends_when_its_worker_is_killed(tmp_path: Path) -> None:
     # A stopped process cannot notice that its worker is gone; the kernel ends it (PR_SET_PDEATHSIG).
-    worker = subprocess.Popen([sys.executable, "-c", SPARE_OF_A_DOOMED_WORKER], cwd=ROOT, stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    child, spare, held = worker.stdout.readline().split()
+    worker, (child, spare, held) = doomed_worker(SPARE_OF_A_DOOMED_WORKER)
     deadline = time.monotonic() + 30  # SIGSTOP takes effect as the running process is next interrupted
     while psutil.Process(int(spare)).status() != psutil.STATUS_STOPPED and time.monotonic() < deadline:
         time.sleep(0.01)
     assert held == "True" and psutil.Process(int(spare)).status() == psutil.STATUS_STOPPED
     worker.send_signal(signal.SIGKILL)
     worker.wait()
-    for pid in (int(child), int(spare)):
-        try:
-            psutil.Process(pid).wait(timeout=60)
-        except psutil.NoSuchProcess:
-            pass
-        assert gone(pid)
+    assert ended(int(child), 60) and ended(int(spare), 60)
 
 
 SPARE_OF_A_WORKER_KILLED_AT_ONCE = """
@@ -328,19 +329,11 @@ sys.stdin.read()
 def test_a_replacement_ends_when_its_worker_is_killed_before_it_said_it_is_alive(tmp_path: Path) -> None:
     # Killed before its PR_SET_PDEATHSIG (set after its imports), the kernel does not end it: its own
     # watch on the worker (the pid it was given) or its first message to the closed pipe does.
-    worker = subprocess.Popen([sys.executable, "-c", SPARE_OF_A_WORKER_KILLED_AT_ONCE], cwd=ROOT,
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)})
-    child, spare, held, answered = worker.stdout.readline().split()
+    worker, (child, spare, held, answered) = doomed_worker(SPARE_OF_A_WORKER_KILLED_AT_ONCE)
     worker.send_signal(signal.SIGKILL)
     worker.wait()
     assert (held, answered) == ("False", "False")
-    for pid in (int(child), int(spare)):
-        try:
-            psutil.Process(pid).wait(timeout=120)
-        except psutil.NoSuchProcess:
-            pass
-        assert gone(pid)
+    assert ended(int(child), 120) and ended(int(spare), 120)
 
 
 def test_a_cell_past_its_timeout_is_stopped_without_a_retry(tmp_path: Path) -> None:

@@ -62,6 +62,15 @@ def rows(results: Path) -> list[dict]:
     return [dict(zip(names, row)) for row in cursor.fetchall()]
 
 
+ONE_SHORT_REPEAT = """
+[measurement]
+warmup_ms = 5
+min_iterations = 5
+min_duration_ms = 50
+repeats = 1
+layer_iterations = 0
+"""
+
 PINNED = """
 name = "two-kinds"
 [[models]]
@@ -72,13 +81,7 @@ backends = ["torch", "onnxruntime"]
 accelerator_types = ["H100", "H200"]
 [backends.torch]
 device = "cuda"
-[measurement]
-warmup_ms = 5
-min_iterations = 5
-min_duration_ms = 50
-repeats = 1
-layer_iterations = 0
-"""
+""" + ONE_SHORT_REPEAT
 
 
 def test_cells_land_on_both_nodes_pinned_by_gpu_model(cluster, tmp_path: Path) -> None:
@@ -132,19 +135,13 @@ def test_a_sweep_without_address_runs_on_a_ray_of_its_own_beside_a_running_clust
     cluster, second = cluster
     tiny_cnn(tmp_path / "tiny.onnx")
     config = write_sweep(tmp_path, """
-        name = "own-ray"
-        [[models]]
-        source = "tiny.onnx"
-        [axes]
-        batch_sizes = [1, 2]
-        backends = ["onnxruntime"]
-        [measurement]
-        warmup_ms = 5
-        min_iterations = 5
-        min_duration_ms = 50
-        repeats = 1
-        layer_iterations = 0
-        """)
+name = "own-ray"
+[[models]]
+source = "tiny.onnx"
+[axes]
+batch_sizes = [1, 2]
+backends = ["onnxruntime"]
+""" + ONE_SHORT_REPEAT)
     results = tmp_path / "results"
     done = farm_sweep(config, results, None)
     assert done.returncode == 0, done.stderr[-3000:]
