@@ -8,7 +8,14 @@ Real: `farm sweep SWEEP --gpus N` into a fresh warehouse per N (under --scratch)
 outside; then the warehouse's `cells` (started_at, finished_at, worker: which GPU of which Ray
 node) give each GPU's busy time, and idle = the cell phase (first start to last finish) - busy;
 the seconds before the first cell (start-up) and after the last are printed beside it. With
---scratch, counts measured in earlier calls join the table (figures.json there).
+--scratch, counts measured in earlier calls join the table (figures.json there). A count given
+twice (`--gpus 2,1,2`) is measured twice (`gpus2`, then `gpus2-run2`): how far a cell's figure moves
+between two runs of the same setup, the floor under any comparison across counts. `--report` runs
+nothing and prints the tables from --scratch's warehouses.
+Per cell (a 1-GPU run and another in the same --scratch): each ok cell's median latency at every
+count against 1 GPU, judged against 5 %: within; off by more, on a cell whose repeats agreed (each
+run's repeat medians within 5 % of each other); or cannot judge, where the cell's own repeats in one
+of the two runs moved more than 5 % (a host-bound cell on a host whose speed moved: its note says so).
 Simulated (`--simulate`): the farm's scheduler (farm.scheduler.simulate) over N logical GPUs in
 virtual time, each cell lasting its recorded duration (the median of the same model, backend,
 options, precision and batch in --durations-from's warehouse; else farm.executor.costs' prior),
@@ -94,15 +101,14 @@ def clear_compile_caches() -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def real(sweep: Path, gpus: int, scratch: Path, cold: bool = False) -> tuple[float, list[float], dict]:
-    """(wall seconds, idle seconds per GPU, phases) of `farm sweep SWEEP --gpus N` into a fresh
-    warehouse; phases: seconds before the first cell started (start-up: Ray, workers, planning),
+def real(sweep: Path, gpus: int, results: Path, cold: bool = False) -> tuple[float, list[float], dict]:
+    """(wall seconds, idle seconds per GPU, phases) of `farm sweep SWEEP --gpus N` into the fresh
+    warehouse `results`; phases: seconds before the first cell started (start-up: Ray, workers, planning),
     the cell phase (first start to last finish), after the last finished (summary, shutdown)."""
     import datetime as dt
 
     from farm.warehouse import Warehouse
 
-    results = scratch / f"gpus{gpus}"
     if cold:
         clear_compile_caches()
     began = dt.datetime.now(dt.UTC)
@@ -126,17 +132,35 @@ def real(sweep: Path, gpus: int, scratch: Path, cold: bool = False) -> tuple[flo
     return wall, [phase - b for b in busy.values()], phases
 
 
-def table(title: str, figures: dict[int, tuple]) -> None:
+def run_labels(counts: list[int]) -> list[tuple[str, int]]:
+    """(label, GPU count) per run, in order; the label names the run's warehouse under --scratch:
+    gpusN, and gpusN-run2, -run3 for a count given again."""
+    seen: dict[int, int] = {}
+    labels = []
+    for n in counts:
+        seen[n] = seen.get(n, 0) + 1
+        labels.append((f"gpus{n}" if seen[n] == 1 else f"gpus{n}-run{seen[n]}", n))
+    return labels
+
+
+def gpu_count(label: str) -> int:
+    return int(label.removeprefix("gpus").split("-", 1)[0])
+
+
+def table(title: str, figures: dict[str, tuple]) -> None:
+    """One row per run: figures maps a run's label to (wall, idle per GPU[, phases])."""
     print(f"\n{title}")
     print(f"{'GPUs':>4} {'wall s':>8} {'speedup':>8} {'efficiency':>10} {'before':>7} {'cells':>7} {'after':>6} "
           f"{'not ok':>6}  idle s per GPU")
-    one = figures[1][0] if 1 in figures else None  # speedup only against a measured 1-GPU run
-    for n, (wall, idle, *rest) in sorted(figures.items()):
+    one = figures["gpus1"][0] if "gpus1" in figures else None  # speedup only against a measured 1-GPU run
+    for label, (wall, idle, *rest) in sorted(figures.items(), key=lambda kv: (gpu_count(kv[0]), kv[0])):
+        n = gpu_count(label)
         speedup = f"{one / wall:>7.2f}x {100 * one / wall / n:>9.0f}%" if one else f"{'-':>8} {'-':>10}"
         phases = rest[0] if rest else {}
         split = (f"{phases['before_s']:>7.1f} {phases['cells_s']:>7.1f} {phases['after_s']:>6.1f} "
                  f"{phases['not_ok']:>6}" if phases else f"{'':>7} {'':>7} {'':>6} {'':>6}")
-        print(f"{n:>4} {wall:>8.1f} {speedup} {split}  " + " ".join(f"{i:.1f}" for i in idle))
+        again = f"  ({label.split('-', 1)[1]})" if "-" in label else ""
+        print(f"{n:>4} {wall:>8.1f} {speedup} {split}  " + " ".join(f"{i:.1f}" for i in idle) + again)
     if one is None:
         print("(no 1-GPU run among these: speedup and efficiency need --gpus 1 in the same call)")
 
@@ -152,78 +176,138 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="18 recorded ResNet-50 cells, simulated")
     parser.add_argument("--cold", action="store_true", help="real: clear torch.compile's caches before each count")
     parser.add_argument("--csv", type=Path, help="real: each cell's figure at every count against 1 GPU, as CSV")
+    parser.add_argument("--report", action="store_true", help="real: run nothing, print the tables from --scratch")
     args = parser.parse_args()
     counts = [int(n) for n in args.gpus.split(",")]
     if args.quick or args.simulate:
         seconds = ISSUE_16 if args.quick or args.sweep is None else recorded_seconds(args.sweep, args.durations_from)
         for name, longest_first in (("plan order (FIFO)", False), ("longest expected first", True)):
             table(f"simulated, {name}: {len(seconds)} cells, {sum(seconds.values()):.1f} s of work",
-                  {n: simulated(seconds, n, longest_first, args.startup_s) for n in counts})
+                  {f"gpus{n}": simulated(seconds, n, longest_first, args.startup_s) for n in counts})
         return
     if args.sweep is None:
         parser.error("give a sweep file, or --quick")
+    if args.report and args.scratch is None:
+        parser.error("--report reads the warehouses of an earlier run: give its --scratch")
     scratch = args.scratch or Path(tempfile.mkdtemp(prefix="scaling-"))
-    # each count's figures are kept in the scratch folder, so counts run in separate calls (a
-    # device's per-call time limit) make one table: the last call prints every count measured
+    # each run's figures are kept in the scratch folder, so counts run in separate calls (a
+    # device's per-call time limit) make one table: the last call prints every run measured
     kept = scratch / "figures.json"
-    figures = {int(n): tuple(v) for n, v in json.loads(kept.read_text()).items()} if kept.is_file() else {}
-    for n in counts:
-        figures[n] = real(args.sweep, n, scratch, args.cold)
+    figures = {f"gpus{k}" if k.isdigit() else k: tuple(v)
+               for k, v in json.loads(kept.read_text()).items()} if kept.is_file() else {}
+    for label, n in [] if args.report else run_labels(counts):
+        figures[label] = real(args.sweep, n, scratch / label, args.cold)
         kept.write_text(json.dumps(figures))
-    table(f"real sweeps of {args.sweep} (warehouses under {scratch}; seconds before the first cell, "
-          "of the cell phase, after the last)", figures)
-    rows = per_cell(scratch, sorted(figures))
+    if figures:
+        table(f"real sweeps of {args.sweep} (warehouses under {scratch}; seconds before the first cell, "
+              "of the cell phase, after the last)", figures)
+    measured = sorted({*figures, *(p.name for p in scratch.glob("gpus*") if p.is_dir())},
+                      key=lambda label: (gpu_count(label), label))
+    rows = per_cell(scratch, measured)
     if args.csv and rows:
-        write_csv(rows, args.csv)
+        write_csv(rows, args.csv, recorded_machine([scratch / label for label in measured]))
     elif args.csv:
         print(f"no per-cell figures for {args.csv}: they need a 1-GPU count and another in the same --scratch")
 
 
-def per_cell(scratch: Path, counts: list[int]) -> list[dict]:
-    """Each ok cell's median latency at every count against its figure on 1 GPU (the target: within
-    5 %), printed; the rows, for --csv."""
-    import statistics
+TOLERANCE = 0.05  # the target: each cell within 5 % of its figure on 1 GPU
 
+
+def verdict(ratio: float, spreads: list[float | None], tolerance: float = TOLERANCE) -> str:
+    """A cell's figure on one run against another (ratio): within the tolerance; off by more, where
+    the cell's repeats agreed in both runs; or cannot judge, where its own repeats in one run
+    (repeat_spread_percent: slowest against fastest repeat median) moved more than the tolerance."""
+    if abs(ratio - 1) <= tolerance:
+        return "within"
+    moved = max((s for s in spreads if s is not None), default=None)
+    if moved is not None and moved > 100 * tolerance:
+        return f"cannot judge: its repeats moved {moved:.0f} %"
+    return f"off by {100 * (ratio - 1):+.1f} %"
+
+
+def comparisons(labels: list[str]) -> list[tuple[str, str]]:
+    """(run, base) pairs: every run against 1 GPU, and a count's later run against its first."""
+    pairs = []
+    for label in labels[1:]:
+        first = label.split("-", 1)[0]
+        pairs.append((label, "gpus1"))
+        if first != label and first != "gpus1" and first in labels:
+            pairs.append((label, first))
+    return pairs
+
+
+def per_cell(scratch: Path, labels: list[str]) -> list[dict]:
+    """Each ok cell's median latency on every run against its figure on 1 GPU, and a count's
+    second run against its first, judged (verdict) and printed; the rows, for --csv."""
     from isolation import ok_cells
 
-    if 1 not in counts or len(counts) < 2:
+    if "gpus1" not in labels or len(labels) < 2:
         return []
-    figures = {n: {c["cell_id"]: c for c in ok_cells(scratch / f"gpus{n}")} for n in counts}
+    figures = {label: {c["cell_id"]: c for c in ok_cells(scratch / label)} for label in labels}
+    pairs = comparisons(labels)
     rows = []
-    for cell_id, one in figures[1].items():
-        row = {"cell": cell_id[:8], "precision": one["precision"], "batch": one["batch"],
-               "options": one["options"], "gpus1_ms": one["latency_median_ms"]}
-        for n in counts[1:]:
-            other = figures[n].get(cell_id)
-            row[f"gpus{n}_ms"] = other["latency_median_ms"] if other else None
-            row[f"gpus{n}_over_1"] = (other["latency_median_ms"] / one["latency_median_ms"]
-                                      if other and one["latency_median_ms"] else None)
+    for cell_id, one in figures["gpus1"].items():
+        row = {"cell": cell_id[:8], "precision": one["precision"], "batch": one["batch"], "options": one["options"]}
+        for label in labels:
+            cell = figures[label].get(cell_id)
+            row[f"{label}_ms"] = cell["latency_median_ms"] if cell else None
+            row[f"{label}_repeat_spread_percent"] = cell["repeat_spread_percent"] if cell else None
+        for label, base in pairs:
+            new, old = figures[label].get(cell_id), figures[base].get(cell_id)
+            ratio = new["latency_median_ms"] / old["latency_median_ms"] if new and old else None
+            row[f"{label}_over_{base}"] = ratio
+            row[f"{label}_vs_{base}"] = (verdict(ratio, [old["repeat_spread_percent"], new["repeat_spread_percent"]])
+                                         if ratio is not None else "not measured")
         rows.append(row)
-    for n in counts[1:]:
-        ratios = [r[f"gpus{n}_over_1"] for r in rows if r[f"gpus{n}_over_1"] is not None]
-        if not ratios:
-            continue
-        worst = max(ratios, key=lambda v: abs(v - 1))
-        print(f"\n{n} GPUs against 1, per cell (median latency): {len(ratios)} cells, median ratio "
-              f"{statistics.median(ratios):.3f}, worst {worst:.3f}, within 5 %: "
-              f"{sum(abs(v - 1) <= 0.05 for v in ratios)} (target: all)")
-        for r in sorted(rows, key=lambda r: -abs((r[f"gpus{n}_over_1"] or 1) - 1))[:12]:
-            if r[f"gpus{n}_over_1"] is not None:
-                variant = json.loads(r["options"] or "{}").get("mode", "")
-                print(f"  {r['cell']} {r['precision']:<5} b{r['batch']:<4} {variant:<11} "
-                      f"{r['gpus1_ms']:>9.3f} ms -> {r[f'gpus{n}_ms']:>9.3f} ms  {r[f'gpus{n}_over_1']:.3f}")
+    for label, base in pairs:
+        summarize(rows, label, base)
     return rows
 
 
-def write_csv(rows: list[dict], path: Path) -> None:
+def summarize(rows: list[dict], label: str, base: str) -> None:
+    """One comparison, per cell: counts by verdict, then the cells furthest off."""
+    import statistics
+
+    judged = [r for r in rows if r[f"{label}_over_{base}"] is not None]
+    if not judged:
+        return
+    ratios = [r[f"{label}_over_{base}"] for r in judged]
+    worst = max(ratios, key=lambda v: abs(v - 1))
+    verdicts = [r[f"{label}_vs_{base}"] for r in judged]
+    print(f"\n{label} against {base}, per cell (median latency): {len(judged)} cells, median ratio "
+          f"{statistics.median(ratios):.3f}, worst {worst:.3f}; within {100 * TOLERANCE:.0f} %: "
+          f"{verdicts.count('within')}, off by more on steady repeats: {sum(v.startswith('off') for v in verdicts)}, "
+          f"cannot judge (the cell's own repeats moved more): {sum(v.startswith('cannot') for v in verdicts)}")
+    for r in sorted(judged, key=lambda r: -abs(r[f"{label}_over_{base}"] - 1))[:12]:
+        mode = json.loads(r["options"] or "{}").get("mode", "")
+        print(f"  {r['cell']} {r['precision']:<5} b{r['batch']:<4} {mode:<11} {r[f'{base}_ms']:>9.3f} ms -> "
+              f"{r[f'{label}_ms']:>9.3f} ms  {r[f'{label}_over_{base}']:.3f}  {r[f'{label}_vs_{base}']}")
+
+
+def recorded_machine(warehouses: list[Path]) -> str:
+    """The machine and farm commit the runs recorded (their warehouses, not where this script runs:
+    --report may read runs from elsewhere), as isolation.machine() writes them."""
+    from farm.warehouse import Warehouse
+
+    gpus, cores, commits = {}, set(), set()
+    for results in warehouses:
+        con = Warehouse(results).connect()
+        gpus.update(con.execute("SELECT device_id, name FROM devices WHERE kind = 'cuda'").fetchall())
+        for cpu_cores, commit in con.execute("SELECT DISTINCT cpu_cores, farm_commit FROM cells").fetchall():
+            cores.add(cpu_cores)
+            commits.add((commit or "?")[:7])
+    names = sorted(set(gpus.values()))
+    return (f"{len(gpus)}x {', '.join(names)}" if gpus else "no GPU") + \
+        f", {'/'.join(map(str, sorted(c for c in cores if c)))} CPUs; farm {', '.join(sorted(commits))}"
+
+
+def write_csv(rows: list[dict], path: Path, machine: str) -> None:
     """The per-cell rows as CSV, with the machine and farm's commit on a comment line above."""
     import csv
     import io
 
-    from isolation import machine
-
     buffer = io.StringIO()
-    buffer.write(f"# {machine()}\n")
+    buffer.write(f"# {machine}\n")
     writer = csv.DictWriter(buffer, fieldnames=list(rows[0]))
     writer.writeheader()
     writer.writerows(rows)

@@ -5,6 +5,7 @@ speed targets are read off the full runs, not asserted here."""
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import os
@@ -18,6 +19,9 @@ from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
+
+from farm.cli import main
+from tests.conftest import tiny_cnn, write_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = ROOT / "benchmarks"
@@ -257,6 +261,65 @@ def test_scaling_quick() -> None:
     rows = re.findall(rf"^\s+(\d) +{NUMBER} +{NUMBER}x +{NUMBER}%", out, re.M)
     assert [n for n, *_ in rows] == ["1", "2", "4"] * 2, out  # FIFO, then longest first
     assert all(float(wall) > 0 and float(speedup) > 0 and math.isfinite(float(eff)) for _, wall, speedup, eff in rows)
+
+
+VERDICT = re.compile(r"^(within|off by [+-]\d+\.\d %|cannot judge: its repeats moved \d+ %)$")
+
+
+def test_scaling_verdict_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Within 5 % is within, whatever the repeats did; further off is "off by" only where the cell's
+    repeats agreed in both runs, else the comparison cannot be judged."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from scaling import verdict
+
+    assert verdict(1.049, [40.0, 2.0]) == "within"
+    assert verdict(0.951, [None, None]) == "within"
+    assert verdict(1.2, [3.0, 4.9]) == "off by +20.0 %"
+    assert verdict(0.9, [None, None]) == "off by -10.0 %"
+    assert verdict(0.8, [2.0, 30.4]) == "cannot judge: its repeats moved 30 %"
+    assert verdict(1.06, [5.1, None]) == "cannot judge: its repeats moved 5 %"
+
+
+def test_scaling_report_compares_every_run_per_cell(tmp_path: Path) -> None:
+    """--report over three runs' warehouses (CPU sweeps standing in for 1 GPU, 2 GPUs and 2 GPUs
+    again): each cell against 1 GPU, the repeated count against its first run, each judged; the
+    CSV's ratios are the runs' own medians and the machine line is the runs' own."""
+    models = tmp_path / "models"
+    models.mkdir()
+    config = write_sweep(tmp_path, f"""
+        name = "report"
+        [[models]]
+        source = "{tiny_cnn(models / 'tiny.onnx')}"
+        [axes]
+        precisions = ["fp32"]
+        batch_sizes = [1, 4]
+        backends = ["onnxruntime"]
+        """)
+    scratch = tmp_path / "scratch"
+    for label in ("gpus1", "gpus2", "gpus2-run2"):
+        assert main(["sweep", str(config), "--results", str(scratch / label), "--executor", "local"]) == 0
+    out = run_benchmark("scaling.py", str(config), "--report", "--scratch", str(scratch),
+                        "--csv", str(tmp_path / "cells.csv"), timeout=180)
+    compared = re.findall(r"^(\S+) against (\S+), per cell \(median latency\): 2 cells", out, re.MULTILINE)
+    assert compared == [("gpus2", "gpus1"), ("gpus2-run2", "gpus1"), ("gpus2-run2", "gpus2")], out
+    assert "real sweeps" not in out, out  # --report ran nothing: no wall-time table without figures.json
+    lines = (tmp_path / "cells.csv").read_text().splitlines()
+    assert re.match(r"^# no GPU, \d+ CPUs; farm \S+$", lines[0]), lines[0]
+    rows = list(csv.DictReader(lines[1:]))
+    assert len(rows) == 2
+    for row in rows:
+        for label, base in compared:
+            ratio = float(row[f"{label}_over_{base}"])
+            assert ratio == pytest.approx(float(row[f"{label}_ms"]) / float(row[f"{base}_ms"]))
+            judged = row[f"{label}_vs_{base}"]
+            assert VERDICT.match(judged), judged
+            assert (judged == "within") == (abs(ratio - 1) <= 0.05), (ratio, judged)
+
+
+def test_scaling_report_needs_scratch() -> None:
+    process = subprocess.run([sys.executable, str(BENCHMARKS / "scaling.py"), "configs/gpu-resnet50.toml", "--report"],
+                             cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert process.returncode == 2 and "--report reads the warehouses of an earlier run" in process.stderr
 
 
 def test_warehouse_scale_quick(tmp_path: Path) -> None:
