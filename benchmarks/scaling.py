@@ -9,9 +9,10 @@ outside; then the warehouse's `cells` (started_at, finished_at, worker: which GP
 node) give each GPU's busy time, and idle = the cell phase (first start to last finish) - busy;
 the seconds before the first cell (start-up) and after the last are printed beside it. With
 --scratch, counts measured in earlier calls join the table (figures.json there). A count given
-twice (`--gpus 2,1,2`) is measured twice (`gpus2`, then `gpus2-run2`): how far a cell's figure moves
-between two runs of the same setup, the floor under any comparison across counts. `--report` runs
-nothing and prints the tables from --scratch's warehouses.
+twice (`--gpus 2,1,2`), or again in the same --scratch, is measured again (`gpus2`, then
+`gpus2-run2`): how far a cell's figure moves between two runs of the same setup, the floor under
+any comparison across counts. `--report` runs nothing and prints the tables from --scratch's
+warehouses.
 Per cell (a 1-GPU run and another in the same --scratch): each ok cell's median latency at every
 count against 1 GPU, judged against 5 %: within; off by more, on a cell whose repeats agreed (each
 run's repeat medians within 5 % of each other); or cannot judge, where the cell's own repeats in one
@@ -132,14 +133,15 @@ def real(sweep: Path, gpus: int, results: Path, cold: bool = False) -> tuple[flo
     return wall, [phase - b for b in busy.values()], phases
 
 
-def run_labels(counts: list[int]) -> list[tuple[str, int]]:
+def run_labels(counts: list[int], taken: set[str]) -> list[tuple[str, int]]:
     """(label, GPU count) per run, in order; the label names the run's warehouse under --scratch:
-    gpusN, and gpusN-run2, -run3 for a count given again."""
-    seen: dict[int, int] = {}
-    labels = []
+    gpusN, and gpusN-run2, -run3 for a count given again or measured there before (`taken`)."""
+    labels: list[tuple[str, int]] = []
     for n in counts:
-        seen[n] = seen.get(n, 0) + 1
-        labels.append((f"gpus{n}" if seen[n] == 1 else f"gpus{n}-run{seen[n]}", n))
+        run = 1
+        while (label := f"gpus{n}" if run == 1 else f"gpus{n}-run{run}") in taken | {t for t, _ in labels}:
+            run += 1
+        labels.append((label, n))
     return labels
 
 
@@ -195,7 +197,7 @@ def main() -> None:
     kept = scratch / "figures.json"
     figures = {f"gpus{k}" if k.isdigit() else k: tuple(v)
                for k, v in json.loads(kept.read_text()).items()} if kept.is_file() else {}
-    for label, n in [] if args.report else run_labels(counts):
+    for label, n in [] if args.report else run_labels(counts, {*figures, *(p.name for p in scratch.glob('gpus*'))}):
         figures[label] = real(args.sweep, n, scratch / label, args.cold)
         kept.write_text(json.dumps(figures))
     if figures:

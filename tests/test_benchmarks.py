@@ -280,6 +280,17 @@ def test_scaling_verdict_rule(monkeypatch: pytest.MonkeyPatch) -> None:
     assert verdict(1.06, [5.1, None]) == "cannot judge: its repeats moved 5 %"
 
 
+def test_scaling_run_labels(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A count given again, or measured before in the same scratch folder, is a further run: no
+    run's warehouse is overwritten."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from scaling import run_labels
+
+    assert run_labels([2, 1, 2], set()) == [("gpus2", 2), ("gpus1", 1), ("gpus2-run2", 2)]
+    assert run_labels([2], {"gpus2", "gpus1"}) == [("gpus2-run2", 2)]
+    assert run_labels([2, 2], {"gpus2", "gpus2-run2"}) == [("gpus2-run3", 2), ("gpus2-run4", 2)]
+
+
 def test_scaling_report_compares_every_run_per_cell(tmp_path: Path) -> None:
     """--report over three runs' warehouses (CPU sweeps standing in for 1 GPU, 2 GPUs and 2 GPUs
     again): each cell against 1 GPU, the repeated count against its first run, each judged; the

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # On a GPU machine, after setup.sh: benchmarks/scaling.py's counts (default "2 1", cold caches)
-# of configs/gpu-resnet50.toml, one after the other, for runs longer than one remote command may
-# last (a 1-GPU count of it takes 15 minutes or more).
+# of a sweep (default configs/gpu-resnet50.toml; SWEEP= in the environment for another), one after
+# the other, for runs longer than one remote command may last (a 1-GPU count of it takes 13
+# minutes or more). A count given twice is measured twice (scaling.py: gpus2, gpus2-run2).
 #   bash benchmarks/device/scaling_counts.sh start [COUNTS...]   # returns at once; the job runs on
 #   bash benchmarks/device/scaling_counts.sh wait [SECONDS]       # until it ends or SECONDS pass
 # `start` copies the checkout to /tmp/farm-scaling/code and runs there in a process session of
 # its own (setsid), so it outlives the command that started it; `wait` says where it is, and once
-# it is done copies the per-cell CSV, the logs and the warehouses (tar) to $OUT. `wait` on a
-# machine where nothing was started says so at once.
+# it is done copies the per-cell CSV, the logs and the warehouses' tables (tar; without the
+# per-query samples and layers, which pass no size limit of a copy) to $OUT. `wait` on a machine
+# where nothing was started says so at once.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 job=/tmp/farm-scaling
@@ -20,14 +22,18 @@ if [ "$verb" = start ]; then
   rm -rf "$job" && mkdir -p "$job/code"
   tar cf - --exclude=./.whl . | tar xf - -C "$job/code"
   counts=${*:-2 1}
+  sweep=${SWEEP:-configs/gpu-resnet50.toml}
+  [ -f "$sweep" ] || { echo "no sweep file $sweep" >&2; exit 2; }
   cat > "$job/run.sh" <<JOB
 echo \$\$ > $job/pid
 cd $job/code
 export PYTHONPATH=\$PWD PYTHONUNBUFFERED=1
+i=0
 for n in $counts; do
+  i=\$((i + 1))
   echo "count \$n from \$(date +%s)" >> $job/progress
-  python3 benchmarks/scaling.py configs/gpu-resnet50.toml --gpus \$n --scratch $job/scratch --cold \
-    --csv $job/cells.csv > $job/gpus\$n.log 2>&1
+  python3 benchmarks/scaling.py $sweep --gpus \$n --scratch $job/scratch --cold \
+    --csv $job/cells.csv > $job/run\$i-gpus\$n.log 2>&1
 done
 echo "done \$(date +%s)" >> $job/progress
 JOB
@@ -42,7 +48,7 @@ limit=${1:-540}
 while ! grep -q '^done' "$job/progress" && running && [ "$SECONDS" -lt "$limit" ]; do sleep 5; done
 cat "$job/progress"
 grep -q '^done' "$job/progress" || running || echo "the run ended before it was done: $job/run.out, the logs below"
-for log in "$job"/gpus*.log; do
+for log in "$job"/run*-gpus*.log; do
   echo "== $log: $(grep -c '^ok' "$log") cells ok so far"
   if grep -q '^real sweeps' "$log"; then
     grep -v '^\s*$' "$log" | grep -A30 '^real sweeps\|per cell (median' | tail -40
@@ -52,6 +58,7 @@ for log in "$job"/gpus*.log; do
 done
 if grep -q '^done' "$job/progress" && [ -n "${OUT:-}" ]; then
   mkdir -p "$OUT" && cp "$job"/*.log "$job"/*.csv "$OUT"/ 2>/dev/null
-  [ -d "$job/scratch" ] && tar czf "$OUT/scaling-warehouses.tgz" -C "$job" scratch
+  [ -d "$job/scratch" ] && tar czf "$OUT/scaling-warehouses.tgz" -C "$job" --exclude=samples --exclude=layers \
+    --exclude=.cache scratch
 fi
 true
