@@ -212,21 +212,6 @@ def main() -> None:
         print(f"no per-cell figures for {args.csv}: they need a 1-GPU count and another in the same --scratch")
 
 
-TOLERANCE = 0.05  # the target: each cell within 5 % of its figure on 1 GPU
-
-
-def verdict(ratio: float, spreads: list[float | None], tolerance: float = TOLERANCE) -> str:
-    """A cell's figure on one run against another (ratio): within the tolerance; off by more, where
-    the cell's repeats agreed in both runs; or cannot judge, where its own repeats in one run
-    (repeat_spread_percent: slowest against fastest repeat median) moved more than the tolerance."""
-    if abs(ratio - 1) <= tolerance:
-        return "within"
-    moved = max((s for s in spreads if s is not None), default=None)
-    if moved is not None and moved > 100 * tolerance:
-        return f"cannot judge: its repeats moved {moved:.0f} %"
-    return f"off by {100 * (ratio - 1):+.1f} %"
-
-
 def comparisons(labels: list[str]) -> list[tuple[str, str]]:
     """(run, base) pairs: every run against 1 GPU, and a count's later run against its first."""
     pairs = []
@@ -241,7 +226,7 @@ def comparisons(labels: list[str]) -> list[tuple[str, str]]:
 def per_cell(scratch: Path, labels: list[str]) -> list[dict]:
     """Each ok cell's median latency on every run against its figure on 1 GPU, and a count's
     second run against its first, judged (verdict) and printed; the rows, for --csv."""
-    from isolation import ok_cells
+    from isolation import ok_cells, verdict
 
     if "gpus1" not in labels or len(labels) < 2:
         return []
@@ -269,6 +254,8 @@ def per_cell(scratch: Path, labels: list[str]) -> list[dict]:
 def summarize(rows: list[dict], label: str, base: str) -> None:
     """One comparison, per cell: counts by verdict, then the cells furthest off."""
     import statistics
+
+    from isolation import TOLERANCE
 
     judged = [r for r in rows if r[f"{label}_over_{base}"] is not None]
     if not judged:

@@ -270,7 +270,7 @@ def test_scaling_verdict_rule(monkeypatch: pytest.MonkeyPatch) -> None:
     """Within 5 % is within, whatever the repeats did; further off is "off by" only where the cell's
     repeats agreed in both runs, else the comparison cannot be judged."""
     monkeypatch.syspath_prepend(str(BENCHMARKS))
-    from scaling import verdict
+    from isolation import verdict
 
     assert verdict(1.049, [40.0, 2.0]) == "within"
     assert verdict(0.951, [None, None]) == "within"
@@ -388,6 +388,10 @@ def test_isolation_quick(tmp_path: Path) -> None:
         assert figure(row["in_sweep_over_alone"]) == pytest.approx(float(row["in_sweep_ms"]) / float(row["alone_ms"]),
                                                                    rel=1e-3)
         assert row["in_sweep_host_probe_ms"] == row["alone_host_probe_ms"] == "", row  # CPU cells: no host probe
+        assert VERDICT.match(row["verdict"]), row
+        tolerance = 0.10 if row["host_bound"] == "True" else 0.05
+        assert (row["verdict"] == "within") == (abs(float(row["in_sweep_over_alone"]) - 1) <= tolerance), row
+        assert figure(row["alone_repeat_spread_percent"]) >= 0, row
     beside_bare = [r for r in rows if r["bare_ms"]]
     assert [(r["backend"], r["batch"]) for r in beside_bare] == [("torch", "1")] and positive(beside_bare[0]["bare_ms"])
     assert re.search(rf"in-sweep / alone over 2 cells: median {NUMBER}", out), out
