@@ -242,6 +242,37 @@ def test_readers_see_a_sweep_before_or_after_its_compaction(tmp_path: Path) -> N
     assert all(read == expected for read in reads)
 
 
+def test_a_cell_rewritten_while_a_reader_lists_its_table_keeps_its_rows(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compacted cell written again (the same rows) just after a reader listed one of its tables:
+    the reader's view still counts that cell's rows of the table once. (A reader that took the
+    new `cells` file, listed after, as superseding the compacted rows lost them: the writer
+    writes a cell's `cells` file last, after the listing.)"""
+    from farm.warehouse.layout import WarehouseLayout
+    from tests.test_warehouse import every_row, write_cells
+
+    results = tmp_path / "results"
+    warehouse = Warehouse(results)
+    ids = [f"{i:016x}" for i in range(12)]
+    write_cells(warehouse, "s", ids)
+    warehouse.compact("s", block_cells=5)
+    expected = every_row(results)
+    listing = WarehouseLayout.loose_files
+    rewritten = []
+
+    def list_then_rewrite(layout, sweep: str, table: str):
+        found = listing(layout, sweep, table)
+        if table == "layers" and not rewritten:  # a writer redoes a cell right after this listing
+            rewritten.append(ids[4])
+            write_cells(Warehouse(results), "s", [ids[4]])
+        return found
+
+    monkeypatch.setattr(WarehouseLayout, "loose_files", list_then_rewrite)
+    assert every_row(results) == expected
+    assert rewritten == [ids[4]]
+    assert (results / "s" / "cells" / f"{ids[4]}.parquet").is_file()  # the redo happened beside the read
+
+
 def test_a_query_that_writes_is_refused_and_ctrl_c_stops_a_long_one(tmp_path: Path, capsys) -> None:
     """`farm query` only reads: a statement that may write files (COPY, CREATE, EXPORT) is one line
     and exit 2 and writes nothing, even into the warehouse while a sweep holds it; reads run beside a

@@ -5,7 +5,8 @@ part of `Warehouse` every other part holds (`warehouse.layout`).
 
 A cell's rows come from its own files where it has them, else from the compacted files: for a
 table, compacted rows of a cell are left out when the cell has a `cells` file of its own or a
-file of its own in that table (a cell redone after compaction supersedes its compacted rows).
+file of its own in that table (a cell redone after compaction supersedes its compacted rows);
+a `cells` file that came or went while a reader listed the table does not count (`sources`).
 Compacted files are immutable; `compaction.json`, written whole or not at all, is the one list
 of those that count (`farm compact`, farm.warehouse.compact).
 """
@@ -160,15 +161,21 @@ class WarehouseLayout:
     def sources(self, sweep: str, table: str, compaction: Compaction | None = None) -> Sources:
         """What readers read of `table` in `sweep` (the rule in this module's docstring); files
         found damaged are left out."""
+        parts = [p for p in self.part_files(sweep, table, compaction) if p not in self.skipped and p.exists()] \
+            if table in COMPACTED_TABLES else []
+        # A cell's own `cells` file supersedes its compacted rows in every table. A writer writes a
+        # cell's other tables before its `cells` file and removes that file first (a rerun, a
+        # compaction): a cell whose `cells` file came or went while this table was listed would
+        # have its compacted rows left out and its own not listed. So it supersedes here only where
+        # the same `cells` file (inode and time) was there both before and after the listing.
+        before = _marks(self.table_dir(sweep, "cells")) if parts and table != "cells" else {}
         every = self.loose_files(sweep, table)
         loose = [p for p in every if p not in self.skipped]
-        if table not in COMPACTED_TABLES:
-            return Sources(loose, [], frozenset())
-        parts = [p for p in self.part_files(sweep, table, compaction) if p not in self.skipped and p.exists()]
         if not parts:
             return Sources(loose, [], frozenset())
-        own = {p.stem for p in every} | (set() if table == "cells" else set(_stems(self.table_dir(sweep, "cells"))))
-        return Sources(loose, parts, frozenset(own))
+        after = _marks(self.table_dir(sweep, "cells")) if before else {}
+        marked = {cell for cell, mark in before.items() if after.get(cell) == mark}
+        return Sources(loose, parts, frozenset({p.stem for p in every} | marked))
 
     def sweep_dirs(self) -> list[Path]:
         """The sweeps' folders: the root's folders, dot folders aside, that hold at least one table
@@ -198,3 +205,16 @@ class WarehouseLayout:
 
 def _stems(directory: Path) -> list[str]:
     return [name[:-len(".parquet")] for name in parquet_names(directory) if not PART.match(name)]
+
+
+def _marks(directory: Path) -> dict[str, tuple[int, int]]:
+    """Each per-cell file's cell id and (inode, modification time): a file replaced or removed and
+    written again since reads as another."""
+    found = {}
+    for stem in _stems(directory):
+        try:
+            st = os.stat(directory / f"{stem}.parquet")
+        except OSError:
+            continue
+        found[stem] = (st.st_ino, st.st_mtime_ns)
+    return found
