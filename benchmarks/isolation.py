@@ -47,14 +47,24 @@ HOST_BOUND_TOLERANCE = 0.10
 
 def verdict(ratio: float, spreads: list[float | None], tolerance: float = TOLERANCE) -> str:
     """A cell's figure on one run against another (ratio): within the tolerance; off by more, where
-    the cell's repeats agreed in both runs; or cannot judge, where its own repeats in one run
-    (repeat_spread_percent: slowest against fastest repeat median) moved more than the tolerance."""
+    the difference is larger than the cell's own repeats moved in either run (repeat_spread_percent:
+    slowest against fastest repeat median), with how far they moved where that passed the tolerance;
+    or cannot judge, where the repeats moved as much as the difference, or their spread is unknown."""
     if abs(ratio - 1) <= tolerance:
         return "within"
-    moved = max((s for s in spreads if s is not None), default=None)
-    if moved is not None and moved > 100 * tolerance:
-        return f"cannot judge: its repeats moved {moved:.0f} %"
-    return f"off by {100 * (ratio - 1):+.1f} %"
+    if any(s is None for s in spreads):
+        return "cannot judge: its repeat spread is unknown"
+    off, moved = 100 * (ratio - 1), max(spreads)
+    if moved >= abs(off):
+        return f"cannot judge: its repeats moved {moved:.1f} %"
+    return f"off by {off:+.1f} %" + (f" (its repeats moved {moved:.1f} %)" if moved > 100 * tolerance else "")
+
+
+def tally(verdicts: list[str]) -> str:
+    """How many comparisons each kind of verdict took."""
+    return (f"within: {verdicts.count('within')}, off by more than the cell's own repeats moved: "
+            f"{sum(v.startswith('off') for v in verdicts)}, cannot judge (the repeats moved as much): "
+            f"{sum(v.startswith('cannot') for v in verdicts)}")
 
 
 FIGURES = ("latency_median_ms", "enqueue_median_ms", "compute_median_ms", "repeat_spread_percent", "stable",
@@ -175,13 +185,13 @@ def _row(cell: dict, state: dict, run: int) -> dict:
     host_bound = (cell["enqueue_median_ms"] or 0) >= 0.5 * (cell["compute_median_ms"] or float("inf"))
     alone_ms, bare_ms = state["alone"].get(cid), state["bare"].get(cid)
     alone_spread = state.get("alone_spread", {}).get(cid)
-    ratio = _ratio(cell["latency_median_ms"], alone_ms)
+    ratio = ratio_of(cell["latency_median_ms"], alone_ms)
     return {"run": run, "cell": cid[:8], "model": cell["model"], "backend": cell["backend"],
             "variant": options.get("mode") or ("graphs" if options.get("cuda_graph") else "no-graphs"),
             "options": json.dumps(options, sort_keys=True),
             "precision": cell["precision"], "batch": cell["batch"], "host_bound": host_bound,
             "in_sweep_ms": cell["latency_median_ms"], "alone_ms": alone_ms, "bare_ms": bare_ms,
-            "in_sweep_over_alone": ratio, "in_sweep_over_bare": _ratio(cell["latency_median_ms"], bare_ms),
+            "in_sweep_over_alone": ratio, "in_sweep_over_bare": ratio_of(cell["latency_median_ms"], bare_ms),
             "stable": cell["stable"], "repeat_spread_percent": cell["repeat_spread_percent"],
             "alone_repeat_spread_percent": alone_spread,
             "in_sweep_host_probe_ms": cell["host_probe_median_ms"],
@@ -227,11 +237,12 @@ def _record(state: dict, state_path: Path, cid: str, figures: list[dict], bare: 
     state_path.write_text(json.dumps(state))
 
 
-def _ratio(a, b) -> float | None:
+def ratio_of(a, b) -> float | None:
     return a / b if a and b else None
 
 
 def machine(commit: str | None = None) -> str:
+    """This machine's GPUs, CPUs and farm's commit, as the CSVs' first line gives them."""
     try:
         gpus = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
                               text=True, timeout=30).stdout.strip().splitlines()
@@ -239,7 +250,14 @@ def machine(commit: str | None = None) -> str:
         gpus = []
     commit = commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                                       text=True).stdout
-    return (f"{len(gpus)}x {gpus[0]}" if gpus else "no GPU") + f", {os.cpu_count()} CPUs; farm {commit.strip() or '?'}"
+    return machine_line(gpus, os.cpu_count(), commit)
+
+
+def machine_line(gpus: list[str], cpus: int | None, commit: str) -> str:
+    """"2x NVIDIA H100 80GB HBM3, 32 CPUs; farm 8e8c983": GPU names, one per GPU."""
+    names = ", ".join(sorted(set(gpus)))
+    return ((f"{len(gpus)}x {names}" if gpus else "no GPU") + (f", {cpus} CPUs" if cpus else "")
+            + f"; farm {commit.strip() or '?'}")
 
 
 def report(rows: list[dict]) -> None:
@@ -249,16 +267,14 @@ def report(rows: list[dict]) -> None:
         print(f"{r['run']:>3} {r['cell']:<8} {r['model'][:9]:<9} {r['backend']:<11} {r['variant']:<10} "
               f"{r['precision']:<5} {r['batch']:>3} {r['in_sweep_ms']:>9.3f} {_num(r['alone_ms'], 9)} "
               f"{_num(r['in_sweep_over_alone'], 6)} {_num(r['bare_ms'], 8)} {_num(r['in_sweep_over_bare'], 6)} "
-              f"{_num(_ratio(r['in_sweep_host_probe_ms'], r['alone_host_probe_ms']), 6)}  "
+              f"{_num(ratio_of(r['in_sweep_host_probe_ms'], r['alone_host_probe_ms']), 6)}  "
               f"{'yes' if r['host_bound'] else 'no':<10}  {r['verdict']}")
     ratios = [r["in_sweep_over_alone"] for r in rows if r["in_sweep_over_alone"]]
     if ratios:
         verdicts = [r["verdict"] for r in rows if r["in_sweep_over_alone"]]
         print(f"in-sweep / alone over {len(ratios)} cells: median {statistics.median(ratios):.3f}, "
               f"worst {max(ratios, key=lambda v: abs(v - 1)):.3f} (targets: median <= 1.03, worst <= 1.10); "
-              f"within {100 * TOLERANCE:.0f} % ({100 * HOST_BOUND_TOLERANCE:.0f} % host-bound): "
-              f"{verdicts.count('within')}, off by more on steady repeats: {sum(v.startswith('off') for v in verdicts)}, "
-              f"cannot judge (the cell's own repeats moved more): {sum(v.startswith('cannot') for v in verdicts)}")
+              f"targets per cell {100 * TOLERANCE:.0f} %, {100 * HOST_BOUND_TOLERANCE:.0f} % host-bound: {tally(verdicts)}")
     bare = [r["in_sweep_over_bare"] for r in rows if r["in_sweep_over_bare"]]
     if bare:
         print(f"in-sweep / bare loop over {len(bare)} eager batch-1 cells: worst {max(bare):.3f} (target <= 1.10)")

@@ -13,10 +13,11 @@ twice (`--gpus 2,1,2`), or again in the same --scratch, is measured again (`gpus
 `gpus2-run2`): how far a cell's figure moves between two runs of the same setup, the floor under
 any comparison across counts. `--report` runs nothing and prints the tables from --scratch's
 warehouses.
-Per cell (a 1-GPU run and another in the same --scratch): each ok cell's median latency at every
-count against 1 GPU, judged against 5 %: within; off by more, on a cell whose repeats agreed (each
-run's repeat medians within 5 % of each other); or cannot judge, where the cell's own repeats in one
-of the two runs moved more than 5 % (a host-bound cell on a host whose speed moved: its note says so).
+Per cell (any two runs in the same --scratch): each ok cell's median latency on every run against
+the first finished 1-GPU run, and a count's later runs against its first, judged against 5 %
+(isolation.verdict): within; off by more than the cell's own repeats moved in either run
+(repeat_spread_percent); or cannot judge, where they moved as much as the difference (a host-bound
+cell on a host whose speed moved: its note says so).
 Simulated (`--simulate`): the farm's scheduler (farm.scheduler.simulate) over N logical GPUs in
 virtual time, each cell lasting its recorded duration (the median of the same model, backend,
 options, precision and batch in --durations-from's warehouse; else farm.executor.costs' prior),
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -133,6 +135,19 @@ def real(sweep: Path, gpus: int, results: Path, cold: bool = False) -> tuple[flo
     return wall, [phase - b for b in busy.values()], phases
 
 
+RUN_LABEL = re.compile(r"^gpus(\d+)(?:-run(\d+))?$")  # a run's warehouse folder: gpus2, gpus2-run2
+
+
+def run_key(label: str) -> tuple[int, int] | None:
+    """(GPU count, run number) of a run's label; None for a name that is no run's."""
+    match = RUN_LABEL.match(label)
+    return (int(match[1]), int(match[2] or 1)) if match else None
+
+
+def gpu_count(label: str) -> int:
+    return run_key(label)[0]
+
+
 def run_labels(counts: list[int], taken: set[str]) -> list[tuple[str, int]]:
     """(label, GPU count) per run, in order; the label names the run's warehouse under --scratch:
     gpusN, and gpusN-run2, -run3 for a count given again or measured there before (`taken`)."""
@@ -145,17 +160,28 @@ def run_labels(counts: list[int], taken: set[str]) -> list[tuple[str, int]]:
     return labels
 
 
-def gpu_count(label: str) -> int:
-    return int(label.removeprefix("gpus").split("-", 1)[0])
+def runs_in(scratch: Path) -> list[str]:
+    """The runs whose warehouses are under `scratch`, by GPU count and run number."""
+    labels = [p.name for p in scratch.iterdir() if run_key(p.name) and any(p.glob("*/cells/*.parquet"))] \
+        if scratch.is_dir() else []
+    return sorted(labels, key=run_key)
 
 
-def table(title: str, figures: dict[str, tuple]) -> None:
-    """One row per run: figures maps a run's label to (wall, idle per GPU[, phases])."""
+def one_gpu_base(labels: list[str], finished: set[str]) -> str | None:
+    """The run the others are held to: the first 1-GPU run that finished (figures.json has it: a
+    run stopped part-way has its folder only), else the first 1-GPU run."""
+    ones = [label for label in labels if gpu_count(label) == 1]
+    return next((label for label in ones if label in finished), ones[0] if ones else None)
+
+
+def table(title: str, figures: dict[str, tuple], base: str | None = "gpus1") -> None:
+    """One row per run: figures maps a run's label to (wall, idle per GPU[, phases]); speedup
+    against the run `base` (a 1-GPU run)."""
     print(f"\n{title}")
     print(f"{'GPUs':>4} {'wall s':>8} {'speedup':>8} {'efficiency':>10} {'before':>7} {'cells':>7} {'after':>6} "
           f"{'not ok':>6}  idle s per GPU")
-    one = figures["gpus1"][0] if "gpus1" in figures else None  # speedup only against a measured 1-GPU run
-    for label, (wall, idle, *rest) in sorted(figures.items(), key=lambda kv: (gpu_count(kv[0]), kv[0])):
+    one = figures[base][0] if base in figures else None  # speedup only against a measured 1-GPU run
+    for label, (wall, idle, *rest) in sorted(figures.items(), key=lambda kv: run_key(kv[0])):
         n = gpu_count(label)
         speedup = f"{one / wall:>7.2f}x {100 * one / wall / n:>9.0f}%" if one else f"{'-':>8} {'-':>10}"
         phases = rest[0] if rest else {}
@@ -179,6 +205,7 @@ def main() -> None:
     parser.add_argument("--cold", action="store_true", help="real: clear torch.compile's caches before each count")
     parser.add_argument("--csv", type=Path, help="real: each cell's figure at every count against 1 GPU, as CSV")
     parser.add_argument("--report", action="store_true", help="real: run nothing, print the tables from --scratch")
+    parser.add_argument("--note", help="a line to write under the machine's at the top of --csv")
     args = parser.parse_args()
     counts = [int(n) for n in args.gpus.split(",")]
     if args.quick or args.simulate:
@@ -187,116 +214,147 @@ def main() -> None:
             table(f"simulated, {name}: {len(seconds)} cells, {sum(seconds.values()):.1f} s of work",
                   {f"gpus{n}": simulated(seconds, n, longest_first, args.startup_s) for n in counts})
         return
+    if args.report:
+        report(args.scratch, args.csv, args.note, parser)
+        return
     if args.sweep is None:
         parser.error("give a sweep file, or --quick")
-    if args.report and args.scratch is None:
-        parser.error("--report reads the warehouses of an earlier run: give its --scratch")
     scratch = args.scratch or Path(tempfile.mkdtemp(prefix="scaling-"))
     # each run's figures are kept in the scratch folder, so counts run in separate calls (a
     # device's per-call time limit) make one table: the last call prints every run measured
-    kept = scratch / "figures.json"
-    figures = {f"gpus{k}" if k.isdigit() else k: tuple(v)
-               for k, v in json.loads(kept.read_text()).items()} if kept.is_file() else {}
-    for label, n in [] if args.report else run_labels(counts, {*figures, *(p.name for p in scratch.glob('gpus*'))}):
+    figures = kept_figures(scratch)
+    for label, n in run_labels(counts, {*figures, *(p.name for p in scratch.glob("gpus*"))}):
         figures[label] = real(args.sweep, n, scratch / label, args.cold)
-        kept.write_text(json.dumps(figures))
+        (scratch / "figures.json").write_text(json.dumps(figures))
+    report(scratch, args.csv, args.note, parser, title=f"real sweeps of {args.sweep}")
+
+
+def kept_figures(scratch: Path) -> dict[str, tuple]:
+    """The finished runs' wall times and idle figures kept in figures.json (keys once GPU counts)."""
+    kept = scratch / "figures.json"
+    return {f"gpus{k}" if k.isdigit() else k: tuple(v)
+            for k, v in json.loads(kept.read_text()).items()} if kept.is_file() else {}
+
+
+def report(scratch: Path | None, csv_path: Path | None, note: str | None, parser: argparse.ArgumentParser,
+           title: str = "real sweeps") -> None:
+    """The wall-time table of the finished runs under `scratch`, then each cell's comparison."""
+    if scratch is None:
+        parser.error("--report reads the warehouses of an earlier run: give its --scratch")
+    labels = runs_in(scratch)
+    if not labels:
+        sys.exit(f"no runs' warehouses under {scratch} (folders gpusN, gpusN-runK, each a farm warehouse with cells)")
+    figures = kept_figures(scratch)
+    base = one_gpu_base(labels, set(figures))
     if figures:
-        table(f"real sweeps of {args.sweep} (warehouses under {scratch}; seconds before the first cell, "
-              "of the cell phase, after the last)", figures)
-    measured = sorted({*figures, *(p.name for p in scratch.glob("gpus*") if p.is_dir())},
-                      key=lambda label: (gpu_count(label), label))
-    rows = per_cell(scratch, measured)
-    if args.csv and rows:
-        write_csv(rows, args.csv, recorded_machine([scratch / label for label in measured]))
-    elif args.csv:
-        print(f"no per-cell figures for {args.csv}: they need a 1-GPU count and another in the same --scratch")
+        table(f"{title} (warehouses under {scratch}; seconds before the first cell, of the cell phase, "
+              "after the last)", figures, base)
+    rows = per_cell(scratch, labels, base)
+    if csv_path and rows:
+        write_csv(rows, csv_path, recorded_machine([scratch / label for label in labels]), note)
+    elif csv_path:
+        print(f"no per-cell figures for {csv_path}: they need two runs in the same --scratch")
 
 
-def comparisons(labels: list[str]) -> list[tuple[str, str]]:
-    """(run, base) pairs: every run against 1 GPU, and a count's later run against its first."""
+def comparisons(labels: list[str], base: str | None) -> list[tuple[str, str]]:
+    """(run, against) pairs: every run against the 1-GPU base, and a count's later run against its
+    first."""
     pairs = []
-    for label in labels[1:]:
-        first = label.split("-", 1)[0]
-        pairs.append((label, "gpus1"))
-        if first != label and first != "gpus1" and first in labels:
+    for label in labels:
+        if label == base:
+            continue
+        if base:
+            pairs.append((label, base))
+        first = next(other for other in labels if gpu_count(other) == gpu_count(label))
+        if first not in (label, base):
             pairs.append((label, first))
     return pairs
 
 
-def per_cell(scratch: Path, labels: list[str]) -> list[dict]:
-    """Each ok cell's median latency on every run against its figure on 1 GPU, and a count's
-    second run against its first, judged (verdict) and printed; the rows, for --csv."""
-    from isolation import ok_cells, verdict
+def per_cell(scratch: Path, labels: list[str], base: str | None) -> list[dict]:
+    """Each ok cell of any run: its median latency on every run, against the 1-GPU base and a
+    count's later run against its first, judged (isolation.verdict) and printed; the rows, for --csv."""
+    from isolation import ok_cells, ratio_of, verdict
 
-    if "gpus1" not in labels or len(labels) < 2:
+    pairs = comparisons(labels, base)
+    if not pairs:
         return []
     figures = {label: {c["cell_id"]: c for c in ok_cells(scratch / label)} for label in labels}
-    pairs = comparisons(labels)
+    cells: dict[str, dict] = {}
+    for label in labels:
+        for cell_id, cell in figures[label].items():
+            cells.setdefault(cell_id, cell)
     rows = []
-    for cell_id, one in figures["gpus1"].items():
-        row = {"cell": cell_id[:8], "precision": one["precision"], "batch": one["batch"], "options": one["options"]}
+    for cell_id, first in cells.items():
+        row = {"cell": cell_id[:8], "precision": first["precision"], "batch": first["batch"],
+               "options": first["options"]}
         for label in labels:
             cell = figures[label].get(cell_id)
             row[f"{label}_ms"] = cell["latency_median_ms"] if cell else None
             row[f"{label}_repeat_spread_percent"] = cell["repeat_spread_percent"] if cell else None
-        for label, base in pairs:
-            new, old = figures[label].get(cell_id), figures[base].get(cell_id)
-            ratio = new["latency_median_ms"] / old["latency_median_ms"] if new and old else None
-            row[f"{label}_over_{base}"] = ratio
-            row[f"{label}_vs_{base}"] = (verdict(ratio, [old["repeat_spread_percent"], new["repeat_spread_percent"]])
-                                         if ratio is not None else "not measured")
+        for label, against in pairs:
+            new, old = figures[label].get(cell_id), figures[against].get(cell_id)
+            ratio = ratio_of(new["latency_median_ms"], old["latency_median_ms"]) if new and old else None
+            row[f"{label}_over_{against}"] = ratio
+            row[f"{label}_vs_{against}"] = (verdict(ratio, [old["repeat_spread_percent"], new["repeat_spread_percent"]])
+                                            if ratio is not None else "not measured in both")
         rows.append(row)
-    for label, base in pairs:
-        summarize(rows, label, base)
+    for label, against in pairs:
+        summarize(rows, label, against)
     return rows
 
 
-def summarize(rows: list[dict], label: str, base: str) -> None:
+def summarize(rows: list[dict], label: str, against: str) -> None:
     """One comparison, per cell: counts by verdict, then the cells furthest off."""
     import statistics
 
-    from isolation import TOLERANCE
+    from isolation import TOLERANCE, tally
 
-    judged = [r for r in rows if r[f"{label}_over_{base}"] is not None]
+    judged = [r for r in rows if r[f"{label}_over_{against}"] is not None]
     if not judged:
+        print(f"\n{label} against {against}: no cell ok in both")
         return
-    ratios = [r[f"{label}_over_{base}"] for r in judged]
+    ratios = [r[f"{label}_over_{against}"] for r in judged]
     worst = max(ratios, key=lambda v: abs(v - 1))
-    verdicts = [r[f"{label}_vs_{base}"] for r in judged]
-    print(f"\n{label} against {base}, per cell (median latency): {len(judged)} cells, median ratio "
-          f"{statistics.median(ratios):.3f}, worst {worst:.3f}; within {100 * TOLERANCE:.0f} %: "
-          f"{verdicts.count('within')}, off by more on steady repeats: {sum(v.startswith('off') for v in verdicts)}, "
-          f"cannot judge (the cell's own repeats moved more): {sum(v.startswith('cannot') for v in verdicts)}")
-    for r in sorted(judged, key=lambda r: -abs(r[f"{label}_over_{base}"] - 1))[:12]:
+    print(f"\n{label} against {against}, per cell (median latency): {len(judged)} cells, median ratio "
+          f"{statistics.median(ratios):.3f}, worst {worst:.3f}; target {100 * TOLERANCE:.0f} %: "
+          f"{tally([r[f'{label}_vs_{against}'] for r in judged])}")
+    for r in sorted(judged, key=lambda r: -abs(r[f"{label}_over_{against}"] - 1))[:12]:
         mode = json.loads(r["options"] or "{}").get("mode", "")
-        print(f"  {r['cell']} {r['precision']:<5} b{r['batch']:<4} {mode:<11} {r[f'{base}_ms']:>9.3f} ms -> "
-              f"{r[f'{label}_ms']:>9.3f} ms  {r[f'{label}_over_{base}']:.3f}  {r[f'{label}_vs_{base}']}")
+        print(f"  {r['cell']} {r['precision']:<5} b{r['batch']:<4} {mode:<11} {r[f'{against}_ms']:>9.3f} ms -> "
+              f"{r[f'{label}_ms']:>9.3f} ms  {r[f'{label}_over_{against}']:.3f}  {r[f'{label}_vs_{against}']}")
 
 
 def recorded_machine(warehouses: list[Path]) -> str:
     """The machine and farm commit the runs recorded (their warehouses, not where this script runs:
-    --report may read runs from elsewhere), as isolation.machine() writes them."""
+    --report may read runs from elsewhere), as isolation.machine() writes them: the GPUs of the run
+    that used most, and a remark where the runs used other GPUs between them (another machine)."""
+    from isolation import machine_line
+
     from farm.warehouse import Warehouse
 
-    gpus, cores, commits = {}, set(), set()
+    per_run: list[dict] = []
+    cores, commits = set(), set()
     for results in warehouses:
         con = Warehouse(results).connect()
-        gpus.update(con.execute("SELECT device_id, name FROM devices WHERE kind = 'cuda'").fetchall())
+        per_run.append(dict(con.execute("SELECT device_id, name FROM devices WHERE kind = 'cuda'").fetchall()))
         for cpu_cores, commit in con.execute("SELECT DISTINCT cpu_cores, farm_commit FROM cells").fetchall():
             cores.add(cpu_cores)
             commits.add((commit or "?")[:7])
-    names = sorted(set(gpus.values()))
-    return (f"{len(gpus)}x {', '.join(names)}" if gpus else "no GPU") + \
-        f", {'/'.join(map(str, sorted(c for c in cores if c)))} CPUs; farm {', '.join(sorted(commits))}"
+    most = max(per_run, key=len, default={})
+    every = {k for run in per_run for k in run}
+    line = machine_line(list(most.values()), max((c for c in cores if c), default=None), ", ".join(sorted(commits)))
+    return line + (f" (the runs used {len(every)} different GPUs between them)" if len(every) > len(most) else "")
 
 
-def write_csv(rows: list[dict], path: Path, machine: str) -> None:
-    """The per-cell rows as CSV, with the machine and farm's commit on a comment line above."""
+def write_csv(rows: list[dict], path: Path, machine: str, note: str | None = None) -> None:
+    """The per-cell rows as CSV, the machine and farm's commit (and `note`) on comment lines above.
+    Columns for every run; a cell a run did not measure has its fields empty."""
     import csv
     import io
 
     buffer = io.StringIO()
-    buffer.write(f"# {machine}\n")
+    buffer.write(f"# {machine}\n" + (f"# {' '.join(note.split())}\n" if note else ""))
     writer = csv.DictWriter(buffer, fieldnames=list(rows[0]))
     writer.writeheader()
     writer.writerows(rows)

@@ -32,7 +32,7 @@ i=0
 for n in $counts; do
   i=\$((i + 1))
   echo "count \$n from \$(date +%s)" >> $job/progress
-  python3 benchmarks/scaling.py $sweep --gpus \$n --scratch $job/scratch --cold \
+  python3 benchmarks/scaling.py $(printf %q "$sweep") --gpus \$n --scratch $job/scratch --cold \
     --csv $job/cells.csv > $job/run\$i-gpus\$n.log 2>&1
 done
 echo "done \$(date +%s)" >> $job/progress
@@ -58,7 +58,7 @@ for log in "$job"/run*-gpus*.log; do
 done
 if grep -q '^done' "$job/progress" && [ -n "${OUT:-}" ]; then
   mkdir -p "$OUT" && cp "$job"/*.log "$job"/*.csv "$OUT"/ 2>/dev/null
-  [ -d "$job/scratch" ] && tar czf "$OUT/scaling-warehouses.tgz" -C "$job" --exclude=samples --exclude=layers \
-    --exclude=.cache scratch
+  [ -d "$job/scratch" ] && tar czf "$OUT/scaling-warehouses.tgz" -C "$job" --exclude='scratch/*/*/samples' \
+    --exclude='scratch/*/*/layers' --exclude='scratch/*/.cache' scratch
 fi
 true
