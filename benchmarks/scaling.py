@@ -215,7 +215,9 @@ def main() -> None:
                   {f"gpus{n}": simulated(seconds, n, longest_first, args.startup_s) for n in counts})
         return
     if args.report:
-        report(args.scratch, args.csv, args.note, parser)
+        if args.scratch is None:
+            parser.error("--report reads the warehouses of an earlier run: give its --scratch")
+        report(args.scratch, kept_figures(args.scratch), args.csv, args.note)
         return
     if args.sweep is None:
         parser.error("give a sweep file, or --quick")
@@ -226,7 +228,7 @@ def main() -> None:
     for label, n in run_labels(counts, {*figures, *(p.name for p in scratch.glob("gpus*"))}):
         figures[label] = real(args.sweep, n, scratch / label, args.cold)
         (scratch / "figures.json").write_text(json.dumps(figures))
-    report(scratch, args.csv, args.note, parser, title=f"real sweeps of {args.sweep}")
+    report(scratch, figures, args.csv, args.note, title=f"real sweeps of {args.sweep}")
 
 
 def kept_figures(scratch: Path) -> dict[str, tuple]:
@@ -236,20 +238,18 @@ def kept_figures(scratch: Path) -> dict[str, tuple]:
             for k, v in json.loads(kept.read_text()).items()} if kept.is_file() else {}
 
 
-def report(scratch: Path | None, csv_path: Path | None, note: str | None, parser: argparse.ArgumentParser,
+def report(scratch: Path, figures: dict[str, tuple], csv_path: Path | None, note: str | None,
            title: str = "real sweeps") -> None:
-    """The wall-time table of the finished runs under `scratch`, then each cell's comparison."""
-    if scratch is None:
-        parser.error("--report reads the warehouses of an earlier run: give its --scratch")
+    """The wall-time table of the finished runs (`figures`, kept in figures.json under `scratch`),
+    then each cell's comparison across the runs' warehouses there."""
     labels = runs_in(scratch)
-    if not labels:
+    if not labels and not figures:
         sys.exit(f"no runs' warehouses under {scratch} (folders gpusN, gpusN-runK, each a farm warehouse with cells)")
-    figures = kept_figures(scratch)
-    base = one_gpu_base(labels, set(figures))
+    base = one_gpu_base(sorted({*labels, *figures}, key=run_key), set(figures))
     if figures:
         table(f"{title} (warehouses under {scratch}; seconds before the first cell, of the cell phase, "
               "after the last)", figures, base)
-    rows = per_cell(scratch, labels, base)
+    rows = per_cell(scratch, labels, base if base in labels else None)
     if csv_path and rows:
         write_csv(rows, csv_path, recorded_machine([scratch / label for label in labels]), note)
     elif csv_path:
