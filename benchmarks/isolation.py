@@ -17,9 +17,9 @@ latency (ms). The steps done are kept under --scratch, so a run stopped by a tim
 where it stopped when started again.
 Targets (ok cells, two runs on one machine): in-sweep / alone median <= 1.03, worst <= 1.10 for
 host-bound cells (5 % for the rest); eager batch-1 cells within 10 % of the bare loop. Each row's
-`verdict` on in-sweep against alone (verdict(), which scaling.py's per-cell figures share): within
-its target; off by more, where the cell's repeats agreed in both; or cannot judge, where its own
-repeats in one of them moved more than the target.
+`verdict` on in-sweep against alone is farm compare's, with the cell's target as the minimum effect
+(verdict(), which scaling.py's per-cell figures share): within noise, slower, faster, inconclusive
+(the two runs were too noisy to tell) or not judged, with the change and its 95 % interval.
 """
 
 from __future__ import annotations
@@ -45,30 +45,44 @@ TOLERANCE = 0.05
 HOST_BOUND_TOLERANCE = 0.10
 
 
-def verdict(ratio: float, spreads: list[float | None], tolerance: float = TOLERANCE) -> str:
-    """A cell's figure on one run against another (ratio): within the tolerance; off by more, where
-    the difference is larger than the cell's own repeats moved in either run (repeat_spread_percent:
-    slowest against fastest repeat median), with how far they moved where that passed the tolerance;
-    or cannot judge, where the repeats moved as much as the difference, or their spread is unknown."""
-    if abs(ratio - 1) <= tolerance:
-        return "within"
-    if any(s is None for s in spreads):
-        return "cannot judge: its repeat spread is unknown"
-    off, moved = 100 * (ratio - 1), max(spreads)
-    if moved >= abs(off):
-        return f"cannot judge: its repeats moved {moved:.1f} %"
-    return f"off by {off:+.1f} %" + (f" (its repeats moved {moved:.1f} %)" if moved > 100 * tolerance else "")
+def interval(cell: dict | None):
+    """A cell's median latency and its stored 95 % interval (the measurements row's), as farm
+    compare reads a cell without its samples; None where the cell or its interval is missing."""
+    from farm.compare.stats import MedianInterval
+
+    if not cell or any(cell.get(k) is None for k in ("latency_median_ms", "median_ci_low_ms", "median_ci_high_ms")):
+        return None
+    return MedianInterval(cell["latency_median_ms"], cell["median_ci_low_ms"], cell["median_ci_high_ms"], "stored")
+
+
+def verdict(base: dict | None, new: dict | None, tolerance: float = TOLERANCE) -> str:
+    """NEW's figure against BASE's (one cell on two runs), by farm compare's rule with the tolerance as
+    the minimum effect (farm.compare.stats: the 95 % interval of the ratio of the medians, from each
+    median's own interval, which holds how far the cell's repeats moved): 'within noise' where the
+    whole interval lies within the tolerance, 'slower' / 'faster' where it lies wholly beyond it,
+    'inconclusive' where it straddles it (the runs were too noisy to tell), 'not judged' where a run
+    has no interval; then the change and its interval."""
+    from farm.compare.stats import effect_interval
+
+    effect = effect_interval(interval(base), interval(new), 100 * tolerance)
+    if effect.low != effect.low:  # NaN: no interval
+        ratio = ratio_of(*((cell or {}).get("latency_median_ms") for cell in (new, base)))
+        change = f"{100 * (ratio - 1):+.1f} %" if ratio else "no figure"
+        return f"{effect.verdict} ({change}; a run has no interval)"
+    return (f"{effect.verdict} ({100 * effect.effect:+.1f} %, 95 % interval {100 * effect.low:+.1f} to "
+            f"{100 * effect.high:+.1f} %)")
 
 
 def tally(verdicts: list[str]) -> str:
-    """How many comparisons each kind of verdict took."""
-    return (f"within: {verdicts.count('within')}, off by more than the cell's own repeats moved: "
-            f"{sum(v.startswith('off') for v in verdicts)}, cannot judge (the repeats moved as much): "
-            f"{sum(v.startswith('cannot') for v in verdicts)}")
+    """How many comparisons each verdict took."""
+    from farm.compare.stats import FASTER, INCONCLUSIVE, NOT_JUDGED, SLOWER, WITHIN_NOISE
+
+    return ", ".join(f"{word}: {sum(v.startswith(word + ' (') for v in verdicts)}"
+                     for word in (WITHIN_NOISE, SLOWER, FASTER, INCONCLUSIVE, NOT_JUDGED))
 
 
-FIGURES = ("latency_median_ms", "enqueue_median_ms", "compute_median_ms", "repeat_spread_percent", "stable",
-           "host_probe_median_ms")
+FIGURES = ("latency_median_ms", "median_ci_low_ms", "median_ci_high_ms", "enqueue_median_ms", "compute_median_ms",
+           "repeat_spread_percent", "stable", "host_probe_median_ms")
 QUICK_SWEEP = """name = "isolation-quick"
 [[models]]
 source = "{model}"
@@ -185,6 +199,8 @@ def _row(cell: dict, state: dict, run: int) -> dict:
     host_bound = (cell["enqueue_median_ms"] or 0) >= 0.5 * (cell["compute_median_ms"] or float("inf"))
     alone_ms, bare_ms = state["alone"].get(cid), state["bare"].get(cid)
     alone_spread = state.get("alone_spread", {}).get(cid)
+    alone_low, alone_high = state.get("alone_ci", {}).get(cid) or (None, None)
+    alone = {"latency_median_ms": alone_ms, "median_ci_low_ms": alone_low, "median_ci_high_ms": alone_high}
     ratio = ratio_of(cell["latency_median_ms"], alone_ms)
     return {"run": run, "cell": cid[:8], "model": cell["model"], "backend": cell["backend"],
             "variant": options.get("mode") or ("graphs" if options.get("cuda_graph") else "no-graphs"),
@@ -196,8 +212,7 @@ def _row(cell: dict, state: dict, run: int) -> dict:
             "alone_repeat_spread_percent": alone_spread,
             "in_sweep_host_probe_ms": cell["host_probe_median_ms"],
             "alone_host_probe_ms": state.get("alone_host", {}).get(cid),
-            "verdict": (verdict(ratio, [cell["repeat_spread_percent"], alone_spread],
-                                HOST_BOUND_TOLERANCE if host_bound else TOLERANCE)
+            "verdict": (verdict(alone, cell, HOST_BOUND_TOLERANCE if host_bound else TOLERANCE)
                         if ratio is not None else "not measured alone")}
 
 
@@ -233,6 +248,8 @@ def _record(state: dict, state_path: Path, cid: str, figures: list[dict], bare: 
     # beside a host that ran at another speed is the machine's doing
     state.setdefault("alone_host", {})[cid] = figures[0]["host_probe_median_ms"] if figures else None
     state.setdefault("alone_spread", {})[cid] = figures[0]["repeat_spread_percent"] if figures else None
+    state.setdefault("alone_ci", {})[cid] = ([figures[0]["median_ci_low_ms"], figures[0]["median_ci_high_ms"]]
+                                             if figures else None)
     state["bare"][cid] = bare
     state_path.write_text(json.dumps(state))
 

@@ -14,10 +14,10 @@ twice (`--gpus 2,1,2`), or again in the same --scratch, is measured again (`gpus
 any comparison across counts. `--report` runs nothing and prints the tables from --scratch's
 warehouses.
 Per cell (any two runs in the same --scratch): each ok cell's median latency on every run against
-the first finished 1-GPU run, and a count's later runs against its first, judged against 5 %
-(isolation.verdict): within; off by more than the cell's own repeats moved in either run
-(repeat_spread_percent); or cannot judge, where they moved as much as the difference (a host-bound
-cell on a host whose speed moved: its note says so).
+the first finished 1-GPU run, and a count's later runs against its first, judged by farm compare's
+rule with 5 % as the minimum effect (isolation.verdict): within noise, slower, faster or inconclusive
+(a host-bound cell on a host whose speed moved: its note says so), with the change and its 95 %
+interval; each run's repeat spread beside it.
 Simulated (`--simulate`): the farm's scheduler (farm.scheduler.simulate) over N logical GPUs in
 virtual time, each cell lasting its recorded duration (the median of the same model, backend,
 options, precision and batch in --durations-from's warehouse; else farm.executor.costs' prior),
@@ -27,7 +27,9 @@ Targets (4 GPUs of one host): the 18-cell sweep >= 3.6x of 1 GPU, gpu-resnet50.t
 Measured, gpu-resnet50.toml with --cold (docs/running.md has the full tables): on 4
 H200s of a 64-core host, before each GPU's worker kept to its share of the cores, 1 / 2 / 4 GPUs
 423.3 / 236.6 / 145.2 s (1.79x, 2.91x: 73 %); on 2 H200s of a 32-core host, with the share, 458.2 /
-283.8 s (1.61x: 81 %; torch.compile builds 165 -> 210 s on 16 cores instead of 32).
+283.8 s (1.61x: 81 %; torch.compile builds 165 -> 210 s on 16 cores instead of 32); on 2 H200s of
+a 32-core host, each GPU's worker timing on cores of its own and sharing the rest, its next cell's
+process started beside each cell (3d0a280), 839.5 / 437.5 s (1.92x: 96 %).
 """
 
 from __future__ import annotations
@@ -273,7 +275,7 @@ def comparisons(labels: list[str], base: str | None) -> list[tuple[str, str]]:
 
 def per_cell(scratch: Path, labels: list[str], base: str | None) -> list[dict]:
     """Each ok cell of any run: its median latency on every run, against the 1-GPU base and a
-    count's later run against its first, judged (isolation.verdict) and printed; the rows, for --csv."""
+    count's later run against its first, judged (isolation.verdict: farm compare's rule) and printed; the rows, for --csv."""
     from isolation import ok_cells, ratio_of, verdict
 
     pairs = comparisons(labels, base)
@@ -296,8 +298,7 @@ def per_cell(scratch: Path, labels: list[str], base: str | None) -> list[dict]:
             new, old = figures[label].get(cell_id), figures[against].get(cell_id)
             ratio = ratio_of(new["latency_median_ms"], old["latency_median_ms"]) if new and old else None
             row[f"{label}_over_{against}"] = ratio
-            row[f"{label}_vs_{against}"] = (verdict(ratio, [old["repeat_spread_percent"], new["repeat_spread_percent"]])
-                                            if ratio is not None else "not measured in both")
+            row[f"{label}_vs_{against}"] = verdict(old, new) if ratio is not None else "not measured in both"
         rows.append(row)
     for label, against in pairs:
         summarize(rows, label, against)
@@ -317,7 +318,8 @@ def summarize(rows: list[dict], label: str, against: str) -> None:
     ratios = [r[f"{label}_over_{against}"] for r in judged]
     worst = max(ratios, key=lambda v: abs(v - 1))
     print(f"\n{label} against {against}, per cell (median latency): {len(judged)} cells, median ratio "
-          f"{statistics.median(ratios):.3f}, worst {worst:.3f}; target {100 * TOLERANCE:.0f} %: "
+          f"{statistics.median(ratios):.3f}, worst {worst:.3f}; farm compare's verdict, minimum effect "
+          f"{100 * TOLERANCE:.0f} %: "
           f"{tally([r[f'{label}_vs_{against}'] for r in judged])}")
     for r in sorted(judged, key=lambda r: -abs(r[f"{label}_over_{against}"] - 1))[:12]:
         mode = json.loads(r["options"] or "{}").get("mode", "")

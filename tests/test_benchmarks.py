@@ -263,25 +263,39 @@ def test_scaling_quick() -> None:
     assert all(float(wall) > 0 and float(speedup) > 0 and math.isfinite(float(eff)) for _, wall, speedup, eff in rows)
 
 
-VERDICT = re.compile(r"^(within|off by [+-]\d+\.\d %( \(its repeats moved \d+\.\d %\))?"
-                     r"|cannot judge: its repeats moved \d+\.\d %|cannot judge: its repeat spread is unknown)$")
+VERDICT = re.compile(r"^(within noise|slower|faster|inconclusive) \([+-]\d+\.\d %, 95 % interval [+-]\d+\.\d to "
+                     r"[+-]\d+\.\d %\)$|^not judged \(([+-]\d+\.\d %|no figure); a run has no interval\)$")
 
 
-def test_scaling_verdict_rule(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Within 5 % is within, whatever the repeats did; further off is "off by" where the difference
-    is larger than the cell's own repeats moved in either run, and cannot be judged where they moved
-    as much, or where a run's spread is unknown."""
+def test_scaling_verdict_is_farm_compares_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cell on two runs is judged as `farm compare` judges it, from each median's stored 95 %
+    interval, with the target as the minimum effect: within noise only where the whole interval of
+    the ratio lies within it, slower / faster only where it lies wholly beyond, inconclusive where
+    the runs were too noisy to tell, not judged without an interval."""
     monkeypatch.syspath_prepend(str(BENCHMARKS))
-    from isolation import verdict
+    from isolation import tally, verdict
 
-    assert verdict(1.049, [40.0, 2.0]) == "within"
-    assert verdict(0.951, [None, None]) == "within"
-    assert verdict(1.2, [3.0, 4.9]) == "off by +20.0 %"
-    assert verdict(1.707, [4.0, 17.2]) == "off by +70.7 % (its repeats moved 17.2 %)"
-    assert verdict(0.8, [2.0, 30.4]) == "cannot judge: its repeats moved 30.4 %"
-    assert verdict(1.06, [7.0, 1.0]) == "cannot judge: its repeats moved 7.0 %"
-    assert verdict(0.9, [None, 1.0]) == "cannot judge: its repeat spread is unknown"
-    assert VERDICT.match(verdict(1.707, [4.0, 17.2])) and VERDICT.match(verdict(0.9, [None, 1.0]))
+    from farm.compare.stats import MedianInterval, effect_interval
+
+    def cell(median, low, high):
+        return {"latency_median_ms": median, "median_ci_low_ms": low, "median_ci_high_ms": high}
+
+    steady, noisy = cell(2.0, 1.99, 2.01), cell(2.0, 1.2, 3.4)
+    assert verdict(steady, cell(2.06, 2.05, 2.07)) == "within noise (+3.0 %, 95 % interval +2.3 to +3.7 %)"
+    assert verdict(steady, cell(2.4, 2.39, 2.41)).startswith("slower (+20.0 %, 95 % interval +19.")
+    assert verdict(steady, cell(1.6, 1.59, 1.61)).startswith("faster (-20.0 %")
+    assert verdict(noisy, cell(2.4, 2.39, 2.41)).startswith("inconclusive (+20.0 %")  # a large change, noisy runs
+    assert verdict(steady, cell(2.09, 2.08, 2.1)).startswith("inconclusive (+4.5 %")  # straddles the 5 % bound
+    assert verdict(steady, cell(2.09, 2.08, 2.1), tolerance=0.10).startswith("within noise (+4.5 %")
+    assert verdict(steady, cell(2.2, None, None)) == "not judged (+10.0 %; a run has no interval)"
+    assert verdict(None, steady) == "not judged (no figure; a run has no interval)"
+    words = [verdict(steady, cell(2.06, 2.05, 2.07)), verdict(noisy, cell(2.4, 2.39, 2.41)),
+             verdict(steady, cell(2.2, None, None))]
+    assert all(VERDICT.match(v) for v in words), words
+    assert tally(words) == "within noise: 1, slower: 0, faster: 0, inconclusive: 1, not judged: 1"
+    # the same rule as farm compare's, not a copy of it
+    low_high = effect_interval(MedianInterval(2.0, 1.99, 2.01, "stored"), MedianInterval(2.4, 2.39, 2.41, "stored"), 5.0)
+    assert low_high.verdict == "slower" and f"{100 * low_high.low:+.1f}" in verdict(steady, cell(2.4, 2.39, 2.41))
 
 
 def test_scaling_run_labels(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -339,7 +353,8 @@ def test_scaling_report_compares_every_run_per_cell(tmp_path: Path) -> None:
             ratio = float(row[f"{label}_over_{base}"])
             assert ratio == pytest.approx(float(row[f"{label}_ms"]) / float(row[f"{base}_ms"]))
             assert VERDICT.match(judged), judged
-            assert (judged == "within") == (abs(ratio - 1) <= 0.05), (ratio, judged)
+            assert not judged.startswith("within noise") or abs(ratio - 1) <= 0.05, (ratio, judged)
+            assert not judged.startswith(("slower", "faster")) or abs(ratio - 1) > 0.05, (ratio, judged)
     shutil.rmtree(scratch / "gpus1")
     (scratch / "figures.json").unlink()
     out = run_benchmark("scaling.py", "--report", "--scratch", str(scratch), timeout=180)
@@ -411,8 +426,10 @@ def test_isolation_quick(tmp_path: Path) -> None:
                                                                    rel=1e-3)
         assert row["in_sweep_host_probe_ms"] == row["alone_host_probe_ms"] == "", row  # CPU cells: no host probe
         assert VERDICT.match(row["verdict"]), row
-        tolerance = 0.10 if row["host_bound"] == "True" else 0.05
-        assert (row["verdict"] == "within") == (abs(float(row["in_sweep_over_alone"]) - 1) <= tolerance), row
+        tolerance, off = 0.10 if row["host_bound"] == "True" else 0.05, abs(float(row["in_sweep_over_alone"]) - 1)
+        assert not row["verdict"].startswith("within noise") or off <= tolerance, row
+        assert not row["verdict"].startswith(("slower", "faster")) or off > tolerance, row
+        assert not row["verdict"].startswith("not judged"), row  # both runs stored their interval
         assert figure(row["alone_repeat_spread_percent"]) >= 0, row
     beside_bare = [r for r in rows if r["bare_ms"]]
     assert [(r["backend"], r["batch"]) for r in beside_bare] == [("torch", "1")] and positive(beside_bare[0]["bare_ms"])
