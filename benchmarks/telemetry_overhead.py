@@ -52,6 +52,7 @@ sys.path.insert(0, str(ROOT))
 
 from farm.backends import backend_class  # noqa: E402
 from farm.backends.base import standalone_request  # noqa: E402
+from farm.compare import stats  # noqa: E402
 from farm.config import ModelSpec  # noqa: E402
 from farm.measure import median_confidence_interval  # noqa: E402
 from farm.models import make_feeds, resolve_model  # noqa: E402
@@ -140,11 +141,13 @@ def ratio_interval(ratios: list[float]) -> tuple[float, float, float]:
 
 
 def verdict(*intervals: tuple[float, float, float]) -> str:
-    """'within 1 %' only where every interval lies inside [0.99, 1.01]; 'OVER 1 %' where one lies
-    above 1.01; else how far the noise leaves it open."""
-    if all(low >= 1 - TARGET and high <= 1 + TARGET for _, low, high in intervals):
+    """farm compare's equivalence rule (farm.compare.stats.verdict) on each ratio interval, with 1 %
+    as the minimum effect: 'within 1 %' only where every interval lies inside [0.99, 1.01]; 'OVER 1 %'
+    where one lies wholly above 1.01 (slower); else how far the noise leaves it open."""
+    verdicts = [stats.verdict(low - 1, high - 1, 100 * TARGET) for _, low, high in intervals]
+    if all(v == stats.WITHIN_NOISE for v in verdicts):
         return "within 1 %"
-    if any(low > 1 + TARGET for _, low, _ in intervals):
+    if stats.SLOWER in verdicts:
         return "OVER 1 %"
     width = max(max(1 - low, high - 1) for _, low, high in intervals)
     return f"not resolved (interval reaches {100 * width:.1f} % from 1)"
