@@ -341,3 +341,15 @@ def test_model_paths_that_are_not_files_and_absurd_files_are_one_line(tmp_path: 
             load_config(deep)
     finally:
         sys.setrecursionlimit(limit)
+
+
+SHIPPED_SWEEPS = sorted([*(Path(__file__).resolve().parents[1] / "configs").glob("*.toml"),
+                         *(Path(__file__).resolve().parents[1] / "benchmarks" / "device").glob("*.toml")])
+
+
+@pytest.mark.parametrize("path", SHIPPED_SWEEPS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_sweep_file_farm_ships_loads(path: Path) -> None:
+    """The sweep files in configs/ and benchmarks/device/ are read as a user's would be: a key
+    renamed or a value the schema no longer takes fails here, not on a GPU machine."""
+    loaded = load_config(path)
+    assert loaded.config.name and loaded.config.models and loaded.config.axes.backends, path
