@@ -17,7 +17,8 @@ Per cell (any two runs in the same --scratch): each ok cell's median latency on 
 the first finished 1-GPU run, and a count's later runs against its first, judged by farm compare's
 rule with 5 % as the minimum effect (isolation.verdict): within noise, slower, faster or inconclusive
 (a host-bound cell on a host whose speed moved: its note says so), with the change and its 95 %
-interval; each run's repeat spread beside it.
+interval; each run's repeat spread and host probe (`host_probe_median_ms`: the host's own speed, which
+a host-bound cell follows) beside it.
 Simulated (`--simulate`): the farm's scheduler (farm.scheduler.simulate) over N logical GPUs in
 virtual time, each cell lasting its recorded duration (the median of the same model, backend,
 options, precision and batch in --durations-from's warehouse; else farm.executor.costs' prior),
@@ -294,6 +295,9 @@ def per_cell(scratch: Path, labels: list[str], base: str | None) -> list[dict]:
             cell = figures[label].get(cell_id)
             row[f"{label}_ms"] = cell["latency_median_ms"] if cell else None
             row[f"{label}_repeat_spread_percent"] = cell["repeat_spread_percent"] if cell else None
+            # the host's own speed as the cell ran (farm.measure.host_probe_ms): a host-bound cell
+            # follows it, so a ratio away from 1 beside a probe that moved too is the machine's doing
+            row[f"{label}_host_probe_ms"] = cell["host_probe_median_ms"] if cell else None
         for label, against in pairs:
             new, old = figures[label].get(cell_id), figures[against].get(cell_id)
             ratio = ratio_of(new["latency_median_ms"], old["latency_median_ms"]) if new and old else None
@@ -309,7 +313,7 @@ def summarize(rows: list[dict], label: str, against: str) -> None:
     """One comparison, per cell: counts by verdict, then the cells furthest off."""
     import statistics
 
-    from isolation import TOLERANCE, tally
+    from isolation import TOLERANCE, ratio_of, tally
 
     judged = [r for r in rows if r[f"{label}_over_{against}"] is not None]
     if not judged:
@@ -323,8 +327,10 @@ def summarize(rows: list[dict], label: str, against: str) -> None:
           f"{tally([r[f'{label}_vs_{against}'] for r in judged])}")
     for r in sorted(judged, key=lambda r: -abs(r[f"{label}_over_{against}"] - 1))[:12]:
         mode = json.loads(r["options"] or "{}").get("mode", "")
+        host = ratio_of(r[f"{label}_host_probe_ms"], r[f"{against}_host_probe_ms"])
         print(f"  {r['cell']} {r['precision']:<5} b{r['batch']:<4} {mode:<11} {r[f'{against}_ms']:>9.3f} ms -> "
-              f"{r[f'{label}_ms']:>9.3f} ms  {r[f'{label}_over_{against}']:.3f}  {r[f'{label}_vs_{against}']}")
+              f"{r[f'{label}_ms']:>9.3f} ms  {r[f'{label}_over_{against}']:.3f}  host "
+              f"{f'{host:.2f}' if host else '-':>4}  {r[f'{label}_vs_{against}']}")
 
 
 def recorded_machine(warehouses: list[Path]) -> str:

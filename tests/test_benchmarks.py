@@ -351,6 +351,7 @@ def test_scaling_report_compares_every_run_per_cell(tmp_path: Path) -> None:
                 assert row[f"{label}_over_{base}"] == "" and judged == "not measured in both", row
                 continue
             ratio = float(row[f"{label}_over_{base}"])
+            assert row[f"{label}_host_probe_ms"] == "", row  # CPU cells take no host probe
             assert ratio == pytest.approx(float(row[f"{label}_ms"]) / float(row[f"{base}_ms"]))
             assert VERDICT.match(judged), judged
             assert not judged.startswith("within noise") or abs(ratio - 1) <= 0.05, (ratio, judged)
