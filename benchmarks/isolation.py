@@ -29,6 +29,7 @@ import contextlib
 import csv
 import datetime as dt
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -47,12 +48,14 @@ HOST_BOUND_TOLERANCE = 0.10
 
 def interval(cell: dict | None):
     """A cell's median latency and its stored 95 % interval (the measurements row's), as farm
-    compare reads a cell without its samples; None where the cell or its interval is missing."""
+    compare reads a cell without its samples: NaN bounds where the interval is missing (farm
+    compare then gives the change but no verdict); None without a median."""
     from farm.compare.stats import MedianInterval
 
-    if not cell or any(cell.get(k) is None for k in ("latency_median_ms", "median_ci_low_ms", "median_ci_high_ms")):
+    if not cell or not cell.get("latency_median_ms"):
         return None
-    return MedianInterval(cell["latency_median_ms"], cell["median_ci_low_ms"], cell["median_ci_high_ms"], "stored")
+    low, high = (math.nan if cell.get(k) is None else cell[k] for k in ("median_ci_low_ms", "median_ci_high_ms"))
+    return MedianInterval(cell["latency_median_ms"], low, high, "stored")
 
 
 def verdict(base: dict | None, new: dict | None, tolerance: float = TOLERANCE) -> str:
@@ -65,9 +68,8 @@ def verdict(base: dict | None, new: dict | None, tolerance: float = TOLERANCE) -
     from farm.compare.stats import effect_interval
 
     effect = effect_interval(interval(base), interval(new), 100 * tolerance)
-    if effect.low != effect.low:  # NaN: no interval
-        ratio = ratio_of(*((cell or {}).get("latency_median_ms") for cell in (new, base)))
-        change = f"{100 * (ratio - 1):+.1f} %" if ratio else "no figure"
+    if math.isnan(effect.low):
+        change = "no figure" if math.isnan(effect.effect) else f"{100 * effect.effect:+.1f} %"
         return f"{effect.verdict} ({change}; a run has no interval)"
     return (f"{effect.verdict} ({100 * effect.effect:+.1f} %, 95 % interval {100 * effect.low:+.1f} to "
             f"{100 * effect.high:+.1f} %)")
@@ -197,10 +199,10 @@ def _row(cell: dict, state: dict, run: int) -> dict:
     options = json.loads(cell["options"] or "{}")
     cid = cell["cell_id"]
     host_bound = (cell["enqueue_median_ms"] or 0) >= 0.5 * (cell["compute_median_ms"] or float("inf"))
-    alone_ms, bare_ms = state["alone"].get(cid), state["bare"].get(cid)
-    alone_spread = state.get("alone_spread", {}).get(cid)
-    alone_low, alone_high = state.get("alone_ci", {}).get(cid) or (None, None)
-    alone = {"latency_median_ms": alone_ms, "median_ci_low_ms": alone_low, "median_ci_high_ms": alone_high}
+    alone = state["alone"].get(cid) or {}
+    if not isinstance(alone, dict):  # a step kept by an older isolation.py: the median alone
+        alone = {"latency_median_ms": alone}
+    alone_ms, bare_ms = alone.get("latency_median_ms"), state["bare"].get(cid)
     ratio = ratio_of(cell["latency_median_ms"], alone_ms)
     return {"run": run, "cell": cid[:8], "model": cell["model"], "backend": cell["backend"],
             "variant": options.get("mode") or ("graphs" if options.get("cuda_graph") else "no-graphs"),
@@ -209,9 +211,9 @@ def _row(cell: dict, state: dict, run: int) -> dict:
             "in_sweep_ms": cell["latency_median_ms"], "alone_ms": alone_ms, "bare_ms": bare_ms,
             "in_sweep_over_alone": ratio, "in_sweep_over_bare": ratio_of(cell["latency_median_ms"], bare_ms),
             "stable": cell["stable"], "repeat_spread_percent": cell["repeat_spread_percent"],
-            "alone_repeat_spread_percent": alone_spread,
+            "alone_repeat_spread_percent": alone.get("repeat_spread_percent"),
             "in_sweep_host_probe_ms": cell["host_probe_median_ms"],
-            "alone_host_probe_ms": state.get("alone_host", {}).get(cid),
+            "alone_host_probe_ms": alone.get("host_probe_median_ms"),
             "verdict": (verdict(alone, cell, HOST_BOUND_TOLERANCE if host_bound else TOLERANCE)
                         if ratio is not None else "not measured alone")}
 
@@ -243,13 +245,10 @@ def _side_by_side(todo: list[dict], sweep: Path, executor: str, state: dict, sta
 
 
 def _record(state: dict, state_path: Path, cid: str, figures: list[dict], bare: float | None) -> None:
-    state["alone"][cid] = figures[0]["latency_median_ms"] if figures else None
-    # the host's speed as the alone cell ran (farm.measure.host_probe_ms): a ratio away from 1
-    # beside a host that ran at another speed is the machine's doing
-    state.setdefault("alone_host", {})[cid] = figures[0]["host_probe_median_ms"] if figures else None
-    state.setdefault("alone_spread", {})[cid] = figures[0]["repeat_spread_percent"] if figures else None
-    state.setdefault("alone_ci", {})[cid] = ([figures[0]["median_ci_low_ms"], figures[0]["median_ci_high_ms"]]
-                                             if figures else None)
+    """The alone cell's figures (its median and interval, repeat spread, and the host's speed as it
+    ran, farm.measure.host_probe_ms: a ratio away from 1 beside a host that ran at another speed is
+    the machine's doing; None where it was not ok) and the bare loop's, kept in the state file."""
+    state["alone"][cid] = {key: figures[0][key] for key in FIGURES} if figures else None
     state["bare"][cid] = bare
     state_path.write_text(json.dumps(state))
 
