@@ -7,9 +7,9 @@
 #   bash benchmarks/device/scaling_counts.sh start [COUNTS...]   # returns at once; the job runs on
 #   bash benchmarks/device/scaling_counts.sh wait [SECONDS]       # until it ends or SECONDS pass
 # `start` copies the checkout to /tmp/farm-scaling/code and runs there in a process session of
-# its own (setsid), so it outlives the command that started it; `wait` says where it is, and once
-# it is done copies each sweep's per-cell CSV (cells-NAME.csv), the logs and the warehouses' tables
-# (tar; without the per-query samples and layers, which pass no size limit of a copy) to $OUT.
+# its own (setsid), so it outlives the command that started it; `wait` says where it is and copies
+# each sweep's per-cell CSV (cells-NAME.csv), the logs and the warehouses' tables (tar; without the
+# per-query samples and layers, which pass no size limit of a copy) to $OUT, done or not.
 # `wait` on a machine where nothing was started says so at once.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -60,9 +60,13 @@ for log in "$job"/run*-gpus*.log; do
     tail -5 "$log"
   fi
 done
-if grep -q '^done' "$job/progress" && [ -n "${OUT:-}" ]; then
-  mkdir -p "$OUT" && cp "$job"/*.log "$job"/*.csv "$OUT"/ 2>/dev/null
-  [ -d "$job/scratch" ] && tar czf "$OUT/scaling-warehouses.tgz" -C "$job" --exclude='scratch/*/*/*/samples' \
+# What is there comes back after every wait, so a job cut short (the machine's time spent) keeps the
+# counts it finished; the tar of a job not done is named -partial (a count under way may be half written).
+if [ -n "${OUT:-}" ]; then
+  tarname=scaling-warehouses.tgz
+  grep -q '^done' "$job/progress" || tarname=scaling-warehouses-partial.tgz
+  mkdir -p "$OUT" && cp "$job"/*.log "$job"/*.csv "$job/progress" "$OUT"/ 2>/dev/null
+  [ -d "$job/scratch" ] && tar czf "$OUT/$tarname" -C "$job" --exclude='scratch/*/*/*/samples' \
     --exclude='scratch/*/*/*/layers' --exclude='scratch/*/*/.cache' scratch
 fi
 true
