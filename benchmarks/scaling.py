@@ -348,7 +348,8 @@ def recorded_machine(warehouses: list[Path]) -> str:
         per_run.append(dict(con.execute("SELECT device_id, name FROM devices WHERE kind = 'cuda'").fetchall()))
         for cpu_cores, commit in con.execute("SELECT DISTINCT cpu_cores, farm_commit FROM cells").fetchall():
             cores.add(cpu_cores)
-            commits.add((commit or "?")[:7])
+            # short, but never dropping '+dirty': a tree with local changes is not that commit
+            commits.add((commit or "?")[:7] + ("+dirty" if (commit or "").endswith("+dirty") else ""))
     most = max(per_run, key=len, default={})
     every = {k for run in per_run for k in run}
     line = machine_line(list(most.values()), max((c for c in cores if c), default=None), ", ".join(sorted(commits)))

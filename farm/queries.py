@@ -85,6 +85,14 @@ HOST_BOUND_NOTE = (f"CASE WHEN NOT m.stable AND m.enqueue_median_ms >= {HOST_BOU
                    "the query' END")
 
 
+def host_bound(enqueue_ms: float | None, compute_ms: float | None) -> bool:
+    """Whether a device cell's GPU waited on the host's launches (HOST_BOUND_SHARE, HOST_BOUND_NOTE's
+    rule); False where either figure is missing."""
+    if enqueue_ms is None or compute_ms is None or not (math.isfinite(enqueue_ms) and math.isfinite(compute_ms)):
+        return False
+    return compute_ms > 0 and enqueue_ms >= HOST_BOUND_SHARE * compute_ms
+
+
 # An unstable cell whose host changed speed between its repeats: the fixed CPU loop timed before
 # each (farm.measure.host_probe_ms) moved at least this much, so the repeats disagree because the
 # machine did, not the engine.

@@ -309,12 +309,13 @@ def test_scaling_run_labels(monkeypatch: pytest.MonkeyPatch) -> None:
     assert run_labels([2, 2], {"gpus2", "gpus2-run2"}) == [("gpus2-run3", 2), ("gpus2-run4", 2)]
 
 
-def test_scaling_report_compares_every_run_per_cell(tmp_path: Path) -> None:
+def test_scaling_report_compares_every_run_per_cell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """--report over runs' warehouses (CPU sweeps standing in for 1 GPU, 2 GPUs and 2 GPUs again,
-    the last with one of the two cells): each cell against 1 GPU, the repeated count against its
-    first run, each judged; the CSV's ratios are the runs' own medians, a cell a run lacks has empty
-    figures, and the machine line is the runs' own. Without a 1-GPU run, the runs of a count are still
-    compared with each other; with none at all, it says so."""
+    the last with one of the two cells, from a tree with local changes): each cell against 1 GPU, the
+    repeated count against its first run, each judged; the CSV's ratios are the runs' own medians, a
+    cell a run lacks has empty figures, and the machine line is the runs' own, a run's uncommitted
+    changes named. Without a 1-GPU run, the runs of a count are still compared with each other; with
+    none at all, it says so."""
     models = tmp_path / "models"
     models.mkdir()
     config = write_sweep(tmp_path, f"""
@@ -330,6 +331,7 @@ def test_scaling_report_compares_every_run_per_cell(tmp_path: Path) -> None:
     for label in ("gpus1", "gpus2"):
         assert main(["sweep", str(config), "--results", str(scratch / label), "--executor", "local"]) == 0
     one_cell = sorted(p.stem for p in (scratch / "gpus1" / "report" / "cells").glob("*.parquet"))[0]
+    monkeypatch.setattr("farm.cell_runner.farm_commit", lambda: "0123456789abcdef0123456789abcdef01234567+dirty")
     assert main(["sweep", str(config), "--results", str(scratch / "gpus2-run2"), "--executor", "local",
                  "--cells", one_cell]) == 0
     # wall times kept as an older scaling.py wrote them (a GPU count as the key)
@@ -340,7 +342,9 @@ def test_scaling_report_compares_every_run_per_cell(tmp_path: Path) -> None:
     compared = re.findall(r"^(\S+) against (\S+), per cell \(median latency\): (\d) cells", out, re.MULTILINE)
     assert compared == [("gpus2", "gpus1", "2"), ("gpus2-run2", "gpus1", "1"), ("gpus2-run2", "gpus2", "1")], out
     lines = (tmp_path / "cells.csv").read_text().splitlines()
-    assert re.match(r"^# no GPU, \d+ CPUs; farm \S+$", lines[0]) and lines[1] == "# three CPU runs", lines[:2]
+    machine = re.match(r"^# no GPU, \d+ CPUs; farm (.+)$", lines[0])
+    assert machine and "0123456+dirty" in machine[1].split(", "), lines[0]
+    assert lines[1] == "# three CPU runs", lines[:2]
     rows = list(csv.DictReader(lines[2:]))
     assert len(rows) == 2
     for row in rows:

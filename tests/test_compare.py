@@ -302,6 +302,37 @@ def test_different_timing_or_devices_are_refused_unless_allowed(runs: Path, tmp_
     assert "not measured" in out and "differ in what was measured" not in out
 
 
+def test_host_bound_cells_are_named_with_the_host_probe_of_each_run(runs: Path, tmp_path: Path) -> None:
+    """A pair where a side's GPU waited on the host's launches (farm.queries.host_bound: enqueue at
+    least 0.8 of compute) carries a note naming the side and, where both runs timed the host probe,
+    how far it moved; a GPU-bound pair carries none, and the verdict itself is the figures' own."""
+    plain = compare_sweeps("base", "again", runs, min_effect_percent=60)
+    base = copy_sweep(runs, "base", tmp_path / "base")
+    new = copy_sweep(runs, "again", tmp_path / "new")
+    for measurements, enqueue, probe in ((base / "base" / "measurements", 0.02, 1.0),
+                                         (new / "again" / "measurements", 0.95, 1.5)):
+        rewrite(measurements, "enqueue_median_ms", enqueue)
+        rewrite(measurements, "compute_median_ms", 1.0)
+        rewrite(measurements, "host_probe_median_ms", probe)
+    only_new = compare_sweeps("base", "again", new, base_results=base, min_effect_percent=60)
+    assert [p.verdict for p in only_new.pairs] == [p.verdict for p in plain.pairs]
+    for pair in only_new.pairs:
+        host = [n for n in pair.notes if n.startswith("host-bound")]
+        assert host == ["host-bound (NEW): the latency is the CPU's speed when each ran, which moves between runs "
+                        "of the same code; host probe 1.00 → 1.50 ms (+50 %)"], pair.notes
+    rewrite(base / "base" / "measurements", "enqueue_median_ms", 0.9)
+    rewrite(base / "base" / "measurements", "host_probe_median_ms", None)
+    both = compare_sweeps("base", "again", new, base_results=base, min_effect_percent=60)
+    assert all([n for n in p.notes if n.startswith("host-bound")] == [
+        "host-bound (BASE and NEW): the latency is the CPU's speed when each ran, which moves between runs of the "
+        "same code"] for p in both.pairs), [p.notes for p in both.pairs]
+    for sweep, folder in (("base", base), ("again", new)):  # GPU-bound on both sides: no note
+        rewrite(folder / sweep / "measurements", "enqueue_median_ms", 0.05)
+    neither = compare_sweeps("base", "again", new, base_results=base, min_effect_percent=60)
+    assert not any(n.startswith("host-bound") for p in neither.pairs for n in p.notes)
+    assert not any(n.startswith("host-bound") for p in plain.pairs for n in p.notes)  # CPU cells: no enqueue
+
+
 def test_two_runs_of_one_sweep_in_two_warehouses_keep_their_own_samples(runs: Path, tmp_path: Path) -> None:
     """BASE and NEW with the same cell ids (one sweep file run twice, into two warehouses): each
     side's intervals come from its own samples. (They were merged into one dict by cell id, so NEW's

@@ -202,6 +202,8 @@ def _compare_pair(pair: Pair, labels: dict[str, str]) -> PairResult:
         notes.append(f"NEW {b.get('status')}: {str(b['reason']).splitlines()[0][:120]}")
     if b.get("throttled"):
         notes.append("NEW's GPU clocks slowed during its timed window")
+    if host := _host_bound_note(a, b):
+        notes.append(host)
     return PairResult(labels[str(b["cell_id"])], str(a["cell_id"]), str(b["cell_id"]), NOT_MEASURED, _NO_EFFECT,
                       None, None, ratio_change(b.get("throughput_qps"), a.get("throughput_qps")),
                       ratio_change(b.get("latency_p99_ms"), a.get("latency_p99_ms")),
@@ -209,6 +211,26 @@ def _compare_pair(pair: Pair, labels: dict[str, str]) -> PairResult:
 
 
 _NO_EFFECT = effect_interval(None, None)
+
+
+def _host_bound_note(a: dict[str, Any], b: dict[str, Any]) -> str | None:
+    """Where a side's GPU waited on the host's launches (farm.queries.host_bound): its latency is the
+    CPU's speed when it ran, which on a virtual machine moves between runs of the same code minutes
+    apart (docs/gpu-figures.md), so a verdict on it may be the machine's; the host probe each run
+    timed before its repeats says how far the CPU itself moved."""
+    from farm.queries import host_bound
+
+    sides = [name for name, cell in (("BASE", a), ("NEW", b)) if host_bound(cell.get("enqueue_median_ms"),
+                                                                             cell.get("compute_median_ms"))]
+    if not sides:
+        return None
+    note = (f"host-bound ({' and '.join(sides)}): the latency is the CPU's speed when each ran, which moves "
+            "between runs of the same code")
+    probes = [cell.get("host_probe_median_ms") for cell in (a, b)]
+    if all(p is not None and math.isfinite(p) and p > 0 for p in probes):
+        change = f"{100 * (probes[1] / probes[0] - 1):+.0f} %".replace("-", "−")
+        note += f"; host probe {probes[0]:.2f} → {probes[1]:.2f} ms ({change})"
+    return note
 
 
 def _judge(pair: Pair, result: PairResult, min_effect_percent: float,

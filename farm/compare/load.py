@@ -20,7 +20,8 @@ from farm.queries import CELL_VERDICTS, CELLS_WITH_FIGURES
 MEASURED = ("throughput_qps", "throughput_samples_per_s", "latency_median_ms", "latency_p99_ms", "median_ci_low_ms",
             "median_ci_high_ms", "queries", "repeats", "compute_median_ms", "layer_coverage_percent",
             "energy_per_sample_mj", "energy_per_query_mj", "latency_includes_transfers", "timing_cuda_graph",
-            "timing_spin_wait", "timing_streams", "throttled", "median_ci_method")
+            "timing_spin_wait", "timing_streams", "throttled", "median_ci_method", "enqueue_median_ms",
+            "host_probe_median_ms")
 CELL_COLUMNS = ("cell_id", "sweep_id", "model", "model_sha256", "precision", "batch", "profile", "backend", "options",
                 "status", "reason", "device_id")
 
