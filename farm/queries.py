@@ -85,12 +85,12 @@ HOST_BOUND_NOTE = (f"CASE WHEN NOT m.stable AND m.enqueue_median_ms >= {HOST_BOU
                    "the query' END")
 
 
-def host_bound(enqueue_ms: float | None, compute_ms: float | None) -> bool:
-    """Whether a device cell's GPU waited on the host's launches (HOST_BOUND_SHARE, HOST_BOUND_NOTE's
-    rule); False where either figure is missing."""
+def host_bound(enqueue_ms: float | None, compute_ms: float | None, share: float = HOST_BOUND_SHARE) -> bool:
+    """Whether a device cell's GPU waited on the host's launches: enqueue at least `share` of compute
+    (HOST_BOUND_SHARE, HOST_BOUND_NOTE's rule); False where either figure is missing."""
     if enqueue_ms is None or compute_ms is None or not (math.isfinite(enqueue_ms) and math.isfinite(compute_ms)):
         return False
-    return compute_ms > 0 and enqueue_ms >= HOST_BOUND_SHARE * compute_ms
+    return compute_ms > 0 and enqueue_ms >= share * compute_ms
 
 
 # An unstable cell whose host changed speed between its repeats: the fixed CPU loop timed before

@@ -226,10 +226,10 @@ def _host_bound_note(a: dict[str, Any], b: dict[str, Any]) -> str | None:
         return None
     note = (f"host-bound ({' and '.join(sides)}): the latency is the CPU's speed when each ran, which moves "
             "between runs of the same code")
-    probes = [cell.get("host_probe_median_ms") for cell in (a, b)]
-    if all(p is not None and math.isfinite(p) and p > 0 for p in probes):
-        change = f"{100 * (probes[1] / probes[0] - 1):+.0f} %".replace("-", "−")
-        note += f"; host probe {probes[0]:.2f} → {probes[1]:.2f} ms ({change})"
+    change = ratio_change(b.get("host_probe_median_ms"), a.get("host_probe_median_ms"))
+    if change is not None:
+        note += (f"; host probe {a['host_probe_median_ms']:.2f} → {b['host_probe_median_ms']:.2f} ms "
+                 f"({100 * change:+.0f} %)".replace("-", "−"))
     return note
 
 
