@@ -30,7 +30,10 @@ H200s of a 64-core host, before each GPU's worker kept to its share of the cores
 423.3 / 236.6 / 145.2 s (1.79x, 2.91x: 73 %); on 2 H200s of a 32-core host, with the share, 458.2 /
 283.8 s (1.61x: 81 %; torch.compile builds 165 -> 210 s on 16 cores instead of 32); on 2 H200s of
 a 32-core host, each GPU's worker timing on cores of its own and sharing the rest, its next cell's
-process started beside each cell (3d0a280), 839.5 / 437.5 s (1.92x: 96 %).
+process started beside each cell (3d0a280), 839.5 / 437.5 s (1.92x: 96 %); on 4 H200s of a 64-core
+host (c6c0bf5), 1 / 2 / 4 GPUs 756.5 / 379.5 / 225.8 s (1.99x, 3.35x: 84 %).
+--csv also writes NAME-runs.csv (each run's wall time and phases); `--markdown CSV` prints
+docs/running.md's scaling tables from the two.
 """
 
 from __future__ import annotations
@@ -208,6 +211,8 @@ def main() -> None:
     parser.add_argument("--cold", action="store_true", help="real: clear torch.compile's caches before each count")
     parser.add_argument("--csv", type=Path, help="real: each cell's figure at every count against 1 GPU, as CSV")
     parser.add_argument("--report", action="store_true", help="real: run nothing, print the tables from --scratch")
+    parser.add_argument("--markdown", type=Path, metavar="CSV",
+                        help="print docs/running.md's scaling tables from a per-cell CSV and its -runs.csv")
     parser.add_argument("--note", help="a line to write under the machine's at the top of --csv")
     args = parser.parse_args()
     counts = [int(n) for n in args.gpus.split(",")]
@@ -216,6 +221,9 @@ def main() -> None:
         for name, longest_first in (("plan order (FIFO)", False), ("longest expected first", True)):
             table(f"simulated, {name}: {len(seconds)} cells, {sum(seconds.values()):.1f} s of work",
                   {f"gpus{n}": simulated(seconds, n, longest_first, args.startup_s) for n in counts})
+        return
+    if args.markdown:
+        print(markdown(args.markdown), end="")
         return
     if args.report:
         if args.scratch is None:
@@ -254,7 +262,10 @@ def report(scratch: Path, figures: dict[str, tuple], csv_path: Path | None, note
               "after the last)", figures, base)
     rows = per_cell(scratch, labels, base if base in labels else None)
     if csv_path and rows:
-        write_csv(rows, csv_path, recorded_machine([scratch / label for label in labels]), note)
+        machine = recorded_machine([scratch / label for label in labels])
+        write_csv(rows, csv_path, machine, note)
+        if figures:
+            write_csv(run_rows(figures), runs_csv(csv_path), machine, note)
     elif csv_path:
         print(f"no per-cell figures for {csv_path}: they need two runs in the same --scratch")
 
@@ -279,10 +290,13 @@ def per_cell(scratch: Path, labels: list[str], base: str | None) -> list[dict]:
     count's later run against its first, judged (isolation.verdict: farm compare's rule) and printed; the rows, for --csv."""
     from isolation import ok_cells, ratio_of, verdict
 
+    from farm.queries import host_bound
+
     pairs = comparisons(labels, base)
     if not pairs:
         return []
     figures = {label: {c["cell_id"]: c for c in ok_cells(scratch / label)} for label in labels}
+    spent = {label: cell_seconds(scratch / label) for label in labels}
     cells: dict[str, dict] = {}
     for label in labels:
         for cell_id, cell in figures[label].items():
@@ -298,6 +312,10 @@ def per_cell(scratch: Path, labels: list[str], base: str | None) -> list[dict]:
             # the host's own speed as the cell ran (farm.measure.host_probe_ms): a host-bound cell
             # follows it, so a ratio away from 1 beside a probe that moved too is the machine's doing
             row[f"{label}_host_probe_ms"] = cell["host_probe_median_ms"] if cell else None
+            # what the cell cost its GPU (the whole cell, and its build) and whether the GPU waited on
+            # the host's launches: the figures a scaling report's where-the-time-went tables need
+            row[f"{label}_duration_s"], row[f"{label}_build_s"] = spent[label].get(cell_id, (None, None))
+            row[f"{label}_host_bound"] = host_bound(cell["enqueue_median_ms"], cell["compute_median_ms"]) if cell else None
         for label, against in pairs:
             new, old = figures[label].get(cell_id), figures[against].get(cell_id)
             ratio = ratio_of(new["latency_median_ms"], old["latency_median_ms"]) if new and old else None
@@ -307,6 +325,16 @@ def per_cell(scratch: Path, labels: list[str], base: str | None) -> list[dict]:
     for label, against in pairs:
         summarize(rows, label, against)
     return rows
+
+
+def cell_seconds(results: Path) -> dict[str, tuple[float | None, float | None]]:
+    """Each cell's (duration_s, build_s) in a run's warehouse: the whole cell as its GPU spent it, and
+    the engine's build within it (None where the cell recorded no build)."""
+    from farm.warehouse import Warehouse
+
+    rows = Warehouse(results).connect().execute(
+        "SELECT c.cell_id, c.duration_s, b.build_s FROM cells c LEFT JOIN builds b USING (cell_id)").fetchall()
+    return {cell_id: (duration, build) for cell_id, duration, build in rows}
 
 
 def summarize(rows: list[dict], label: str, against: str) -> None:
@@ -354,6 +382,96 @@ def recorded_machine(warehouses: list[Path]) -> str:
     every = {k for run in per_run for k in run}
     line = machine_line(list(most.values()), max((c for c in cores if c), default=None), ", ".join(sorted(commits)))
     return line + (f" (the runs used {len(every)} different GPUs between them)" if len(every) > len(most) else "")
+
+
+def runs_csv(cells_csv: Path) -> Path:
+    """Where the runs' wall-time table goes beside a per-cell CSV: NAME-runs.csv."""
+    return cells_csv.with_name(f"{cells_csv.stem}-runs.csv")
+
+
+def run_rows(figures: dict[str, tuple]) -> list[dict]:
+    """One row per finished run (figures.json's wall, idle per GPU and phases), for --csv."""
+    rows = []
+    for label, (wall, idle, *rest) in sorted(figures.items(), key=lambda kv: run_key(kv[0])):
+        phases = rest[0] if rest else {}
+        rows.append({"run": label, "gpus": gpu_count(label), "wall_s": round(wall, 3),
+                     **{k: phases.get(k) for k in ("before_s", "cells_s", "after_s", "cells", "not_ok")},
+                     "idle_s_per_gpu": " ".join(f"{i:.3f}" for i in idle)})
+    return rows
+
+
+def read_results(path: Path) -> tuple[list[str], list[dict]]:
+    """A CSV written by write_csv: its comment lines (the machine, the note) and its rows."""
+    import csv
+
+    lines = path.read_text().splitlines()
+    comments = [line[1:].strip() for line in lines if line.startswith("#")]
+    return comments, list(csv.DictReader(line for line in lines if not line.startswith("#")))
+
+
+def markdown(cells_csv: Path) -> str:
+    """docs/running.md's scaling tables, from a committed per-cell CSV and its runs CSV (--csv wrote
+    both): the runs, where their worker time went, each cell against 1 GPU, and a projection to
+    twice the most GPUs measured over that run's own durations and pauses."""
+    from isolation import TOLERANCE, tally
+
+    comments, cells = read_results(cells_csv)
+    _, runs = read_results(runs_csv(cells_csv))
+    number = lambda v: float(v) if v not in (None, "") else None  # noqa: E731
+    one = next(r for r in runs if r["run"] == "gpus1")
+    out = [f"<!-- made by `python3 benchmarks/scaling.py --markdown {cells_csv.as_posix()}`: edit there -->",
+           f"{'; '.join(comments)}.", "",
+           "| GPUs | wall | speedup | efficiency | before the first cell | cell phase | after the last | idle per GPU "
+           "| worker time |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for run in runs:
+        n, wall = int(run["gpus"]), float(run["wall_s"])
+        worker = sum(number(c.get(f"{run['run']}_duration_s")) or 0 for c in cells)
+        idle = ", ".join(f"{float(i):.1f}" for i in run["idle_s_per_gpu"].split())
+        speedup = float(one["wall_s"]) / wall
+        out.append(f"| {n} | {wall:.1f} s | {speedup:.2f}× | {100 * speedup / n:.0f} % | {float(run['before_s']):.1f} s "
+                   f"| {float(run['cells_s']):.1f} s | {float(run['after_s']):.1f} s | {idle} s | {worker:.1f} s |")
+    modes = sorted({json.loads(c["options"] or "{}").get("mode", "") for c in cells})
+    out += ["", "Worker time by execution mode (the cells' `duration_s`, their builds' `build_s` within it):", "",
+            "| GPUs | " + " | ".join(modes) + " |", "| --- |" + " --- |" * len(modes)]
+    for run in runs:
+        label, parts = run["run"], []
+        for mode in modes:
+            mine = [c for c in cells if json.loads(c["options"] or "{}").get("mode", "") == mode]
+            spent = sum(number(c.get(f"{label}_duration_s")) or 0 for c in mine)
+            built = sum(number(c.get(f"{label}_build_s")) or 0 for c in mine)
+            parts.append(f"{spent:.1f} s (build {built:.1f} s)")
+        out.append(f"| {run['gpus']} | " + " | ".join(parts) + " |")
+    out += ["", f"Each cell's median latency against 1 GPU, judged by farm compare's rule with {100 * TOLERANCE:.0f} % as "
+            "the minimum effect; GPU-bound where the host's launches took under 0.8 of the GPU's compute on 1 GPU:", "",
+            "| run | cells | ratio, GPU-bound | within 5 % | verdicts | ratio, host-bound | within 5 % | verdicts |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for run in runs[1:]:
+        judged = [c for c in cells if number(c.get(f"{run['run']}_over_gpus1")) is not None]
+        part = []
+        for bound in ("False", "True"):
+            group = [c for c in judged if c.get("gpus1_host_bound") == bound]
+            ratios = [float(c[f"{run['run']}_over_gpus1"]) for c in group]
+            within = sum(abs(r - 1) <= TOLERANCE for r in ratios)
+            part += [f"{min(ratios):.3f}-{max(ratios):.3f} ({len(group)})" if ratios else "-", f"{within}",
+                     tally([c[f"{run['run']}_vs_gpus1"] for c in group]) if group else "-"]
+        out.append(f"| {run['run']} | {len(judged)} | " + " | ".join(part) + " |")
+    widest = max(runs, key=lambda r: int(r["gpus"]))
+    label, n = widest["run"], int(widest["gpus"])
+    seconds = {c["cell"]: number(c.get(f"{label}_duration_s")) for c in cells}
+    seconds = {k: v for k, v in seconds.items() if v is not None}
+    idle = [float(i) for i in widest["idle_s_per_gpu"].split()]
+    pause = sum(idle) / len(seconds)  # the GPU's wait before each cell (its tail included): measured, per cell
+    fixed = float(widest["before_s"]) + float(widest["after_s"])
+    out += ["", f"Projected from the {n}-GPU run's own cell durations (its cells beside {n - 1} others) plus its "
+            f"measured pause of {pause:.2f} s before each cell, start-up and shutdown ({fixed:.1f} s): the scheduler "
+            "in virtual time, longest first (`farm.scheduler.simulate`):", "",
+            "| GPUs | wall | speedup over the measured 1 GPU | efficiency |", "| --- | --- | --- | --- |"]
+    padded = {k: v + pause for k, v in seconds.items()}
+    for gpus in (n, 2 * n):  # n: the model against the run it was taken from
+        wall = fixed + simulated(padded, gpus, True, 0.0)[0]
+        speedup = float(one["wall_s"]) / wall
+        out.append(f"| {gpus} | {wall:.1f} s | {speedup:.2f}× | {100 * speedup / gpus:.0f} % |")
+    return "\n".join(out) + "\n"
 
 
 def write_csv(rows: list[dict], path: Path, machine: str, note: str | None = None) -> None:

@@ -347,6 +347,16 @@ def test_scaling_report_compares_every_run_per_cell(tmp_path: Path, monkeypatch:
     assert lines[1] == "# three CPU runs", lines[:2]
     rows = list(csv.DictReader(lines[2:]))
     assert len(rows) == 2
+    from farm.warehouse import Warehouse
+
+    spent = dict(Warehouse(scratch / "gpus1").connect().execute("SELECT cell_id, duration_s FROM cells").fetchall())
+    for row in rows:  # what each cell cost its worker, and whether it waited on the host (CPU cells: never)
+        [duration] = [d for cell_id, d in spent.items() if cell_id.startswith(row["cell"])]
+        assert float(row["gpus1_duration_s"]) == pytest.approx(duration) and row["gpus1_host_bound"] == "False", row
+    runs = (tmp_path / "cells-runs.csv").read_text().splitlines()  # the kept wall times, beside the cells
+    assert runs[:2] == lines[:2], runs
+    assert [(r["run"], r["gpus"], float(r["wall_s"])) for r in csv.DictReader(runs[2:])] == [
+        ("gpus1", "1", 10.0), ("gpus2", "2", 6.0)], runs
     for row in rows:
         for label, base, _ in compared:
             judged = row[f"{label}_vs_{base}"]
@@ -367,6 +377,21 @@ def test_scaling_report_compares_every_run_per_cell(tmp_path: Path, monkeypatch:
     empty = subprocess.run([sys.executable, str(BENCHMARKS / "scaling.py"), "--report", "--scratch", str(tmp_path)],
                            cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert empty.returncode == 1 and "no runs' warehouses under" in empty.stderr, empty.stderr
+
+
+def test_scaling_docs_are_made_from_the_committed_results(monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/running.md's 4-GPU scaling tables are what `scaling.py --markdown` makes of the committed
+    CSVs: a figure there cannot drift from its file (rerun the command and paste its output)."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    monkeypatch.chdir(ROOT)
+    from scaling import markdown
+
+    docs = (ROOT / "docs" / "running.md").read_text()
+    block = re.search(r"<!-- scaling-h200x4: begin -->\n(.*?)<!-- scaling-h200x4: end -->", docs, re.DOTALL)
+    assert block, "docs/running.md lost its generated scaling block"
+    made = markdown(Path(re.search(r"--markdown (\S+)`", block[1])[1]))
+    assert block[1] == made, "docs/running.md's scaling tables differ from the CSV's: rerun scaling.py --markdown"
+    assert "| 4 | 225.8 s | 3.35× | 84 %" in made  # the 4-GPU run as measured, read back through the CSVs
 
 
 def test_scaling_report_needs_scratch() -> None:
