@@ -9,6 +9,16 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+# transformers configs shrunk to a few small layers: every spelling the library's configs use
+# for width, depth and heads (a config ignores the names it does not have)
+SMALL_CONFIG = {
+    "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
+    "intermediate_size": 64, "vocab_size": 1024, "d_model": 32, "d_ff": 64, "d_kv": 16, "num_layers": 2,
+    "num_heads": 2, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 2,
+    "decoder_attention_heads": 2, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64, "n_embd": 32, "n_layer": 2,
+    "n_head": 2, "n_positions": 128, "max_position_embeddings": 128,
+}
+
 
 class Positional(nn.Module):
     """A Hugging Face model called with its inputs by name, returning its tensors in order."""
@@ -106,3 +116,42 @@ def lraspp() -> nn.Module:
     from torchvision.models.segmentation import lraspp_mobilenet_v3_large
 
     return lraspp_mobilenet_v3_large(weights=None, weights_backbone=None)
+
+
+class Named(nn.Module):
+    """A model called with its inputs by name, as its own forward() names them, its output left as
+    the model returns it (a ModelOutput, a cache, a dict): how a user's glue code calls it."""
+
+    def __init__(self, model: nn.Module, names: list[str]) -> None:
+        super().__init__()
+        self.model, self.names = model, names
+
+    def forward(self, *inputs: torch.Tensor):
+        return self.model(**dict(zip(self.names, inputs)))
+
+
+def hf_small(model_type: str, class_name: str, names: list[str]) -> nn.Module:
+    """A transformers model of `model_type` (the registry corpus: benchmarks/corpus_registry.py) from
+    its own config shrunk to a few small layers, random weights; the config's other settings (its
+    cache among them) as the library sets them."""
+    import transformers
+
+    config = transformers.AutoConfig.for_model(model_type, **SMALL_CONFIG)
+    for name in getattr(config, "sub_configs", {}):  # a multimodal model's text, vision, audio parts: small too
+        part = getattr(config, name, None)
+        if isinstance(part, transformers.PretrainedConfig):
+            setattr(config, name, type(part)(**SMALL_CONFIG))
+    return Named(getattr(transformers, class_name)._from_config(config), names)
+
+
+def torchvision_model(name: str, quantize: bool = False) -> nn.Module:
+    """Any model torchvision lists, by its registry name, with random weights (no download)."""
+    import inspect
+
+    from torchvision import models
+
+    builder = models.get_model_builder(name)
+    kwargs = {"quantize": True} if quantize else {}
+    if "weights_backbone" in inspect.signature(builder).parameters:  # its default fetches ImageNet weights
+        kwargs["weights_backbone"] = None
+    return builder(weights=None, **kwargs)

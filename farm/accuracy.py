@@ -8,7 +8,11 @@ comparator), SNR, and top-1/top-5 agreement where the output is a classifier's (
 with a flip inside the reference's own near-tie margin counted as a tie. A tolerance breach is a
 failing verdict, never an error. An output the evaluation set cannot judge (a floating-point
 reference that is constant, or zero almost everywhere, on these inputs: a detector's score map on
-random noise) is `unjudged`, never `fail`. Definitions and their sources: docs/precision.md#accuracy.
+random noise) is `unjudged`, never `fail`. Outputs that are not numeric tensors (ONNX Runtime's
+sequences, maps, a scikit-learn classifier's ZipMap list of {label: probability}, strings) are made
+arrays first (`comparable`): a sequence of maps one column per key, strings compared exactly; one
+that no array holds is `unjudged` with one line saying why. Definitions and their sources:
+docs/precision.md#accuracy.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from farm.files import write_atomic
+from farm.output_values import as_bytes, comparable, not_compared
 from farm.records import Calibration, Cell, InputSpec, Tolerance
 
 REFERENCE = "onnxruntime-cpu fp32"
@@ -55,7 +60,7 @@ class EvaluationSet:
         digest = hashlib.sha256(json.dumps([self.n, self.batched, sorted(self.axes.items())]).encode())
         for name in sorted(self.arrays):
             digest.update(name.encode())
-            digest.update(np.ascontiguousarray(self.arrays[name]).tobytes())
+            digest.update(as_bytes(self.arrays[name]))
         return digest.hexdigest()
 
     def chunks(self, batch: int):
@@ -103,17 +108,23 @@ def evaluation_set(inputs: tuple[InputSpec, ...], shapes: dict[str, tuple[int, .
 
 def evaluate(run: Run, evaluation: EvaluationSet, batch: int) -> dict[str, np.ndarray]:
     """`run` over the evaluation set in chunks of `batch`, padding dropped: outputs whose axis 0 is
-    the chunk's batch are concatenated on it; others (no batch axis) are stacked, one per chunk."""
+    the chunk's batch are concatenated on it; others (no batch axis) are stacked, one per chunk.
+    An output that a chunk gives as the line saying why it is not compared is that line."""
     parts: dict[str, list[np.ndarray]] = {}
     sliced: dict[str, bool] = {}
+    unheld: dict[str, np.ndarray] = {}
     for feeds, real in evaluation.chunks(batch):
         for name, value in run(feeds).items():
             value = np.asarray(value)
+            if not_compared(value) is not None:
+                unheld.setdefault(name, value)
+                continue
             size = batch if evaluation.batched else None
             cut = size is not None and value.ndim > 0 and value.shape[0] == size
             sliced[name] = sliced.get(name, True) and cut
             parts.setdefault(name, []).append(value[:real] if cut else value)
-    return {name: np.concatenate(values) if sliced[name] else np.stack(values) for name, values in parts.items()}
+    return {name: np.concatenate(values) if sliced[name] else np.stack(values)
+            for name, values in parts.items() if name not in unheld} | unheld
 
 
 def reference_evaluation(model_path: Path, model_sha256: str, evaluation: EvaluationSet, batch: int,
@@ -130,7 +141,7 @@ def reference_outputs(model_path: Path, model_sha256: str, feeds: dict[str, np.n
     digest = hashlib.sha256(model_sha256.encode())
     for name in sorted(feeds):
         digest.update(name.encode())
-        digest.update(np.ascontiguousarray(feeds[name]).tobytes())
+        digest.update(as_bytes(feeds[name]))
     return _cached(cache_dir / "reference" / f"{digest.hexdigest()[:24]}.npz",
                    lambda: _reference_session(model_path)(feeds))
 
@@ -140,7 +151,7 @@ def _reference_session(model_path: Path) -> Run:
 
     session = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
-    return lambda feeds: dict(zip(names, session.run(names, feeds)))
+    return comparable(lambda feeds: dict(zip(names, session.run(names, feeds))))
 
 
 def _cached(path: Path, compute: Callable[[], dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -164,6 +175,7 @@ def check(run: Run, cell: Cell, feeds: dict[str, np.ndarray], cache_dir: Path,
     feeds instead, and `n` says how many inputs that was."""
     tolerance = cell.tolerance or Tolerance()
     samples, margin = tolerance.samples, tolerance.tie_margin
+    run = comparable(run, log)
     model = cell.model
     evaluation = evaluation_set(model.inputs, cell.input_shapes, samples, cell.measurement.seed, cell.calibration)
     first, _ = next(evaluation.chunks(cell.batch))
@@ -236,10 +248,17 @@ def compare(outputs: dict[str, np.ndarray], reference: dict[str, np.ndarray], to
         got = outputs.get(name)
         row: dict[str, Any] = {"output_name": name, "reference": REFERENCE, "n": n,
                                "tolerance": tolerance_text(tolerance)}
-        if got is None or np.shape(got) != np.shape(expected):
+        why = not_compared(expected)
+        if why is not None:  # what the reference gave no array holds (`comparable`)
+            rows.append(row | {"verdict": "unjudged", "worst_metric": why, "worst_value": None})
+            continue
+        if got is None or np.shape(got) != np.shape(expected) or not_compared(got) is not None:
             row |= {"verdict": "fail", "worst_metric": "shape",
                     "worst_value": None, "elements": int(np.size(expected))}
             rows.append(row)
+            continue
+        if np.asarray(expected).dtype.kind in "US" or np.asarray(got).dtype.kind in "US":
+            rows.append(row | _exact(np.asarray(got), np.asarray(expected)))
             continue
         a = np.asarray(got, dtype=np.float64).reshape(-1)
         b = np.asarray(expected, dtype=np.float64).reshape(-1)
@@ -264,6 +283,14 @@ def compare(outputs: dict[str, np.ndarray], reference: dict[str, np.ndarray], to
                 else _verdict(row, tolerance, finite))
         rows.append(row)
     return rows
+
+
+def _exact(got: np.ndarray, expected: np.ndarray) -> dict[str, Any]:
+    """Strings agree exactly or not at all: `exact_match` is the share of elements equal."""
+    same = got.dtype.kind in "US" and expected.dtype.kind in "US"
+    share = float(np.mean(got == expected)) if same and expected.size else float(same)
+    return {"elements": int(expected.size), "verdict": "pass" if share == 1.0 else "fail",
+            "worst_metric": "exact_match", "worst_value": share}
 
 
 def degenerate_reference(expected: np.ndarray) -> str | None:

@@ -232,20 +232,25 @@ def _accuracy_rows(backend: Backend, cell: Cell, feeds: dict[str, np.ndarray], c
                    log: Log) -> list[dict]:
     """The cell's accuracy rows; a check that cannot run says so (verdict 'unjudged', never 'fail'),
     and the latency stands."""
-    if cell.model.onnx_error:  # the reference runs the ONNX export, which this model does not have
+    def unchecked(why: str) -> list[dict]:
         return [{"output_name": "(all outputs)", "reference": REFERENCE, "verdict": "unjudged",
-                 "tolerance": str(cell.tolerance),
-                 "worst_metric": "not checked: no fp32 reference (the reference runs the model's ONNX export, "
-                                 "which PyTorch could not make)"}]
+                 "tolerance": str(cell.tolerance), "worst_metric": f"not checked: {why}"[:300]}]
+
+    if cell.model.onnx_error:  # the reference runs the ONNX export, which this model does not have
+        return unchecked("no fp32 reference (the reference runs the model's ONNX export, which PyTorch could not make)")
+    if cell.model.onnx_unsupported(cell.batch):
+        return unchecked(f"no fp32 reference at batch {cell.batch} (the reference runs the model's ONNX export, "
+                         f"which runs batch {cell.model.onnx_fixed_batch[0]} only)")
     try:
         return check_accuracy(backend.outputs, cell, feeds, cache_dir, log)
     except MemoryError:
         raise
     except Exception as exc:  # noqa: BLE001 - an accuracy check that cannot run is said, never a failed cell
-        first = first_line(exc)
-        log(f"accuracy could not be checked: {type(exc).__name__}: {first}")
-        return [{"output_name": "(all outputs)", "reference": REFERENCE, "verdict": "unjudged",
-                 "tolerance": str(cell.tolerance),
-                 "worst_metric": f"not checked: {type(exc).__name__}: {first}"[:300]}]
+        from farm.backends.onnxruntime import lacking_operator
+
+        lacks = lacking_operator(exc, "")
+        why = f"the fp32 reference cannot run: {lacks}" if lacks else f"{type(exc).__name__}: {first_line(exc)}"
+        log(f"accuracy could not be checked: {why}")
+        return unchecked(why)
 
 

@@ -37,3 +37,4 @@ def describe(exc: BaseException) -> str:
     """`TypeName: first line of its message` (the type alone where it has no message)."""
     text = str(exc).strip()
     return f"{type(exc).__name__}: {first_line(exc)}" if text else type(exc).__name__
+

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,15 +42,25 @@ class Plan:
     sweep: str
     cells: list[Cell]
     models: list[ModelArtifact]
+    # per model (as `models`), what planning had to decide for it that the sweep file did not say
+    # (an integer input's range the model does not tell): on its cells, and printed by `farm sweep`
+    model_notes: list[list[str]] = dataclasses.field(default_factory=list)
+
+    def notes(self) -> list[str]:
+        """Each model's notes as `farm sweep` prints them: 'models[0] (name): note'."""
+        return [f"models[{i}] ({model.name}): {note}" for i, (model, notes) in enumerate(zip(self.models, self.model_notes))
+                for note in notes]
 
 
 def plan_sweep(loaded: LoadedConfig, cache_dir: Path) -> Plan:
     """Resolve every model and expand the sweep. Raises ConfigError for shape mistakes."""
     config = loaded.config
-    models = []
+    models: list[ModelArtifact] = []
+    model_notes: list[list[str]] = []
     for i, spec in enumerate(config.models):
+        model_notes.append([])
         try:
-            models.append(resolve_model(spec, i, loaded.base_dir, cache_dir, config.measurement.seed))
+            models.append(resolve_model(spec, i, loaded.base_dir, cache_dir, config.measurement.seed, model_notes[i]))
         except ConfigError as exc:  # a mistake about the model's inputs: name the file too
             raise ConfigError(f"{loaded.path}: {exc}") from None
     profiles = [
@@ -69,36 +80,47 @@ def plan_sweep(loaded: LoadedConfig, cache_dir: Path) -> Plan:
     # identity (only then, so the ids of every other model stay as they were)
     shared = {sha for sha in (m.sha256 for m in models) if sum(m.sha256 == sha for m in models) > 1}
     cells = [cell for index, model in enumerate(models)
-             for cell in _model_cells(loaded, index, model, profiles, model.sha256 in shared)]
-    return Plan(config.name, cells, models)
+             for cell in _model_cells(loaded, index, model, profiles, model.sha256 in shared, model_notes[index])]
+    return Plan(config.name, cells, models, model_notes)
 
 
 def _model_cells(loaded: LoadedConfig, index: int, model: ModelArtifact, profiles: list[ShapeProfile],
-                 named: bool = False) -> list[Cell]:
-    """One model's cells: backends x option combinations x precisions x batch sizes x profiles."""
+                 named: bool = False, model_notes: Sequence[str] = ()) -> list[Cell]:
+    """One model's cells: backends x option combinations x precisions x batch sizes x profiles, and
+    the model's own batch where its inputs fix one the sweep does not list (so that it is measured
+    somewhere; its cells at the others are unsupported). `model_notes` go on every one of them (not in
+    their ids)."""
     config = loaded.config
     spec = config.models[index].calibration
     calibration = Calibration(spec.data, spec.images, spec.size, spec.mean, spec.std, spec.samples,
                               str(loaded.base_dir))
     measurement = config.measurement
+    batches = list(config.axes.batch_sizes)
+    own = None if model.error else model.declared_batch
+    if own is not None and own not in batches:  # a model that runs at one batch only is measured there too
+        batches.append(own)
+    own_note = (f"batch {own}: the only batch model {model.name!r} runs (its inputs fix it), which the sweep's "
+                "batch sizes do not list" if own is not None and own not in config.axes.batch_sizes else None)
     cells = []
     for backend in config.axes.backends:
         cls = backend_class(backend)
         with_profiles = cls.capabilities.profiles
         cell_profiles: list[ShapeProfile | None] = profiles if (with_profiles and profiles) else [None]
-        note = cls.profile_note() if profiles and not with_profiles else None
+        note = "; ".join(filter(None, [*model_notes, cls.profile_note() if profiles and not with_profiles else None]))
+        note = note or None
         for options in (cls.resolve_options(o) for o in loaded.backend_options[backend]):
             for precision in config.axes.precisions:
                 applied = config.accuracy.tolerance(precision) if config.accuracy.enabled else None
-                for batch in config.axes.batch_sizes:
+                for batch in batches:
                     for profile in cell_profiles:
                         cell = _make_cell(config.name, model, precision, batch, profile, backend, options,
                                           measurement, tuple(profiles) if with_profiles else (), calibration,
                                           config.precision.keep_io_types, applied, named)
                         cell = dataclasses.replace(
-                            cell, notes=note, device_kind=cls.device_kind(options),
-                            unsupported_reason=model.batch_unsupported(batch)
-                            or (None if cls.capabilities.native_modules else model.onnx_error)
+                            cell, notes="; ".join(filter(None, [note, own_note if batch == own else None])) or None,
+                            device_kind=cls.device_kind(options),
+                            unsupported_reason=model.unsupported or model.batch_unsupported(batch)
+                            or (None if cls.capabilities.native_modules else model.onnx_unsupported(batch))
                             or cls.unsupported_reason(precision, options))
                         cells += _pinned(cell, config.axes.accelerator_types)
     return cells

@@ -92,6 +92,8 @@ class ModelArtifact:
     error: str | None = None  # set when the file is not a readable ONNX model
     declared_batch: int | None = None  # no input has a batch axis: the one batch size it runs
     onnx_error: str | None = None  # a PyTorch source with no ONNX export: why (its PyTorch cells still run)
+    onnx_fixed_batch: tuple[int, str] | None = None  # a PyTorch source whose export runs one batch only: it, why
+    unsupported: str | None = None  # why no engine can run it on the inputs farm makes (its cells are unsupported)
 
     def dynamic_dims(self) -> set[str]:
         """Names of the dynamic dimensions that `dims` sizes (not the batch, not unnamed ones)."""
@@ -106,6 +108,15 @@ class ModelArtifact:
     def batch_names(self) -> set[str]:
         return {spec.shape[spec.batch_axis] for spec in self.inputs  # type: ignore[misc]
                 if spec.batch_axis is not None and isinstance(spec.shape[spec.batch_axis], str)}
+
+    def onnx_unsupported(self, batch: int) -> str | None:
+        """Why engines that run the ONNX file (not the module itself) cannot run this model at `batch`:
+        a PyTorch source with no export, or one whose exporter fixed the batch at another; or None."""
+        if self.onnx_error or self.onnx_fixed_batch is None or batch == self.onnx_fixed_batch[0]:
+            return self.onnx_error
+        fixed, why = self.onnx_fixed_batch
+        return (f"the ONNX export fixed the batch at {fixed}: {why}; engines that run the export run batch {fixed} "
+                "only (the torch backend runs the module itself at any batch)")
 
     def batch_unsupported(self, batch: int) -> str | None:
         """Why this model cannot run at `batch` (it has no batch axis), or None."""

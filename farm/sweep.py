@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from farm import __version__
 from farm.callbacks import Callback, CallbackList
@@ -18,7 +19,7 @@ from farm.config import LoadedConfig, load_config
 from farm.cuda import visible_gpu_count
 from farm.display import ProgressDisplay, stable_text
 from farm.errors import UserError
-from farm.executor import DEFAULT_CELL_TIMEOUT_S, DEFAULT_WORKER_MEMORY, Executor, make_executor
+from farm.executor import DEFAULT_CELL_TIMEOUT_S, DEFAULT_WORKER_MEMORY, Executor, library_logs, make_executor
 from farm.executor.costs import expected_seconds, history_from_rows
 from farm.plan import Plan, plan_sweep
 from farm.provenance import farm_commit, host_info
@@ -67,6 +68,9 @@ class SweepOutcome:
         return 1 if self.failures else 0
 
 
+# libraries' log records never fail on a stream a capture closed (no "--- Logging error ---"
+# tracebacks on the terminal), and a cell's go to its log (farm.executor.library_logs)
+@library_logs.installed()
 def run_sweep(config_path: str | Path, results: str | Path, *, force: bool = False, executor: str = "ray",
               address: str | None = None, retries: int = 2, gpus: int | None = None,
               worker_memory: str = DEFAULT_WORKER_MEMORY, cell_timeout_s: float | None = DEFAULT_CELL_TIMEOUT_S,
@@ -151,6 +155,8 @@ def _run_locked(loaded: LoadedConfig, plan: Plan, warehouse: Warehouse, console:
     console.print(f"sweep [bold]{plan.sweep}[/bold]: {len(plan.cells)} cells"
                   + (f", {len(chosen)} chosen by --cells" if chosen is not plan.cells else "") + f", {len(todo)} to run"
                   + (f", {resumed} already in {warehouse.root}" if resumed else ""))
+    for note in plan.notes():  # what planning chose that the sweep file did not say (also on the cells)
+        console.print(f"[yellow]note: {escape(note)}[/yellow]", highlight=False, soft_wrap=True)
 
     run_id = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ-") + secrets.token_hex(3)
     planned = [c.cell_id for c in plan.cells]

@@ -238,6 +238,19 @@ def test_fixed_batch_model_plans_other_batch_sizes_as_unsupported(tmp_path: Path
     assert cells[1].input_shapes == {"x": (1, 3, 8, 8)}
 
 
+def test_a_model_fixed_at_a_batch_the_sweep_does_not_list_is_measured_at_its_own(tmp_path: Path) -> None:
+    """A model exported at batch 2 in a sweep of batch 1 and 4 gets a cell at 2 too, saying why; its
+    cells at 1 and 4 stay unsupported, with the reason."""
+    tiny_cnn(tmp_path / "fixed.onnx", batch=2)
+    path = write_sweep(tmp_path, '[[models]]\nsource = "fixed.onnx"\n[axes]\nbatch_sizes = [1, 4]\n')
+    cells = {c.batch: c for c in plan_sweep(load_config(path), tmp_path / "cache").cells}
+    assert sorted(cells) == [1, 2, 4]
+    assert cells[2].unsupported_reason is None and cells[2].input_shapes == {"x": (2, 3, 8, 8)}
+    assert cells[2].notes == ("batch 2: the only batch model 'fixed' runs (its inputs fix it), which the sweep's "
+                              "batch sizes do not list")
+    assert all("has a fixed batch of 2" in cells[b].unsupported_reason and not cells[b].notes for b in (1, 4))
+
+
 def test_dynamic_dim_without_size(tmp_path: Path) -> None:
     tiny_cnn(tmp_path / "tiny.onnx", spatial=8)
     body = '[[models]]\nsource = "tiny.onnx"\n[models.inputs.x]\nshape = ["batch", 3, "height", 8]\n'

@@ -367,6 +367,9 @@ def _die_with_parent() -> None:
 def child_main(fd: int, parent: int, warm_up_kind: str = "") -> None:
     from farm.backends.base import when_torch_profiler_starts
     from farm.cell_runner import run_cell, warm_up, warm_up_compiler
+    from farm.executor.library_logs import cell_log, install, keep
+
+    install()  # libraries' records never fail on a closed stream (a capture's): the cell's log has them
 
     _die_with_parent()  # before "alive": the worker holds (stops) a replacement only once it said so
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True, name="watch-parent").start()
@@ -383,9 +386,10 @@ def child_main(fd: int, parent: int, warm_up_kind: str = "") -> None:
             cell, cache_dir = conn.recv()
         except (EOFError, OSError):  # the worker closed the pipe: done
             return
-        result = run_cell(cell, Path(cache_dir), lambda message: conn.send(("log", message)),
-                          lambda on: conn.send(("timing", on)), lambda partial: conn.send(("partial", partial)))
-        conn.send(("result", result))
+        with cell_log(echo=True) as log:  # echoed into this process's output: a dead cell's reason quotes it
+            result = run_cell(cell, Path(cache_dir), lambda message: conn.send(("log", message)),
+                              lambda on: conn.send(("timing", on)), lambda partial: conn.send(("partial", partial)))
+        conn.send(("result", keep(result, log.getvalue(), Path(cache_dir))))
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from farm.cell_runner import run_cell
 from farm.executor import CellEvents
+from farm.executor.library_logs import cell_log, keep
 from farm.records import Cell
 
 
@@ -23,4 +24,6 @@ class LocalExecutor:
     def run(self, cells: list[Cell], cache_dir: Path, callbacks: CellEvents) -> None:
         for cell in cells:
             callbacks.on_cell_start(cell)
-            callbacks.on_cell_result(cell, run_cell(cell, cache_dir))
+            with cell_log() as log:  # libraries' records and warnings: the cell's log, not the terminal
+                result = run_cell(cell, cache_dir)
+            callbacks.on_cell_result(cell, keep(result, log.getvalue(), cache_dir))

@@ -19,15 +19,19 @@ from typing import Any
 import numpy as np
 
 from farm.config import NATIVE_PREFIXES, ModelSpec, model_display_name
-from farm.errors import ConfigError, UserError, describe
+from farm.errors import ConfigError
 from farm.files import write_atomic
-from farm.records import BATCH_NAMES, UNNAMED, InputSpec, ModelArtifact, axis_key, is_unnamed
+from farm.models.int_ranges import DEFAULT_INT_RANGE, default_range_note, operand_refusal, unread_reason
+from farm.models.onnx_file import read_metadata
+from farm.records import BATCH_NAMES, InputSpec, ModelArtifact, axis_key, is_unnamed
 
 FLOAT_RANGE = (-1.0, 1.0)  # trtexec fills inputs with U(-1, 1)
 BOOL_RANGE = (0.0, 2.0)
-# Integer inputs that any model takes these values for: all-ones masks, token type 0. Every
-# other integer input needs a range or a value in the sweep file (farm cannot know a vocabulary
-# size or a sample rate).
+# String inputs (ONNX tensor(string), numpy object): seeded lowercase ASCII words whose lengths
+# lie in [low, high); a `value` is one length, a `range` the lengths
+STRING_LENGTHS = (3.0, 9.0)
+# Integer inputs that any model takes these values for: all-ones masks, token type 0. Others take what the
+# graph or the sweep file says; where neither says, int_ranges.DEFAULT_INT_RANGE, noted on the model's cells.
 KNOWN_INT_RANGES = {"attention_mask": (1.0, 2.0), "input_mask": (1.0, 2.0),
                     "token_type_ids": (0.0, 1.0), "segment_ids": (0.0, 1.0)}
 
@@ -58,19 +62,21 @@ def shape_text(shape: tuple[int | str, ...]) -> str:
     return "[" + ", ".join(str(d) for d in shape) + "]"
 
 
-def resolve_model(spec: ModelSpec, index: int, base_dir: Path, cache_dir: Path, seed: int = 1) -> ModelArtifact:
+def resolve_model(spec: ModelSpec, index: int, base_dir: Path, cache_dir: Path, seed: int = 1,
+                  notes: list[str] | None = None) -> ModelArtifact:
     """Materialize a model source and read its inputs, applying the sweep file's overrides. A
-    PyTorch source is built with torch seeded by `seed` and exported to ONNX (farm.models.native)."""
+    PyTorch source is built with torch seeded by `seed` and exported to ONNX (farm.models.native).
+    What its cells should say of it (an integer input given DEFAULT_INT_RANGE) goes into `notes`."""
     name = model_display_name(spec)
     default_dims: dict[str, int] = {}
     ranges: dict[str, tuple[float, float]] = {}
     meta: dict[str, Any] | None = None
-    onnx_error = None
+    onnx_error = onnx_fixed_batch = None
     if spec.source.startswith(NATIVE_PREFIXES):
         native = _native(spec, index, base_dir, cache_dir, seed)
         if isinstance(native, ModelArtifact):
             return native
-        path, meta, onnx_error = native
+        path, meta, onnx_error, onnx_fixed_batch = native
     elif spec.source.startswith("zoo:"):
         from farm.models.zoo import ZOO
 
@@ -79,7 +85,7 @@ def resolve_model(spec: ModelSpec, index: int, base_dir: Path, cache_dir: Path, 
         default_dims, ranges = entry.default_dims, entry.input_ranges
     else:
         path = (base_dir / spec.source).resolve()
-    meta = meta or _read_metadata(path)
+    meta = meta or read_metadata(path)
     dims = {**default_dims, **spec.dims}
     where = f"models[{index}]"
     if meta.get("error"):
@@ -99,24 +105,33 @@ def resolve_model(spec: ModelSpec, index: int, base_dir: Path, cache_dir: Path, 
         shapes[raw["name"]] = tuple(override.shape) if override and override.shape else tuple(raw["shape"])
     batch_axes = _batch_axes(name, shapes, spec.batch_dim, where)
 
-    inputs = []
+    inputs, refused = [], []
     for raw in meta["inputs"]:
         override = spec.inputs.get(raw["name"])
         dtype = override.dtype if override and override.dtype else raw["dtype"]
+        hint = raw.get("hint") if dtype == raw["dtype"] else None
+        refused += filter(None, [refusal := operand_refusal(raw["name"], toml_key(raw["name"]), hint, override)])
         low, high = _value_range(raw["name"], dtype, shapes[raw["name"]], override, ranges, where,
-                                 raw.get("hint") if dtype == raw["dtype"] else None)
+                                 None if refusal else hint, unread_reason(raw["dtype"], dtype, onnx_error),
+                                 None if refusal else notes)
         inputs.append(InputSpec(raw["name"], dtype, shapes[raw["name"]], float(low), float(high),
                                 batch_axes[raw["name"]]))
-    declared = None
-    if all(axis is None for axis in batch_axes.values()):  # runs as declared: at its fixed batch, or 1
-        firsts = {shape[0] for shape in shapes.values() if shape}
-        declared = firsts.pop() if len(firsts) == 1 and isinstance(next(iter(firsts)), int) else 1
     return ModelArtifact(name, spec.source, path, meta["sha256"], meta["size"], tuple(inputs), dims,
-                         declared_batch=declared, onnx_error=onnx_error)
+                         declared_batch=_declared_batch(shapes, batch_axes), onnx_error=onnx_error,
+                         onnx_fixed_batch=onnx_fixed_batch, unsupported="; ".join(refused) or None)
+
+
+def _declared_batch(shapes: dict[str, tuple[int | str, ...]], batch_axes: dict[str, int | None]) -> int | None:
+    """The one batch a model without a batch axis runs (as declared): its fixed batch where axis 0 of
+    every input is the same number, else 1; None for a model with a batch axis."""
+    if any(axis is not None for axis in batch_axes.values()):
+        return None
+    firsts = {shape[0] for shape in shapes.values() if shape}
+    return firsts.pop() if len(firsts) == 1 and isinstance(next(iter(firsts)), int) else 1
 
 
 def _native(spec: ModelSpec, index: int, base_dir: Path, cache_dir: Path,
-            seed: int) -> ModelArtifact | tuple[Path, dict[str, Any] | None, str | None]:
+            seed: int) -> ModelArtifact | tuple[Path, dict[str, Any] | None, str | None, tuple[int, str] | None]:
     """A PyTorch source's ONNX path, its metadata where no ONNX file can give it, and why it has
     none; or, where the factory cannot build the module, a model whose cells fail with the reason."""
     from farm.models.native import WEIGHTS_NAME, ModelFailed, native_model
@@ -128,10 +143,10 @@ def _native(spec: ModelSpec, index: int, base_dir: Path, cache_dir: Path,
         return ModelArtifact(model_display_name(spec), spec.source, cache_dir / "native", identity, 0, (),
                              dict(spec.dims), exc.reason)
     if not native.onnx_error:
-        return native.path, None, None
+        return native.path, None, None, native.onnx_fixed_batch
     # no ONNX file to read: the inputs as the sweep file gives them
     return native.path, {"sha256": native.sha256, "size": (native.path.parent / WEIGHTS_NAME).stat().st_size,
-                         "inputs": native.inputs}, native.onnx_error
+                         "inputs": native.inputs}, native.onnx_error, None
 
 
 def _common_dynamic_first_axis(shapes: dict[str, tuple[int | str, ...]]) -> bool:
@@ -199,9 +214,10 @@ def _batch_axes(name: str, shapes: dict[str, tuple[int | str, ...]], batch_dim: 
 
 def _value_range(input_name: str, dtype: str, shape: tuple[int | str, ...], override: Any,
                  zoo_ranges: dict[str, tuple[float, float]], where: str,
-                 hint: dict[str, Any] | None = None) -> tuple[float, float]:
+                 hint: dict | None = None, unread: str = "", notes: list[str] | None = None) -> tuple[float, float]:
     """[low, high) of an input's random values (low == high: that one value). `hint`: what the
-    graph says of an integer input (farm.models.int_ranges), used where the sweep file says nothing."""
+    graph says of an integer input (farm.models.int_ranges), used where the sweep file says nothing;
+    where nothing says, DEFAULT_INT_RANGE, and a note (why: `unread`) appended to `notes`."""
     kind = np.dtype(dtype).kind if dtype != "bfloat16" else "f"
     key = f"{where}.inputs.{toml_key(input_name)}"
     if override is not None and override.value is not None:
@@ -226,6 +242,8 @@ def _value_range(input_name: str, dtype: str, shape: tuple[int | str, ...], over
         return override.range
     if input_name in zoo_ranges:
         return zoo_ranges[input_name]
+    if kind == "O":
+        return STRING_LENGTHS
     if kind == "f":
         return FLOAT_RANGE
     if kind == "b":
@@ -235,11 +253,9 @@ def _value_range(input_name: str, dtype: str, shape: tuple[int | str, ...], over
     if hint is not None:
         low, high = hint["range"]
         return (float(low), float(low)) if high == low + 1 else (float(low), float(high))
-    scalar = all(d == 1 for d in shape)
-    fix = f"inputs.{toml_key(input_name)}.{'value = 1' if scalar else 'range = [0, 2]'}"
-    raise ConfigError(f"{key}: integer input {input_name!r} ({dtype}, shape {shape_text(shape)}) has no value "
-                      "range, and farm cannot guess one (token ids take the vocabulary, a sample rate its one "
-                      f"value): set the values it takes in {where}: {fix}")
+    if notes is not None:
+        notes.append(default_range_note(input_name, toml_key(input_name), unread, all(d == 1 for d in shape)))
+    return float(DEFAULT_INT_RANGE[0]), float(DEFAULT_INT_RANGE[1])
 
 
 def toml_key_value(value: str) -> str:
@@ -261,108 +277,9 @@ def zoo_model_path(zoo_name: str, cache_dir: Path) -> Path:
     return path
 
 
-def _read_metadata(path: Path) -> dict[str, Any]:
-    """Hash and input specs of an ONNX file, cached in a sidecar keyed by the size and mtime of the
-    file and of its external data files. The hash is the model's identity (cell ids, the accuracy
-    reference and precision caches): the file's bytes, and where its weights lie in external data
-    files, each of those files' name and bytes too, so new weights are a new model."""
-    stat = path.stat()
-    sidecar = path.with_name(path.name + ".farm.json")
-    key = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "version": 4}
-    try:
-        cached = json.loads(sidecar.read_text())
-        if all(cached.get(k) == v for k, v in key.items()) and cached.get("external", {}) == _stamps(
-                path.parent, cached.get("external", {})):
-            return cached
-    except (OSError, ValueError):
-        pass
-    data = path.read_bytes()
-    digest = hashlib.sha256(data)
-    meta: dict[str, Any] = {**key, "inputs": []}
-    try:
-        meta["inputs"], locations = _onnx_inputs(data)
-    except Exception as exc:  # noqa: BLE001 - a corrupt file is a failed cell, not a crash
-        meta["error"], locations = f"cannot read {path.name} as an ONNX model: {describe(exc)}", []
-    for location in locations:  # in the order the file names them (sorted): the same files, the same hash
-        digest.update(b"\0" + location.encode() + b"\0")
-        external = path.parent / location
-        if external.is_file() and path.parent.resolve() in external.resolve().parents:
-            with external.open("rb") as handle:
-                for chunk in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(chunk)
-    meta["sha256"] = digest.hexdigest()
-    meta["external"] = _stamps(path.parent, dict.fromkeys(locations))
-    try:
-        write_atomic(sidecar, json.dumps(meta))
-    except UserError:
-        pass  # read-only model folder: recompute next time
-    return meta
-
-
-def _stamps(folder: Path, locations: dict[str, Any]) -> dict[str, list[int] | None]:
-    """(size, mtime) of each external data file, None where it is missing."""
-    stamps: dict[str, list[int] | None] = {}
-    for location in locations:
-        try:
-            found = (folder / location).stat()
-            stamps[location] = [found.st_size, found.st_mtime_ns]
-        except OSError:
-            stamps[location] = None
-    return stamps
-
-
-def _external_locations(model) -> list[str]:
-    """The external data files the model's tensors name (subgraphs and attributes included), sorted."""
-    from onnx.external_data_helper import ExternalDataInfo, uses_external_data
-
-    def tensors(graph):
-        yield from graph.initializer
-        for node in graph.node:
-            for attribute in node.attribute:
-                if attribute.HasField("t"):
-                    yield attribute.t
-                yield from attribute.tensors
-                for sub in ([attribute.g] if attribute.HasField("g") else []) + list(attribute.graphs):
-                    yield from tensors(sub)
-
-    return sorted({ExternalDataInfo(t).location for t in tensors(model.graph) if uses_external_data(t)})
-
-
-def _onnx_inputs(data: bytes) -> tuple[list[dict[str, Any]], list[str]]:
-    """The model's input specs, and the external data files it names."""
-    import onnx
-    from onnx import helper
-
-    from farm.models.int_ranges import integer_hints
-
-    model = onnx.load_from_string(data)
-    locations = _external_locations(model)
-    if not model.graph.node:
-        raise ValueError("the graph has no nodes")
-    initializers = {t.name for t in model.graph.initializer}
-    hints = integer_hints(model)
-    inputs = []
-    for value in model.graph.input:
-        if value.name in initializers:
-            continue
-        tensor = value.type.tensor_type
-        if not value.type.HasField("tensor_type"):
-            raise ValueError(f"input {value.name!r} is not a tensor")
-        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.elem_type)).name
-        shape: list[int | str] = []
-        for dim in tensor.shape.dim:
-            if dim.HasField("dim_value") and dim.dim_value > 0:
-                shape.append(int(dim.dim_value))
-            else:  # no name (or "?"): sized by its location, never shared with another "?"
-                shape.append(dim.dim_param if dim.dim_param.strip() else UNNAMED)
-        inputs.append({"name": value.name, "dtype": dtype, "shape": shape, "hint": hints.get(value.name)})
-    if not inputs:
-        raise ValueError("the model has no inputs")
-    return inputs, locations
-
-
 def make_feeds(inputs: tuple[InputSpec, ...], shapes: dict[str, tuple[int, ...]], seed: int) -> dict[str, np.ndarray]:
-    """Seeded random inputs, never all zeros: U(low, high) for floats, integers in [low, high).
+    """Seeded random inputs, never all zeros: U(low, high) for floats, integers in [low, high),
+    lowercase words of [low, high) letters for strings.
 
     The stream depends on the seed and the input's name only, so every backend and precision of
     a model sees the same data (what accuracy comparisons need).
@@ -371,7 +288,13 @@ def make_feeds(inputs: tuple[InputSpec, ...], shapes: dict[str, tuple[int, ...]]
     for spec in inputs:
         rng = np.random.default_rng([seed, zlib.crc32(spec.name.encode())])
         shape = shapes[spec.name]
-        if spec.low == spec.high:  # a `value`
+        if np.dtype(spec.dtype).kind == "O":  # ONNX strings: Python str in an object array, as ONNX Runtime takes them
+            lengths = rng.integers(math.ceil(spec.low), max(math.ceil(spec.high), math.ceil(spec.low) + 1), size=shape)
+            letters = rng.integers(ord("a"), ord("z") + 1, size=(*shape, max(int(lengths.max(initial=0)), 1)))
+            values = np.empty(shape, dtype=object)
+            for at in np.ndindex(*shape):
+                values[at] = "".join(map(chr, letters[at][:lengths[at]]))
+        elif spec.low == spec.high:  # a `value`
             values = np.full(shape, spec.low).astype(spec.dtype)
         elif np.dtype(spec.dtype).kind == "f":
             values = rng.uniform(spec.low, spec.high, size=shape).astype(spec.dtype)

@@ -13,9 +13,11 @@ import re
 import sys
 import tempfile
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 from farm.errors import describe
+from farm.records import BATCH_NAMES
 
 EXPORT_OPSET = 17  # the TorchScript exporter's opset
 DYNAMO_OPSET = 18  # the dynamo exporter's lowest
@@ -29,13 +31,19 @@ class ExportFailed(Exception):
         self.reason, self.log = reason, log
 
 
-def export_onnx(torch, wrapper, examples: list, inputs: list, outputs: list[str]) -> tuple[bytes, str, str]:
-    """(ONNX bytes, which exporter made them, what the exporters printed): torch.onnx's dynamo
-    exporter first (PyTorch's recommendation; it needs onnxscript), the TorchScript exporter where
-    that fails; every named dimension of an input dynamic. Raises ExportFailed when neither can."""
+def export_onnx(torch, wrapper, examples: list, inputs: list, outputs: list[str],
+                check: Callable[[bytes], str | None] | None = None) -> tuple[bytes, str, str, str | None]:
+    """(ONNX bytes, which exporter made them, what the exporters printed, why the file runs at the
+    traced batch only or None): torch.onnx's dynamo exporter first (PyTorch's recommendation; it
+    needs onnxscript), the TorchScript exporter where that fails; every named dimension of an input
+    dynamic. `check` says of a file why its batch is fixed (None: it runs at another batch); where
+    the dynamo exporter's is, the TorchScript exporter is tried too, and a file that passes is
+    taken; where none does, the first file made, with the reason. Raises ExportFailed when no
+    exporter makes a file."""
     names = [name for name, _, _ in inputs]
     dynamic = {name: {axis: dim for axis, dim in enumerate(shape) if isinstance(dim, str)} for name, shape, _ in inputs}
     failures, logs = [], []
+    fixed: tuple[bytes, str, str] | None = None  # (bytes, label, why) of the first file whose batch is fixed
     for exporter in ("dynamo", "torchscript"):
         buffer = io.BytesIO()
         with captured_output() as log:
@@ -61,12 +69,76 @@ def export_onnx(torch, wrapper, examples: list, inputs: list, outputs: list[str]
                 failures.append(f"{exporter}: {_ANSI.sub('', describe(root))[:300]}")
                 data = None
             logs.append(f"--- torch.onnx.export, {exporter} ---\n{log.text()}")
-        if data is not None:
-            label = f"torch.onnx.export(dynamo={exporter == 'dynamo'})"
-            if failures:
-                label += f" after {'; '.join(failures)}"
-            return data, label, "\n".join(logs)
+        if data is None:
+            continue
+        label = f"torch.onnx.export(dynamo={exporter == 'dynamo'})"
+        if failures:
+            label += f" after {'; '.join(failures)}"
+        why = None
+        if check is not None:
+            with captured_output() as log:  # ONNX Runtime logs the error of a file that does not run
+                why = check(data)
+                logs.append(f"--- the file at another batch: {why or 'runs'} ---\n{log.text()}")
+        if why is None:
+            return data, label, "\n".join(logs), None
+        failures.append(f"{exporter}: fixed the batch")
+        fixed = fixed or (data, label, why)
+    if fixed is not None:
+        return fixed[0], fixed[1], "\n".join(logs), fixed[2]
     raise ExportFailed("; ".join(failures), "\n".join(logs))
+
+
+def batch_check(torch, wrapper, inputs: list[tuple[str, tuple, str]], examples: list, outputs: list[str],
+                batch: int) -> Callable[[bytes], str | None] | None:
+    """What checks an exported file at `batch` (`examples`: the inputs at it), a batch it was not
+    traced at, for export_onnx: why the exporter fixed the batch (a batch axis that is a constant
+    in the file's inputs; ONNX Runtime refusing the file at `batch`, or giving outputs of other
+    shapes than the module's), None where it runs. None where no input has a batch axis."""
+    axes = {name: [axis for axis, d in enumerate(shape) if isinstance(d, str) and d.strip().lower() in BATCH_NAMES]
+            for name, shape, _ in inputs}
+    if not any(axes.values()):
+        return None
+
+    def check(data: bytes) -> str | None:
+        import onnx
+
+        model = onnx.load_from_string(data)
+        for value in model.graph.input:
+            dim_list = value.type.tensor_type.shape.dim
+            for axis in axes.get(value.name, []):
+                if axis < len(dim_list) and dim_list[axis].HasField("dim_value") and dim_list[axis].dim_value > 0:
+                    return (f"input {value.name!r} axis {axis} is the constant {dim_list[axis].dim_value} in the "
+                            "exported graph (the module reads its batch as a Python number: x.shape[0] in an if or a "
+                            "loop, a reshape to a constant)")
+        try:
+            import onnxruntime
+        except ImportError:
+            return None
+        feeds = {name: t.numpy() for (name, _, _), t in zip(inputs, examples) if t.dtype != torch.bfloat16}
+        if len(feeds) < len(inputs):
+            return None  # numpy has no bfloat16 to feed ONNX Runtime with: the shapes above are what is checked
+        try:
+            options = onnxruntime.SessionOptions()
+            options.log_severity_level = 3
+            session = onnxruntime.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+            got = session.run(None, feeds)
+        except Exception as exc:  # noqa: BLE001 - whatever the runtime says, the file does not run at this batch
+            return f"ONNX Runtime cannot run it at batch {batch} ({describe(exc)[:240]})"
+        try:
+            with torch.no_grad():
+                expected = wrapper(*examples)
+        except Exception:  # noqa: BLE001 - the module itself does not run at this batch: nothing to compare
+            return None
+        if len(got) != len(expected):
+            return (f"at batch {batch} the module returns {len(expected)} tensors and the export "
+                    f"{len(got)} (a list with one entry per image, say)")
+        for name, value, tensor in zip(outputs, got, expected):
+            if tuple(value.shape) != tuple(tensor.shape):
+                return (f"at batch {batch} its output {name!r} has shape {list(value.shape)}, the module's "
+                        f"{list(tensor.shape)}")
+        return None
+
+    return check
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")  # the dynamo exporter colours its messages

@@ -4,8 +4,9 @@ An integer input that indexes an embedding table (`Gather` of a weight with the 
 takes the table's row count: token ids in [0, vocabulary). One that is compared with a constant
 (`Equal(sr, 16000)`, the branch a voice model takes on its sample rate) takes that constant. The
 graph and its subgraphs (`If`/`Loop` bodies that read the input) are searched; the sweep file's
-`inputs.NAME.range` or `.value` always wins. An input the graph says nothing clear about has no
-hint, and planning asks for its values (farm.models).
+`inputs.NAME.range` or `.value` always wins. An input the graph says nothing clear about (or a
+PyTorch source with no graph: its export failed) has no hint: planning gives it DEFAULT_INT_RANGE
+and its model's cells say so (default_range_note), so that one model never stops a sweep.
 """
 
 from __future__ import annotations
@@ -15,14 +16,29 @@ from typing import Any
 
 import numpy as np
 
+# What an integer input takes where neither the model nor the sweep file says: valid for any
+# table of two rows or more (token ids 0 and 1).
+DEFAULT_INT_RANGE = (0, 2)
+
 # Ops that pass an integer tensor on unchanged in value (only its shape or type changes): a hint
 # found past them still holds for the input.
 _VALUE_PRESERVING = {"Cast", "Reshape", "Unsqueeze", "Squeeze", "Flatten", "Identity", "Expand"}
 
 
+# Integer operands an operator reads as the sizes, axes or positions of what it makes (Expand's
+# shape, Slice's starts): no range of random values is right for them, so a graph input that feeds
+# one needs its values from the user (op -> {input position: the operand's name})
+SHAPE_OPERANDS = {"Expand": {1: "shape"}, "Reshape": {1: "shape"}, "Tile": {1: "repeats"}, "Split": {1: "split"},
+                  "SplitToSequence": {1: "split"}, "Slice": {1: "starts", 2: "ends", 3: "axes", 4: "steps"},
+                  "ConstantOfShape": {0: "shape"}, "Range": {0: "start", 1: "limit", 2: "delta"}, "TopK": {1: "k"},
+                  "Pad": {1: "pads"}, "Resize": {2: "scales", 3: "sizes"}, "OneHot": {1: "depth"},
+                  "Squeeze": {1: "axes"}, "Unsqueeze": {1: "axes"}, "CenterCropPad": {1: "shape"}}
+
+
 def integer_hints(model) -> dict[str, dict[str, Any]]:
     """{input name: {"range": [low, high], "why": "..."}} for the integer inputs whose values the
-    graph tells; inputs it does not are absent."""
+    graph tells, or {"operand": "Expand's shape"} for one an operator reads as a shape (SHAPE_OPERANDS);
+    inputs it says nothing of are absent."""
     from onnx import helper
 
     constants = _constants(model.graph)
@@ -58,6 +74,10 @@ def _hint(graph, name: str, constants: dict[str, Any]) -> dict[str, Any] | None:
 
                 number = int(numpy_helper.to_array(constants[other]).reshape(-1)[0])
                 return {"range": [number, number + 1], "why": f"compared with {number} in {node.name or 'Equal'}"}
+    for node, position in _consumers(graph, names):
+        operand = SHAPE_OPERANDS.get(node.op_type, {}).get(position)
+        if operand:
+            return {"operand": f"{node.op_type}'s {operand}"}
     return None
 
 
@@ -86,3 +106,33 @@ def _constants(graph) -> dict[str, Any]:
             for sub in ([attribute.g] if attribute.HasField("g") else []) + list(attribute.graphs):
                 found.update(_constants(sub))
     return found
+
+
+def unread_reason(model_dtype: str, dtype: str, onnx_error: str | None) -> str:
+    """Why the model does not tell an integer input's values (it has no hint), for the note."""
+    if onnx_error:
+        return "PyTorch could not export it to ONNX, so there is no graph to read it from"
+    if dtype != model_dtype:
+        return f"the sweep file makes it {dtype}, and the graph's {model_dtype} input is not read for it"
+    return "the graph neither indexes a table with it nor compares it with a constant"
+
+
+def operand_refusal(input_name: str, key: str, hint: dict | None, override: Any) -> str | None:
+    """Why a model whose integer input is an operator's shape operand (`hint`'s "operand") cannot run
+    on generated values, where the sweep file gives none for it (`override`: its inputs.NAME table):
+    its cells are unsupported with this. None otherwise."""
+    if not hint or "operand" not in hint or (override and (override.value is not None or override.range)):
+        return None
+    operand = hint["operand"]
+    return (f"input {input_name!r} is {operand}: its values decide the shapes the model computes, and no "
+            f"generated values are right for it; set inputs.{key}.value = V (one value for every element) if "
+            "that is valid for it, or make it a constant of the graph")
+
+
+def default_range_note(input_name: str, key: str, reason: str, scalar: bool = False) -> str:
+    """What the cells of a model say of an integer input that took DEFAULT_INT_RANGE (`key`: its
+    name as a TOML key)."""
+    low, high = DEFAULT_INT_RANGE
+    fix = f"inputs.{key}.value = V (or .range = [lo, hi])" if scalar else f"inputs.{key}.range = [lo, hi]"
+    return (f"{input_name}: its range could not be read from the model ({reason}); using [{low}, {high}): "
+            f"set {fix} to choose")

@@ -4,7 +4,10 @@ The planner calls the factory once (torch seeded first, so the weights are deter
 the module's state_dict and exports it to ONNX (batch axis dynamic) into the warehouse cache:
 `torch.onnx.export(dynamo=True)`, as PyTorch recommends, and the TorchScript exporter where that
 fails (`native.json` says which ran; the exporters' output goes to `export.log` beside it, never to
-the terminal). ONNX engines run that file, and the model's sha256 is the file's. A module neither
+the terminal). The file is run at batch 1 before any cell relies on its batch being dynamic: where
+the exporter fixed it, `native.json` says so and ONNX engines' cells at other batches are
+`unsupported` with why. Outputs are flattened to named tensors, a cache turned off
+(farm.models.outputs). ONNX engines run that file, and the model's sha256 is the file's. A module neither
 exporter takes keeps its PyTorch cells (the model's sha256 is then its weights'), and its ONNX
 engines' cells are `unsupported` with the reason; a factory that raises fails that model's cells
 only. Either way the rest of the sweep runs. The torch backend builds the module
@@ -16,7 +19,6 @@ package are imported only here, only for these sources.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import importlib
 import inspect
@@ -33,11 +35,13 @@ import numpy as np
 from farm.config import NATIVE_SOURCE, ModelSpec
 from farm.errors import ConfigError, describe, first_line
 from farm.files import TEMP_DIR_NAME, write_atomic
-from farm.models.export import ExportFailed, captured_output, export_onnx
+from farm.models.export import ExportFailed, batch_check, captured_output, export_onnx
+from farm.models.outputs import without_cache, wrap_module
 from farm.records import BATCH_NAMES, BuildStats, axis_key
 
-NATIVE_VERSION = 2  # bump when the export changes, so cached exports are made again
+NATIVE_VERSION = 3  # bump when the export changes, so cached exports are made again
 EXPORT_BATCH = 2  # traced at batch 2, so that no batch-1 squeeze is baked into the graph
+CHECK_BATCH = 1  # and run again at batch 1 before any cell relies on its batch being dynamic
 TORCHVISION_MODULE = "torchvision.models"
 # torchvision's classification models, when the sweep file names no inputs: one image batch
 TORCHVISION_INPUTS = {"input": (("batch", 3, 224, 224), "float32")}
@@ -62,6 +66,7 @@ class NativeModel:
     sha256: str | None  # None: the ONNX file's (farm.models reads it); else the weights'
     onnx_error: str | None
     inputs: list[dict[str, Any]]  # name, dtype, shape: as the ONNX file's would read
+    onnx_fixed_batch: tuple[int, str] | None = None  # the one batch the ONNX file runs (the exporter fixed it), why
 
 
 def factory_ref(source: str) -> tuple[str, str]:
@@ -94,24 +99,32 @@ def native_model(spec: ModelSpec, where: str, base_dir: Path, cache_dir: Path, s
     if cached is not None and (onnx_path.exists() or cached.get("onnx_error")):
         return _described(folder, cached, described)
     net = construct(factory, spec.kwargs, seed, f"{module_name}.{factory_name}", where)
-    wrapper = wrap_module(net, [name for name, _, _ in inputs], [])
+    call_kwargs, notes = without_cache(net)
+    wrapper = wrap_module(net, [name for name, _, _ in inputs], [], call_kwargs)
     examples = _example_inputs(torch, inputs, spec.dims, seed)
     try:
-        with torch.no_grad():
-            count = len(wrapper(*examples))
+        outputs, dropped = wrapper.describe(*examples)
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - the module's own forward: its cells say so
         raise ModelFailed(f"{spec.source}: forward() on the example inputs raised {type(exc).__name__}: "
                           f"{first_line(exc)}") from None
-    outputs = ["output"] if count == 1 else [f"output_{i}" for i in range(count)]
+    if not outputs:
+        raise ModelFailed(f"{spec.source}: forward() returned no tensor ({'; '.join(dropped) or 'nothing'}); farm "
+                          "times and checks a module's tensor outputs")
+    notes += dropped
     tmp_dir = cache_dir / TEMP_DIR_NAME
     buffer = io.BytesIO()
     torch.save(net.state_dict(), buffer)
     meta = {"source": spec.source, "module": module_name, "factory": factory_name, "kwargs": spec.kwargs,
             "seed": seed, "import_path": str(base_dir), "input_names": [n for n, _, _ in inputs],
-            "output_names": outputs, "torch": torch.__version__,
+            "output_names": outputs, "call_kwargs": call_kwargs, "notes": notes, "torch": torch.__version__,
             "weights_sha256": hashlib.sha256(buffer.getvalue()).hexdigest()}
+    check = batch_check(torch, wrapper, inputs, _example_inputs(torch, inputs, spec.dims, seed, CHECK_BATCH),
+                        outputs, CHECK_BATCH)
     try:
-        data, meta["exporter"], log = export_onnx(torch, wrapper, examples, inputs, outputs)
+        data, exporter, log, fixed = export_onnx(torch, wrapper, examples, inputs, outputs, check)
+        meta["exporter"] = "; ".join([exporter, *notes])  # what the ONNX cells' build rows say of the export
+        if fixed:
+            meta["fixed_batch"] = [EXPORT_BATCH, fixed]
     except ExportFailed as exc:
         data, log = None, exc.log
         meta["onnx_error"] = (f"PyTorch could not export {spec.source} to ONNX ({exc.reason}); engines that run "
@@ -126,7 +139,9 @@ def native_model(spec: ModelSpec, where: str, base_dir: Path, cache_dir: Path, s
 
 def _described(folder: Path, meta: dict[str, Any], inputs: list[dict[str, Any]]) -> NativeModel:
     error = meta.get("onnx_error")
-    return NativeModel(folder / ONNX_NAME, meta.get("weights_sha256") if error else None, error, inputs)
+    fixed = meta.get("fixed_batch")
+    return NativeModel(folder / ONNX_NAME, meta.get("weights_sha256") if error else None, error, inputs,
+                       (int(fixed[0]), str(fixed[1])) if fixed else None)
 
 
 def _import_torch(where: str):
@@ -241,12 +256,13 @@ def export_inputs(spec: ModelSpec, module_name: str, where: str) -> list[tuple[s
     return inputs
 
 
-def _example_inputs(torch, inputs: list[tuple[str, tuple, str]], dims: dict[str, int], seed: int) -> list:
+def _example_inputs(torch, inputs: list[tuple[str, tuple, str]], dims: dict[str, int], seed: int,
+                    batch: int = EXPORT_BATCH) -> list:
     """Seeded tensors to trace the export with: dynamic dimensions at their `dims` size, the batch at 2."""
     rng = np.random.default_rng(seed)
     examples = []
     for name, shape, dtype in inputs:
-        sizes = [d if isinstance(d, int) else EXPORT_BATCH if d.strip().lower() in BATCH_NAMES
+        sizes = [d if isinstance(d, int) else batch if d.strip().lower() in BATCH_NAMES
                  else dims.get(axis_key(name, axis), dims.get(d, EXPORT_BATCH)) for axis, d in enumerate(shape)]
         values = rng.uniform(-1, 1, sizes) if np.dtype(_numpy_dtype(dtype)).kind == "f" else np.zeros(sizes)
         examples.append(torch.from_numpy(values.astype(_numpy_dtype(dtype))).to(getattr(torch, dtype)))
@@ -285,8 +301,8 @@ def read_native(model_path: Path) -> dict[str, Any] | None:
 
 
 def native_module(model_path: Path, meta: dict[str, Any]):
-    """The factory's module with the saved weights loaded, wrapped to take the ONNX inputs in order
-    and return a tuple of the ONNX outputs."""
+    """The factory's module with the saved weights loaded (its cache turned off as at export),
+    wrapped to take the ONNX inputs in order and return a tuple of its output tensors."""
     import torch
 
     where = f"model {meta['source']}"
@@ -294,7 +310,10 @@ def native_module(model_path: Path, meta: dict[str, Any]):
     net = construct(factory, meta["kwargs"], meta["seed"], f"{meta['module']}.{meta['factory']}", where)
     state = torch.load(model_path.parent / WEIGHTS_NAME, map_location="cpu", weights_only=True)
     net.load_state_dict(state)
-    return wrap_module(net, meta["input_names"], meta["output_names"])
+    call_kwargs, notes = without_cache(net)
+    module = wrap_module(net, meta["input_names"], meta["output_names"], call_kwargs)
+    module.notes = notes
+    return module
 
 
 def torch_module(model_path: Path, dtype) -> tuple[Any, BuildStats, bool]:
@@ -304,8 +323,9 @@ def torch_module(model_path: Path, dtype) -> tuple[Any, BuildStats, bool]:
     native = read_native(model_path)
     if native is not None:
         module = native_module(model_path, native)
+        summary = "; ".join([f"PyTorch: native module ({native['source']})", *module.notes])
         return module, BuildStats(build_s=None, layers_before_fusion=leaf_modules(module.net),
-                                  transform_summary=f"PyTorch: native module ({native['source']})"), True
+                                  transform_summary=summary), True
     import onnx
 
     from farm.onnx_torch import build_module
@@ -315,36 +335,6 @@ def torch_module(model_path: Path, dtype) -> tuple[Any, BuildStats, bool]:
     return module, BuildStats(build_s=None, layers_before_fusion=len(model.graph.node),
                               layers_after_fusion=len(module.nodes),
                               transform_summary="PyTorch: ONNX interpreter (farm.onnx_torch)"), False
-
-
-def wrap_module(net, input_names: list[str], output_names: list[str]):
-    return _wrapper_class()(net, input_names, output_names)
-
-
-@functools.cache
-def _wrapper_class():
-    import torch
-
-    class NativeModule(torch.nn.Module):
-        """A user's module as the torch backend runs it: inputs by position, outputs a flat tuple."""
-
-        def __init__(self, net: torch.nn.Module, input_names: list[str], output_names: list[str]) -> None:
-            super().__init__()
-            self.net = net
-            self.input_names, self.output_names = list(input_names), list(output_names)
-
-        def forward(self, *inputs):
-            return tuple(_flatten(self.net(*inputs)))
-
-    return NativeModule
-
-
-def _flatten(value) -> list:
-    if isinstance(value, (tuple, list)):
-        return [t for item in value for t in _flatten(item)]
-    if isinstance(value, dict):
-        return [t for item in value.values() for t in _flatten(item)]
-    return [value]
 
 
 def leaf_modules(net) -> int:

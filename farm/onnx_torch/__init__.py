@@ -98,6 +98,7 @@ def build_module(model, float_dtype=None):
             self.branch_buffers: list[str] = []  # If branches' float constants, as buffers
             _load_initializers(self, graph, torch)
             self.nodes = _graph_nodes(graph, self.weight_shapes)
+            _check_values(graph)
             _branch_buffers(self, self.nodes, torch)
             _fold_constants(self, torch)
             self.source, self._straight = _generate_forward(self)
@@ -130,6 +131,25 @@ def build_module(model, float_dtype=None):
             return tuple(env[o] for o in self.output_names)
 
     return OnnxModule()
+
+
+def _check_values(graph) -> None:
+    """UnsupportedOperator where a graph input or output is not a tensor of numbers: torch has no
+    strings, and the interpreter no sequences or maps (ops that make them are named before this)."""
+    from onnx import TensorProto
+
+    kinds = {"sequence_type": "a sequence", "map_type": "a map", "optional_type": "an optional",
+             "sparse_tensor_type": "a sparse tensor"}
+    found = []
+    for where, values in (("input", graph.input), ("output", graph.output)):
+        for value in values:
+            field = value.type.WhichOneof("value")
+            if field == "tensor_type" and value.type.tensor_type.elem_type == TensorProto.STRING:
+                found.append(f"{where} {value.name!r} is a string tensor")
+            elif field in kinds:
+                found.append(f"{where} {value.name!r} is {kinds[field]}")
+    if found:
+        raise UnsupportedOperator(f"the PyTorch backend runs tensors of numbers only, and {', '.join(found)}")
 
 
 def _branch_buffers(module, nodes: list[tuple], torch) -> None:

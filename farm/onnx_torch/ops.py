@@ -153,7 +153,9 @@ def _shape(m, a, x):
     return np.asarray(dims[start:end], dtype=np.int64)
 
 
-def _slice(m, a, x, starts, ends, axes=None, steps=None):
+def _slice(m, a, x, starts=None, ends=None, axes=None, steps=None):
+    if starts is None:  # opset 1-9: starts, ends and axes are attributes
+        starts, ends, axes = a["starts"], a["ends"], a.get("axes")
     starts, ends = ints(starts), ints(ends)
     axes = ints(axes) if axes is not None else list(range(len(starts)))
     steps = ints(steps) if steps is not None else [1] * len(starts)

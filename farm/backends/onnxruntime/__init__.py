@@ -12,6 +12,7 @@ profiled session, never during the timed run (farm.backends.onnxruntime.profile)
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
@@ -21,6 +22,7 @@ from pydantic import Field
 
 from farm.backends.base import BackendOptions, Capabilities, LoopTimedBackend, torch_profile
 from farm.backends.onnxruntime.profile import QUERY_RANGE, kernel_layers, layers_from_profile, node_providers
+from farm.errors import EngineUnsupported
 from farm.records import BuildRequest, BuildStats, LayerRecord, QueryFn
 
 __all__ = ["OnnxRuntimeBackend", "OnnxRuntimeOptions", "layers_from_profile"]
@@ -32,6 +34,28 @@ _OPTIMIZATION_LEVELS = {
 _CUDA_ONLY = {"provider": "default", "cudnn_conv_algo_search": "EXHAUSTIVE", "prefer_nhwc": False,
               "cuda_graph": False, "transfers": True, "trt_builder_optimization_level": 3}
 _WARMUP_RUNS = 2  # profiled runs dropped before the counted ones
+
+
+
+# ONNX Runtime's own words for an operator it has no kernel for (at that opset, on that provider),
+# and for one of a domain it does not implement (training's ai.onnx.preview.training, a custom one)
+_NO_KERNEL = re.compile(r"(?:Could not find an implementation for|Failed to find kernel for) (\w+)\((\d+)\)")
+_NO_OP = re.compile(r"Fatal error: ([\w.]*):(\w+)\((-?\d+)\) is not a registered function/op")
+
+
+def lacking_operator(exc: BaseException, version: str) -> str | None:
+    """Why ONNX Runtime cannot run a model at all, where that is an operator it lacks (the cell is
+    unsupported, with what to do), or None for any other error of a session's start."""
+    text, version = str(exc), f"{version} " if version else ""
+    if match := _NO_KERNEL.search(text):
+        op, opset = match[1], match[2]
+        return (f"ONNX Runtime {version}has no kernel for {op} as opset {opset} defines it: convert the model "
+                "to a newer opset (onnx.version_converter.convert_version), or run it on another engine")
+    if match := _NO_OP.search(text):
+        domain, op = match[1] or "ai.onnx", match[2]
+        return (f"ONNX Runtime {version}does not implement {op} of the domain {domain}: export the model "
+                "without it, or run it on an engine that has it")
+    return None
 
 
 class OnnxRuntimeOptions(BackendOptions):
@@ -179,6 +203,9 @@ class OnnxRuntimeBackend(LoopTimedBackend):
                 from farm.backends.onnxruntime.cuda import raise_if_uncapturable
 
                 raise_if_uncapturable(exc)
+            reason = lacking_operator(exc, ort.__version__)
+            if reason:
+                raise EngineUnsupported(reason) from exc
             raise
         if self.cuda:
             wanted = self._providers()[0][0]
@@ -200,6 +227,11 @@ class OnnxRuntimeBackend(LoopTimedBackend):
         start = time.perf_counter()
         self.session = self._new_session(opts)
         if self.cuda:
+            from farm.backends.onnxruntime.cuda import device_io_reason
+
+            reason = device_io_reason(self.session.get_inputs(), self.session.get_outputs())
+            if reason is not None:
+                raise EngineUnsupported(reason)
             try:
                 self._bind(feeds)
             except Exception as exc:

@@ -38,6 +38,23 @@ def numpy_type(ort_type: str) -> type:
     return _ORT_TYPES[ort_type]
 
 
+def device_io_reason(inputs: Any, outputs: Any) -> str | None:
+    """Why a CUDA cell cannot bind this session's inputs and outputs to device buffers, or None.
+    `inputs`, `outputs`: the session's NodeArgs (get_inputs(), get_outputs()). Sequences, maps (a
+    scikit-learn classifier's ZipMap: 'seq(map(int64,tensor(float)))') and strings ('tensor(string)')
+    live in host memory only: no OrtValue of them has device memory to copy to or from, so the
+    H2D/run/D2H split farm times cannot hold them."""
+    host = [f"{kind} {arg.name!r} is {arg.type}" for kind, args in (("input", inputs), ("output", outputs))
+            for arg in args if not arg.type.startswith("tensor(") or arg.type == "tensor(string)"]
+    if not host:
+        return None
+    zipmap = any("map(" in arg.type for arg in outputs)
+    return (f"onnxruntime on CUDA times queries through device buffers bound to every input and output, and "
+            f"{', '.join(host)}, which ONNX Runtime keeps in host memory only: run this model with device = \"cpu\""
+            + (", or convert it without ZipMap (skl2onnx: options={'zipmap': False}) to get a probability tensor"
+               if zipmap else ", or export it with numeric tensor inputs and outputs only"))
+
+
 def provider_list(options: Any, precision: str, stream: int, work_dir: Path) -> list:
     """The `providers` argument of a CUDA cell's InferenceSession: its EP with its options."""
     cuda = {"device_id": "0", "user_compute_stream": str(stream), "has_user_compute_stream": "1",

@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 
 from farm.backends.base import Capabilities, LoopTimedBackend, torch_profile
+from farm.backends.pytorch.kernels import unsupported_kernel
 from farm.backends.pytorch.layers import QUERY_RANGE, device_time_us, kernel_records
-from farm.backends.pytorch.options import TorchOptions
-from farm.errors import first_line
+from farm.backends.pytorch.options import TorchOptions, set_cpu_threads
+from farm.errors import EngineUnsupported, first_line
 from farm.layers.coverage import GRAPH_OP
 from farm.layers.memory import conv_macs, matmul_macs, tensor_bytes, total_bytes
 from farm.models.native import has_conv_4d, torch_module
@@ -84,6 +85,17 @@ class TorchBackend(LoopTimedBackend):
     # --- build --------------------------------------------------------------------------------
 
     def build_impl(self, request: BuildRequest, feeds: dict[str, np.ndarray]) -> BuildStats:
+        try:
+            return self._build(request, feeds)
+        except EngineUnsupported:
+            raise
+        except Exception as exc:
+            reason = unsupported_kernel(exc, request.precision, self.options.device)
+            if reason:  # PyTorch has no kernel for this device or dtype: not an accident of the cell
+                raise EngineUnsupported(reason) from exc
+            raise
+
+    def _build(self, request: BuildRequest, feeds: dict[str, np.ndarray]) -> BuildStats:
         import torch
 
         precision, model_path = request.precision, request.model_path
@@ -99,7 +111,7 @@ class TorchBackend(LoopTimedBackend):
             torch.cuda.reset_peak_memory_stats()
             self.stream = torch.cuda.Stream()
         else:
-            _set_cpu_threads(torch, self.options.threads, self.options.interop_threads)
+            set_cpu_threads(torch, self.options.threads, self.options.interop_threads)
         start = time.perf_counter()
         module, stats, self.native = torch_module(model_path, self.dtype)
         module = module.to(self.dev).to(self.dtype).eval()
@@ -110,6 +122,16 @@ class TorchBackend(LoopTimedBackend):
         self.module = module
         self.input_names = module.input_names
         self.device_inputs = [self._to_device(feeds[n]) for n in self.input_names]
+        if self.native:
+            # One eager call, outside the build's time: the names of the module's output tensors at
+            # this cell's shapes (a detector returns one dict per image), and any kernel PyTorch
+            # lacks here met now, while the cell can still say `unsupported`.
+            described = time.perf_counter()
+            module.output_names, dropped = module.describe(*self.device_inputs)
+            stats.transform_summary = "; ".join([stats.transform_summary or "", *dropped])[:1000]
+            if cuda:
+                torch.cuda.synchronize()
+            start += time.perf_counter() - described
         if self.options.mode == "eager":
             self.run = module
         elif self.options.mode == "compile":
@@ -368,25 +390,3 @@ class TorchBackend(LoopTimedBackend):
 
             torch.cuda.set_stream(torch.cuda.default_stream())
             torch.cuda.empty_cache()
-
-
-def _set_cpu_threads(torch, threads: int, interop: int) -> None:
-    """Intra-op threads: `threads`, or (0) the physical cores this process may use, which is what
-    ONNX Runtime's intra_op_threads = 0 gives its CPU cells. Inter-op: 0 leaves PyTorch's."""
-    import os
-
-    if not threads:
-        try:
-            import psutil
-
-            physical = psutil.cpu_count(logical=False) or os.cpu_count() or 1
-        except ImportError:
-            physical = os.cpu_count() or 1
-        threads = max(1, min(physical, len(os.sched_getaffinity(0))))
-    torch.set_num_threads(threads)
-    if interop and interop != torch.get_num_interop_threads():
-        try:
-            torch.set_num_interop_threads(interop)
-        except RuntimeError as exc:  # PyTorch allows it once, before any inter-op work
-            raise RuntimeError(f"backends.torch.interop_threads = {interop}: this process already runs "
-                               f"{torch.get_num_interop_threads()} inter-op threads ({exc})") from None

@@ -1,0 +1,376 @@
+"""The corpus no one picks: the models the libraries' own registries list, enumerated at run time.
+
+    from corpus_registry import enumerate_corpus
+    entries, left_out = enumerate_corpus(cache)      # what this machine's libraries list
+
+Each library is asked for its own list, and nothing is chosen by hand beyond the sizes:
+- torchvision: every name of `torchvision.models.list_models(module)` for its classification,
+  detection, segmentation, video, optical-flow and quantization modules (random weights);
+- timm: one model per family (the module `timm` files it under), the one with fewest parameters;
+- transformers: one model per model type of its auto-mapping (the causal-LM class where the type
+  has one, else the base model), built from the type's own config shrunk to a few small layers;
+- onnx: every model file its wheel ships for its backend tests (`light`, `simple`,
+  `pytorch-converted`, `pytorch-operator`; its `real` folders hold only download addresses);
+- scikit-learn through skl2onnx: every estimator `sklearn.utils.all_estimators` lists, fitted on
+  seeded data and converted (trees, linear models, ...).
+A PyTorch model is kept when one forward pass at batch 1 with the inputs guessed here runs on the
+CPU (`precheck`): a model that does not run with them is the corpus's guess at fault, not farm's,
+and is listed as left out with the error. Everything else that a library lists but cannot be had
+here (not installed, does not build, cannot be converted) is left out with why. What is kept is
+written with its library's version (`write_listing`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib.metadata
+import importlib.util
+import inspect
+import json
+import random
+import signal
+import warnings
+from pathlib import Path
+
+from farm.errors import describe
+
+FACTORIES = "corpus_factories"
+TEXT_LENGTH = 16
+PRECHECK_S = 20  # one forward of a tiny model; longer is a model that waits on something
+TORCHVISION_MODULES = ("", "detection", "segmentation", "video", "optical_flow", "quantization")
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One corpus model: its name, family and library (with version), its source as model_corpus's
+    CORPUS gives it, and its table in the sweep file beyond `source`."""
+
+    name: str
+    family: str
+    library: str
+    version: str
+    source: dict
+    table: str = ""
+
+
+def version(package: str) -> str | None:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def loads(module: str) -> str | None:
+    """Why `module` cannot be used here, or None."""
+    if importlib.util.find_spec(module) is None:
+        return f"{module} is not installed"
+    try:
+        __import__(module)
+    except Exception as exc:  # noqa: BLE001 - PyPI's torchvision beside a CPU torch build fails to load
+        return f"{module} does not load here ({describe(exc)[:160]})"
+    return None
+
+
+def toml_value(value) -> str:
+    return json.dumps(value)  # TOML's strings, integers, floats and arrays read as JSON writes them
+
+
+def inputs_table(inputs: list[tuple[str, list, str]]) -> str:
+    """The `inputs` line of a model table: each input's shape and dtype, in forward()'s order."""
+    parts = [f"{name} = {{ shape = {toml_value(shape)}, dtype = {toml_value(dtype)} }}" for name, shape, dtype in inputs]
+    return "inputs = { " + ", ".join(parts) + " }"
+
+
+def kwargs_table(kwargs: dict) -> str:
+    return "kwargs = { " + ", ".join(f"{k} = {toml_value(v)}" for k, v in kwargs.items()) + " }"
+
+
+# --- onnx: the models its wheel ships for its own backend tests --------------------------------
+
+def onnx_test_models() -> tuple[list[Entry], dict[str, str]]:
+    why = loads("onnx")
+    if why:
+        return [], {"onnx": why}
+    import onnx
+
+    data = Path(onnx.__file__).parent / "backend" / "test" / "data"
+    entries, left_out = [], {}
+    for folder in sorted(p for p in data.iterdir() if p.is_dir()):
+        for case in sorted(p for p in folder.iterdir()):
+            files = sorted(case.glob("*.onnx")) if case.is_dir() else [case] if case.suffix == ".onnx" else []
+            name = f"onnx-{folder.name}-{case.stem.removeprefix('test_').removeprefix('light_')}"
+            if case.is_dir() and not files:
+                left_out[name] = "the onnx wheel ships only its download address (data.json)"
+            for path in files:
+                entries.append(Entry(name, f"onnx backend test model ({folder.name})", "onnx", onnx.__version__,
+                                     {"kind": "onnx-file", "path": str(path)}))
+    return entries, left_out
+
+
+# --- scikit-learn through skl2onnx ---------------------------------------------------------------
+
+def sklearn_models(cache: Path) -> tuple[list[Entry], dict[str, str]]:
+    """Every estimator scikit-learn lists that skl2onnx converts, fitted on seeded data (8 features;
+    classifiers 3 classes), as ONNX files under `cache`."""
+    for module in ("sklearn", "skl2onnx"):
+        why = loads(module)
+        if why:
+            return [], {module: why}
+    import numpy as np
+    import skl2onnx
+    import sklearn
+    from sklearn.utils import all_estimators
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(64, 8)).astype(np.float32)
+    labels = (x[:, 0] > 0).astype(np.int64) + (x[:, 1] > 0.5)
+    target = x @ rng.normal(size=8).astype(np.float32)
+    entries, left_out = [], {}
+    for kind in ("classifier", "regressor", "transformer"):
+        for name, cls in all_estimators(type_filter=kind):
+            model_name = f"sklearn-{name}"
+            path = cache / "models" / model_name / "model.onnx"
+            if not path.is_file():
+                why = _convert(cls, kind, x, labels, target, path)
+                if why:
+                    left_out[model_name] = why
+                    continue
+            entries.append(Entry(model_name, f"scikit-learn {kind} (skl2onnx {skl2onnx.__version__})", "scikit-learn",
+                                 sklearn.__version__, {"kind": "onnx-file", "path": str(path)}))
+    return entries, left_out
+
+
+def _convert(cls, kind: str, x, labels, target, path: Path) -> str | None:
+    """Fit and convert one estimator into `path`; why not, or None."""
+    from skl2onnx import to_onnx
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            estimator = cls()
+            estimator.fit(x, labels if kind == "classifier" else target if kind == "regressor" else None)
+            model = to_onnx(estimator, x[:1], target_opset=17)
+    except Exception as exc:  # noqa: BLE001 - an estimator that needs arguments, or that skl2onnx lacks, is left out
+        return f"does not fit with its defaults, or skl2onnx cannot convert it: {describe(exc)[:200]}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(model.SerializeToString())
+    return None
+
+
+# --- PyTorch libraries: transformers, torchvision, timm --------------------------------------------
+
+def transformers_models() -> tuple[list[Entry], dict[str, str]]:
+    """One model per model type: the causal-LM class where the type has one (a decoder with its
+    cache), else the base model; its main input guessed from the class (`main_input_name`)."""
+    why = loads("transformers")
+    if why:
+        return [], {"transformers": why}
+    import transformers
+    from transformers.models.auto import modeling_auto
+
+    entries, left_out = [], {}
+    for model_type, base in modeling_auto.MODEL_MAPPING_NAMES.items():
+        head = modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(model_type)
+        class_name = head if isinstance(head, str) else base if isinstance(base, str) else None
+        cls = getattr(transformers, class_name, None) if class_name else None
+        if cls is None:
+            left_out[f"hf-{model_type}"] = "transformers lists no single model class for it"
+            continue
+        try:
+            inputs = hf_inputs(cls, model_type)
+        except ImportError as exc:  # a placeholder class: the model needs a library not installed here
+            left_out[f"hf-{model_type}"] = f"needs what is not installed here: {describe(exc)[:160]}"
+            continue
+        if inputs is None:
+            left_out[f"hf-{model_type}"] = f"{class_name}'s main input ({cls.main_input_name}) has no shape guessed here"
+            continue
+        kwargs = {"model_type": model_type, "class_name": class_name, "names": [n for n, _, _ in inputs]}
+        entries.append(Entry(f"hf-{model_type}", f"transformers {'decoder' if head else 'model'} ({class_name})",
+                             "transformers", transformers.__version__,
+                             {"kind": "factory", "factory": "hf_small", "needs": "transformers"},
+                             kwargs_table(kwargs) + "\n" + inputs_table(inputs)))
+    return entries, left_out
+
+
+def hf_inputs(cls, model_type: str) -> list[tuple[str, list, str]] | None:
+    """The inputs a model class is called with here: its main input, and the decoder's ids for an
+    encoder-decoder; None where its main input is none of those guessed."""
+    main = getattr(cls, "main_input_name", "input_ids")
+    shapes = {"input_ids": (["batch", TEXT_LENGTH], "int64"), "pixel_values": (["batch", 3, 224, 224], "float32"),
+              "input_values": (["batch", 16000], "float32"), "input_features": (["batch", 80, 3000], "float32")}
+    if not isinstance(main, str) or main not in shapes:
+        return None
+    parameters = inspect.signature(cls.forward).parameters
+    # the main input; the decoder's ids of an encoder-decoder; text and image together where the
+    # forward takes both (CLIP-like); and any other input it requires that has a shape here
+    wanted = {main, *(n for n in ("decoder_input_ids",) if n in parameters)}
+    if {"input_ids", "pixel_values"} <= set(parameters):
+        wanted |= {"input_ids", "pixel_values"}
+    wanted |= {n for n, p in parameters.items() if p.default is inspect.Parameter.empty and n in shapes}
+    shapes["decoder_input_ids"] = shapes["input_ids"]
+    return [(name, *shapes[name]) for name in parameters if name in wanted]
+
+
+def torchvision_models() -> tuple[list[Entry], dict[str, str]]:
+    why = loads("torchvision")
+    if why:
+        return [], {"torchvision": why}
+    import torchvision
+    from torchvision import models
+
+    entries = []
+    for module_name in TORCHVISION_MODULES:
+        module = getattr(models, module_name) if module_name else models
+        for name in models.list_models(module=module):
+            image = ["batch", 3, 224, 224]
+            inputs = {"": [("x", image, "float32")], "detection": [("images", ["batch", 3, 320, 320], "float32")],
+                      "segmentation": [("x", image, "float32")], "video": [("x", ["batch", 3, 16, 112, 112], "float32")],
+                      "optical_flow": [("image1", ["batch", 3, 128, 128], "float32"),
+                                       ("image2", ["batch", 3, 128, 128], "float32")],
+                      "quantization": [("x", image, "float32")]}[module_name]
+            kwargs = {"name": name, "quantize": module_name == "quantization"}
+            entries.append(Entry(f"tv-{name}", f"torchvision {module_name or 'classification'}", "torchvision",
+                                 torchvision.__version__, {"kind": "factory", "factory": "torchvision_model",
+                                                           "needs": "torchvision"},
+                                 kwargs_table(kwargs) + "\n" + inputs_table(inputs)))
+    return entries, {}
+
+
+def timm_models() -> tuple[list[Entry], dict[str, str]]:
+    """One timm model per family (the module timm files it under), the one with fewest parameters
+    (counted on the meta device: nothing is allocated)."""
+    why = loads("timm")
+    if why:
+        return [], {"timm": why}
+    import timm
+    import torch
+
+    families = {family: timm.list_models(module=family) for family in timm.list_modules()}
+    entries, left_out = [], {}
+    for family, names in sorted(families.items()):
+        sized = []
+        for name in names:
+            try:
+                with torch.device("meta"):
+                    sized.append((sum(p.numel() for p in timm.create_model(name).parameters()), name))
+            except Exception:  # noqa: BLE001 - a model that does not build with defaults is not the smallest
+                continue
+        if not sized:
+            left_out[f"timm-{family}"] = "no model of the family builds with its defaults"
+            continue
+        _, smallest = min(sized)
+        size = timm.models.get_pretrained_cfg_value(smallest, "input_size") or (3, 224, 224)
+        entries.append(Entry(f"timm-{smallest}", f"timm {family}", "timm", timm.__version__,
+                             {"kind": "module", "module": "timm", "factory": "create_model", "needs": "timm"},
+                             kwargs_table({"model_name": smallest}) + "\n" +
+                             inputs_table([("x", ["batch", *size], "float32")])))
+    return entries, left_out
+
+
+def precheck(entry: Entry) -> str | None:
+    """Why a PyTorch entry does not run one forward pass at batch 1 on the CPU with the inputs guessed
+    here, or None: a guess at fault is the corpus's, not farm's, and such a model is left out."""
+    import tomllib
+
+    import numpy as np
+    import torch
+
+    table = tomllib.loads(entry.table)
+    kwargs, inputs = table.get("kwargs", {}), table.get("inputs", {})
+    if entry.source["kind"] == "factory":
+        import corpus_factories
+
+        factory = getattr(corpus_factories, entry.source["factory"])
+    else:
+        factory = getattr(__import__(entry.source["module"], fromlist=["_"]), entry.source["factory"])
+    rng = np.random.default_rng(0)
+    if entry.library == "transformers":
+        import transformers
+
+        transformers.logging.set_verbosity_error()  # its config warnings are the corpus's sizes, not news
+
+    def expired(*_):
+        raise TimeoutError(f"one forward pass took over {PRECHECK_S} s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(PRECHECK_S)
+    try:
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            model = factory(**kwargs).eval()
+            tensors = [torch.from_numpy(rng.integers(0, 2, [1 if d == "batch" else d for d in spec["shape"]]))
+                       if spec.get("dtype") == "int64" else
+                       torch.from_numpy(rng.standard_normal([1 if d == "batch" else d for d in spec["shape"]],
+                                                            dtype=np.float32)) for spec in inputs.values()]
+            model(*tensors)
+    except Exception as exc:  # noqa: BLE001 - any error of the guessed call leaves the model out, with it
+        return f"does not run with the inputs guessed here: {describe(exc)[:200]}"
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    return None
+
+
+# --- the whole corpus -----------------------------------------------------------------------------
+
+def enumerate_corpus(cache: Path, libraries: list[str] | None = None, check: bool = True) -> tuple[list[Entry], dict]:
+    """(entries, left out: name -> why) of every library asked (default: all), PyTorch entries
+    prechecked once (the verdicts kept in `cache`/precheck.json, so a rerun asks again only for
+    models not seen before)."""
+    sources = {"onnx": onnx_test_models, "scikit-learn": lambda: sklearn_models(cache),
+               "transformers": transformers_models, "torchvision": torchvision_models, "timm": timm_models}
+    entries, left_out = [], {}
+    for library, enumerate_ in sources.items():
+        if libraries and library not in libraries:
+            continue
+        found, skipped = enumerate_()
+        entries += found
+        left_out |= skipped
+    if check:
+        kept = cache / "precheck.json"
+        verdicts = json.loads(kept.read_text()) if kept.is_file() else {}
+        for entry in entries:
+            key = hashlib.sha256(json.dumps([entry.version, entry.source, entry.table]).encode()).hexdigest()[:16]
+            if entry.source["kind"] in ("factory", "module") and key not in verdicts.get(entry.name, {}):
+                verdicts.setdefault(entry.name, {})[key] = precheck(entry)
+                cache.mkdir(parents=True, exist_ok=True)
+                kept.write_text(json.dumps(verdicts, indent=1))
+            why = verdicts.get(entry.name, {}).get(key) if entry.source["kind"] in ("factory", "module") else None
+            if why:
+                left_out[entry.name] = why
+        entries = [e for e in entries if e.name not in left_out]
+    return entries, left_out
+
+
+def sample(entries: list[Entry], count: int, seed: int = 0) -> list[Entry]:
+    """`count` entries drawn evenly over the libraries (seeded: the same draw on every machine that
+    lists the same models), in the corpus's order."""
+    by_library: dict[str, list[Entry]] = {}
+    for entry in entries:
+        by_library.setdefault(entry.library, []).append(entry)
+    rng = random.Random(seed)
+    pools = {library: rng.sample(found, len(found)) for library, found in sorted(by_library.items())}
+    chosen: list[Entry] = []
+    while len(chosen) < min(count, len(entries)):
+        for pool in pools.values():
+            if pool and len(chosen) < count:
+                chosen.append(pool.pop())
+    order = {entry.name: i for i, entry in enumerate(entries)}
+    return sorted(chosen, key=lambda e: order[e.name])
+
+
+def write_listing(entries: list[Entry], left_out: dict[str, str], path: Path) -> None:
+    """The corpus as CSV: each model with its family, library and version, and each left out with why."""
+    import csv
+    import io
+
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(["model", "family", "library", "version", "left_out"])
+    for entry in entries:
+        writer.writerow([entry.name, entry.family, entry.library, entry.version, ""])
+    for name, why in sorted(left_out.items()):
+        writer.writerow([name, "", "", "", why])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(buffer.getvalue())

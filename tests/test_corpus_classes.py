@@ -1,0 +1,102 @@
+"""Classes of model found by sweeping the corpus no one picks (benchmarks/corpus_registry.py), each
+on a model of it that the onnx wheel ships for its own tests: what an engine lacks (an operator at an
+old opset, a training operator) and an input no generated value fits (a shape operand) are
+`unsupported` with what to do, never `failed`."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import onnx
+import pytest
+
+from farm.cli import main
+from farm.config import load_config
+from farm.plan import plan_sweep
+from farm.warehouse import Warehouse
+from tests.conftest import write_sweep
+
+SHIPPED = Path(onnx.__file__).parent / "backend" / "test" / "data"
+
+
+def shipped(tmp_path: Path, case: str) -> str:
+    """A copy of one of the onnx wheel's test models (farm writes its notes beside a model file)."""
+    target = tmp_path / case.replace("/", "-") / "model.onnx"
+    target.parent.mkdir(parents=True)
+    shutil.copyfile(SHIPPED / case / "model.onnx", target)
+    return str(target)
+
+
+def sweep_cells(tmp_path: Path, models: list[str], backends: str = '["onnxruntime"]') -> tuple[int, dict]:
+    """The sweep's exit code and {(model, backend): (status, reason)} of each model's cells at its own
+    batch (a model with a fixed batch is also planned at the sweep's, unsupported there)."""
+    tables = "".join(f'[[models]]\nname = "m{i}"\nsource = "{source}"\n' for i, source in enumerate(models))
+    config = write_sweep(tmp_path, f'name = "classes"\n{tables}[axes]\nbackends = {backends}\n')
+    code = main(["sweep", str(config), "--results", str(tmp_path / "results"), "--executor", "local"])
+    rows = Warehouse(tmp_path / "results").connect().execute(
+        "SELECT model, backend, status, reason FROM cells WHERE reason IS NULL OR reason NOT LIKE '%fixed batch%' "
+        "ORDER BY batch").fetchall()
+    return code, {(model, backend): (status, reason) for model, backend, status, reason in rows}
+
+
+def test_an_operator_onnx_runtime_lacks_is_unsupported_with_what_to_do(tmp_path: Path) -> None:
+    """Add at opset 6 (ONNX Runtime's kernels start at 7) and the training domain's Gradient: the
+    cells are unsupported with the operator named and what to do, and the sweep exits 0."""
+    code, cells = sweep_cells(tmp_path, [shipped(tmp_path, "pytorch-operator/test_operator_add_broadcast"),
+                                         shipped(tmp_path, "simple/test_gradient_of_add")])
+    assert code == 0, cells
+    status, reason = cells[("m0", "onnxruntime")]
+    assert status == "unsupported" and "has no kernel for Add as opset 6 defines it: convert the model to a " \
+        "newer opset (onnx.version_converter.convert_version)" in reason, reason
+    status, reason = cells[("m1", "onnxruntime")]
+    assert status == "unsupported" and "does not implement Gradient of the domain ai.onnx.preview.training" in reason
+
+
+def test_an_input_that_is_a_shape_operand_is_refused_until_the_sweep_gives_its_values(tmp_path: Path) -> None:
+    """onnx's expand_shape_model1 takes Expand's target shape as an int64 input: no generated values
+    fit it, so its cells say so (on every engine) instead of failing on what farm made up; given a
+    value in the sweep file, it runs."""
+    source = shipped(tmp_path, "simple/test_expand_shape_model1")
+    code, cells = sweep_cells(tmp_path, [source], '["onnxruntime", "torch"]\n[backends.torch]\ndevice = "cpu"')
+    assert code == 0, cells
+    for backend in ("onnxruntime", "torch"):
+        status, reason = cells[("m0", backend)]
+        assert status == "unsupported" and reason.startswith("input 'shape' is Expand's shape: its values decide the "
+                                                             "shapes the model computes"), reason
+        assert "set inputs.shape.value = V" in reason
+    given = write_sweep(tmp_path, f'[[models]]\nsource = "{source}"\ninputs.shape.value = 1\n', name="given.toml")
+    [cell] = plan_sweep(load_config(given), tmp_path / "cache").cells
+    assert cell.unsupported_reason is None and cell.model.unsupported is None
+
+
+@pytest.mark.parametrize("case", ["pytorch-converted/test_Linear", "pytorch-operator/test_operator_pow"])
+def test_onnx_runtime_at_an_old_opset_is_unsupported_on_models_of_the_pytorch_converter(tmp_path: Path,
+                                                                                        case: str) -> None:
+    """The same class on the other kinds of old model the onnx wheel ships (Gemm at opset 6, Pow at 1)."""
+    code, cells = sweep_cells(tmp_path, [shipped(tmp_path, case)])
+    status, reason = cells[("m0", "onnxruntime")]
+    assert code == 0 and status == "unsupported" and "has no kernel for" in reason, reason
+
+
+def test_slice_of_opset_1_runs_on_the_interpreter(tmp_path: Path) -> None:
+    """Slice took its starts and ends as attributes before opset 10 (onnx's operator_index model):
+    farm's ONNX-to-torch interpreter reads them there, and the cell matches ONNX Runtime."""
+    source = shipped(tmp_path, "pytorch-operator/test_operator_index")
+    code, cells = sweep_cells(tmp_path, [source], '["onnxruntime", "torch"]\n[backends.torch]\ndevice = "cpu"')
+    assert code == 0 and cells[("m0", "torch")] == ("ok", None), cells
+    verdicts = Warehouse(tmp_path / "results").connect().execute(
+        "SELECT DISTINCT a.verdict FROM accuracy a JOIN cells c USING (cell_id) WHERE c.backend = 'torch'").fetchall()
+    assert verdicts == [("pass",)], verdicts
+
+
+def test_a_reference_onnx_runtime_cannot_run_says_why_in_the_accuracy_row(tmp_path: Path) -> None:
+    """PyTorch runs onnx's opset-6 Add model, whose fp32 reference (ONNX Runtime CPU) has no kernel:
+    the torch cell is ok and its accuracy row is unjudged with that reason, not the raw error."""
+    source = shipped(tmp_path, "pytorch-operator/test_operator_add_broadcast")
+    code, cells = sweep_cells(tmp_path, [source], '["torch"]\n[backends.torch]\ndevice = "cpu"')
+    assert code == 0 and cells[("m0", "torch")] == ("ok", None), cells
+    [(verdict, why)] = Warehouse(tmp_path / "results").connect().execute(
+        "SELECT verdict, worst_metric FROM accuracy").fetchall()
+    assert verdict == "unjudged" and why.startswith("not checked: the fp32 reference cannot run: ONNX Runtime has no "
+                                                    "kernel for Add as opset 6 defines it"), why

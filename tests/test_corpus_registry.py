@@ -1,0 +1,77 @@
+"""The corpus no one picks (benchmarks/corpus_registry.py): what the libraries' own registries list,
+drawn evenly, written with versions, and swept (benchmarks/model_corpus.py --registry, quick)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from corpus_registry import Entry, enumerate_corpus, precheck, sample, write_listing  # noqa: E402
+
+from tests.test_benchmarks import run_benchmark  # noqa: E402
+
+
+def test_every_model_the_onnx_wheel_ships_for_its_tests_is_listed(tmp_path: Path) -> None:
+    import onnx
+
+    data = Path(onnx.__file__).parent / "backend" / "test" / "data"
+    shipped = sorted(data.rglob("*.onnx"))
+    entries, left_out = enumerate_corpus(tmp_path, ["onnx"])
+    assert sorted(Path(e.source["path"]) for e in entries) == shipped
+    assert len({e.name for e in entries}) == len(entries)  # one name a model
+    assert {e.version for e in entries} == {onnx.__version__} and {e.library for e in entries} == {"onnx"}
+    # the `real` folders hold only a download address: listed as left out, with that reason
+    real = {p.name for p in (data / "real").iterdir() if p.is_dir() and not any(p.glob("*.onnx"))}
+    assert {name for name in left_out} == {f"onnx-real-{n.removeprefix('test_')}" for n in real}
+    assert all("download address" in why for why in left_out.values())
+
+
+def test_a_sample_is_drawn_evenly_over_the_libraries_and_the_same_every_time() -> None:
+    entries = [Entry(f"a{i}", "f", "a", "1", {}) for i in range(10)] + [Entry(f"b{i}", "f", "b", "1", {}) for i in range(3)]
+    drawn = sample(entries, 6, seed=1)
+    assert [e.library for e in drawn].count("a") == 3 and [e.library for e in drawn].count("b") == 3
+    assert drawn == sample(entries, 6, seed=1)
+    assert [e.name for e in drawn] == [e.name for e in entries if e in drawn]  # the corpus's order
+    assert len(sample(entries, 12, seed=1)) == 12 and [e.library for e in sample(entries, 12)].count("b") == 3
+    assert sample(entries, 50) == entries
+
+
+def test_a_pytorch_model_the_guessed_inputs_do_not_fit_is_left_out_with_the_error(tmp_path: Path) -> None:
+    """The corpus guesses each PyTorch model's inputs; a model they do not fit is the guess's fault,
+    not farm's, and is left out with the model's own error (here: a linear layer fed the wrong width)."""
+    fits = Entry("lin", "f", "torch", "1", {"kind": "module", "module": "torch.nn", "factory": "Linear"},
+                 'kwargs = { in_features = 8, out_features = 2 }\ninputs = { x = { shape = ["batch", 8] } }')
+    wrong = Entry("lin8", "f", "torch", "1", fits.source, fits.table.replace('"batch", 8', '"batch", 5'))
+    assert precheck(fits) is None
+    assert "does not run with the inputs guessed here: RuntimeError: mat1 and mat2 shapes" in precheck(wrong)
+
+
+def test_the_listing_names_each_model_with_its_library_and_version(tmp_path: Path) -> None:
+    entries = [Entry("m", "fam", "lib", "1.2.3", {})]
+    write_listing(entries, {"gone": "not installed"}, tmp_path / "corpus.csv")
+    rows = list(csv.DictReader((tmp_path / "corpus.csv").read_text().splitlines()))
+    assert rows == [{"model": "m", "family": "fam", "library": "lib", "version": "1.2.3", "left_out": ""},
+                    {"model": "gone", "family": "", "library": "", "version": "", "left_out": "not installed"}]
+
+
+@pytest.mark.slow
+def test_registry_corpus_quick(tmp_path: Path) -> None:
+    """Three models the onnx wheel ships, drawn by the seed, at batch 1 and 4 on ONNX Runtime and
+    PyTorch (CPU): counted per engine and batch, listed with their version, and none failed."""
+    out = run_benchmark("model_corpus.py", "--registry", "onnx", "--sample", "3", "--quick", "--cache",
+                        str(tmp_path / "corpus"), "--json", str(tmp_path / "counts.json"), timeout=900)
+    counts = json.loads((tmp_path / "counts.json").read_text())
+    assert set(counts["engines"]) == {f"{engine} b{batch}" for engine in ("onnxruntime cpu", "torch cpu eager")
+                                      for batch in (1, 4)}, out
+    for engine, figures in counts["engines"].items():
+        assert figures["cells"] == 3 and figures.get("failed", 0) == 0, (engine, out)
+    listing = list(csv.DictReader((tmp_path / "corpus" / "corpus-models.csv").read_text().splitlines()))
+    kept = [row for row in listing if not row["left_out"]]
+    assert len(kept) == 3 and all(row["library"] == "onnx" and row["version"] for row in kept), listing
