@@ -432,11 +432,11 @@ def test_model_corpus_quick(tmp_path: Path) -> None:
     out = run_benchmark("model_corpus.py", "--quick", "--cache", str(tmp_path / "corpus"),
                         "--json", str(tmp_path / "counts.json"), timeout=900)
     counts = json.loads((tmp_path / "counts.json").read_text())
-    assert set(counts["engines"]) == {"onnxruntime cpu", "torch cpu eager"}, out
+    assert set(counts["engines"]) == {"onnxruntime cpu b1", "torch cpu eager b1"}, out  # engine and batch
     for engine, figures in counts["engines"].items():
         assert figures["cells"] >= 3 and figures.get("failed", 0) == 0, (engine, out)
         assert figures.get("accuracy fail", 0) == 0, (engine, out)
-    assert re.search(rf"onnxruntime cpu\s+{NUMBER}\s+{NUMBER}", out), out
+    assert re.search(rf"onnxruntime cpu b1\s+{NUMBER}\s+{NUMBER}", out), out
 
 
 def test_isolation_quick(tmp_path: Path) -> None:

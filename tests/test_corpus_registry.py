@@ -63,15 +63,36 @@ def test_the_listing_names_each_model_with_its_library_and_version(tmp_path: Pat
 
 @pytest.mark.slow
 def test_registry_corpus_quick(tmp_path: Path) -> None:
-    """Three models the onnx wheel ships, drawn by the seed, at batch 1 and 4 on ONNX Runtime and
-    PyTorch (CPU): counted per engine and batch, listed with their version, and none failed."""
+    """Three models the onnx wheel ships, drawn by the seed, at batch 1 and 4 (and a model's own fixed
+    batch) on ONNX Runtime and PyTorch (CPU): counted per engine and batch, listed with their version,
+    and none failed."""
     out = run_benchmark("model_corpus.py", "--registry", "onnx", "--sample", "3", "--quick", "--cache",
                         str(tmp_path / "corpus"), "--json", str(tmp_path / "counts.json"), timeout=900)
     counts = json.loads((tmp_path / "counts.json").read_text())
-    assert set(counts["engines"]) == {f"{engine} b{batch}" for engine in ("onnxruntime cpu", "torch cpu eager")
-                                      for batch in (1, 4)}, out
+    assert {f"{engine} b{batch}" for engine in ("onnxruntime cpu", "torch cpu eager") for batch in (1, 4)} <= \
+        set(counts["engines"]), out
     for engine, figures in counts["engines"].items():
-        assert figures["cells"] == 3 and figures.get("failed", 0) == 0, (engine, out)
+        assert figures.get("failed", 0) == 0, (engine, out)
+    assert all(counts["engines"][f"{engine} b{batch}"]["cells"] == 3 for engine in ("onnxruntime cpu", "torch cpu eager")
+               for batch in (1, 4)), out
+    assert counts["corpus"]["libraries"]["onnx"]["swept"] == 3 and counts["corpus"]["batch_sizes"] == [1, 4], counts
     listing = list(csv.DictReader((tmp_path / "corpus" / "corpus-models.csv").read_text().splitlines()))
     kept = [row for row in listing if not row["left_out"]]
     assert len(kept) == 3 and all(row["library"] == "onnx" and row["version"] for row in kept), listing
+
+
+def test_models_docs_table_is_made_from_the_committed_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/models.md's table of the registry corpus is what `model_corpus.py --markdown` makes of the
+    committed counts: a figure there cannot drift from its file."""
+    import re
+
+    from model_corpus import markdown
+
+    monkeypatch.chdir(ROOT)
+    docs = (ROOT / "docs" / "models.md").read_text()
+    block = re.search(r"<!-- corpus-registry-cpu: begin -->\n(.*?)<!-- corpus-registry-cpu: end -->", docs, re.DOTALL)
+    assert block and block[1], "docs/models.md lost its generated corpus table"
+    counts = re.search(r"--markdown (\S+)`", block[1])[1]
+    assert block[1] == markdown(Path(counts)), "docs/models.md's corpus table differs from its counts: rerun --markdown"
+    record = json.loads((ROOT / counts).read_text())
+    assert all(f"| {c['cells']} | {c.get('ok', 0)} |" in block[1] for c in record["engines"].values())

@@ -43,15 +43,24 @@ _NO_KERNEL = re.compile(r"(?:Could not find an implementation for|Failed to find
 _NO_OP = re.compile(r"Fatal error: ([\w.]*):(\w+)\((-?\d+)\) is not a registered function/op")
 
 
+def _defined(op: str, domain: str) -> bool:
+    """Whether ONNX itself defines `op` in `domain` (a custom domain's operator is the model's own:
+    without its library the model is not runnable as given, which fails the cell)."""
+    import onnx
+
+    return onnx.defs.has(op, domain)
+
+
 def lacking_operator(exc: BaseException, version: str) -> str | None:
-    """Why ONNX Runtime cannot run a model at all, where that is an operator it lacks (the cell is
-    unsupported, with what to do), or None for any other error of a session's start."""
+    """Why ONNX Runtime cannot run a model at all, where that is an operator ONNX defines and ONNX
+    Runtime lacks (the cell is unsupported, with what to do), or None for any other error of a
+    session's start."""
     text, version = str(exc), f"{version} " if version else ""
     if match := _NO_KERNEL.search(text):
         op, opset = match[1], match[2]
         return (f"ONNX Runtime {version}has no kernel for {op} as opset {opset} defines it: convert the model "
                 "to a newer opset (onnx.version_converter.convert_version), or run it on another engine")
-    if match := _NO_OP.search(text):
+    if (match := _NO_OP.search(text)) and _defined(match[2], match[1]):
         domain, op = match[1] or "ai.onnx", match[2]
         return (f"ONNX Runtime {version}does not implement {op} of the domain {domain}: export the model "
                 "without it, or run it on an engine that has it")
