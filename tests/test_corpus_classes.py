@@ -100,3 +100,14 @@ def test_a_reference_onnx_runtime_cannot_run_says_why_in_the_accuracy_row(tmp_pa
         "SELECT verdict, worst_metric FROM accuracy").fetchall()
     assert verdict == "unjudged" and why.startswith("not checked: the fp32 reference cannot run: ONNX Runtime has no "
                                                     "kernel for Add as opset 6 defines it"), why
+
+
+def test_pad_of_opset_2_fills_with_its_value_attribute(tmp_path: Path) -> None:
+    """Pad took its fill value as an attribute before opset 11 (onnx's ConstantPad2d model, value 2):
+    the interpreter's cell agrees with ONNX Runtime instead of padding with zeros."""
+    source = shipped(tmp_path, "pytorch-converted/test_ConstantPad2d")
+    code, cells = sweep_cells(tmp_path, [source], '["torch"]\n[backends.torch]\ndevice = "cpu"')
+    assert code == 0 and cells[("m0", "torch")] == ("ok", None), cells
+    verdicts = Warehouse(tmp_path / "results").connect().execute(
+        "SELECT DISTINCT a.verdict FROM accuracy a JOIN cells c USING (cell_id) WHERE c.batch = 2").fetchall()
+    assert verdicts == [("pass",)], verdicts

@@ -87,7 +87,7 @@ def _arg(kind):
 
 def _pad(m, a, x, pads=None, value=None, axes=None):
     F = lazy_torch().nn.functional
-    pads = ints(pads) if pads is not None else a["pads"]
+    pads = ints(pads) if pads is not None else a.get("pads", a.get("paddings"))  # before opset 11: attributes
     mode = _text(a.get("mode", "constant"))
     rank = x.dim()
     axes = [ax % rank for ax in ints(axes)] if axes is not None else list(range(rank))
@@ -98,7 +98,7 @@ def _pad(m, a, x, pads=None, value=None, axes=None):
         flat += [begin.get(axis, 0), end.get(axis, 0)]
     while len(flat) > 2 and flat[-2:] == [0, 0]:
         flat = flat[:-2]
-    fill = float(host(value).reshape(-1)[0]) if value is not None and np.size(host(value)) else 0.0
+    fill = float(host(value).reshape(-1)[0]) if value is not None and np.size(host(value)) else float(a.get("value", 0.0))
     if mode == "constant":
         return F.pad(x, flat, value=fill)
     torch_mode = {"reflect": "reflect", "edge": "replicate", "wrap": "circular"}.get(mode)
