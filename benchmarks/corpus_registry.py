@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import importlib.metadata
 import importlib.util
 import inspect
 import json
@@ -35,7 +34,8 @@ from pathlib import Path
 
 from farm.errors import describe
 
-FACTORIES = "corpus_factories"
+# each library's models are named with its prefix, so that a name (a model left out too) says its library
+PREFIXES = {"onnx": "onnx-", "scikit-learn": "sklearn-", "transformers": "hf-", "torchvision": "tv-", "timm": "timm-"}
 TEXT_LENGTH = 16
 PRECHECK_S = 20  # one forward of a tiny model; longer is a model that waits on something
 TORCHVISION_MODULES = ("", "detection", "segmentation", "video", "optical_flow", "quantization")
@@ -54,11 +54,14 @@ class Entry:
     table: str = ""
 
 
-def version(package: str) -> str | None:
-    try:
-        return importlib.metadata.version(package)
-    except importlib.metadata.PackageNotFoundError:
-        return None
+def named(library: str, rest: str) -> str:
+    """A corpus model's name: its library's prefix (PREFIXES), then `rest`."""
+    return PREFIXES[library] + rest
+
+
+def library_of(name: str) -> str | None:
+    """The library a corpus model's name says it came from."""
+    return next((library for library, prefix in PREFIXES.items() if name.startswith(prefix)), None)
 
 
 def loads(module: str) -> str | None:
@@ -99,7 +102,7 @@ def onnx_test_models() -> tuple[list[Entry], dict[str, str]]:
     for folder in sorted(p for p in data.iterdir() if p.is_dir()):
         for case in sorted(p for p in folder.iterdir()):
             files = sorted(case.glob("*.onnx")) if case.is_dir() else [case] if case.suffix == ".onnx" else []
-            name = f"onnx-{folder.name}-{case.stem.removeprefix('test_').removeprefix('light_')}"
+            name = named("onnx", f"{folder.name}-{case.stem.removeprefix('test_').removeprefix('light_')}")
             if case.is_dir() and not files:
                 left_out[name] = "the onnx wheel ships only its download address (data.json)"
             for path in files:
@@ -129,7 +132,7 @@ def sklearn_models(cache: Path) -> tuple[list[Entry], dict[str, str]]:
     entries, left_out = [], {}
     for kind in ("classifier", "regressor", "transformer"):
         for name, cls in all_estimators(type_filter=kind):
-            model_name = f"sklearn-{name}"
+            model_name = named("scikit-learn", name)
             path = cache / "models" / model_name / "model.onnx"
             if not path.is_file():
                 why = _convert(cls, kind, x, labels, target, path)
@@ -171,22 +174,23 @@ def transformers_models() -> tuple[list[Entry], dict[str, str]]:
 
     entries, left_out = [], {}
     for model_type, base in modeling_auto.MODEL_MAPPING_NAMES.items():
+        name = named("transformers", model_type)
         head = modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(model_type)
         class_name = head if isinstance(head, str) else base if isinstance(base, str) else None
         cls = getattr(transformers, class_name, None) if class_name else None
         if cls is None:
-            left_out[f"hf-{model_type}"] = "transformers lists no single model class for it"
+            left_out[name] = "transformers lists no single model class for it"
             continue
         try:
             inputs = hf_inputs(cls, model_type)
         except ImportError as exc:  # a placeholder class: the model needs a library not installed here
-            left_out[f"hf-{model_type}"] = f"needs what is not installed here: {describe(exc)[:160]}"
+            left_out[name] = f"needs what is not installed here: {describe(exc)[:160]}"
             continue
         if inputs is None:
-            left_out[f"hf-{model_type}"] = f"{class_name}'s main input ({cls.main_input_name}) has no shape guessed here"
+            left_out[name] = f"{class_name}'s main input ({cls.main_input_name}) has no shape guessed here"
             continue
         kwargs = {"model_type": model_type, "class_name": class_name, "names": [n for n, _, _ in inputs]}
-        entries.append(Entry(f"hf-{model_type}", f"transformers {'decoder' if head else 'model'} ({class_name})",
+        entries.append(Entry(name, f"transformers {'decoder' if head else 'model'} ({class_name})",
                              "transformers", transformers.__version__,
                              {"kind": "factory", "factory": "hf_small", "needs": "transformers"},
                              kwargs_table(kwargs) + "\n" + inputs_table(inputs)))
@@ -230,7 +234,7 @@ def torchvision_models() -> tuple[list[Entry], dict[str, str]]:
                                        ("image2", ["batch", 3, 128, 128], "float32")],
                       "quantization": [("x", image, "float32")]}[module_name]
             kwargs = {"name": name, "quantize": module_name == "quantization"}
-            entries.append(Entry(f"tv-{name}", f"torchvision {module_name or 'classification'}", "torchvision",
+            entries.append(Entry(named("torchvision", name), f"torchvision {module_name or 'classification'}", "torchvision",
                                  torchvision.__version__, {"kind": "factory", "factory": "torchvision_model",
                                                            "needs": "torchvision"},
                                  kwargs_table(kwargs) + "\n" + inputs_table(inputs)))
@@ -257,11 +261,11 @@ def timm_models() -> tuple[list[Entry], dict[str, str]]:
             except Exception:  # noqa: BLE001 - a model that does not build with defaults is not the smallest
                 continue
         if not sized:
-            left_out[f"timm-{family}"] = "no model of the family builds with its defaults"
+            left_out[named("timm", family)] = "no model of the family builds with its defaults"
             continue
         _, smallest = min(sized)
         size = timm.models.get_pretrained_cfg_value(smallest, "input_size") or (3, 224, 224)
-        entries.append(Entry(f"timm-{smallest}", f"timm {family}", "timm", timm.__version__,
+        entries.append(Entry(named("timm", smallest), f"timm {family}", "timm", timm.__version__,
                              {"kind": "module", "module": "timm", "factory": "create_model", "needs": "timm"},
                              kwargs_table({"model_name": smallest}) + "\n" +
                              inputs_table([("x", ["batch", *size], "float32")])))

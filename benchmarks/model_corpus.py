@@ -373,11 +373,10 @@ def corpus_facts(entries: list, left_out: dict[str, str], sampled: int | None, s
     for entry in entries:
         found = libraries.setdefault(entry.library, {"version": entry.version, "swept": 0})
         found["swept"] += 1
-    prefixes = {"onnx": "onnx-", "scikit-learn": "sklearn-", "transformers": "hf-", "torchvision": "tv-", "timm": "timm-"}
-    for library, prefix in prefixes.items():
-        gone = sum(name.startswith(prefix) for name in left_out)
-        if gone:
-            libraries.setdefault(library, {"version": None, "swept": 0})["left_out"] = gone
+    from corpus_registry import library_of
+
+    for library, gone in collections.Counter(filter(None, map(library_of, left_out))).items():
+        libraries.setdefault(library, {"version": None, "swept": 0})["left_out"] = gone
     return {"sample": sampled, "seed": seed, "precisions": precisions, "batch_sizes": batch_sizes,
             "libraries": libraries}
 

@@ -95,12 +95,11 @@ def _model_cells(loaded: LoadedConfig, index: int, model: ModelArtifact, profile
     calibration = Calibration(spec.data, spec.images, spec.size, spec.mean, spec.std, spec.samples,
                               str(loaded.base_dir))
     measurement = config.measurement
-    batches = list(config.axes.batch_sizes)
-    own = None if model.error else model.declared_batch
-    if own is not None and own not in batches:  # a model that runs at one batch only is measured there too
-        batches.append(own)
+    # a model that runs at one batch only, one the sweep does not list, is measured there too
+    own = None if model.error or model.declared_batch in config.axes.batch_sizes else model.declared_batch
+    batches = [*config.axes.batch_sizes, *([own] if own is not None else [])]
     own_note = (f"batch {own}: the only batch model {model.name!r} runs (its inputs fix it), which the sweep's "
-                "batch sizes do not list" if own is not None and own not in config.axes.batch_sizes else None)
+                "batch sizes do not list")
     cells = []
     for backend in config.axes.backends:
         cls = backend_class(backend)

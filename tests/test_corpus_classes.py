@@ -18,6 +18,8 @@ from farm.warehouse import Warehouse
 from tests.conftest import write_sweep
 
 SHIPPED = Path(onnx.__file__).parent / "backend" / "test" / "data"
+TORCH_CPU = '["torch"]\n[backends.torch]\ndevice = "cpu"'
+BOTH_CPU = '["onnxruntime", "torch"]\n[backends.torch]\ndevice = "cpu"'
 
 
 def shipped(tmp_path: Path, case: str) -> str:
@@ -40,6 +42,12 @@ def sweep_cells(tmp_path: Path, models: list[str], backends: str = '["onnxruntim
     return code, {(model, backend): (status, reason) for model, backend, status, reason in rows}
 
 
+def verdicts(tmp_path: Path, where: str) -> list[tuple]:
+    """The distinct accuracy verdicts of the cells `where` picks (SQL over `cells c`)."""
+    return Warehouse(tmp_path / "results").connect().execute(
+        f"SELECT DISTINCT a.verdict FROM accuracy a JOIN cells c USING (cell_id) WHERE {where}").fetchall()
+
+
 def test_an_operator_onnx_runtime_lacks_is_unsupported_with_what_to_do(tmp_path: Path) -> None:
     """Add at opset 6 (ONNX Runtime's kernels start at 7) and the training domain's Gradient: the
     cells are unsupported with the operator named and what to do, and the sweep exits 0."""
@@ -58,7 +66,7 @@ def test_an_input_that_is_a_shape_operand_is_refused_until_the_sweep_gives_its_v
     fit it, so its cells say so (on every engine) instead of failing on what farm made up; given a
     value in the sweep file, it runs."""
     source = shipped(tmp_path, "simple/test_expand_shape_model1")
-    code, cells = sweep_cells(tmp_path, [source], '["onnxruntime", "torch"]\n[backends.torch]\ndevice = "cpu"')
+    code, cells = sweep_cells(tmp_path, [source], BOTH_CPU)
     assert code == 0, cells
     for backend in ("onnxruntime", "torch"):
         status, reason = cells[("m0", backend)]
@@ -83,18 +91,16 @@ def test_slice_of_opset_1_runs_on_the_interpreter(tmp_path: Path) -> None:
     """Slice took its starts and ends as attributes before opset 10 (onnx's operator_index model):
     farm's ONNX-to-torch interpreter reads them there, and the cell matches ONNX Runtime."""
     source = shipped(tmp_path, "pytorch-operator/test_operator_index")
-    code, cells = sweep_cells(tmp_path, [source], '["onnxruntime", "torch"]\n[backends.torch]\ndevice = "cpu"')
+    code, cells = sweep_cells(tmp_path, [source], BOTH_CPU)
     assert code == 0 and cells[("m0", "torch")] == ("ok", None), cells
-    verdicts = Warehouse(tmp_path / "results").connect().execute(
-        "SELECT DISTINCT a.verdict FROM accuracy a JOIN cells c USING (cell_id) WHERE c.backend = 'torch'").fetchall()
-    assert verdicts == [("pass",)], verdicts
+    assert verdicts(tmp_path, "c.backend = 'torch'") == [("pass",)]
 
 
 def test_a_reference_onnx_runtime_cannot_run_says_why_in_the_accuracy_row(tmp_path: Path) -> None:
     """PyTorch runs onnx's opset-6 Add model, whose fp32 reference (ONNX Runtime CPU) has no kernel:
     the torch cell is ok and its accuracy row is unjudged with that reason, not the raw error."""
     source = shipped(tmp_path, "pytorch-operator/test_operator_add_broadcast")
-    code, cells = sweep_cells(tmp_path, [source], '["torch"]\n[backends.torch]\ndevice = "cpu"')
+    code, cells = sweep_cells(tmp_path, [source], TORCH_CPU)
     assert code == 0 and cells[("m0", "torch")] == ("ok", None), cells
     [(verdict, why)] = Warehouse(tmp_path / "results").connect().execute(
         "SELECT verdict, worst_metric FROM accuracy").fetchall()
@@ -106,8 +112,6 @@ def test_pad_of_opset_2_fills_with_its_value_attribute(tmp_path: Path) -> None:
     """Pad took its fill value as an attribute before opset 11 (onnx's ConstantPad2d model, value 2):
     the interpreter's cell agrees with ONNX Runtime instead of padding with zeros."""
     source = shipped(tmp_path, "pytorch-converted/test_ConstantPad2d")
-    code, cells = sweep_cells(tmp_path, [source], '["torch"]\n[backends.torch]\ndevice = "cpu"')
+    code, cells = sweep_cells(tmp_path, [source], TORCH_CPU)
     assert code == 0 and cells[("m0", "torch")] == ("ok", None), cells
-    verdicts = Warehouse(tmp_path / "results").connect().execute(
-        "SELECT DISTINCT a.verdict FROM accuracy a JOIN cells c USING (cell_id) WHERE c.batch = 2").fetchall()
-    assert verdicts == [("pass",)], verdicts
+    assert verdicts(tmp_path, "c.batch = 2") == [("pass",)]

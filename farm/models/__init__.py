@@ -110,7 +110,9 @@ def resolve_model(spec: ModelSpec, index: int, base_dir: Path, cache_dir: Path, 
         override = spec.inputs.get(raw["name"])
         dtype = override.dtype if override and override.dtype else raw["dtype"]
         hint = raw.get("hint") if dtype == raw["dtype"] else None
-        refused += filter(None, [refusal := operand_refusal(raw["name"], toml_key(raw["name"]), hint, override)])
+        refusal = operand_refusal(raw["name"], toml_key(raw["name"]), hint, override)
+        if refusal:
+            refused.append(refusal)
         low, high = _value_range(raw["name"], dtype, shapes[raw["name"]], override, ranges, where,
                                  None if refusal else hint, unread_reason(raw["dtype"], dtype, onnx_error),
                                  None if refusal else notes)
