@@ -278,6 +278,8 @@ def report(rows: list[tuple], left_out: dict[str, str]) -> dict:
 
 
 def main() -> int:
+    from corpus_registry import PREFIXES
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--quick", action="store_true", help="the small models, fp32, CPU: the test suite")
@@ -295,10 +297,10 @@ def main() -> int:
                         help="default ray; --quick: local (its cells in the sweep's own process: no Ray to start, "
                              "no cell process per cell)")
     parser.add_argument("--json", type=Path, help="write the counts per engine here")
-    parser.add_argument("--registry", nargs="*", metavar="LIBRARY",
+    parser.add_argument("--registry", nargs="*", metavar="LIBRARY", choices=list(PREFIXES),
                         help="the corpus no one picks: every model the libraries' registries list "
-                             "(benchmarks/corpus_registry.py; default every library: onnx, scikit-learn, transformers, "
-                             "torchvision, timm) instead of the hand-listed CORPUS")
+                             f"(benchmarks/corpus_registry.py; default every library: {', '.join(PREFIXES)}) instead "
+                             "of the hand-listed CORPUS")
     parser.add_argument("--sample", type=int, help="with --registry: this many models, drawn evenly over the libraries")
     parser.add_argument("--seed", type=int, default=0, help="with --sample: the draw (default 0)")
     parser.add_argument("--listing", type=Path, help="with --registry: write the corpus (model, family, library, version, "
@@ -307,7 +309,11 @@ def main() -> int:
                         help="print docs/models.md's table of a registry corpus run from its --json file, and stop")
     args = parser.parse_args()
     if args.markdown:
-        print(markdown(args.markdown), end="")
+        try:
+            print(markdown(args.markdown), end="")
+        except (OSError, ValueError, KeyError) as exc:  # a file --json of a --registry run did not write
+            parser.error(f"--markdown {args.markdown}: not the --json counts of a --registry run ({type(exc).__name__}: "
+                         f"{exc})")
         return 0
     registry_left_out: dict[str, str] = {}
     entries: list = []

@@ -223,7 +223,11 @@ def main() -> None:
                   {f"gpus{n}": simulated(seconds, n, longest_first, args.startup_s) for n in counts})
         return
     if args.markdown:
-        print(markdown(args.markdown), end="")
+        try:
+            print(markdown(args.markdown), end="")
+        except (OSError, ValueError, KeyError, StopIteration) as exc:  # not what --csv wrote, or its -runs.csv is missing
+            parser.error(f"--markdown {args.markdown}: not a per-cell CSV of scaling.py --csv beside its -runs.csv "
+                         f"({type(exc).__name__}: {exc})")
         return
     if args.report:
         if args.scratch is None:

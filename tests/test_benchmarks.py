@@ -394,6 +394,15 @@ def test_scaling_docs_are_made_from_the_committed_results(monkeypatch: pytest.Mo
     assert "| 4 | 225.8 s | 3.35× | 84 %" in made  # the 4-GPU run as measured, read back through the CSVs
 
 
+def test_scaling_markdown_of_a_file_scaling_did_not_write_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "cells.csv").write_text("# a machine\ncell,precision\n")  # no -runs.csv beside it
+    for path in (tmp_path / "none.csv", tmp_path / "cells.csv"):
+        done = subprocess.run([sys.executable, str(BENCHMARKS / "scaling.py"), "--markdown", str(path)],
+                              cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert f"--markdown {path}: not a per-cell CSV of scaling.py --csv beside its -runs.csv" in done.stderr
+
+
 def test_scaling_report_needs_scratch() -> None:
     process = subprocess.run([sys.executable, str(BENCHMARKS / "scaling.py"), "--report"],
                              cwd=ROOT, capture_output=True, text=True, timeout=60)

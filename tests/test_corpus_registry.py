@@ -96,3 +96,16 @@ def test_models_docs_table_is_made_from_the_committed_counts(monkeypatch: pytest
     assert block[1] == markdown(Path(counts)), "docs/models.md's corpus table differs from its counts: rerun --markdown"
     record = json.loads((ROOT / counts).read_text())
     assert all(f"| {c['cells']} | {c.get('ok', 0)} |" in block[1] for c in record["engines"].values())
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--registry", "nosuch"], "argument --registry: invalid choice: 'nosuch' (choose from 'onnx', 'scikit-learn'"),
+    (["--markdown", "no-such.json"], "--markdown no-such.json: not the --json counts of a --registry run"),
+    (["--markdown", "README.md"], "--markdown README.md: not the --json counts of a --registry run (JSONDecodeError"),
+])
+def test_a_mistake_on_the_command_line_is_one_line_and_exit_2(args: list[str], said: str) -> None:
+    import subprocess
+
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "model_corpus.py"), *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr, done.stderr
