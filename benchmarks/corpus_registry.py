@@ -33,6 +33,7 @@ import warnings
 from pathlib import Path
 
 from farm.errors import describe
+from farm.files import write_atomic
 
 # each library's models are named with its prefix, so that a name (a model left out too) says its library
 PREFIXES = {"onnx": "onnx-", "scikit-learn": "sklearn-", "transformers": "hf-", "torchvision": "tv-", "timm": "timm-"}
@@ -156,8 +157,7 @@ def _convert(cls, kind: str, x, labels, target, path: Path) -> str | None:
             model = to_onnx(estimator, x[:1], target_opset=17)
     except Exception as exc:  # noqa: BLE001 - an estimator that needs arguments, or that skl2onnx lacks, is left out
         return f"does not fit with its defaults, or skl2onnx cannot convert it: {describe(exc)[:200]}"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(model.SerializeToString())
+    write_atomic(path, model.SerializeToString(), make_parents=True)  # a run killed mid-write leaves no half model
     return None
 
 
@@ -338,8 +338,7 @@ def enumerate_corpus(cache: Path, libraries: list[str] | None = None, check: boo
             key = hashlib.sha256(json.dumps([entry.version, entry.source, entry.table]).encode()).hexdigest()[:16]
             if entry.source["kind"] in ("factory", "module") and key not in verdicts.get(entry.name, {}):
                 verdicts.setdefault(entry.name, {})[key] = precheck(entry)
-                cache.mkdir(parents=True, exist_ok=True)
-                kept.write_text(json.dumps(verdicts, indent=1))
+                write_atomic(kept, json.dumps(verdicts, indent=1), make_parents=True)  # resumable after a kill
             why = verdicts.get(entry.name, {}).get(key) if entry.source["kind"] in ("factory", "module") else None
             if why:
                 left_out[entry.name] = why
@@ -376,5 +375,4 @@ def write_listing(entries: list[Entry], left_out: dict[str, str], path: Path) ->
         writer.writerow([entry.name, entry.family, entry.library, entry.version, ""])
     for name, why in sorted(left_out.items()):
         writer.writerow([name, "", "", "", why])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(buffer.getvalue())
+    write_atomic(path, buffer.getvalue(), make_parents=True)
