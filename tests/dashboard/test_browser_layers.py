@@ -104,7 +104,9 @@ def test_cell_page_shows_the_engine_explorer_views_and_the_roofline(examples, pa
     expect(main).to_contain_text(f"bf16: {len(layers)} layers, 100.0 % of the time")
 
     # The graph: ranked along the tensors, drawn as an image
-    page.get_by_text("Engine graph").first.scroll_into_view_if_needed()
+    graph = page.get_by_text("Engine graph").first
+    expect(graph).to_be_visible()  # the radio's click re-renders the page: scroll once the heading is back
+    graph.scroll_into_view_if_needed()
     expect(page.get_by_test_id("stImage").locator("img").first).to_be_visible()
     shoot(page, "layers-3-cell-precision-graph")
 
