@@ -27,6 +27,7 @@ import hashlib
 import importlib.util
 import inspect
 import json
+import os
 import random
 import signal
 import warnings
@@ -322,6 +323,9 @@ def enumerate_corpus(cache: Path, libraries: list[str] | None = None, check: boo
     """(entries, left out: name -> why) of every library asked (default: all), PyTorch entries
     prechecked once (the verdicts kept in `cache`/precheck.json, so a rerun asks again only for
     models not seen before)."""
+    # random weights, nothing to download: a hub lookup (timm asks for some models' configurations)
+    # would wait through its retries on a host without network
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     sources = {"onnx": onnx_test_models, "scikit-learn": lambda: sklearn_models(cache),
                "transformers": transformers_models, "torchvision": torchvision_models, "timm": timm_models}
     entries, left_out = [], {}
@@ -334,16 +338,53 @@ def enumerate_corpus(cache: Path, libraries: list[str] | None = None, check: boo
     if check:
         kept = cache / "precheck.json"
         verdicts = json.loads(kept.read_text()) if kept.is_file() else {}
-        for entry in entries:
-            key = hashlib.sha256(json.dumps([entry.version, entry.source, entry.table]).encode()).hexdigest()[:16]
-            if entry.source["kind"] in ("factory", "module") and key not in verdicts.get(entry.name, {}):
-                verdicts.setdefault(entry.name, {})[key] = precheck(entry)
-                write_atomic(kept, json.dumps(verdicts, indent=1), make_parents=True)  # resumable after a kill
-            why = verdicts.get(entry.name, {}).get(key) if entry.source["kind"] in ("factory", "module") else None
+        keys = {e.name: hashlib.sha256(json.dumps([e.version, e.source, e.table]).encode()).hexdigest()[:16]
+                for e in entries if e.source["kind"] in ("factory", "module")}
+        unseen = [e for e in entries if e.name in keys and keys[e.name] not in verdicts.get(e.name, {})]
+        for entry, why in _prechecks(unseen):
+            verdicts.setdefault(entry.name, {})[keys[entry.name]] = why
+            write_atomic(kept, json.dumps(verdicts, indent=1), make_parents=True)  # resumable after a kill
+        for name, key in keys.items():
+            why = verdicts.get(name, {}).get(key)
             if why:
-                left_out[entry.name] = why
+                left_out[name] = why
         entries = [e for e in entries if e.name not in left_out]
     return entries, left_out
+
+
+def _prechecks(entries: list[Entry], workers: int | None = None):
+    """(entry, precheck(entry)) as each finishes, several at once in fresh processes (a GPU server's
+    cores make the hundreds of forward passes minutes instead of most of an hour). A model that
+    kills its process (a crash in native code) is left out with that; the others are checked again,
+    each in a process of its own, since the crash took the shared pool with it."""
+    import concurrent.futures
+    import multiprocessing
+
+    if workers is None:
+        workers = max(1, min(16, (os.cpu_count() or 2) // 2, len(entries)))
+    if not entries:
+        return
+    context = multiprocessing.get_context("spawn")
+    broken = []
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context, initializer=_quiet_worker) as pool:
+        futures = {pool.submit(precheck, entry): entry for entry in entries}
+        for future in concurrent.futures.as_completed(futures):
+            try:
+                yield futures[future], future.result()
+            except concurrent.futures.process.BrokenProcessPool:
+                broken.append(futures[future])
+    if len(broken) == 1:
+        yield broken[0], "does not run with the inputs guessed here: its process died (a crash in native code)"
+    else:
+        for entry in broken:  # which one crashed is not known: each alone
+            yield from _prechecks([entry], workers=1)
+
+
+def _quiet_worker() -> None:
+    """A precheck process: two threads (several run side by side), and no library chatter."""
+    import torch
+
+    torch.set_num_threads(2)
 
 
 def sample(entries: list[Entry], count: int, seed: int = 0) -> list[Entry]:

@@ -305,6 +305,9 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0, help="with --sample: the draw (default 0)")
     parser.add_argument("--listing", type=Path, help="with --registry: write the corpus (model, family, library, version, "
                                                      "left out) as CSV here (default: --cache/corpus-models.csv)")
+    parser.add_argument("--plan-only", action="store_true",
+                        help="write the sweep file (and with --registry the listing), print its path and stop: for "
+                             "another runner of the same sweep (benchmarks/scaling.py)")
     parser.add_argument("--markdown", type=Path, metavar="JSON",
                         help="print docs/models.md's table of a registry corpus run from its --json file, and stop")
     args = parser.parse_args()
@@ -347,9 +350,13 @@ def main() -> int:
     batch_sizes = args.batch_sizes or ([1, 4] if args.registry is not None else [1])
     path = write_sweep(work, sweep, models, device, precisions, batch_sizes, args.torch_modes, args.quick,
                        [value == "true" for value in args.ort_cuda_graph])
+    if args.plan_only:
+        print(f"sweep file: {path}")
+        return 0
     results = args.results or args.cache / "results"
     command = [sys.executable, "-m", "farm", "sweep", str(path), "--results", str(results), "--executor", executor]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"),  # the corpus downloads nothing
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     sys.stdout.flush()
     done = subprocess.run(command, env=env)  # its progress as it goes: a run stopped by a time limit still shows it
     if done.returncode not in (0, 1):  # 1: some cell failed, which the table shows

@@ -387,11 +387,14 @@ def test_scaling_docs_are_made_from_the_committed_results(monkeypatch: pytest.Mo
     from scaling import markdown
 
     docs = (ROOT / "docs" / "running.md").read_text()
-    block = re.search(r"<!-- scaling-h200x4: begin -->\n(.*?)<!-- scaling-h200x4: end -->", docs, re.DOTALL)
-    assert block, "docs/running.md lost its generated scaling block"
-    made = markdown(Path(re.search(r"--markdown (\S+)`", block[1])[1]))
-    assert block[1] == made, "docs/running.md's scaling tables differ from the CSV's: rerun scaling.py --markdown"
-    assert "| 4 | 225.8 s | 3.35× | 84 %" in made  # the 4-GPU run as measured, read back through the CSVs
+    blocks = dict(re.findall(r"<!-- (scaling-[\w-]+): begin -->\n(.*?)<!-- \1: end -->", docs, re.DOTALL))
+    assert set(blocks) == {"scaling-h200x4", "scaling-h200x4-corpus"}, "docs/running.md lost a generated scaling block"
+    for name, block in blocks.items():
+        made = markdown(Path(re.search(r"--markdown (\S+)`", block)[1]))
+        assert block == made, f"docs/running.md's {name} tables differ from the CSV's: rerun scaling.py --markdown"
+    # the runs as measured, read back through the CSVs
+    assert "| 4 | 225.8 s | 3.35× | 84 %" in blocks["scaling-h200x4"]
+    assert "| 4 | 156.2 s | 2.78× | 70 % | 52.3 s | 99.0 s |" in blocks["scaling-h200x4-corpus"]
 
 
 def test_scaling_markdown_of_a_file_scaling_did_not_write_is_one_line(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from corpus_registry import Entry, enumerate_corpus, precheck, sample, write_listing  # noqa: E402
+from corpus_registry import Entry, _prechecks, enumerate_corpus, precheck, sample, write_listing  # noqa: E402
 
 from tests.test_benchmarks import run_benchmark  # noqa: E402
 
@@ -109,3 +109,17 @@ def test_a_mistake_on_the_command_line_is_one_line_and_exit_2(args: list[str], s
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "model_corpus.py"), *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_prechecks_run_side_by_side_and_a_model_that_kills_its_process_is_left_out_alone(tmp_path: Path) -> None:
+    """The corpus checks its PyTorch models in a pool of processes; one that crashes in native code
+    (here a segfault) is left out with that, and the models beside it keep their own verdicts."""
+    fits = Entry("lin", "f", "torch", "1", {"kind": "module", "module": "torch.nn", "factory": "Linear"},
+                 'kwargs = { in_features = 8, out_features = 2 }\ninputs = { x = { shape = ["batch", 8] } }')
+    wrong = Entry("lin8", "f", "torch", "1", fits.source, fits.table.replace('"batch", 8', '"batch", 5'))
+    crash = Entry("crash", "f", "torch", "1", {"kind": "module", "module": "faulthandler", "factory": "_sigsegv"},
+                  'inputs = { x = { shape = ["batch", 8] } }')
+    verdicts = {entry.name: why for entry, why in _prechecks([crash, fits, wrong], workers=2)}
+    assert verdicts["lin"] is None
+    assert "mat1 and mat2 shapes" in verdicts["lin8"]
+    assert "its process died" in verdicts["crash"]

@@ -28,7 +28,8 @@ if [ "$verb" = start ]; then
   {
     echo "echo \$\$ > $job/pid"
     echo "cd $job/code"
-    echo "export PYTHONPATH=\$PWD PYTHONUNBUFFERED=1"
+    # no network there: a hub lookup of a corpus model would only wait through its retries
+    echo "export PYTHONPATH=\$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=\${HF_HUB_OFFLINE:-1}"
     i=0
     for sweep in "${sweeps[@]}"; do
       name=$(basename "$sweep" .toml | tr -c 'A-Za-z0-9._\n-' _)
