@@ -131,6 +131,18 @@ def unstable_notes_sql(measurement_columns: Iterable[str]) -> str:
     return f"nullif(concat_ws('; ', {', '.join(notes)}), '')" if notes else "CAST(NULL AS VARCHAR)"
 
 
+def placement_note_sql(build_columns: Iterable[str]) -> str:
+    """A device cell some of whose nodes ONNX Runtime ran on its CPU provider (builds.cpu_provider_*,
+    farm.backends.onnxruntime.placement) says how many, which, and their time per run where the
+    per-layer run measured it; NULL otherwise, and where the warehouse's `builds` view lacks the
+    columns (files of an older farm)."""
+    if not {"provider_nodes", "cpu_provider_nodes", "cpu_provider_ops", "cpu_provider_node_ms"} <= set(build_columns):
+        return "CAST(NULL AS VARCHAR)"
+    return ("CASE WHEN b.cpu_provider_nodes > 0 THEN b.cpu_provider_nodes || ' nodes ran on ONNX Runtime''s CPU "
+            "provider (' || b.cpu_provider_ops || coalesce(', ' || round(b.cpu_provider_node_ms, 3) || ' ms a run', '') "
+            "|| '): their tensors cross to the host and back; ' || b.provider_nodes END")
+
+
 def throttled_sql(expression: str, measurement_columns: Iterable[str]) -> str:
     """`expression` (THROTTLED_TEXT or THROTTLED_NOTE), or a NULL where the warehouse's
     `measurements` view has no `throttled` column (every file written before telemetry existed)."""

@@ -287,6 +287,11 @@ class BuildStats:
     transform_subgraphs: int | None = None
     transform_qdq_pairs: int | None = None
     transform_quantized_nodes: int | None = None
+    # ONNX Runtime: where its nodes ran (farm.backends.onnxruntime.placement)
+    provider_nodes: str | None = None
+    cpu_provider_nodes: int | None = None
+    cpu_provider_ops: str | None = None
+    cpu_provider_node_ms: float | None = None
 
 
 @dataclasses.dataclass

@@ -29,6 +29,7 @@ from farm.queries import (
     baseline_positions,
     cells_with_figures,
     option_labels,
+    placement_note_sql,
     speedup,
     throttled_sql,
     unstable_notes_sql,
@@ -231,8 +232,9 @@ def summary_table(warehouse: Warehouse, outcome: SweepOutcome) -> tuple[list[str
     ids = [c.cell_id for c in outcome.cells]
     # a throttled cell says so in its note (farm.queries.THROTTLED_NOTE)
     measured = [d[0] for d in con.execute("SELECT * FROM measurements LIMIT 0").description]
+    built = [d[0] for d in con.execute("SELECT * FROM builds LIMIT 0").description]
     note = (f"nullif(concat_ws('; ', coalesce(c.reason, c.notes), {throttled_sql(THROTTLED_NOTE, measured)}, "
-            f"{unstable_notes_sql(measured)}), '')")
+            f"{unstable_notes_sql(measured)}, {placement_note_sql(built)}), '')")
     _, fetched = warehouse.fetch(con, cells_with_figures(
         f"""c.cell_id, c.model, c.precision, c.batch, c.profile, c.backend, c.status, m.throughput_qps AS qps,
             m.throughput_samples_per_s AS samples_per_s, m.latency_median_ms AS p50, m.latency_p99_ms AS p99, m.stable,

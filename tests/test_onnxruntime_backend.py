@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -345,17 +346,67 @@ def test_bound_session_binds_copies_and_times_on_the_cpu(tmp_path: Path) -> None
     bound.close()
 
 
-def test_node_providers_count_each_node_once() -> None:
-    """Node events of a CUDA cell time the launch: which provider ran each node is what they say."""
-    from farm.backends.onnxruntime.profile import node_providers
+def test_a_session_says_which_provider_ran_each_node_and_a_device_session_with_none_on_it_is_refused(
+        tmp_path: Path) -> None:
+    """The build row names the nodes per execution provider as ONNX Runtime assigned them (read from
+    the session); a device session whose every node went to the CPU provider is not that device's
+    engine, and one with a few there names them. Here on CPU sessions, as ONNX Runtime makes them."""
+    import onnxruntime as ort
 
-    def node(name: str, provider: str) -> dict:
-        return {"cat": "Node", "name": f"{name}_kernel_time", "ts": 1, "dur": 1, "args": {"provider": provider}}
+    from farm.backends.onnxruntime import placement
+    from farm.queries import placement_note_sql
 
-    events = [node("conv", "CUDAExecutionProvider"), node("conv", "CUDAExecutionProvider"),
-              node("relu", "CUDAExecutionProvider"), node("shape", "CPUExecutionProvider"),
-              {"cat": "Session", "name": "model_run", "ts": 0, "dur": 5}]
-    assert node_providers(events) == {"CUDAExecutionProvider": 2, "CPUExecutionProvider": 1}
+    tiny_cnn(tmp_path / "tiny.onnx", channels=4, spatial=8)
+    backend = backend_class("onnxruntime")({"graph_optimization": "extended"})
+    feeds = {"x": np.ones((2, 3, 8, 8), np.float32)}
+    stats = backend.build(standalone_request(tmp_path / "tiny.onnx", feeds, "fp32", tmp_path), feeds)
+    assert stats.provider_nodes is not None and stats.provider_nodes.startswith("CPUExecutionProvider ")
+    assert 0 < int(stats.provider_nodes.split()[-1]) <= stats.layers_before_fusion
+    assert stats.cpu_provider_nodes is None  # a CPU cell: nothing fell back
+    backend.close()
+
+    opts = ort.SessionOptions()
+    assert placement.record(opts)
+    session = ort.InferenceSession(str(tmp_path / "tiny.onnx"), opts, providers=["CPUExecutionProvider"])
+    placed = placement.assignment(session)
+    reason = placement.all_on_cpu_reason(placed, "CUDAExecutionProvider")
+    assert reason.startswith("every node of the model (") and "none on CUDAExecutionProvider" in reason
+    assert 'device = "cpu"' in reason
+    mixed = {"CUDAExecutionProvider": placed["CPUExecutionProvider"], "CPUExecutionProvider": Counter(Shape=3, NonZero=1)}
+    assert placement.all_on_cpu_reason(mixed, "CUDAExecutionProvider") is None
+    facts = placement.build_facts(mixed, device=True)
+    assert facts["cpu_provider_nodes"] == 4 and facts["cpu_provider_ops"] == "Shape ×3, NonZero"
+
+    import duckdb
+
+    columns = ["provider_nodes", "cpu_provider_nodes", "cpu_provider_ops", "cpu_provider_node_ms"]
+    note = duckdb.sql(f"SELECT {placement_note_sql(columns)} FROM (SELECT 'CUDAExecutionProvider 5, "
+                      "CPUExecutionProvider 4' AS provider_nodes, 4 AS cpu_provider_nodes, 'Shape ×3, NonZero' AS "
+                      "cpu_provider_ops, 0.25 AS cpu_provider_node_ms) b").fetchall()[0][0]
+    assert note.startswith("4 nodes ran on ONNX Runtime's CPU provider (Shape ×3, NonZero, 0.25 ms a run)")
+    assert duckdb.sql(f"SELECT {placement_note_sql(columns[:1])}").fetchall()[0][0] is None  # an older warehouse
+
+
+def test_the_cpu_providers_time_per_run_comes_from_a_real_profile(tmp_path: Path) -> None:
+    import json
+
+    import onnxruntime as ort
+
+    from farm.backends.onnxruntime.placement import cpu_node_ms
+
+    tiny_cnn(tmp_path / "tiny.onnx", channels=4, spatial=8)
+    opts = ort.SessionOptions()
+    opts.enable_profiling = True
+    opts.profile_file_prefix = str(tmp_path / "profile")
+    session = ort.InferenceSession(str(tmp_path / "tiny.onnx"), opts, providers=["CPUExecutionProvider"])
+    for _ in range(3):
+        session.run(None, {"x": np.ones((2, 3, 8, 8), np.float32)})
+    events = json.loads(Path(session.end_profiling()).read_text())
+    per_run = cpu_node_ms(events)
+    total = sum(e["dur"] for e in events if e.get("cat") == "Session" and e.get("name") == "model_run") / 1000 / 3
+    assert 0 < per_run <= total  # the nodes' time, within each run's
+    assert cpu_node_ms([e for e in events if e.get("name") != "model_run"]) is None
+
 
 
 def test_an_output_of_another_rank_than_declared_is_copied_from_where_onnx_runtime_puts_it(tmp_path: Path) -> None:

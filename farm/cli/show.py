@@ -23,6 +23,7 @@ from farm.queries import (
     VERDICT_TEXT,
     cells_with_figures,
     option_labels,
+    placement_note_sql,
     throttled_sql,
     unstable_notes_sql,
 )
@@ -80,6 +81,7 @@ def _fetch(warehouse, con, sweep: str, plan: list[str] | None) -> tuple[list[str
 
     # a warehouse written before the tail counts existed has no such column in its view
     measured = {d[0] for d in con.execute("SELECT * FROM measurements LIMIT 0").description}
+    built = {d[0] for d in con.execute("SELECT * FROM builds LIMIT 0").description}
     tail = "m.latency_p99_tail_samples" if "latency_p99_tail_samples" in measured else "CAST(NULL AS BIGINT)"
     coverage = "m.layer_coverage_percent" if "layer_coverage_percent" in measured else "CAST(NULL AS DOUBLE)"
     throttled = throttled_sql(THROTTLED_TEXT, measured)
@@ -94,7 +96,8 @@ def _fetch(warehouse, con, sweep: str, plan: list[str] | None) -> tuple[list[str
             b.build_s AS "build s",
             CASE WHEN {coverage} < ? THEN CAST(round({coverage}) AS INTEGER) || ' (partial)'
                  ELSE CAST(CAST(round({coverage}) AS INTEGER) AS VARCHAR) END AS "layers % of compute",
-            nullif(concat_ws('; ', coalesce(c.reason, c.notes), {unstable_notes_sql(measured)}), '') AS note,
+            nullif(concat_ws('; ', coalesce(c.reason, c.notes), {unstable_notes_sql(measured)},
+                             {placement_note_sql(built)}), '') AS note,
             CAST(c.options AS VARCHAR) AS options""",
         where="c.sweep_id = ? AND (? OR list_contains(?, c.cell_id))",
         order_by="c.model, c.backend, c.precision, c.batch, c.profile, c.options, c.cell_id"),  # ties: in one order

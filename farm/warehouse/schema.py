@@ -71,6 +71,8 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("transform_nodes_kept_fp32", pa.int32()), ("transform_nodes_kept_fp32_range", pa.int32()),
         ("transform_subgraphs", pa.int32()), ("transform_qdq_pairs", pa.int32()),
         ("transform_quantized_nodes", pa.int32()),
+        ("provider_nodes", pa.string()), ("cpu_provider_nodes", pa.int32()), ("cpu_provider_ops", pa.string()),
+        ("cpu_provider_node_ms", pa.float64()),
     ),
     "measurements": _schema(
         ("cell_id", pa.string()), ("queries", pa.int64()),

@@ -21,7 +21,8 @@ import numpy as np
 from pydantic import Field
 
 from farm.backends.base import BackendOptions, Capabilities, LoopTimedBackend, torch_profile
-from farm.backends.onnxruntime.profile import QUERY_RANGE, kernel_layers, layers_from_profile, node_providers
+from farm.backends.onnxruntime import placement
+from farm.backends.onnxruntime.profile import QUERY_RANGE, kernel_layers, layers_from_profile
 from farm.errors import EngineUnsupported
 from farm.records import BuildRequest, BuildStats, LayerRecord, QueryFn
 
@@ -231,14 +232,17 @@ class OnnxRuntimeBackend(LoopTimedBackend):
         opts = self._session_options()
         if self.options.provider == "default":  # a TensorRT EP session holds compiled nodes: nothing to save
             opts.optimized_model_filepath = str(optimized_path)
+        recorded = placement.record(opts)
         if self.cuda:
             self._start_cuda()
         start = time.perf_counter()
         self.session = self._new_session(opts)
+        placed = placement.assignment(self.session) if recorded else None
         if self.cuda:
             from farm.backends.onnxruntime.cuda import device_io_reason
 
-            reason = device_io_reason(self.session.get_inputs(), self.session.get_outputs())
+            reason = (placed and placement.all_on_cpu_reason(placed, self._providers()[0][0])) or \
+                device_io_reason(self.session.get_inputs(), self.session.get_outputs())
             if reason is not None:
                 raise EngineUnsupported(reason)
             try:
@@ -253,12 +257,15 @@ class OnnxRuntimeBackend(LoopTimedBackend):
         original = onnx.load(str(self.model_path), load_external_data=False)
         saved = optimized_path.exists()
         self.optimized = onnx.load(str(optimized_path), load_external_data=False) if saved else None
-        return BuildStats(
+        # kept: the per-layer run adds the CPU provider's time per run to it (cpu_provider_node_ms)
+        self.build_stats = BuildStats(
             build_s=build_s,
             artifact_bytes=optimized_path.stat().st_size if saved else None,
             layers_before_fusion=len(original.graph.node),
             layers_after_fusion=len(self.optimized.graph.node) if saved else None,
+            **(placement.build_facts(placed, self.cuda) if placed else {}),
         )
+        return self.build_stats
 
     def _start_cuda(self) -> None:
         import onnxruntime as ort
@@ -336,14 +343,20 @@ class OnnxRuntimeBackend(LoopTimedBackend):
         try:
             import torch
         except ImportError:
-            self.placement = node_providers(self._read_profile(session))
+            self._cpu_time(self._read_profile(session))
             return []
         with torch_profile(cuda=True) as prof:
             for _ in range(iterations):
                 with torch.profiler.record_function(QUERY_RANGE):
                     session.run(None, feeds)  # synchronizes at its end: the run's kernels lie in its range
-        self.placement = node_providers(self._read_profile(session))
+        self._cpu_time(self._read_profile(session))
         return kernel_layers(prof, self._providers()[0][0], iterations)
+
+    def _cpu_time(self, events: list[dict[str, Any]]) -> None:
+        """The CPU provider's nodes' time per run of a device session, on its build row (a node's
+        event on the CPU times its work; on CUDA only its launch, so no share of the two is taken)."""
+        if self.build_stats.cpu_provider_nodes:
+            self.build_stats.cpu_provider_node_ms = placement.cpu_node_ms(events)
 
     def _read_profile(self, session) -> list[dict[str, Any]]:
         profile_path = Path(session.end_profiling())

@@ -6,14 +6,13 @@ compute. On the CUDA execution provider the same events are host-side intervals 
 launched asynchronously (the PyPI build's profile has only `Node` and `Session` events, no GPU
 times: checked on an H100), so CUDA cells take their rows from the GPU's own kernel records
 instead: `kernel_layers`, one row per CUDA kernel of
-the CUPTI trace (through PyTorch's profiler), kind `kernel`. `node_providers` says which execution
-provider ran how many nodes.
+the CUPTI trace (through PyTorch's profiler), kind `kernel`. Which provider ran which node:
+farm.backends.onnxruntime.placement.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections import Counter
 from typing import Any
 
 from farm.layers.coverage import GRAPH_OP, KERNEL
@@ -149,13 +148,6 @@ def _macs(op: str, node, record: LayerRecord, weight_shapes: list[list[int]],
             return None
         return matmul_macs(out, a_shape[0] if trans_a and len(a_shape) == 2 else a_shape[-1])
     return None
-
-
-def node_providers(events: list[dict[str, Any]]) -> dict[str, int]:
-    """Execution provider -> number of distinct graph nodes it ran, from a profile's node events."""
-    placed = {e["name"].removesuffix("_kernel_time"): e.get("args", {}).get("provider", "?")
-              for e in events if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time")}
-    return dict(Counter(placed.values()).most_common())
 
 
 def kernel_layers(prof, provider: str, iterations: int) -> list[LayerRecord]:

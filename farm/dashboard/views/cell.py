@@ -336,6 +336,11 @@ if len(build):
                                         + (" (cached)" if b.precision_transform_cached else ""))
     if b.calibration:
         facts["calibration"] = b.calibration
+    if "provider_nodes" in b and pd.notna(b.provider_nodes):  # ONNX Runtime: where its nodes ran
+        facts["nodes per provider"] = b.provider_nodes
+        if pd.notna(b.cpu_provider_nodes) and b.cpu_provider_nodes:
+            facts["on the CPU provider"] = (f"{b.cpu_provider_ops}" + (f" ({b.cpu_provider_node_ms:.3g} ms a run)"
+                                            if pd.notna(b.cpu_provider_node_ms) else ""))
 # text_table: st.table reads its cells as Markdown (`farm/__main__.py` came out bold, and a value
 # could link or fetch an image); escaped, they are the text they are
 text_table(pd.DataFrame({"value": [str(v) if v is not None and not (isinstance(v, float) and pd.isna(v)) else "–"
