@@ -230,7 +230,7 @@ def torchvision_models() -> tuple[list[Entry], dict[str, str]]:
         for name in models.list_models(module=module):
             image = ["batch", 3, 224, 224]
             inputs = {"": [("x", image, "float32")], "detection": [("images", ["batch", 3, 320, 320], "float32")],
-                      "segmentation": [("x", image, "float32")], "video": [("x", ["batch", 3, 16, 112, 112], "float32")],
+                      "segmentation": [("x", image, "float32")], "video": [("x", ["batch", 3, 16, 224, 224], "float32")],
                       "optical_flow": [("image1", ["batch", 3, 128, 128], "float32"),
                                        ("image2", ["batch", 3, 128, 128], "float32")],
                       "quantization": [("x", image, "float32")]}[module_name]

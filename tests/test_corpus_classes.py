@@ -115,3 +115,14 @@ def test_pad_of_opset_2_fills_with_its_value_attribute(tmp_path: Path) -> None:
     code, cells = sweep_cells(tmp_path, [source], TORCH_CPU)
     assert code == 0 and cells[("m0", "torch")] == ("ok", None), cells
     assert verdicts(tmp_path, "c.batch = 2") == [("pass",)]
+
+
+def test_a_locale_the_machine_lacks_is_unsupported_with_what_to_do(tmp_path: Path) -> None:
+    """onnx's StringNormalizer model names no locale, so ONNX Runtime asks the C library for
+    en_US.UTF-8: where the machine has it the cell runs; where it does not (this project's machines
+    have only C and C.utf8) the cell is unsupported with the locale and how to install it. Never failed."""
+    code, cells = sweep_cells(tmp_path, [shipped(tmp_path, "simple/test_strnorm_model_nostopwords_nochangecase")])
+    assert code == 0, cells
+    status, reason = cells[("m0", "onnxruntime")]
+    assert status == "ok" or (status == "unsupported" and "needs the locale en_US.UTF-8, which this machine does "
+                              "not have: install it (Debian: locales-all" in reason), (status, reason)

@@ -42,6 +42,8 @@ _WARMUP_RUNS = 2  # profiled runs dropped before the counted ones
 # and for one of a domain it does not implement (training's ai.onnx.preview.training, a custom one)
 _NO_KERNEL = re.compile(r"(?:Could not find an implementation for|Failed to find kernel for) (\w+)\((\d+)\)")
 _NO_OP = re.compile(r"Fatal error: ([\w.]*):(\w+)\((-?\d+)\) is not a registered function/op")
+# StringNormalizer's locale (en_US.UTF-8 when the model names none), which the C library must have
+_NO_LOCALE = re.compile(r"Failed to construct locale with name:\s*([^\s:]+)")
 
 
 def _defined(op: str, domain: str) -> bool:
@@ -54,9 +56,12 @@ def _defined(op: str, domain: str) -> bool:
 
 def lacking_operator(exc: BaseException, version: str) -> str | None:
     """Why ONNX Runtime cannot run a model at all, where that is an operator ONNX defines and ONNX
-    Runtime lacks (the cell is unsupported, with what to do), or None for any other error of a
-    session's start."""
+    Runtime lacks, or a locale this machine lacks (the cell is unsupported, with what to do), or
+    None for any other error of a session's start."""
     text, version = str(exc), f"{version} " if version else ""
+    if match := _NO_LOCALE.search(text):
+        return (f"the model's StringNormalizer needs the locale {match[1]}, which this machine does not have: "
+                f"install it (Debian: locales-all, or locale-gen {match[1]}) or give the node a locale it has")
     if match := _NO_KERNEL.search(text):
         op, opset = match[1], match[2]
         return (f"ONNX Runtime {version}has no kernel for {op} as opset {opset} defines it: convert the model "
