@@ -283,9 +283,11 @@ def test_a_query_that_writes_is_refused_and_ctrl_c_stops_a_long_one(tmp_path: Pa
     holder = hold_lock(results)
     try:
         target = results / "copied.parquet"
-        for sql in (f"COPY (SELECT 1 AS x) TO '{target}'", f"EXPORT DATABASE '{results / 'db'}'"):
+        for sql in (f"COPY (SELECT 1 AS x) TO '{target}'", f"EXPORT DATABASE '{results / 'db'}'",
+                    f"EXPLAIN ANALYZE COPY (SELECT 1 AS x) TO '{target}' (FORMAT parquet)",  # ran the COPY once
+                    f"SELECT 1; COPY (SELECT 1 AS x) TO '{target}'"):
             assert main(["query", sql, "--results", str(results)]) == 2
-            assert "farm query only reads" in capsys.readouterr().err
+            assert "farm query only reads the warehouse" in capsys.readouterr().err
         assert not target.exists() and not (results / "db").exists()
         assert main(["query", "SELECT 42 AS answer", "--results", str(results), "--format", "csv"]) == 0
         assert capsys.readouterr().out == "answer\n42\n"
@@ -307,3 +309,25 @@ def test_a_query_that_writes_is_refused_and_ctrl_c_stops_a_long_one(tmp_path: Pa
         assert endless.wait(timeout=120) == 130, endless.stderr.read()
     finally:
         endless.kill()
+
+
+def test_a_query_connection_opens_no_file_outside_the_warehouse_even_past_the_statement_check(tmp_path: Path) -> None:
+    """Lock 1 under farm query's statement check: its DuckDB connection reads the warehouse and may
+    open nothing else, whatever SQL reaches it, and no SQL can undo that."""
+    import duckdb
+
+    from farm.cli.common import connect
+    from farm.sql_sandbox import lock
+
+    results = tmp_path / "results"
+    results.mkdir()
+    warehouse, con = connect(str(results))
+    lock(con, warehouse.root, tmp_path / "spill")
+    outside = tmp_path / "outside.csv"
+    outside.write_text("a\n1\n")
+    for sql in (f"COPY (SELECT 1) TO '{tmp_path / 'written.parquet'}'", f"SELECT * FROM read_csv('{outside}')",
+                "SET enable_external_access = true"):
+        with pytest.raises(duckdb.Error):
+            con.execute(sql)
+    assert not (tmp_path / "written.parquet").exists()
+    assert con.execute("SELECT count(*) FROM cells").fetchall() == [(0,)]

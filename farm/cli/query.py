@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import shutil
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from decimal import Decimal
+from pathlib import Path
 from typing import Any, TypeVar
 
 from farm.cli.common import (
@@ -32,11 +35,6 @@ def add(add: AddCommand) -> None:
                      "layers, accuracy, devices; columns in docs/warehouse.md).")
     p.add_argument("sql", help='e.g. "SELECT model, batch, throughput_qps FROM cells JOIN measurements USING (cell_id)"')
     p.add_argument("--format", choices=["table", "csv", "json", "markdown"], default="table", help="output format")
-
-
-# Statements that only read (PIVOT is MULTI); any other (COPY ... TO, CREATE, EXPORT, ATTACH) may
-# write files, the warehouse's among them, unlocked while a sweep writes it: refused
-READING_STATEMENTS = {"SELECT", "EXPLAIN", "MULTI"}
 
 
 def _interruptible(con, query: Callable[[], T]) -> T:
@@ -71,6 +69,8 @@ def _interruptible(con, query: Callable[[], T]) -> T:
 def run(args: argparse.Namespace) -> int:
     import duckdb
 
+    from farm.sql_sandbox import QueryRefused, check_statement, lock
+
     try:
         statements = duckdb.extract_statements(args.sql)
     except duckdb.Error as exc:
@@ -79,22 +79,28 @@ def run(args: argparse.Namespace) -> int:
         raise UserError('the query has no SQL statement (it is empty or only a comment): '
                         'e.g. farm query "SELECT * FROM cells LIMIT 10"')
     warehouse, con = connect(args.results)
-    writes = sorted({s.type.name for s in statements if s.type.name not in READING_STATEMENTS})
-    if writes:
-        raise UserError(f"farm query only reads (SELECT, EXPLAIN, PIVOT), and this is {', '.join(writes)}, "
-                        "which may write files, the warehouse's among them: to keep a result, "
-                        "farm query ... --format csv > result.csv")
-    try:  # the first chunk is read on its own thread (Ctrl-C stops it); later ones are small
-        columns, chunks = _interruptible(con, lambda: warehouse.stream(con, args.sql))
-    except duckdb.Error as exc:
-        raise UserError(f"query failed: {first_line(exc)}") from None
-    if columns is None:
-        return 0
+    try:  # the gate the dashboard's console uses (farm.sql_sandbox): one read-only query
+        sql = check_statement(args.sql)
+    except QueryRefused as exc:
+        hint = "; to keep a result: farm query ... --format csv > result.csv" if "not allowed" in str(exc) else ""
+        raise UserError(f"farm query only reads the warehouse: {exc}{hint}") from None
+    spill = Path(tempfile.mkdtemp(prefix="farm-query-"))
     try:
-        PRINTERS[args.format](columns, chunks)
-    except duckdb.Error as exc:
-        raise UserError(f"query failed after the rows printed above: {first_line(exc)}") from None
-    return 0
+        lock(con, warehouse.root, spill)  # and DuckDB opens nothing outside the warehouse and its spill folder
+        try:  # the first chunk is read on its own thread (Ctrl-C stops it); later ones are small
+            columns, chunks = _interruptible(con, lambda: warehouse.stream(con, sql))
+        except duckdb.Error as exc:
+            raise UserError(f"query failed: {first_line(exc)}") from None
+        if columns is None:
+            return 0
+        try:
+            PRINTERS[args.format](columns, chunks)
+        except duckdb.Error as exc:
+            raise UserError(f"query failed after the rows printed above: {first_line(exc)}") from None
+        return 0
+    finally:
+        con.close()
+        shutil.rmtree(spill, ignore_errors=True)
 
 
 def _table(columns: list[str], chunks: Iterator[list[tuple]]) -> None:

@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-from farm.dashboard.sql_sandbox import THREADS, QueryRefused, Sandbox, one_line, scrub
+from farm.sql_sandbox import THREADS, QueryRefused, Sandbox, one_line, scrub
 
 IDLE_EXIT_STATUS = 75  # the exit status of a query process that ended for want of queries
 BATCH_ROWS = 1024  # rows per Arrow batch fetched: the byte limit is checked this often

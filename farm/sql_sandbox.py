@@ -1,5 +1,5 @@
-"""The SQL console's sandbox: what a query may read, and what it may be (locks 1 and 2 of
-farm/dashboard/sql.py's docstring).
+"""The one gate every SQL a user writes goes through (the dashboard's console and `farm query`):
+what a query may read, and what it may be (locks 1 and 2 of farm/dashboard/sql.py's docstring).
 
 `Sandbox` is an in-memory DuckDB whose views read the warehouse through pyarrow datasets, with
 DuckDB's own file access off and its configuration locked; `check_statement` lets through one
@@ -36,7 +36,7 @@ SHOW_LISTS = frozenset({'"tables"', "__show_tables_expanded"})  # SHOW TABLES, S
 
 
 class QueryRefused(Exception):
-    """A statement the console does not run, or one that failed; the message is one line."""
+    """A statement the gate does not let through, or one that failed; the message is one line."""
 
 
 def _table_sources(warehouse: WarehouseReader, table: str, ds) -> list:
@@ -141,7 +141,7 @@ def sandboxed_connection(root: str | Path, **limits) -> Sandbox:
 
 
 def check_statement(sql: str) -> str:
-    """The statement to run for `sql`: one query reading only what the console allows; raises
+    """The statement to run for `sql`: one query reading only what the gate allows; raises
     QueryRefused otherwise. EXPLAIN comes back rebuilt as a plain EXPLAIN of the checked query."""
     import duckdb
 
@@ -162,7 +162,7 @@ def check_statement(sql: str) -> str:
                            "name the values, e.g. PIVOT cells ON precision IN ('fp16', 'fp32') "
                            "USING count(*) GROUP BY model")
     if kind != duckdb.StatementType.SELECT:
-        raise QueryRefused(f"{kind.name} statements are not allowed: the console is read-only "
+        raise QueryRefused(f"{kind.name} statements are not allowed: queries over the warehouse are read-only "
                            "(SELECT, PIVOT and EXPLAIN only)")
     _check_tree(sql)
     return sql
@@ -178,7 +178,7 @@ def _one_statement(sql: str):
     if not statements:
         raise QueryRefused("no statement: write a query, e.g. SELECT * FROM cells LIMIT 10")
     if len(statements) > 1:
-        raise QueryRefused(f"{len(statements)} statements: the console runs one query at a time")
+        raise QueryRefused(f"{len(statements)} statements: one query at a time")
     return statements[0]
 
 
@@ -222,11 +222,11 @@ def _check_tree(sql: str) -> None:
     refused_functions, catalog_views = _catalog()
     hidden = sorted(names["function"] & refused_functions | names["table_function"] - TABLE_FUNCTIONS)
     if hidden:
-        raise QueryRefused(f"{hidden[0]}() is not available in the console (it keeps the server's settings, "
+        raise QueryRefused(f"{hidden[0]}() is not available here (it keeps the machine's settings, "
                            "files and logs out of reach): query the warehouse's tables")
     shown = sorted(names["show"] - SHOW_LISTS - set(TABLES))
     if shown:
-        raise QueryRefused(f"SHOW {shown[0]} is not available in the console (it shows a setting): "
+        raise QueryRefused(f"SHOW {shown[0]} is not available here (it shows a setting): "
                            "use SHOW TABLES or DESCRIBE <table>")
     shadowing = sorted(names["cte"] & catalog_views)
     if shadowing:
@@ -234,7 +234,7 @@ def _check_tree(sql: str) -> None:
                            "rename it")
     unknown = sorted(names["table"] - set(TABLES) - names["cte"])
     if unknown:
-        raise QueryRefused(f"no table {unknown[0]} in the console: its tables are {', '.join(TABLES)}")
+        raise QueryRefused(f"no table {unknown[0]} here: the warehouse's tables are {', '.join(TABLES)}")
 
 
 @functools.cache
@@ -293,3 +293,20 @@ def _collect(node, names: dict[str, set[str]]) -> None:
 def one_line(exc: Exception) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
+
+
+def lock(con, root: str | Path, temp_dir: str | Path) -> None:
+    """Lock 1 for a connection whose views read the warehouse's files through DuckDB (`farm query`):
+    DuckDB may open files under `root` (to read them; writing there is the statement check's to
+    refuse) and its spill folder `temp_dir`, nothing else, and no query can change that."""
+    from farm.warehouse.parquet import duckdb_glob_escape
+
+    # the views name the warehouse's files by its absolute path (a link not followed) and as globs,
+    # a `[` in the path escaped as `[[]`: every form
+    places = {os.path.abspath(root), str(Path(root).resolve())}
+    folders = sorted({form + os.sep for place in places for form in (place, duckdb_glob_escape(place))})
+    folders.append(str(Path(temp_dir).resolve()) + os.sep)
+    for setting, value in (("python_enable_replacements", False), ("temp_directory", str(temp_dir)),
+                           ("allowed_directories", folders), ("enable_external_access", False),
+                           ("lock_configuration", True)):
+        con.execute(f"SET {setting} = ?", [value])
