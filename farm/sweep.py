@@ -17,7 +17,7 @@ from farm import __version__
 from farm.callbacks import Callback, CallbackList
 from farm.config import LoadedConfig, load_config
 from farm.cuda import visible_gpu_count
-from farm.display import ProgressDisplay, stable_text
+from farm.display import ProgressDisplay, shown, stable_text
 from farm.errors import UserError
 from farm.executor import DEFAULT_CELL_TIMEOUT_S, DEFAULT_WORKER_MEMORY, Executor, library_logs, make_executor
 from farm.executor.costs import expected_seconds, history_from_rows
@@ -146,16 +146,17 @@ def _run_locked(loaded: LoadedConfig, plan: Plan, warehouse: Warehouse, console:
         consequence = ("its cell is measured again" if table not in ("sweeps", "devices") else
                        "the device's row is written again when a cell of this sweep next runs on it"
                        if table == "devices" else "that run's record is lost")
-        console.print(f"[yellow]moved damaged file {path} to {moved_to.parent}/ ({problem}): {consequence}[/yellow]",
+        console.print(f"[yellow]moved damaged file {shown(path)} to {shown(moved_to.parent)}/ ({shown(problem)}): "
+                      f"{consequence}[/yellow]",
                       highlight=False, soft_wrap=True)
     if prepared.removed:
         console.print(f"[yellow]removed {len(prepared.removed)} file(s) left by an interrupted run[/yellow]")
     existing = {} if force else prepared.statuses
     todo = [c for c in chosen if existing.get(c.cell_id) not in KEPT_STATUSES]
     resumed = len(chosen) - len(todo)
-    console.print(f"sweep [bold]{plan.sweep}[/bold]: {len(plan.cells)} cells"
+    console.print(f"sweep [bold]{shown(plan.sweep)}[/bold]: {len(plan.cells)} cells"
                   + (f", {len(chosen)} chosen by --cells" if chosen is not plan.cells else "") + f", {len(todo)} to run"
-                  + (f", {resumed} already in {warehouse.root}" if resumed else ""))
+                  + (f", {resumed} already in {shown(warehouse.root)}" if resumed else ""))
     for note in plan.notes():  # what planning chose that the sweep file did not say (also on the cells)
         console.print(f"[yellow]note: {escape(note)}[/yellow]", highlight=False, soft_wrap=True)
 
@@ -249,23 +250,23 @@ def summary_table(warehouse: Warehouse, outcome: SweepOutcome) -> tuple[list[str
     same = [(r["model"], r["batch"], r["profile"], r["backend"], r["options"]) for r in rows]
     bases = baseline_positions(same, [r["precision"] == "fp32" and r["qps"] is not None for r in rows])
     notes: list[str] = []
-    shown = []
+    table_rows = []
     for r, base in zip(rows, bases):
         if r["run_id"] != outcome.run_id and r["status"] != "unsupported":  # taken from an earlier run, not now
             r["note"] = "; ".join(filter(None, [RESUMED_NOTE, r["note"]]))
         if r["note"] and r["note"] not in notes:
             notes.append(r["note"])
-        shown.append([r["cell_id"][:8], r["model"],
+        table_rows.append([r["cell_id"][:8], r["model"],
                       r["precision"], r["batch"], r["profile"], labels.get(r["cell_id"], r["backend"]), r["status"],
                       r["qps"], r["samples_per_s"], r["p50"], r["p99"], stable_text(r["stable"], r["spread"]),
                       _speedup(r, rows[base]) if base is not None and rows[base] is not r else
                       "base" if base is not None else None, r["accuracy"],
                       f"[{notes.index(r['note']) + 1}]" if r["note"] else None])
     columns = list(SUMMARY_COLUMNS)
-    if not any(row[4] for row in shown):  # no cell has a profile: no column for it
+    if not any(row[4] for row in table_rows):  # no cell has a profile: no column for it
         columns.pop(4)
-        shown = [row[:4] + row[5:] for row in shown]
-    return columns, shown, notes
+        table_rows = [row[:4] + row[5:] for row in table_rows]
+    return columns, table_rows, notes
 
 
 def _speedup(row: dict, base: dict) -> str | None:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from farm.cli.common import AddCommand, console
+from farm.display import shown
 from farm.errors import UserError
 
 
@@ -116,13 +117,14 @@ def _write_ingested(warehouse, engine, args: argparse.Namespace, console) -> Non
         warehouse.write_engine(engine)
     except OSError as exc:
         raise UserError(f"cannot write to {args.results}: {exc.strerror or exc}") from None
-    console.print(f"[bold]{engine.name}[/bold] -> sweep {args.sweep}, cell {engine.cell.cell_id[:8]} "
+    # names, paths and what the files hold are data: printed as text (shown), never as markup
+    console.print(f"[bold]{shown(engine.name)}[/bold] -> sweep {shown(args.sweep)}, cell {engine.cell.cell_id[:8]} "
                   f"({engine.result.status})", highlight=False)
     for report in engine.files:
-        console.print(f"  [green]read[/green] {report.path}: {report.found}", highlight=False)
+        console.print(f"  [green]read[/green] {shown(report.path)}: {shown(report.found)}", highlight=False)
     if engine.unmatched_profile_rows:
         console.print(f"  [yellow]{len(engine.unmatched_profile_rows)} profile row(s) matched no layer[/yellow]: "
-                      + "; ".join(engine.unmatched_profile_rows[:5]), highlight=False)
+                      + shown("; ".join(engine.unmatched_profile_rows[:5])), highlight=False)
     if engine.unmatched_layers:
         console.print(f"  [yellow]{len(engine.unmatched_layers)} layer(s) have no profile row[/yellow]: "
-                      + "; ".join(engine.unmatched_layers[:5]), highlight=False)
+                      + shown("; ".join(engine.unmatched_layers[:5])), highlight=False)

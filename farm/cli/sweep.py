@@ -7,6 +7,7 @@ import math
 import re
 
 from farm.cli.common import AddCommand, console, table_width
+from farm.display import shown
 from farm.errors import UserError
 
 
@@ -83,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         err = Console(stderr=True)
         err.print(f"[red]{len(outcome.failures)} cell(s) failed:[/red]")
         for label, reason in outcome.failures:
-            err.print(f"  {label}: {reason}", highlight=False)
+            err.print(f"  {shown(label)}: {shown(reason)}", highlight=False)
     return outcome.exit_code
 
 

@@ -367,3 +367,20 @@ def test_a_failed_write_leaves_no_partial_cell(tmp_path: Path, capsys, monkeypat
     (line,) = error_lines(capsys)
     assert "No space left on device" in line
     assert written(results) == [] and not list(results.rglob("*.tmp"))
+
+
+def test_brackets_in_names_and_paths_are_printed_as_text_and_the_ingest_is_whole(tmp_path: Path, capsys) -> None:
+    """A path or engine name holding rich markup (`[/b]`, `[b]`) is printed as it is, not read as
+    markup: no MarkupError after the write, no bracket eaten."""
+    import shutil
+
+    from farm.cli import main
+
+    (tmp_path / "run[").mkdir()
+    log = tmp_path / "run[" / "b].log"
+    shutil.copyfile(MNIST, log)
+    results = tmp_path / "r[" / "x]"
+    assert main(["ingest", str(log), "--results", str(results), "--engine", "e[b]x[/b]"]) == 0
+    out = capsys.readouterr().out
+    assert "e[b]x[/b] -> sweep ingested" in out and "run[/b].log: log: performance summary" in out
+    assert Warehouse(results).connect().execute("SELECT count(*) FROM cells").fetchall() == [(1,)]
