@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         before, after = statistics.median(row["before_ms"]), statistics.median(row["after_ms"])
         row["ratio"] = after / before
         rows.append(row)
-        print(f"{name:>18} {before:14.3f} {after:13.3f} {row['ratio']:13.2f}  "
+        print(f"{name:>18} {before:14.3f} {after:13.3f} {row['ratio']:13.3g}  "
               f"{' '.join(f'{v:.2f}' for v in row['after_ms'])}", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
