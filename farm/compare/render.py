@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 from farm.compare.core import Comparison, PairResult
+from farm.layers.coverage import coverage_note
 
 COLUMNS = ("cell", "configuration", "verdict", "latency change", "95 % CI", "median ms", "throughput",
            "p99", "energy/inference", "accuracy", "notes")
@@ -54,6 +55,9 @@ def layer_lines(pair: PairResult) -> list[str]:
         return []
     coverage = (f"layers cover {_share(found.coverage_base)} (BASE) and {_share(found.coverage_new)} (NEW) of "
                 "compute")
+    warned = [f"{side}: {note}" for side, percent in (("BASE", found.coverage_base), ("NEW", found.coverage_new))
+              if (note := coverage_note(percent))]
+    coverage = "; ".join([coverage, *warned])
     if found.note and not found.rows:
         return [f"{found.note}; {coverage}"]
     statistic = "median" if found.statistic == "time_median_ms" else "mean"

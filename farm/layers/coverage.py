@@ -19,6 +19,7 @@ from farm.records import ENGINE_LAYER, GRAPH_OP, KERNEL
 
 KINDS = (GRAPH_OP, KERNEL, ENGINE_LAYER)
 COVERAGE_WARN_PERCENT = 80.0  # under this, per-layer times are said to be partial
+COVERAGE_OVER_PERCENT = 110.0  # over this, the per-layer run's own cost is said to be in them
 
 
 def default_kind(backend: str | None) -> str | None:
@@ -72,10 +73,17 @@ def layer_coverage_percent(layers: list, measurement: dict[str, Any] | None) -> 
 
 
 def coverage_note(percent: Any) -> str | None:
-    """The warning shown wherever a cell's layers are shown or summed; None at or above 80 %."""
-    if percent is None or not np.isfinite(percent) or percent >= COVERAGE_WARN_PERCENT:
+    """The warning shown wherever a cell's layers are shown or summed: under 80 % they are partial;
+    over 110 % the per-layer run's own cost is in them; None between."""
+    if percent is None or not np.isfinite(percent):
         return None
-    return f"layers cover {percent:.0f} % of compute: per-layer times are partial"
+    if percent < COVERAGE_WARN_PERCENT:
+        return f"layers cover {percent:.0f} % of compute: per-layer times are partial"
+    if percent > COVERAGE_OVER_PERCENT:
+        return (f"layers sum to {percent:.0f} % of compute: the per-layer run times each layer on its own (the "
+                "profiler's synchronization and launch in each), so read them as a split of the time, not as "
+                "times that add up to a query")
+    return None
 
 
 def not_comparable(kinds_a: Iterable[Any], kinds_b: Iterable[Any]) -> str | None:

@@ -211,9 +211,15 @@ def fill_weights(layers: list[EngineLayer], conv_weight_shapes: dict[str, list[i
 
 # --- joining layer information to per-layer times -------------------------------------------------
 
+# ONNX Runtime's CPU provider renames a node it runs in fp32 inside an fp16 model (its cast
+# insertion): `InsertedPrecisionFreeCast_<node>` is the fp32 model's `<node>`
+ORT_CAST_PREFIX = "InsertedPrecisionFreeCast_"
+
+
 def join_key(name: str) -> str:
-    """A name with TensorRT's renamings undone: PWN(...) wrappers and profile suffixes."""
-    key = re.sub(r" \[profile \d+\]$", "", name.strip())
+    """The name layers of two cells are joined by: TensorRT's renamings undone (PWN(...) wrappers,
+    profile suffixes), and ONNX Runtime's cast-insertion prefix."""
+    key = re.sub(r" \[profile \d+\]$", "", name.strip()).removeprefix(ORT_CAST_PREFIX)
     while True:
         unwrapped = re.sub(r"PWN\(([^()]*(?:\([^()]*\))?[^()]*)\)", r"\1", key)
         if unwrapped == key:

@@ -279,3 +279,23 @@ def test_fingerprint_changes_when_a_cell_is_written(warehouse: Path, tmp_path: P
     (cells / ".new.tmp").rename(victim)
     assert fingerprint(copy) != before
     assert fingerprint(tmp_path / "missing") == ("missing",)
+
+
+def test_layer_diff_of_fp32_against_fp16_on_onnx_runtime_cpu_matches_every_layer(tmp_path: Path) -> None:
+    """ONNX Runtime's CPU provider runs an fp16 model's convolution in fp32 and renames it
+    `InsertedPrecisionFreeCast_<name>`: the Diff still matches it with the fp32 cell's layer; only
+    the casts the fp16 model added are its own."""
+    from farm.cli import main
+    from tests.conftest import tiny_cnn, write_sweep
+
+    tiny_cnn(tmp_path / "tiny.onnx", channels=4, spatial=8)
+    config = write_sweep(tmp_path, 'name = "p"\n[[models]]\nname = "tiny"\nsource = "tiny.onnx"\n[axes]\n'
+                                   'precisions = ["fp32", "fp16"]\nbackends = ["onnxruntime"]\n')
+    assert main(["sweep", str(config), "--results", str(tmp_path / "r"), "--executor", "local"]) == 0
+    snap = Snapshot(tmp_path / "r")
+    cells = snap.cell_frame.set_index("precision")
+    layers = {p: snap.cell_file(cells.loc[p, "cell_id"], "layers") for p in ("fp32", "fp16")}
+    assert any(n.startswith("InsertedPrecisionFreeCast_") for n in layers["fp16"].name)  # what this test is about
+    diff = layer_diff(layers["fp32"], layers["fp16"])
+    assert (diff.match != "only A").all(), diff  # every fp32 layer found its fp16 counterpart
+    assert set(diff[diff.match == "only B"].type_b) <= {"Cast"}, diff

@@ -126,6 +126,11 @@ def test_coverage_under_80_percent_is_said_everywhere(monkeypatch, kinds: Path, 
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert [row["layers % of compute"] for row in rows] == ["95", "95"]
 
+    over = with_coverage(kinds, tmp_path / "over", 172.0)  # the per-layer run's own cost in the rows
+    at = open_page(monkeypatch, over, "cell", cell=compiled)
+    assert any(w.value.startswith("layers sum to 172 % of compute: the per-layer run times each layer on its own")
+               for w in at.warning), [w.value for w in at.warning]
+
 
 def test_ingested_engines_are_engine_layers_and_onnxruntime_rows_graph_ops(warehouse: Path) -> None:
     """The writer sets the kind from the backend where a row does not say: ingested TensorRT
