@@ -421,3 +421,24 @@ def test_an_address_where_nothing_answers_is_one_line(tmp_path: Path, capsys) ->
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"farm: error: --address 127.0.0.1:{port}: nothing answers there") and "\n" not in err
     assert not (tmp_path / "r").exists()
+
+
+STARTS_AND_ENDS = """
+import os
+from farm.executor.ray_farm import RayExecutor
+executor = RayExecutor()
+executor._ensure_ray()
+print(os.environ.get("RAY_AUTH_MODE"), flush=True)
+executor.close()
+"""
+
+
+def test_farms_own_ray_keeps_token_authentication_without_a_notice_on_every_sweep(tmp_path: Path) -> None:
+    """Ray turns token authentication on for a new local cluster and says so on every start; farm
+    asks for it (RAY_AUTH_MODE=token) so that it stays on and the sweep's terminal stays quiet."""
+    env = {k: v for k, v in os.environ.items() if k != "RAY_AUTH_MODE"} | {"PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", STARTS_AND_ENDS], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "token"
+    assert "Token authentication" not in done.stderr, done.stderr[-2000:]

@@ -26,6 +26,7 @@ import dataclasses
 import functools
 import logging
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -147,6 +148,10 @@ class RayExecutor:
         joining = self.address not in (None, "", "local")  # else a Ray of its own ("local": the same)
         if not joining:
             use_loopback_only()
+            if "ray" not in sys.modules:  # read once, at Ray's import
+                # Ray's own default for a new local cluster (token authentication), asked for
+                # explicitly: Ray then does not print its notice on every sweep
+                os.environ.setdefault("RAY_AUTH_MODE", "token")
         import ray
 
         if self._log_queue is not None:
