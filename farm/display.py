@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from farm.records import Cell, CellResult
 
 STATUS_STYLE = {"ok": "green", "failed": "red", "skipped": "yellow", "unsupported": "dim"}
+NOT_RUN = ("skipped", "unsupported")
 # A speedup's mark: farm compare's verdict on the two median latencies (farm.compare.stats), so a
 # ratio inside the noise never reads as a result. Decided changes carry "x"; the legend says the rest.
 SPEEDUP_MARKS = {"faster": "x", "slower": "x", "within noise": " ~", "inconclusive": " ?", "not judged": " ·"}
@@ -35,10 +36,13 @@ SPEEDUP_LEGEND = "speedup marks (farm compare's rule, ±3 %): x a change, ~ with
 
 
 class ProgressDisplay(Callback):
-    """Cells done/total, the current cell and an ETA; one line per finished cell."""
+    """Cells done/total, the current cell and an ETA; one line per finished cell. A cell that was
+    not run (skipped, unsupported) leaves the count instead of advancing it, so the ETA is that of
+    the cells measured; a reason already printed is named by its first cell instead of repeated."""
 
     def __init__(self, console: Console) -> None:
         self.console = console
+        self.said: dict[str, str] = {}  # reason -> the first cell printed with it
         self.progress = Progress(
             SpinnerColumn(), TextColumn("{task.description}", style="bold"), BarColumn(),
             MofNCompleteColumn(), TextColumn("cells"), TimeElapsedColumn(), TextColumn("ETA"),
@@ -64,9 +68,14 @@ class ProgressDisplay(Callback):
             text += (f"  {fmt(m['throughput_qps'])} qps  p50 {fmt(m['latency_median_ms'])} ms"
                      f"  p99 {fmt(m['latency_p99_ms'])} ms")
         elif result.reason:
-            text += f"  [dim]{shown(result.reason)}[/dim]"
+            first = self.said.setdefault(result.reason, cell.cell_id)
+            text += f"  [dim]{shown(result.reason) if first == cell.cell_id else f'as {first[:8]}'}[/dim]"
         self.console.print(text, highlight=False)
-        self.progress.advance(self.task)
+        if result.status in NOT_RUN and result.measurement is None:  # nothing measured: not in the ETA's pace
+            task = self.progress.tasks[self.task]
+            self.progress.update(self.task, total=max((task.total or 1) - 1, task.completed))
+        else:
+            self.progress.advance(self.task)
 
     def on_sweep_end(self) -> None:
         self.progress.stop()
