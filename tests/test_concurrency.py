@@ -307,6 +307,8 @@ def test_a_query_that_writes_is_refused_and_ctrl_c_stops_a_long_one(tmp_path: Pa
             time.sleep(0.2)
         endless.send_signal(signal.SIGINT)
         assert endless.wait(timeout=120) == 130, endless.stderr.read()
+        said = endless.stderr.read()
+        assert "farm: interrupted" in said and "resume" not in said, said  # a query has nothing to resume
     finally:
         endless.kill()
 
@@ -331,3 +333,13 @@ def test_a_query_connection_opens_no_file_outside_the_warehouse_even_past_the_st
             con.execute(sql)
     assert not (tmp_path / "written.parquet").exists()
     assert con.execute("SELECT count(*) FROM cells").fetchall() == [(0,)]
+
+
+def test_a_folder_that_is_not_a_warehouse_is_said_to_readers_not_answered_with_no_rows(tmp_path: Path, capsys) -> None:
+    from farm.cli import main
+
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "notes.txt").write_text("mine")
+    assert main(["query", "SELECT count(*) FROM cells", "--results", str(tmp_path / "project")]) == 2
+    assert "is not a farm warehouse: it holds notes.txt" in capsys.readouterr().err
+    assert main(["ls", "--results", str(tmp_path / "project")]) == 2

@@ -366,3 +366,12 @@ def test_every_sweep_file_farm_ships_loads(path: Path) -> None:
     renamed or a value the schema no longer takes fails here, not on a GPU machine."""
     loaded = load_config(path)
     assert loaded.config.name and loaded.config.models and loaded.config.axes.backends, path
+
+
+def test_a_sweep_file_with_a_byte_order_mark_reads_as_without(tmp_path: Path) -> None:
+    """Editors on Windows write UTF-8 with a byte-order mark, which TOML does not allow."""
+    from farm.config import load_config
+
+    path = tmp_path / "bom.toml"
+    path.write_bytes(b"\xef\xbb\xbf" + b'name = "bom"\n[[models]]\nsource = "zoo:resnet18"\n')
+    assert load_config(path).config.name == "bom"

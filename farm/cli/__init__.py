@@ -54,7 +54,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"farm: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("farm: interrupted; rerun the same command to resume", file=sys.stderr)
+        resumes = args.command == "sweep"  # what a rerun continues; the others just start again
+        print("farm: interrupted" + ("; rerun the same command to resume" if resumes else ""), file=sys.stderr)
         return 130
     except BrokenPipeError:  # `farm query ... | head`: the reader has all it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error as Python exits

@@ -26,6 +26,12 @@ def existing_folder(results: str) -> None:
     if not path.is_dir():
         raise UserError(f"no warehouse at {results}/: run `farm sweep configs/resnet.toml` first, "
                         "or pass --results DIR")
+    from farm.warehouse.layout import WarehouseLayout
+    from farm.warehouse.lock import WarehouseLocking
+
+    foreign = WarehouseLocking(WarehouseLayout(path)).not_a_warehouse()  # as writers refuse it
+    if foreign:  # not "0 rows": what was asked of it has no answer there
+        raise UserError(f"{foreign}: pass --results DIR of a warehouse")
 
 
 def require_sweep(results: str, sweep: str) -> None:

@@ -80,7 +80,7 @@ def load_config(path: str | Path) -> LoadedConfig:
     """Read and validate a sweep file; raise ConfigError with one line on any mistake."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark (Windows editors) is not TOML's
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such sweep file") from None
     except (OSError, UnicodeDecodeError) as exc:
