@@ -18,10 +18,12 @@ from farm.cli.common import (
     PLAIN_TABLE_ROWS,
     AddCommand,
     connect,
+    console,
     exact_text,
     markdown_table,
     not_a_formula,
     print_exact_table,
+    table_width,
     write_plain_table,
 )
 from farm.errors import UserError, first_line
@@ -112,13 +114,40 @@ def _table(columns: list[str], chunks: Iterator[list[tuple]]) -> None:
     numeric = [any(isinstance(r[i], (int, float, Decimal)) and not isinstance(r[i], bool) for r in first)
                for i in range(len(columns))]
     if more is None and len(first) <= PLAIN_TABLE_ROWS:
-        print_exact_table(columns, [tuple(exact_text(v) for v in row) for row in first], numeric)
+        texts = [tuple(exact_text(v) for v in row) for row in first]
+        width = table_width(console())
+        if width is not None and _table_needs(columns, texts) > width:  # a grid would break its values
+            _records(columns, texts, width)
+            return
+        print_exact_table(columns, texts, numeric)
         return
     from farm.display import printable
 
     texts = ([[printable(exact_text(v)) for v in row] for row in rows]
              for rows in itertools.chain([first], [more] if more else [], chunks))
     write_plain_table(columns, texts, numeric)
+
+
+def _table_needs(columns: list[str], rows: list[tuple[str, ...]]) -> int:
+    """The width a boxed table of `rows` needs for no header word and no value to be broken."""
+    widest = [max([len(word) for word in name.split()] or [0]) for name in columns]
+    for row in rows:
+        widest = [max(w, len(v)) for w, v in zip(widest, row)]
+    return sum(widest) + 3 * len(columns) + 1
+
+
+def _records(columns: list[str], rows: list[tuple[str, ...]], width: int) -> None:
+    """Each row as a record, one `column  value` line per column (psql's expanded display): what a
+    query of more columns than the terminal holds prints instead of a grid of broken values."""
+    from farm.display import printable
+
+    pad = max(len(name) for name in columns)
+    for number, row in enumerate(rows, 1):
+        print(f"-[ row {number} ]".ljust(min(width, pad + 20), "-"))
+        for name, value in zip(columns, row):
+            print(f"{printable(name).ljust(pad)}  {printable(value)}")
+    if not rows:
+        print(f"(no rows; columns: {', '.join(printable(c) for c in columns)})")
 
 
 def _csv(columns: list[str], chunks: Iterator[list[tuple]]) -> None:

@@ -1,0 +1,38 @@
+"""Commands read in 80 and 100 columns: values whole, never a grid of broken tokens."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from farm.cli import main
+from farm.warehouse import Warehouse
+from tests.conftest import tiny_cnn, write_sweep
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("narrow")
+    tiny_cnn(folder / "tiny.onnx", channels=4, spatial=8)
+    config = write_sweep(folder, 'name = "n"\n[[models]]\nsource = "tiny.onnx"\n[axes]\nbatch_sizes = [1, 2]\n'
+                                 'backends = ["onnxruntime"]\n')
+    assert main(["sweep", str(config), "--results", str(folder / "r"), "--executor", "local"]) == 0
+    return folder / "r"
+
+
+@pytest.mark.parametrize("columns", [80, 100])
+def test_a_query_wider_than_the_terminal_prints_records_with_every_value_whole(results: Path, columns: int, capsys,
+                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", str(columns))
+    assert main(["query", "SELECT * FROM measurements ORDER BY cell_id", "--results", str(results)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("-[ row 1 ]") and "-[ row 2 ]" in out and "┃" not in out  # no grid
+    stored = Warehouse(results).connect().execute(
+        "SELECT cell_id, latency_median_ms FROM measurements ORDER BY cell_id").fetchall()
+    lines = out.splitlines()
+    for cell_id, median in stored:  # each value on its column's line, every digit of it
+        assert ["cell_id", cell_id] in [line.split() for line in lines], out
+        assert any(line.split() == ["latency_median_ms", repr(median)] for line in lines), out
+    assert main(["query", "SELECT precision, batch FROM cells", "--results", str(results)]) == 0
+    assert "┃ precision ┃ batch ┃" in capsys.readouterr().out  # a narrow result stays a table
