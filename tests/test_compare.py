@@ -395,7 +395,7 @@ def test_a_long_comparison_prints_plain_text(runs: Path, capsys, monkeypatch) ->
     monkeypatch.setattr(farm.cli.common, "PLAIN_TABLE_ROWS", 1)
     assert main(["compare", "base", "again", "--results", str(runs), "--min-effect", MIN_EFFECT]) == 0
     plain = capsys.readouterr().out
-    assert "┃" in boxed and "┃" not in plain and "│" not in plain
+    assert "─" in boxed and "─" not in plain and "│" not in plain  # rich's rule under the header; dashes
     header = next(line for line in plain.splitlines() if line.startswith("cell"))
     assert "configuration" in header and "verdict" in header
     comparison = compare_sweeps("base", "again", runs, min_effect_percent=float(MIN_EFFECT))

@@ -36,3 +36,30 @@ def test_a_query_wider_than_the_terminal_prints_records_with_every_value_whole(r
         assert any(line.split() == ["latency_median_ms", repr(median)] for line in lines), out
     assert main(["query", "SELECT precision, batch FROM cells", "--results", str(results)]) == 0
     assert "┃ precision ┃ batch ┃" in capsys.readouterr().out  # a narrow result stays a table
+
+
+@pytest.mark.parametrize("columns", [80, 100])
+def test_compare_fits_the_terminal_by_leaving_columns_out_and_naming_them(results: Path, columns: int, capsys,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """`farm compare` at 80 and 100 columns: every line fits, no value is broken (each pair's latency
+    change is whole on its row), and the columns left out are named."""
+    import shutil
+
+    from farm.compare import compare_sweeps
+
+    copy = results.parent / f"copy{columns}"
+    if not copy.exists():
+        shutil.copytree(results, copy)
+        config = results.parent / "sweep.toml"
+        again = config.read_text().replace('name = "n"', 'name = "m"')
+        (results.parent / "again.toml").write_text(again)
+        assert main(["sweep", str(results.parent / "again.toml"), "--results", str(copy), "--executor", "local"]) == 0
+    capsys.readouterr()  # the sweep's own table
+    monkeypatch.setenv("COLUMNS", str(columns))
+    main(["compare", "n", "m", "--results", str(copy)])
+    out = capsys.readouterr().out
+    assert all(len(line) <= columns for line in out.splitlines()), out
+    for pair in compare_sweeps("n", "m", copy).pairs:
+        row = next(line for line in out.splitlines() if line.startswith(pair.new_id[:8]))
+        assert f"{100 * pair.effect.effect:+.1f} %".replace("-", "−") in row, out
+    assert f"(hidden at {columns} columns: " in out

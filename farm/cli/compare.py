@@ -9,9 +9,6 @@ from pathlib import Path
 
 from farm.cli.common import AddCommand
 
-VERDICT_STYLE = {"slower": "bold red", "failed": "bold red", "faster": "green", "fixed": "green",
-                 "within noise": "dim", "inconclusive": "yellow", "not judged": "yellow", "not measured": "dim"}
-
 
 def add(add: AddCommand) -> None:
     """The `compare` subparser (`add` is build_parser's: it adds --results)."""
@@ -55,39 +52,55 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print(comparison) -> None:
-    from rich.table import Table
-
-    from farm.cli.common import PLAIN_TABLE_ROWS, console, print_plain_table
+    from farm.cli.common import PLAIN_TABLE_ROWS, console, footnoted, print_plain_table, table_width
     from farm.compare.render import COLUMNS, layer_lines, pair_row, summary_line
+    from farm.display import fitted_table
 
     out = console()
-    if len(comparison.pairs) > PLAIN_TABLE_ROWS:  # rich lays out 25,000 rows in about 55 s
-        out.print(f"{comparison.new_sweep} against {comparison.base_sweep}", markup=False, highlight=False)
-        rows = [pair_row(pair) for pair in comparison.pairs]
-        print_plain_table(list(COLUMNS), [tuple(row[c] for c in COLUMNS) for row in rows],
-                          [c in ("latency change", "throughput", "p99") for c in COLUMNS])
-    else:
-        table = Table(title=f"{comparison.new_sweep} against {comparison.base_sweep}", header_style="bold")
-        for column in COLUMNS:
-            table.add_column(column, overflow="fold",
-                             justify="right" if column in ("latency change", "throughput", "p99") else "left")
-        for pair in comparison.pairs:
-            row = pair_row(pair)
-            style = VERDICT_STYLE.get(pair.verdict)
-            row["verdict"] = f"[{style}]{pair.verdict}[/{style}]" if style else pair.verdict
-            table.add_row(*(row[c] for c in COLUMNS))
+    width = table_width(out)
+    title = f"{comparison.new_sweep} against {comparison.base_sweep}"
+    rows = [tuple(pair_row(pair)[c] for c in COLUMNS) for pair in comparison.pairs]
+    rows, notes = footnoted(rows, COLUMNS.index("notes"))  # a note once, below the table, its words whole
+    columns = COLUMNS if notes else COLUMNS[:-1]  # no column of blanks
+    rows = [row[:len(columns)] for row in rows]
+    if len(rows) > PLAIN_TABLE_ROWS:  # rich lays out 25,000 rows in about 55 s
+        out.print(title, markup=False, highlight=False)
+        print_plain_table(list(columns), rows, [c in ("latency change", "throughput", "p99") for c in columns])
+    else:  # as narrow as the terminal: the least needed columns left out (and named), no value broken
+        table, hidden = fitted_table(columns, rows, width, DROP_ORDER, title=title)
         out.print(table)
+        if hidden:
+            said(out, f"(hidden at {width} columns: {', '.join(hidden)}; --json or --markdown has every figure)", width)
+    for number, note in enumerate(notes, 1):
+        said(out, f"[{number}] {note}", width)
     for note in comparison.allowed:
-        out.print(f"note: {note}", markup=False)
+        said(out, f"note: {note}", width)
     for pair in comparison.pairs:
         found = layer_lines(pair)
         if found:
-            out.print(f"{pair.new_id[:8]} {pair.label} is slower: {found[0]}", markup=False, highlight=False)
+            said(out, f"{pair.new_id[:8]} {pair.label} is slower: {found[0]}", width)
             for line in found[1:]:
-                out.print(f"  {line}", markup=False, highlight=False)
+                said(out, f"  {line}", width)
     for side, cells in (("BASE", comparison.only_base), ("NEW", comparison.only_new)):
         if cells:
-            out.print(f"only in {side} (no cell of the same configuration in the other sweep):", markup=False)
+            said(out, f"only in {side} (no cell of the same configuration in the other sweep):", width)
             for cell in cells:
-                out.print(f"  {cell}", markup=False, highlight=False)
-    out.print(summary_line(comparison), markup=False, highlight=False)
+                said(out, f"  {cell}", width)
+    said(out, summary_line(comparison), width)
+
+
+# the columns left out first where the terminal is narrow (the JSON and Markdown keep them all)
+DROP_ORDER = ("energy/inference", "p99", "throughput", "95 % CI", "accuracy", "median ms")
+
+
+def said(out, text: str, width: int | None) -> None:
+    """A line of text, wrapped at `width` between words (never inside one), as text, not markup."""
+    import textwrap
+
+    from farm.display import printable
+
+    text = printable(text)
+    lines = textwrap.wrap(text, width, subsequent_indent="    ", break_long_words=False, break_on_hyphens=False,
+                          drop_whitespace=True) if width else [text]
+    for line in lines or [""]:
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
