@@ -33,6 +33,10 @@ NOT_RUN = ("skipped", "unsupported")
 # ratio inside the noise never reads as a result. Decided changes carry "x"; the legend says the rest.
 SPEEDUP_MARKS = {"faster": "x", "slower": "x", "within noise": " ~", "inconclusive": " ?", "not judged": " ·"}
 SPEEDUP_LEGEND = "speedup marks (farm compare's rule, ±3 %): x a change, ~ within noise, ? inconclusive, · not judged"
+# what a reader of a "?" needs: why it is not a verdict, and what would make it one
+INCONCLUSIVE_ADVICE = ("?: the two medians' 95 % intervals leave the change undecided (their repeats or queries "
+                       "spread too much); more repeats ([measurement] repeats, min_duration_ms) or a quieter "
+                       "machine narrow them, and farm compare NEW BASE gives each interval")
 
 
 class ProgressDisplay(Callback):

@@ -55,6 +55,8 @@ def test_tiny_sweep_end_to_end(models_dir: Path, capsys, monkeypatch) -> None:
     fp16 = [line for line in out.splitlines() if " fp16 " in line and " ok " in line]
     assert len(fp16) == 2 and all(re.search(r"\d(x| ~| \?| ·)\s", line) for line in fp16), out
     assert sum(" base " in line for line in out.splitlines()) == 2 and "speedup marks" in out
+    undecided = any(re.search(r"\d \?\s", line) for line in fp16)  # a "?" says why and what would decide it
+    assert undecided == ("more repeats ([measurement] repeats" in " ".join(out.split())), out
 
     con = Warehouse(results).connect()
     # 3 precisions x 2 batch sizes; the two profiles collapse for ONNX Runtime; bf16 is unsupported

@@ -43,7 +43,7 @@ def add(add: AddCommand) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from farm.display import SPEEDUP_LEGEND, fitted_table, printable
+    from farm.display import INCONCLUSIVE_ADVICE, SPEEDUP_LEGEND, fitted_table, printable
     from farm.executor import DEFAULT_CELL_TIMEOUT_S, DEFAULT_WORKER_MEMORY, parse_memory_limit
     from farm.sweep import SUMMARY_DROP_ORDER, run_sweep, summary_table
     from farm.warehouse import Warehouse
@@ -75,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
     out.print(table)
     if any(r[columns.index("speedup")] not in (None, "base") for r in rows) and "speedup" not in hidden:
         out.print(SPEEDUP_LEGEND, highlight=False, markup=False)
+        if any(str(r[columns.index("speedup")]).endswith(" ?") for r in rows):
+            out.print(INCONCLUSIVE_ADVICE, highlight=False, markup=False)
     if hidden:
         out.print(f"(hidden at {table_width(out)} columns: {', '.join(hidden)}; farm show {outcome.sweep} --wide)",
                   highlight=False, markup=False)
