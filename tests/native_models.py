@@ -100,6 +100,25 @@ def exits() -> nn.Module:
     sys.exit(3)
 
 
+def exits_hard() -> nn.Module:
+    """A factory that ends its process without unwinding (os._exit: no exception to catch)."""
+    import os
+
+    os._exit(0)
+
+
+def hangs_in_forward() -> nn.Module:
+    """A module whose forward() never returns on the example inputs."""
+    import threading
+
+    class Waits(nn.Module):
+        def forward(self, x):
+            threading.Event().wait()
+            return x
+
+    return Waits()
+
+
 def hangs() -> nn.Module:
     """A factory that never returns (a download or a lock that waits forever)."""
     import threading

@@ -151,6 +151,10 @@ def test_one_model_that_cannot_be_built_or_exported_stops_nothing(tmp_path: Path
         "PyTorch could not export module:tests.native_models:not_exportable to ONNX (dynamo: ")
     assert "torchscript: RuntimeError: this module cannot be exported" in reason
     assert reason.endswith("engines that run ONNX need a file: export it yourself and give its path as the source")
+    assert rows["exits_hard", "torch"] == ("failed", "tests.native_models.exits_hard(**kwargs) called os._exit(0)")
+    status_, reason = rows["hangs_in_forward", "torch"]
+    assert status_ == "failed" and reason.startswith("module:tests.native_models:hangs_in_forward: forward() on the "
+                                                     "example inputs did not return within 3 s"), reason
     assert rows["tiny_cnn", "torch"][0] == rows["tiny_cnn", "onnxruntime"][0] == "ok"
     log = next(results.rglob("native/not_exportable-*/export.log")).read_text()
     assert "--- torch.onnx.export, dynamo ---" in log and "--- torch.onnx.export, torchscript ---" in log
@@ -217,7 +221,7 @@ def test_a_factory_that_exits_or_hangs_fails_its_own_cells(tmp_path: Path, monke
     monkeypatch.setattr(native, "FACTORY_NOTE_AFTER_S", 1.0)
     width16 = 'inputs = { x = { shape = ["batch", 16] } }'
     models = "".join(f'[[models]]\nsource = "module:tests.native_models:{factory}"\n{width16}\n'
-                     for factory in ("exits", "hangs"))
+                     for factory in ("exits", "hangs", "exits_hard", "hangs_in_forward"))
     status, results = sweep_on_torch_and_onnxruntime(tmp_path, "rude", f"{models}[[models]]\n{NATIVE}\n")
     assert status == 1
     rows = {(m, b): (s, r) for m, b, s, r in Warehouse(results).connect().execute(
@@ -225,5 +229,9 @@ def test_a_factory_that_exits_or_hangs_fails_its_own_cells(tmp_path: Path, monke
     assert rows["exits", "torch"] == ("failed", "tests.native_models.exits(**kwargs) called exit(3)")
     status_, reason = rows["hangs", "onnxruntime"]
     assert status_ == "failed" and reason.startswith("tests.native_models.hangs(**kwargs) did not return within 3 s")
+    assert rows["exits_hard", "torch"] == ("failed", "tests.native_models.exits_hard(**kwargs) called os._exit(0)")
+    status_, reason = rows["hangs_in_forward", "torch"]
+    assert status_ == "failed" and reason.startswith("module:tests.native_models:hangs_in_forward: forward() on the "
+                                                     "example inputs did not return within 3 s"), reason
     assert rows["tiny_cnn", "torch"][0] == rows["tiny_cnn", "onnxruntime"][0] == "ok"
     assert "farm: waiting for tests.native_models.hangs(**kwargs)" in capfd.readouterr().err

@@ -102,11 +102,9 @@ def native_model(spec: ModelSpec, where: str, base_dir: Path, cache_dir: Path, s
     call_kwargs, notes = without_cache(net)
     wrapper = wrap_module(net, [name for name, _, _ in inputs], [], call_kwargs)
     examples = _example_inputs(torch, inputs, spec.dims, seed)
-    try:
-        outputs, dropped = wrapper.describe(*examples)
-    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the module's own forward: its cells say so
-        raise ModelFailed(f"{spec.source}: forward() on the example inputs raised {type(exc).__name__}: "
-                          f"{first_line(exc)}") from None
+    # the module's own forward(): one that raises, exits or never returns fails its cells, not the sweep
+    outputs, dropped = within_deadline(lambda: wrapper.describe(*examples),
+                                       f"{spec.source}: forward() on the example inputs")
     if not outputs:
         raise ModelFailed(f"{spec.source}: forward() returned no tensor ({'; '.join(dropped) or 'nothing'}); farm "
                           "times and checks a module's tensor outputs")
@@ -206,6 +204,14 @@ FACTORY_DEADLINE_S = 600.0  # a factory still running after this fails its model
 FACTORY_NOTE_AFTER_S = 30.0  # and after this, planning says it is waiting for it
 
 
+class _ProcessExit(BaseException):
+    """os._exit called by a model's own code while farm plans (its argument: the exit code)."""
+
+
+def _refuse_process_exit(code: int = 0) -> None:
+    raise _ProcessExit(code)
+
+
 def within_deadline(call: Callable[[], Any], label: str, note: Callable[[str], Any] | None = None) -> Any:
     """`call()` (a factory: the user's code, at plan time) on a thread of its own: what it returns;
     ModelFailed where it raises, calls exit(), or has not returned within FACTORY_DEADLINE_S (a
@@ -220,17 +226,24 @@ def within_deadline(call: Callable[[], Any], label: str, note: Callable[[str], A
             outcome["value"] = call()
         except SystemExit as exc:
             outcome["error"] = f"called exit({exc.code!r})"
+        except _ProcessExit as exc:
+            outcome["error"] = f"called os._exit({exc.args[0]!r})"
         except BaseException as exc:  # noqa: BLE001 - a factory that raises fails its own cells, never the sweep
             outcome["error"] = f"raised {describe(exc)}"
 
     thread = threading.Thread(target=run, name=f"farm-factory {label}", daemon=True)
-    thread.start()
-    thread.join(min(FACTORY_NOTE_AFTER_S, FACTORY_DEADLINE_S))
-    if thread.is_alive() and FACTORY_DEADLINE_S > FACTORY_NOTE_AFTER_S:
-        (note or (lambda text: print(text, file=sys.stderr, flush=True)))(
-            f"farm: waiting for {label} (a model's factory, run at plan time): {FACTORY_NOTE_AFTER_S:.0f} s so far, "
-            f"its cells fail at {FACTORY_DEADLINE_S:.0f} s")
-        thread.join(FACTORY_DEADLINE_S - FACTORY_NOTE_AFTER_S)
+    real_exit = os._exit
+    os._exit = _refuse_process_exit  # the user's code ending farm's process would end the sweep with no word
+    try:
+        thread.start()
+        thread.join(min(FACTORY_NOTE_AFTER_S, FACTORY_DEADLINE_S))
+        if thread.is_alive() and FACTORY_DEADLINE_S > FACTORY_NOTE_AFTER_S:
+            (note or (lambda text: print(text, file=sys.stderr, flush=True)))(
+                f"farm: waiting for {label} (a model's factory, run at plan time): {FACTORY_NOTE_AFTER_S:.0f} s so "
+                f"far, its cells fail at {FACTORY_DEADLINE_S:.0f} s")
+            thread.join(FACTORY_DEADLINE_S - FACTORY_NOTE_AFTER_S)
+    finally:
+        os._exit = real_exit
     if thread.is_alive():
         raise ModelFailed(f"{label} did not return within {FACTORY_DEADLINE_S:.0f} s (farm.models.native."
                           "FACTORY_DEADLINE_S): a factory that waits on a download or a lock blocks nothing else")
