@@ -151,10 +151,6 @@ def test_one_model_that_cannot_be_built_or_exported_stops_nothing(tmp_path: Path
         "PyTorch could not export module:tests.native_models:not_exportable to ONNX (dynamo: ")
     assert "torchscript: RuntimeError: this module cannot be exported" in reason
     assert reason.endswith("engines that run ONNX need a file: export it yourself and give its path as the source")
-    assert rows["exits_hard", "torch"] == ("failed", "tests.native_models.exits_hard(**kwargs) called os._exit(0)")
-    status_, reason = rows["hangs_in_forward", "torch"]
-    assert status_ == "failed" and reason.startswith("module:tests.native_models:hangs_in_forward: forward() on the "
-                                                     "example inputs did not return within 3 s"), reason
     assert rows["tiny_cnn", "torch"][0] == rows["tiny_cnn", "onnxruntime"][0] == "ok"
     log = next(results.rglob("native/not_exportable-*/export.log")).read_text()
     assert "--- torch.onnx.export, dynamo ---" in log and "--- torch.onnx.export, torchscript ---" in log
