@@ -73,7 +73,7 @@ class ProgressDisplay(Callback):
                      f"  p99 {fmt(m['latency_p99_ms'])} ms")
         elif result.reason:
             first = self.said.setdefault(result.reason, cell.cell_id)
-            text += f"  [dim]{shown(result.reason) if first == cell.cell_id else f'as {first[:8]}'}[/dim]"
+            text += f"  [dim]{shown(capped(result.reason)) if first == cell.cell_id else f'as {first[:8]}'}[/dim]"
         self.console.print(text, highlight=False)
         if result.status in NOT_RUN and result.measurement is None:  # nothing measured: not in the ETA's pace
             task = self.progress.tasks[self.task]
@@ -103,6 +103,16 @@ def markdown_text(value: Any) -> str:
     `:red[...]` or LaTeX (`$`) is escaped, so `![x](http://host/x.png)` in a model's name is
     shown, never fetched as an image (the dashboard's pages, `--format markdown`)."""
     return MARKDOWN_SPECIALS.sub(r"\\\1", str(value))
+
+
+NOTE_CHARACTERS = 2000  # a note past this (an engine's 20 MB error message) is cut where it is printed
+
+
+def capped(text: str, limit: int = NOTE_CHARACTERS) -> str:
+    """`text`, or its first `limit` characters and how many more there are (the warehouse keeps it whole)."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit:,} more characters: farm query reads the whole text)"
 
 
 def shown(text: Any) -> str:

@@ -100,6 +100,11 @@ def exits() -> nn.Module:
     sys.exit(3)
 
 
+def says_too_much() -> nn.Module:
+    """A factory that raises with a message of 100,000 characters on one line."""
+    raise RuntimeError("x" * 100_000)
+
+
 def exits_hard() -> nn.Module:
     """A factory that ends its process without unwinding (os._exit: no exception to catch)."""
     import os

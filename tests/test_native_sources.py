@@ -231,3 +231,19 @@ def test_a_factory_that_exits_or_hangs_fails_its_own_cells(tmp_path: Path, monke
                                                      "example inputs did not return within 3 s"), reason
     assert rows["tiny_cnn", "torch"][0] == rows["tiny_cnn", "onnxruntime"][0] == "ok"
     assert "farm: waiting for tests.native_models.hangs(**kwargs)" in capfd.readouterr().err
+
+
+def test_a_message_of_100000_characters_is_kept_whole_and_printed_cut(tmp_path: Path, capsys) -> None:
+    """An engine's or a model's own message can be megabytes: the warehouse keeps it, the terminal
+    gets its first 2,000 characters and how many more there are."""
+    width16 = 'inputs = { x = { shape = ["batch", 16] } }'
+    status, results = sweep_on_torch_and_onnxruntime(
+        tmp_path, "long", f'[[models]]\nsource = "module:tests.native_models:says_too_much"\n{width16}\n')
+    assert status == 1
+    said = capsys.readouterr()
+    assert "more characters: farm query reads the whole text" in said.err and "x" * 2001 not in said.err
+    (reason,) = {r for (r,) in Warehouse(results).connect().execute("SELECT reason FROM cells").fetchall()}
+    assert reason.count("x") == 100_000
+    assert main(["show", "long", "--results", str(results)]) == 0
+    out = capsys.readouterr().out
+    assert "more characters: farm query reads the whole text" in out and "x" * 2001 not in out

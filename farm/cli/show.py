@@ -157,7 +157,7 @@ def _chosen(columns: list[str], rows: list[tuple], args: argparse.Namespace) -> 
 
 def _print_table(columns: list[str], rows: list[tuple], explicit: bool) -> None:
     from farm.cli.common import console
-    from farm.display import fitted_table, printable
+    from farm.display import capped, fitted_table, printable
 
     if "note" in columns:
         rows, notes = footnoted(rows, columns.index("note"))
@@ -176,6 +176,6 @@ def _print_table(columns: list[str], rows: list[tuple], explicit: bool) -> None:
             print(f"(hidden at {width} columns: {', '.join(hidden)}; --wide or --columns shows them)")
     width = table_width(console())
     for number, note in enumerate(notes, 1):  # wrapped where a width applies, words whole
-        text = f"[{number}] {printable(note)}"
+        text = f"[{number}] {printable(capped(note))}"
         print(textwrap.fill(text, width, subsequent_indent="    ", break_long_words=False,
                             break_on_hyphens=False) if width else text)

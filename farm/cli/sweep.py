@@ -7,7 +7,7 @@ import math
 import re
 
 from farm.cli.common import AddCommand, console, table_width
-from farm.display import shown
+from farm.display import capped, shown
 from farm.errors import UserError
 
 
@@ -43,7 +43,7 @@ def add(add: AddCommand) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from farm.display import INCONCLUSIVE_ADVICE, SPEEDUP_LEGEND, fitted_table, printable
+    from farm.display import INCONCLUSIVE_ADVICE, SPEEDUP_LEGEND, capped, fitted_table, printable
     from farm.executor import DEFAULT_CELL_TIMEOUT_S, DEFAULT_WORKER_MEMORY, parse_memory_limit
     from farm.sweep import SUMMARY_DROP_ORDER, run_sweep, summary_table
     from farm.warehouse import Warehouse
@@ -81,12 +81,12 @@ def run(args: argparse.Namespace) -> int:
         out.print(f"(hidden at {table_width(out)} columns: {', '.join(hidden)}; farm show {outcome.sweep} --wide)",
                   highlight=False, markup=False)
     for number, note in enumerate(notes, 1):
-        out.print(f"[{number}] {printable(note)}", highlight=False, markup=False)
+        out.print(f"[{number}] {printable(capped(note))}", highlight=False, markup=False)
     if outcome.failures:
         err = Console(stderr=True)
         err.print(f"[red]{len(outcome.failures)} cell(s) failed:[/red]")
         for label, reason in outcome.failures:
-            err.print(f"  {shown(label)}: {shown(reason)}", highlight=False)
+            err.print(f"  {shown(label)}: {shown(capped(reason or ''))}", highlight=False)
     return outcome.exit_code
 
 

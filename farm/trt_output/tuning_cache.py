@@ -27,6 +27,8 @@ from typing import Any
 from farm.trt_output.json_files import FormatError
 
 ROUTE_KEYS = ("iter", "build_route", "crash", "error_message", "accuracy_loss", "gpu_time")
+# a query's mean GPU time above an hour is no measurement trtexec made (1e308 would be stored as a figure)
+MAX_GPU_TIME_MS = 3_600_000.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,7 +100,7 @@ def _route(number: int, value: dict[str, Any]) -> TuningRoute:
         ("build_route", isinstance(route, str)), ("crash", isinstance(crash, bool)),
         ("error_message", isinstance(message, str)),
         ("accuracy_loss", loss is None or (isinstance(loss, dict) and all(v is None or _number(v) for v in loss.values()))),
-        ("gpu_time", time is None or (_number(time) and time >= 0))) if not ok]
+        ("gpu_time", time is None or (_number(time) and 0 <= time <= MAX_GPU_TIME_MS))) if not ok]
     if problems:
         raise FormatError(f"line {number}: {', '.join(f'{p} {json.dumps(value[p])}' for p in problems)} is not "
                           "what trtexec writes there")

@@ -53,6 +53,8 @@ def test_a_tuning_cache_is_ingested_alone(tmp_path: Path, capsys) -> None:
      "line 2 is a build route without crash, error_message, accuracy_loss, gpu_time"),
     ('{"tuner_version":"1","tuning_expr":"x"}\n{"iter":-1,"build_route":"","crash":false,"error_message":"",'
      '"accuracy_loss":null,"gpu_time":-2}', "line 2: iter -1, gpu_time -2 is not what trtexec writes there"),
+    ('{"tuner_version":"1","tuning_expr":"x"}\n{"iter":0,"build_route":"","crash":false,"error_message":"",'
+     '"accuracy_loss":null,"gpu_time":1e308}', "line 2: gpu_time 1e"),  # 1e+308: above an hour a query
 ])
 def test_a_cut_or_foreign_line_is_named(tmp_path: Path, text: str, problem: str, capsys) -> None:
     with pytest.raises(FormatError, match=problem):
