@@ -43,7 +43,7 @@ def add(add: AddCommand) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from farm.display import INCONCLUSIVE_ADVICE, SPEEDUP_LEGEND, capped, fitted_table, printable
+    from farm.display import INCONCLUSIVE_ADVICE, SPEEDUP_LEGEND, fitted_table, printable
     from farm.executor import DEFAULT_CELL_TIMEOUT_S, DEFAULT_WORKER_MEMORY, parse_memory_limit
     from farm.sweep import SUMMARY_DROP_ORDER, run_sweep, summary_table
     from farm.warehouse import Warehouse
