@@ -26,7 +26,6 @@ import dataclasses
 import functools
 import logging
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -53,16 +52,16 @@ POLL_S = 0.2
 ACTOR_START_TIMEOUT_S = 300.0  # a GPU actor may wait for its predecessor's GPU to be released
 ACTOR_START_TRIES = 3
 ACCELERATOR_PREFIX = "accelerator_type:"  # Ray's node resource naming the GPU model, e.g. accelerator_type:H100
-# The local Ray farm starts: no idle task workers started ahead for the driver (Ray starts one per
-# CPU, which import Ray and then wake every few seconds: ~16 processes on a 16-core GPU host beside
-# the cell being timed); farm runs only actors, which get workers of their own.
+# The local Ray farm starts: no idle task workers started ahead for the driver (Ray starts one per CPU, which import
+# Ray and wake every few seconds: ~16 processes beside the timed cell on a 16-core host); farm runs only actors.
 RAY_SYSTEM_CONFIG = {"prestart_worker_first_driver": False}
 
 
 def use_loopback_only() -> None:
-    """Make a local Ray listen on 127.0.0.1 only (it otherwise binds the host's address on every
-    interface). Ray reads this switch, meant for single-machine use, when it is first imported."""
+    """A local Ray on 127.0.0.1 only (not the host's address on every interface), with token authentication (its
+    default for a new local cluster, asked for by name: no notice on every sweep). Ray reads both when first imported."""
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    os.environ.setdefault("RAY_AUTH_MODE", "token")
 
 
 @dataclasses.dataclass(eq=False)  # hashed by identity: the scheduler's slot keys
@@ -148,10 +147,6 @@ class RayExecutor:
         joining = self.address not in (None, "", "local")  # else a Ray of its own ("local": the same)
         if not joining:
             use_loopback_only()
-            if "ray" not in sys.modules:  # read once, at Ray's import
-                # Ray's own default for a new local cluster (token authentication), asked for
-                # explicitly: Ray then does not print its notice on every sweep
-                os.environ.setdefault("RAY_AUTH_MODE", "token")
         import ray
 
         if self._log_queue is not None:
