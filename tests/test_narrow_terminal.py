@@ -63,3 +63,17 @@ def test_compare_fits_the_terminal_by_leaving_columns_out_and_naming_them(result
         row = next(line for line in out.splitlines() if line.startswith(pair.new_id[:8]))
         assert f"{100 * pair.effect.effect:+.1f} %".replace("-", "−") in row, out
     assert f"(hidden at {columns} columns: " in out
+
+
+def test_show_wide_in_a_narrow_terminal_shows_every_column_as_records(results: Path, capsys,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """--wide promises every column: where they cannot stand side by side, each cell is a record."""
+    assert main(["show", "n", "--results", str(results), "--format", "csv"]) == 0
+    header = capsys.readouterr().out.splitlines()[0].split(",")
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["show", "n", "--results", str(results), "--wide"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("-[ row 1 ]") and "-[ row 2 ]" in out
+    names = {line.split("  ")[0].strip() for line in out.splitlines() if not line.startswith(("-[", "["))}
+    assert len(names) >= len(header) - 1, (names, header)  # every column (under its short header), the note's mark too
+    assert all(len(line) <= 80 for line in out.splitlines() if not line.startswith("[")), out

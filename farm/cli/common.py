@@ -165,6 +165,20 @@ def footnoted(rows: list[tuple], column: int) -> tuple[list[tuple], list[str]]:
     return marked, list(notes)
 
 
+def print_records(columns: list[str], rows: list[tuple[str, ...]], width: int) -> None:
+    """Each row as a record, one `column  value` line per column (psql's expanded display): what a
+    table of more columns than the terminal holds prints instead of a grid of broken values."""
+    from farm.display import printable
+
+    pad = max(len(name) for name in columns)
+    for number, row in enumerate(rows, 1):
+        print(f"-[ row {number} ]".ljust(min(width, pad + 20), "-"))
+        for name, value in zip(columns, row):
+            print(f"{printable(name).ljust(pad)}  {printable(value)}")
+    if not rows:
+        print(f"(no rows; columns: {', '.join(printable(c) for c in columns)})")
+
+
 PLAIN_TABLE_ROWS = 500  # a larger `farm show` prints plain text: rich lays out 2,500 rows in about 40 s
 
 

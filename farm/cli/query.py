@@ -23,6 +23,7 @@ from farm.cli.common import (
     markdown_table,
     not_a_formula,
     print_exact_table,
+    print_records,
     table_width,
     write_plain_table,
 )
@@ -117,7 +118,7 @@ def _table(columns: list[str], chunks: Iterator[list[tuple]]) -> None:
         texts = [tuple(exact_text(v) for v in row) for row in first]
         width = table_width(console())
         if width is not None and _table_needs(columns, texts) > width:  # a grid would break its values
-            _records(columns, texts, width)
+            print_records(columns, texts, width)
             return
         print_exact_table(columns, texts, numeric)
         return
@@ -134,20 +135,6 @@ def _table_needs(columns: list[str], rows: list[tuple[str, ...]]) -> int:
     for row in rows:
         widest = [max(w, len(v)) for w, v in zip(widest, row)]
     return sum(widest) + 3 * len(columns) + 1
-
-
-def _records(columns: list[str], rows: list[tuple[str, ...]], width: int) -> None:
-    """Each row as a record, one `column  value` line per column (psql's expanded display): what a
-    query of more columns than the terminal holds prints instead of a grid of broken values."""
-    from farm.display import printable
-
-    pad = max(len(name) for name in columns)
-    for number, row in enumerate(rows, 1):
-        print(f"-[ row {number} ]".ljust(min(width, pad + 20), "-"))
-        for name, value in zip(columns, row):
-            print(f"{printable(name).ljust(pad)}  {printable(value)}")
-    if not rows:
-        print(f"(no rows; columns: {', '.join(printable(c) for c in columns)})")
 
 
 def _csv(columns: list[str], chunks: Iterator[list[tuple]]) -> None:

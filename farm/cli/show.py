@@ -12,6 +12,7 @@ from farm.cli.common import (
     connect,
     footnoted,
     print_plain_table,
+    print_records,
     print_rows,
     require_sweep,
     table_width,
@@ -42,8 +43,8 @@ def add(add: AddCommand) -> None:
     p.add_argument("sweep", help="sweep name (see `farm ls`)")
     p.add_argument("--format", choices=["table", "csv", "json", "markdown"], default="table", help="output format")
     p.add_argument("--wide", action="store_true",
-                   help="every column (qps, p99, its tail, cv %%, throttled, build time, layer coverage); "
-                        "csv and json always have them")
+                   help="every column (qps, p99, its tail, cv %%, throttled, build time, layer coverage), as a "
+                        "record per cell where the terminal cannot hold them side by side; csv and json always have them")
     p.add_argument("--columns", help="these columns, comma-separated, in this order (e.g. model,backend,p99 ms)")
     p.add_argument("--sort", metavar="COLUMN", help="rows ordered by this column (default: model, backend, "
                                                     "precision, batch); numbers and texts alike, blanks last")
@@ -156,8 +157,10 @@ def _chosen(columns: list[str], rows: list[tuple], args: argparse.Namespace) -> 
 
 
 def _print_table(columns: list[str], rows: list[tuple], explicit: bool) -> None:
+    from rich.console import Console
+
     from farm.cli.common import console
-    from farm.display import capped, fitted_table, printable
+    from farm.display import capped, fitted_table, fmt, printable
 
     if "note" in columns:
         rows, notes = footnoted(rows, columns.index("note"))
@@ -171,7 +174,11 @@ def _print_table(columns: list[str], rows: list[tuple], explicit: bool) -> None:
         headers = [SHORT_HEADERS.get(c, c) for c in columns]
         table, hidden = fitted_table(headers, rows, None if explicit else width,
                                      [SHORT_HEADERS.get(c, c) for c in DROP_ORDER])
-        out.print(table)
+        if explicit and width is not None and Console(width=1 << 20).measure(table).maximum > width:
+            # every column asked for, and the terminal cannot hold them side by side: a record per cell
+            print_records(headers, [tuple(fmt(v) for v in row) for row in rows], width)
+        else:
+            out.print(table)
         if hidden:
             print(f"(hidden at {width} columns: {', '.join(hidden)}; --wide or --columns shows them)")
     width = table_width(console())
