@@ -28,13 +28,17 @@ def record(opts) -> bool:
     return True
 
 
-def assignment(session) -> dict[str, Counter]:
+def assignment(session) -> dict[str, Counter] | None:
     """Provider -> Counter of the operator types of the nodes it was given (the graph after ONNX
-    Runtime's basic optimizations, subgraphs included)."""
+    Runtime's basic optimizations, subgraphs included); None where the session cannot say (the
+    cell is not failed for a fact about it)."""
     placed: dict[str, Counter] = {}
-    for subgraph in session.get_provider_graph_assignment_info():
-        ops = placed.setdefault(subgraph.ep_name, Counter())
-        ops.update(node.op_type for node in subgraph.get_nodes())
+    try:
+        for subgraph in session.get_provider_graph_assignment_info():
+            ops = placed.setdefault(subgraph.ep_name, Counter())
+            ops.update(node.op_type for node in subgraph.get_nodes())
+    except Exception:  # noqa: BLE001 - an execution provider that does not report: the placement is unknown
+        return None
     return placed
 
 
