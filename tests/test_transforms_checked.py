@@ -195,6 +195,7 @@ def test_invalid_output_is_unsupported_naming_the_transform(tmp_path: Path, monk
         _transform(if_model(tmp_path / "if.onnx"), "fp16", VECTOR, VECTOR_SHAPES, tmp_path / "cache")
     reason = caught.value.reason
     assert reason.startswith("fp16 transform (onnxconverter-common ") and "produced an invalid model" in reason
+    assert reason.endswith("or convert the model yourself and give that file as the source")  # what to do
     assert "\n" not in reason and len(reason) <= 500 and "topologically sorted" in caught.value.detail
 
 

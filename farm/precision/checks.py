@@ -148,6 +148,11 @@ def census(model) -> Census:
     return result
 
 
+# what a user can do when farm's conversion cannot keep the model valid at that precision
+INVALID_ADVICE = ("; what to do: measure it at fp32 on this engine, or at this precision on PyTorch (which converts "
+                  "its module itself), or convert the model yourself and give that file as the source")
+
+
 def verify(path: Path, label: str, scratch: Path, original: Path, quantized: bool = False) -> tuple[str | None, str]:
     """onnx.checker (full check) and a load in ONNX Runtime on CPU; a failure raises
     TransformUnsupported "`label` produced an invalid model: ...". Returns the note from
@@ -160,7 +165,7 @@ def verify(path: Path, label: str, scratch: Path, original: Path, quantized: boo
     try:
         onnx.checker.check_model(str(path), full_check=True)  # by path: works beyond 2 GB
     except Exception as exc:  # noqa: BLE001 - onnx raises ValidationError, InferenceError and others
-        raise TransformUnsupported(one_line(f"{label} produced an invalid model (onnx.checker): {exc}"),
+        raise TransformUnsupported(one_line(f"{label} produced an invalid model (onnx.checker): {exc}") + INVALID_ADVICE,
                                    f"{label} produced an invalid model (onnx.checker):\n{exc}") from None
     with tempfile.TemporaryDirectory(prefix="verify.", dir=scratch) as folder:
         options = ort.SessionOptions()
@@ -182,7 +187,7 @@ def verify(path: Path, label: str, scratch: Path, original: Path, quantized: boo
                 return None, (f"; not loaded in ONNX Runtime: the original model does not load there either "
                               f"({short_error(original_exc)})")
             raise TransformUnsupported(
-                one_line(f"{label} produced a model ONNX Runtime cannot load: {exc}"),
+                one_line(f"{label} produced a model ONNX Runtime cannot load: {exc}") + INVALID_ADVICE,
                 f"{label} produced a model ONNX Runtime cannot load:\n{exc}", cacheable=False) from None
         try:
             optimized = onnx.load(str(optimized_path))
