@@ -36,7 +36,7 @@ SPEEDUP_LEGEND = "speedup marks (farm compare's rule, ±3 %): x a change, ~ with
 # what a reader of a "?" needs: why it is not a verdict, and what would make it one
 INCONCLUSIVE_ADVICE = ("?: the two medians' 95 % intervals leave the change undecided (their repeats or queries "
                        "spread too much); more repeats ([measurement] repeats, min_duration_ms) or a quieter "
-                       "machine narrow them, and farm compare NEW BASE gives each interval")
+                       "machine narrow them, and farm compare BASE NEW gives each interval")
 
 
 class ProgressDisplay(Callback):
