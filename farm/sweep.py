@@ -11,7 +11,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 
 from farm import __version__
 from farm.callbacks import Callback, CallbackList
@@ -158,7 +157,7 @@ def _run_locked(loaded: LoadedConfig, plan: Plan, warehouse: Warehouse, console:
                   + (f", {len(chosen)} chosen by --cells" if chosen is not plan.cells else "") + f", {len(todo)} to run"
                   + (f", {resumed} already in {shown(warehouse.root)}" if resumed else ""))
     for note in plan.notes():  # what planning chose that the sweep file did not say (also on the cells)
-        console.print(f"[yellow]note: {escape(note)}[/yellow]", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]note: {shown(note)}[/yellow]", highlight=False, soft_wrap=True)
 
     run_id = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ-") + secrets.token_hex(3)
     planned = [c.cell_id for c in plan.cells]
