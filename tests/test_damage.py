@@ -543,10 +543,10 @@ def test_a_cell_file_copied_over_another_cells_is_found(measured: Path, tmp_path
     assert main(["check", "--results", str(results)]) == 0
 
 
-def test_a_warehouse_the_writer_cannot_change_is_one_line(measured: Path, tmp_path: Path) -> None:
-    """An unfinished cell's file in a warehouse this user may not write (read-only folders): `farm
-    sweep` says which path and what to do in one line (exit 2), never a traceback from its repair.
-    Root may write anything, so there it runs as `nobody` (setpriv) on a copy that user can read."""
+def as_nobody_on_a_read_only_copy(measured: Path, prepare, *args: str) -> subprocess.CompletedProcess:
+    """`python -m farm ARGS` (RESULTS in them: the copy's results folder) on a read-only copy of
+    `measured` that `prepare(base)` changed first. Root may write anything, so as root it runs as
+    `nobody` (setpriv) on a copy that user can read."""
     import stat
     import tempfile
 
@@ -559,19 +559,72 @@ def test_a_warehouse_the_writer_cannot_change_is_one_line(measured: Path, tmp_pa
     home = Path(tempfile.mkdtemp(prefix="farm-readonly-"))
     try:
         base = copy_of(measured, home)
-        samples = base / "results" / "tiny" / "samples"
-        shutil.copy(next(samples.glob("*.parquet")), samples / "0123456789abcdef.parquet")  # a cell never finished
+        prepare(base)
         for path in [home, *home.rglob("*")]:
             path.chmod(stat.S_IMODE(path.stat().st_mode) & ~0o222 | (0o555 if path.is_dir() else 0o444))
         env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-        done = subprocess.run([*as_nobody, sys.executable, "-m", "farm", "sweep", str(base / "sweep.toml"),
-                               "--results", str(base / "results"), "--executor", "local"],
-                              capture_output=True, text=True, env=env, timeout=300)
+        command = [str(base / "results") if a == "RESULTS" else str(base / a[5:]) if a.startswith("BASE/") else a
+                   for a in args]
+        return subprocess.run([*as_nobody, sys.executable, "-m", "farm", *command], capture_output=True, text=True,
+                              env=env, timeout=300, cwd=home)
     finally:
         for path in [home, *home.rglob("*")]:
             path.chmod(0o755 if path.is_dir() else 0o644)
         shutil.rmtree(home, ignore_errors=True)
+
+
+def test_a_warehouse_the_writer_cannot_change_is_one_line(measured: Path) -> None:
+    """An unfinished cell's file in a warehouse this user may not write (read-only folders): `farm
+    sweep` says which path and what to do in one line (exit 2), never a traceback from its repair."""
+    def unfinished_cell(base: Path) -> None:
+        samples = base / "results" / "tiny" / "samples"
+        shutil.copy(next(samples.glob("*.parquet")), samples / "0123456789abcdef.parquet")  # a cell never finished
+
+    done = as_nobody_on_a_read_only_copy(measured, unfinished_cell, "sweep", "BASE/sweep.toml", "--results",
+                                         "RESULTS", "--executor", "local")
     err = done.stderr
     assert done.returncode == 2 and "Traceback" not in err, err
     [line] = [text for text in err.splitlines() if text.startswith("farm: ")]
     assert "cannot write" in line and "0123456789abcdef.parquet" in line and "not writable" in line, err
+
+
+def test_check_fix_on_a_warehouse_it_cannot_change_says_so_per_file(measured: Path) -> None:
+    """`farm check --fix` where this user may not write: each finding says it was not resolved and
+    why, the count says how many; no traceback, and nothing is lost."""
+    def orphan_and_damaged(base: Path) -> None:
+        samples = base / "results" / "tiny" / "samples"
+        shutil.copy(next(samples.glob("*.parquet")), samples / "0123456789abcdef.parquet")  # an orphan
+        (base / "results" / "tiny" / "layers" / "ffffffffffffffff.parquet").write_bytes(b"PAR1 not a file")
+
+    done = as_nobody_on_a_read_only_copy(measured, orphan_and_damaged, "check", "--fix", "--results", "RESULTS")
+    out = done.stdout
+    assert done.returncode == 1 and "Traceback" not in done.stderr + out, done.stderr + out
+    refused = [line for line in out.splitlines() if "not resolved: cannot write" in line]
+    assert len(refused) == 2 and all("not writable" in line for line in refused), out
+    assert "0123456789abcdef.parquet" in out and "ffffffffffffffff.parquet" in out
+    assert out.splitlines()[-1].endswith("; 2 not resolved: the warehouse is not writable to this user"), out
+
+
+def test_samples_that_are_no_latency_are_found_and_their_cell_measured_again(measured: Path, tmp_path: Path,
+                                                                               capsys) -> None:
+    """A samples file whose latencies were turned to NaN after the cell was measured: a comparison
+    judges the cell from the interval stored at measurement without reading them, so farm check is
+    where they are read. It names the file and how many samples; --fix moves the cell aside."""
+    import pyarrow as pa
+
+    base = copy_of(measured, tmp_path)
+    results = base / "results"
+    first, second = sorted((results / "tiny" / "samples").glob("*.parquet"))
+    table = pq.read_table(first)
+    values = table.column("latency_ms").to_pylist()
+    values[len(values) // 2] = float("nan")
+    index = table.column_names.index("latency_ms")
+    pq.write_table(table.set_column(index, "latency_ms", pa.array(values, pa.float64())), first)
+    assert main(["check", "--results", str(results)]) == 1
+    out = capsys.readouterr().out
+    assert f"{first.name}: 1 of {len(values)} samples are no latency" in out and second.name not in out, out
+    assert main(["check", "--fix", "--results", str(results)]) == 1
+    con = Warehouse(results, warn=lambda _: None).connect()
+    assert con.execute("SELECT list(cell_id) FROM cells").fetchone()[0] == [second.stem]
+    capsys.readouterr()
+    assert main(["check", "--results", str(results)]) == 0

@@ -22,6 +22,7 @@ def add(add: AddCommand) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from farm.warehouse import Warehouse, describe_holder
+    from farm.warehouse.check import NOT_RESOLVED
 
     existing_folder(args.results)
     warehouse = Warehouse(args.results)
@@ -35,8 +36,9 @@ def run(args: argparse.Namespace) -> int:
             for sweep in warehouse.sweeps():
                 warehouse.consolidate(sweep)
         lines = [f"{f.kind:8} {f.path}: {f.reason}; {action}" for f, action in done]
+        unresolved = sum(action.startswith(NOT_RESOLVED) for _, action in done)
     else:
-        inspection = warehouse.inspect()
+        inspection, unresolved = warehouse.inspect(), 0
         lines = [f"{f.kind:8} {f.path}: {f.reason}" for f in inspection.findings]
     for line in lines:
         print(line)
@@ -46,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
                       [("damaged", counts["damaged"]), ("orphaned", counts["orphan"]), ("temporary", counts["temp"]),
                        ("unmeasured", counts["unmeasured"])] if n)
     print(f"{inspection.files_checked} file(s) checked in {args.results}/: " + (found or "clean")
-          + ("" if not found or args.fix else "; `farm check --fix` resolves them"))
+          + ("" if not found or args.fix else "; `farm check --fix` resolves them")
+          + (f"; {unresolved} not resolved: the warehouse is not writable to this user" if unresolved else ""))
     if inspection.holder is not None:
         print(f"note: a writer holds the warehouse ({describe_holder(inspection.holder)}): "
               f"{inspection.in_progress} file(s) of its work in progress were not counted")

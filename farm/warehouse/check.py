@@ -10,11 +10,23 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from farm.files import write_error
 from farm.warehouse.layout import COMPACTED_TABLES, MANIFEST_NAME, PART, ManifestUnreadable, WarehouseLayout
 from farm.warehouse.lock import WarehouseLocking
 from farm.warehouse.parquet import LINK_PROBLEM, file_problem, parquet_names, remove_path
 from farm.warehouse.repair import WarehouseRepair
-from farm.warehouse.schema import DAMAGED_DIR_NAME, PER_CELL_TABLES, TABLES, UNMEASURED, cell_mismatch, schema_problem
+from farm.warehouse.schema import (
+    DAMAGED_DIR_NAME,
+    PER_CELL_TABLES,
+    TABLES,
+    UNMEASURED,
+    cell_mismatch,
+    samples_problem,
+    schema_problem,
+)
+
+# how `fix` begins what it says of a finding it could not resolve (a write refused)
+NOT_RESOLVED = "not resolved: "
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,6 +139,8 @@ class WarehouseCheck:
             problem = file_problem(path) or schema_problem(path, entry.name)
             if not problem and not compacted and entry.name in ("cells", *PER_CELL_TABLES):
                 problem = cell_mismatch(path)
+            if not problem and entry.name == "samples":
+                problem = samples_problem(path)
             if problem:
                 found.append(Finding("damaged", path, problem, sweep))
         return found, checked, waiting
@@ -167,25 +181,35 @@ class WarehouseCheck:
         moved to `.damaged` too, unmeasured cells un-marked (their `cells` file moved there), and
         temporary files removed. Returns what was done to each."""
         done = []
-        sweeps = set()
+        sweeps: set[str | None] = set()
         for finding in findings:
-            if finding.kind == "damaged" and finding.path.name == MANIFEST_NAME:
-                done.append((finding, self._fix_manifest(finding)))
-                sweeps.add(finding.sweep)
-            elif finding.kind == "link":  # neither followed nor removed: whoever made it decides
-                done.append((finding, "left as it is (farm never reads or writes through it): remove it if it "
-                                      "should not be there"))
-            elif finding.kind in ("damaged", "orphan", "unmeasured"):
-                moves = sorted(self.repairs.quarantine(finding.sweep, finding.path), key=lambda m: m[0] != finding.path)
-                where = ", ".join(str(to.relative_to(self.layout.root)) for _, to in moves) or "already gone"
-                extra = " with its cell's cells file (measured again by the next sweep)" if len(moves) > 1 else \
-                    " (un-marked: the next sweep measures the cell again)" if finding.kind == "unmeasured" else ""
-                done.append((finding, f"moved to {where}{extra}"))
-                sweeps.add(finding.sweep)
-            else:
-                remove_path(finding.path)
-                done.append((finding, "removed"))
+            try:
+                done.append((finding, self._fix_one(finding, sweeps)))
+            except OSError as exc:  # a folder this user may not write: said per file, the rest still tried
+                done.append((finding, f"{NOT_RESOLVED}{write_error(exc.filename or finding.path, exc)}"))
         for sweep in sorted(s for s in sweeps if s):
-            for path in self.repairs.repair(sweep):  # the other files of the cells un-marked above
-                done.append((Finding("orphan", path, "a file of a cell un-marked above", sweep), "removed"))
+            try:
+                repaired = self.repairs.repair(sweep)  # the other files of the cells un-marked above
+            except OSError:  # the moves above were refused too, and say so
+                continue
+            done += [(Finding("orphan", path, "a file of a cell un-marked above", sweep), "removed")
+                     for path in repaired]
         return done
+
+    def _fix_one(self, finding: Finding, sweeps: set[str | None]) -> str:
+        """Resolve one finding (`fix`), adding its sweep to `sweeps` where a cell was un-marked;
+        what was done, in words. OSError where a write is refused."""
+        if finding.kind == "damaged" and finding.path.name == MANIFEST_NAME:
+            sweeps.add(finding.sweep)
+            return self._fix_manifest(finding)
+        if finding.kind == "link":  # neither followed nor removed: whoever made it decides
+            return "left as it is (farm never reads or writes through it): remove it if it should not be there"
+        if finding.kind in ("damaged", "orphan", "unmeasured"):
+            sweeps.add(finding.sweep)
+            moves = sorted(self.repairs.quarantine(finding.sweep, finding.path), key=lambda m: m[0] != finding.path)
+            where = ", ".join(str(to.relative_to(self.layout.root)) for _, to in moves) or "already gone"
+            extra = " with its cell's cells file (measured again by the next sweep)" if len(moves) > 1 else \
+                " (un-marked: the next sweep measures the cell again)" if finding.kind == "unmeasured" else ""
+            return f"moved to {where}{extra}"
+        remove_path(finding.path)
+        return "removed"

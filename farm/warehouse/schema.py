@@ -234,6 +234,26 @@ def cell_mismatch(path: Any) -> str | None:
     return f"its rows are of cell {others[0][:16]}, not of {stem} (a file copied over another cell's?)"
 
 
+def samples_problem(path: Any) -> str | None:
+    """Why a samples file's latencies cannot be the ones its cells' figures were computed from: a
+    value that is no latency (NaN, infinite or negative; a measurement never writes one, so the file
+    was altered or damaged after it was written). A comparison judges a cell from the interval
+    stored when it was measured without reading these rows; this is where they are read. Reads
+    the one column; None where it holds only latencies (or cannot be read: found elsewhere)."""
+    import pyarrow.compute as pc
+
+    try:
+        latency = pq.read_table(path, columns=["latency_ms"]).column("latency_ms")
+    except Exception:  # noqa: BLE001 - no such column, or unreadable: schema_problem / file_problem say
+        return None
+    valid = pc.and_(pc.is_finite(latency), pc.greater_equal(latency, 0))
+    bad = len(latency) - pc.sum(pc.cast(pc.fill_null(valid, True), "int64")).as_py() if len(latency) else 0
+    if not bad:
+        return None
+    return (f"{bad} of {len(latency)} samples are no latency (NaN, infinite or negative): not the samples its "
+            "cell's figures were computed from")
+
+
 @functools.cache
 def _table_kinds(table: str) -> dict[str, str | None]:
     return {f.name: _kind(f.type) for f in SCHEMAS[table]}
