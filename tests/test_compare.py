@@ -372,7 +372,7 @@ def test_unmatched_cells_accuracy_and_usage_errors(runs: Path, tmp_path: Path, c
     pair = comparison.pairs[0]
     assert pair.accuracy["change"] == "pass -> fail" and pair.regressed
     markdown = render_markdown(comparison)
-    assert "Only in BASE" in markdown and "pass -> fail" in markdown
+    assert "Only in BASE" in markdown and "pass -\\> fail" in markdown  # `>` escaped: shown, never a quote
     assert main(["compare", "base", "again", "--base-results", str(runs), "--results", str(doctored),
                  "--min-effect", "60"]) == 1
 
@@ -384,6 +384,22 @@ def test_unmatched_cells_accuracy_and_usage_errors(runs: Path, tmp_path: Path, c
     assert main(["compare", "base", "again", "--results", str(tmp_path / "none")]) == 2
     assert "no warehouse at" in capsys.readouterr().err
 
+
+
+def test_markdown_shows_names_as_written(runs: Path) -> None:
+    """Names and notes from the data in `--markdown`: a pipe keeps the table's columns, and an
+    image, a link, emphasis or HTML in a name is shown as text, never rendered or fetched."""
+    comparison = compare_sweeps("base", "again", runs, min_effect_percent=60)
+    comparison.new_sweep = "again_[v2]"
+    hostile = "m|x **b** <img src=x onerror=alert(1)> ![i](http://host/i.png)"
+    comparison.pairs[0].label = hostile
+    comparison.pairs[0].notes.append("line one\nline `two`")
+    markdown = render_markdown(comparison)
+    assert markdown.startswith("## farm compare: again\\_\\[v2\\] against base")
+    row = next(line for line in markdown.splitlines() if "m\\|x" in line)
+    assert row.count(" | ") == row.replace("\\|", "").count(" | ") and row.count(" | ") == 10  # 11 columns
+    assert "\\*\\*b\\*\\*" in row and "\\<img" in row and "\\!\\[i\\](http://host/i.png)" in row
+    assert "<img" not in markdown.replace("\\<img", "") and "line one line \\`two\\`" in row
 
 def test_a_long_comparison_prints_plain_text(runs: Path, capsys, monkeypatch) -> None:
     """Past farm.cli.common.PLAIN_TABLE_ROWS pairs the table is plain aligned text (rich took 55 s

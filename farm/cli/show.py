@@ -95,8 +95,8 @@ def _fetch(warehouse, con, sweep: str, plan: list[str] | None) -> tuple[list[str
             m.latency_cv_percent AS "cv %", m.repeat_spread_percent AS "repeats %", m.stable,
             {throttled} AS throttled, {VERDICT_TEXT} AS accuracy,
             b.build_s AS "build s",
-            CASE WHEN {coverage} < ? THEN CAST(round({coverage}) AS INTEGER) || ' (partial)'
-                 ELSE CAST(CAST(round({coverage}) AS INTEGER) AS VARCHAR) END AS "layers % of compute",
+            CASE WHEN {coverage} < ? THEN TRY_CAST(round({coverage}) AS BIGINT) || ' (partial)'
+                 ELSE CAST(TRY_CAST(round({coverage}) AS BIGINT) AS VARCHAR) END AS "layers % of compute",
             nullif(concat_ws('; ', coalesce(c.reason, c.notes), {unstable_notes_sql(measured)},
                              {placement_note_sql(built)}), '') AS note,
             CAST(c.options AS VARCHAR) AS options""",

@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 from farm.compare.core import Comparison, PairResult
+from farm.display import markdown_text
 from farm.layers.coverage import coverage_note
 
 COLUMNS = ("cell", "configuration", "verdict", "latency change", "95 % CI", "median ms", "throughput",
@@ -125,14 +126,15 @@ def _json(value: Any) -> Any:
 
 
 def _md(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """Text from the data as Markdown that shows it as written, on one line (farm.display's one rule)."""
+    return markdown_text(" ".join(str(text).splitlines()))
 
 
 def render_markdown(comparison: Comparison) -> str:
     """The comparison as Markdown: a heading, the summary, the table (worst regression first), the
     explaining layers of each slower cell, and the unmatched cells."""
-    lines = [f"## farm compare: {comparison.new_sweep} against {comparison.base_sweep}", "",
-             summary_line(comparison) + ".", ""]
+    lines = [f"## farm compare: {_md(comparison.new_sweep)} against {_md(comparison.base_sweep)}", "",
+             _md(summary_line(comparison)) + ".", ""]
     lines += [f"- {_md(a)}" for a in comparison.allowed]
     lines += ["| " + " | ".join(COLUMNS) + " |", "|" + " --- |" * len(COLUMNS)]
     lines += ["| " + " | ".join(_md(v) for v in pair_row(p).values()) + " |" for p in comparison.pairs]

@@ -10,6 +10,8 @@ import dataclasses
 import hashlib
 from pathlib import Path
 
+import numpy as np
+
 from farm.ingest.conflicts import conflicts
 from farm.ingest.files import FileRead
 from farm.records import Cell, CellResult, MeasurementSettings, ModelArtifact
@@ -24,6 +26,7 @@ from farm.trt_output import (
     SamplesFromTimes,
     TimingFromLog,
     fill_weights,
+    implausible,
     summary_definition,
 )
 
@@ -49,6 +52,10 @@ class EngineIngest:
 
 class NotOneEngine(ValueError):
     """Files given as one engine say they are not (the message names what differs and where)."""
+
+
+class NotMeasured(ValueError):
+    """A figure in the files that trtexec cannot have measured (NaN, negative, over an hour a query)."""
 
 
 class NothingToUse(ValueError):
@@ -83,10 +90,13 @@ def combine(name: str, reads: list[FileRead], sweep: str) -> EngineIngest:
         build=BuildStatsFromLog(facts) if _has_build_facts(facts) else None,
         device=DeviceRowFromLog(facts),
     )
-    if times:
-        result.samples, result.measurement = SamplesFromTimes(times), MeasurementFromTimes(times, cell.batch)
-    elif facts.throughput_qps is not None or facts.summary:
-        result.measurement = MeasurementFromSummary(facts, cell.batch)
+    with np.errstate(all="ignore"):  # a file's absurd figures (1e308) are refused below, not warned about
+        if times:
+            result.samples, result.measurement = SamplesFromTimes(times), MeasurementFromTimes(times, cell.batch)
+        elif facts.throughput_qps is not None or facts.summary:
+            result.measurement = MeasurementFromSummary(facts, cell.batch)
+    if why := implausible(result.measurement, joined.records, result.samples):
+        raise NotMeasured(f"{why}: the file is damaged or not trtexec's; nothing was written")
     if result.measurement is not None:  # what its latency includes, as the log says (null: unknown)
         result.measurement |= TimingFromLog(facts)
         if result.measurement.get("latency_includes_transfers") is False:

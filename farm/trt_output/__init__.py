@@ -36,6 +36,7 @@ from farm.trt_output.figures import (
     MeasurementFromSummary,
     MeasurementFromTimes,
     SamplesFromTimes,
+    implausible,
     summary_definition,
 )
 from farm.trt_output.json_files import (
@@ -55,7 +56,7 @@ from farm.trt_output.timing import TIMING_DEFAULTS, TIMING_FLAGS, TimingFromLog,
 from farm.trt_output.tuning_cache import TuningCache, TuningCacheFromJsonLines, TuningRoute
 from farm.trt_output.versions import rules_for, strip_prefix, version_from_int
 
-__all__ = ["BuildStatsFromLog", "DeviceRowFromLog", "EngineInfo", "EngineInfoFromInspectorJson", "EngineLayer",
+__all__ = ["BuildStatsFromLog", "implausible", "DeviceRowFromLog", "EngineInfo", "EngineInfoFromInspectorJson", "EngineLayer",
            "fill_weights", "flag_table", "FormatError", "IOTensor", "join_key", "join_layers", "LayerFromLogLine",
            "LayerRecords", "LayerRecordsFromEngineLayers", "LayersFromInspector", "LayersFromInspectorJson",
            "LayersFromLogText", "LogFacts", "LogFactsFromTrtexecLog", "LogRunsFromTrtexecLog",

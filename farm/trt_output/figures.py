@@ -19,6 +19,56 @@ from farm.records import BuildStats, Samples
 from farm.trt_output.log import LogFacts
 from farm.trt_output.versions import rules_for
 
+# Bounds of what trtexec can have measured: a query or a layer that took over an hour, a whole run
+# over a year, or a trillion queries a second is a damaged or hand-made file (1e308 would be
+# stored, shown and compared as a figure). Times are milliseconds.
+MAX_QUERY_MS = 3_600_000.0
+MAX_TOTAL_MS = 365 * 24 * MAX_QUERY_MS
+MAX_PER_SECOND = 1e12
+
+
+def implausible_figure(name: str, value: Any) -> str | None:
+    """Why `value`, read as trtexec's figure `name` (a measurements column or a layer's, a sample
+    column), cannot be one it measured; None where it can (or it is no number)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
+        return None
+    value = float(value)
+    if name.endswith("_ms") or name == "times_ms":
+        total = "walltime" in name or "total" in name or name.startswith("warmup")
+        bound = MAX_TOTAL_MS if total else MAX_QUERY_MS
+        if not (0 <= value <= bound):
+            return f"{name} = {value:.6g} ms is no time trtexec measured ({'a run' if total else 'a query or layer'} " \
+                   f"of 0 to {bound / MAX_QUERY_MS:,.0f} h)"
+    elif name.startswith("throughput") and not (0 <= value <= MAX_PER_SECOND):
+        return f"{name} = {value:.6g} is no throughput trtexec measured (0 to 10^12 a second)"
+    return None
+
+
+def implausible(measurement: dict[str, Any] | None, layers: list[Any], samples: Samples | None) -> str | None:
+    """The first figure of an ingested cell that trtexec cannot have measured (`implausible_figure`:
+    NaN, infinite, negative or far out of range), named: a query's own before the statistics made
+    of them; None where every one can be."""
+    if samples is not None:
+        for name in ("latency_ms", "enqueue_ms", "h2d_ms", "compute_ms", "d2h_ms"):
+            column = getattr(samples, name)
+            if column is None or not len(column):
+                continue
+            values = np.asarray(column, dtype=np.float64)
+            bad = ~((values >= 0) & (values <= MAX_QUERY_MS))  # NaN fails both
+            if bad.any():
+                return f"query {int(np.argmax(bad)) + 1}: " + (implausible_figure(name, values[bad][0]) or name)
+    for name, value in (measurement or {}).items():
+        if why := implausible_figure(name, value):
+            return why
+    for layer in layers:
+        for name in ("time_avg_ms", "time_median_ms"):
+            if why := implausible_figure(name, getattr(layer, name, None)):
+                return f"layer {getattr(layer, 'name', '?')!r}: {why}"
+        for value in getattr(layer, "times_ms", None) or ():
+            if why := implausible_figure("times_ms", value):
+                return f"layer {getattr(layer, 'name', '?')!r}: {why}"
+    return None
+
 
 def summary_definition(facts: LogFacts) -> dict[str, Any]:
     """How to read a log's printed Throughput and query count in its version (versions): the

@@ -110,6 +110,44 @@ def test_export_times_gives_samples_and_farm_statistics(tmp_path: Path) -> None:
     assert one(con, "SELECT count(*), round(avg(enqueue_ms), 6) FROM samples") == (200, 0.02)
 
 
+
+def _times(latency: list[float]) -> list[dict]:
+    records, t = [], 100.0
+    for value in latency:
+        records.append({"startH2dMs": t, "endD2hMs": t + value, "latencyMs": value, "computeMs": value})
+        t += 2.0
+    return records
+
+
+@pytest.mark.parametrize(("files", "named"), [
+    ({"e.log": lambda: (SEEDS / "mnist_trt80.trtexec_perf_summary.log").read_text().replace(
+        "Throughput: 6430.89 qps", "Throughput: 1e308 qps")}, "throughput_qps = 1e+308"),
+    ({"e.log": lambda: (SEEDS / "mnist_trt80.trtexec_perf_summary.log").read_text(),
+      "e.profile.json": lambda: json.dumps([{"count": 10}, {"name": "conv", "timeMs": 1.0, "averageMs": 1e300,
+                                                           "percentage": 100.0}])},
+     "layer 'conv': time_avg_ms = 1e+300 ms"),
+    ({"e.times.json": lambda: json.dumps(_times([1.0] * 50 + [1e308] + [1.0] * 50))}, "query 51: latency_ms = 1e+308"),
+    ({"e.log": lambda: (SEEDS / "mnist_trt80.trtexec_perf_summary.log").read_text().replace(
+        "median = 0.153564 ms", "median = -0.153564 ms")}, "compute_median_ms = -0.153564 ms"),
+])
+def test_figures_trtexec_cannot_have_measured_are_refused(tmp_path: Path, capsys, files: dict, named: str) -> None:
+    """A file whose figures no run can have given (a query of 1e308 ms, a negative latency, 10^308
+    queries a second) is refused in one line naming the figure: nothing is stored, shown or
+    compared as trtexec's, and numpy's overflow warnings never reach the user."""
+    import warnings
+
+    paths = []
+    for name, text in files.items():
+        paths.append(tmp_path / name)
+        paths[-1].write_text(text())
+    results = tmp_path / "results"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an overflow warning would fail the ingest here
+        assert main(["ingest", *map(str, paths), "--results", str(results)]) == 2
+    err = capsys.readouterr().err
+    assert named in err and ("no time trtexec measured" in err or "no throughput" in err), err
+    assert "nothing was written" in err and not list(results.glob("*/cells/*.parquet"))
+
 @pytest.mark.parametrize("style", ["10.x", "11.x"])
 def test_inspector_json(tmp_path: Path, style: str) -> None:
     def tensor(name, dims, fmt):
