@@ -150,3 +150,72 @@ def test_calibration_data_that_is_not_what_it_should_be_says_so(tmp_path: Path) 
     assert batch["x"].shape == (1, 1, 8, 8)
     expected = (luminance - np.mean([0.485, 0.456, 0.406])) / np.mean([0.229, 0.224, 0.225])
     assert batch["x"][0, 0, 0, 0] == pytest.approx(expected, rel=1e-2)
+
+
+def _npz_with_members(path: Path, members: dict[str, tuple[tuple[int, ...], np.ndarray | None]]) -> None:
+    """An .npz whose members are arrays of the shape given, each its given first rows followed by
+    zeros written in chunks (a member that inflates to hundreds of MB from a few hundred KB)."""
+    import zipfile
+
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
+        for name, (shape, first) in members.items():
+            with archive.open(f"{name}.npy", "w", force_zip64=True) as stream:
+                np.lib.format.write_array_header_1_0(stream, {"descr": "<f4", "fortran_order": False,
+                                                              "shape": shape})
+                left = int(np.prod(shape)) * 4
+                if first is not None:
+                    stream.write(first.astype("<f4").tobytes())
+                    left -= first.nbytes
+                chunk = bytes(1 << 22)
+                while left > 0:
+                    stream.write(chunk[:min(left, len(chunk))])
+                    left -= min(left, len(chunk))
+
+
+def test_calibration_reads_only_what_the_model_needs(tmp_path: Path) -> None:
+    """An .npz member no input names (256 MB inflated) and the rows of the input's own array past
+    samples x batch (256 MB more) are never read; a folder's file that is no .npy (a 1 GB sparse
+    file) is neither read nor hashed. Peak memory stays far below any of them."""
+    import tracemalloc
+
+    from farm.precision.int8 import calibration_hash
+
+    rows = np.random.default_rng(0).uniform(-1, 1, (8, 3, 8, 8)).astype(np.float32)
+    _npz_with_members(tmp_path / "calib.npz", {"unused": ((1 << 26,), None), "x": (((1 << 26) // 192, 3, 8, 8), rows)})
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for i in range(4):
+        np.save(folder / f"{i}.npy", rows[i])
+    with (folder / "unrelated.bin").open("wb") as handle:
+        handle.truncate(1 << 30)
+    calibration = Calibration(data="calib.npz", base_dir=str(tmp_path), samples=2)
+    tracemalloc.start()
+    try:
+        batches = calibration_batches(calibration, SPEC, SHAPES, 1)
+        from_folder = calibration_batches(Calibration(data="folder", base_dir=str(tmp_path), samples=2), SPEC,
+                                          SHAPES, 1)
+        key = calibration_hash(Calibration(data="folder", base_dir=str(tmp_path), samples=2), SPEC, SHAPES, 1)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 32 << 20, f"{peak / 2 ** 20:.0f} MiB"
+    assert [b["x"].shape for b in batches] == [(2, 3, 8, 8)] * 2
+    assert np.array_equal(np.concatenate([b["x"] for b in batches]), rows[:4])
+    assert np.array_equal(np.concatenate([b["x"] for b in from_folder]), rows[:4])
+    (folder / "unrelated.bin").unlink()
+    assert calibration_hash(Calibration(data="folder", base_dir=str(tmp_path), samples=2), SPEC, SHAPES, 1) == key
+    np.save(folder / "0.npy", rows[5])  # a file it reads: another key
+    assert calibration_hash(Calibration(data="folder", base_dir=str(tmp_path), samples=2), SPEC, SHAPES, 1) != key
+
+
+def test_an_npz_header_that_claims_more_than_the_file_holds(tmp_path: Path) -> None:
+    """A header claiming a 64 GB array in a file of a few bytes: one line, nothing allocated."""
+    import zipfile
+
+    with zipfile.ZipFile(tmp_path / "lies.npz", "w") as archive, archive.open("x.npy", "w") as stream:
+        np.lib.format.write_array_header_1_0(stream, {"descr": "<f4", "fortran_order": False,
+                                                      "shape": (1 << 20, 3, 8, 8 << 10)})
+        stream.write(bytes(64))
+    with pytest.raises(ConfigError, match=r"lies.npz \(x.npy\): cannot read it as a NumPy .npy array \(the array "
+                                          r"is cut short: its header needs"):
+        calibration_batches(Calibration(data="lies.npz", base_dir=str(tmp_path), samples=2), SPEC, SHAPES, 1)

@@ -12,6 +12,7 @@ import shutil
 import tempfile
 import zlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -78,9 +79,13 @@ def _quantize(model_path: Path, output: Path, batches: list[dict[str, np.ndarray
 
 def calibration_batches(calibration: Calibration, inputs, shapes: dict[str, tuple[int, ...]],
                         seed: int) -> list[dict[str, np.ndarray]]:
-    """Calibration feeds, one dict per batch, checked against the model's inputs."""
+    """Calibration feeds, one dict per batch, checked against the model's inputs. Only what they
+    need is read: the first samples x batch rows of the arrays the inputs name (an .npz's other
+    members, its rows beyond those, a folder's other files are never inflated)."""
+    batch = shapes[inputs[0].name][0]
+    rows = calibration.samples * batch
     if calibration.data:
-        arrays = _load_arrays(Path(calibration.base_dir) / calibration.data, inputs)
+        arrays = _load_arrays(Path(calibration.base_dir) / calibration.data, inputs, rows)
     elif calibration.images:
         arrays = _load_images(Path(calibration.base_dir) / calibration.images, calibration, inputs, shapes)
     else:
@@ -104,8 +109,7 @@ def calibration_batches(calibration: Calibration, inputs, shapes: dict[str, tupl
             raise ConfigError(f"{calibration.data or calibration.images}: calibration data for {spec.name!r} holds "
                               f"{bad} of {array.size} values that are NaN or infinite: calibration takes the ranges "
                               "of the values the model meets; give finite data")
-    count = min(len(a) for a in arrays.values())
-    batch = shapes[inputs[0].name][0]
+    count = min(len(arrays[spec.name]) for spec in inputs)
     return [{spec.name: arrays[spec.name][i:i + batch].astype(spec.dtype) for spec in inputs}
             for i in range(0, max(count - batch + 1, 1), batch)][:calibration.samples]
 
@@ -113,41 +117,86 @@ def calibration_batches(calibration: Calibration, inputs, shapes: dict[str, tupl
 NPZ_HOWTO = "numpy.savez(path, INPUT_NAME=array) writes one (an array per input, the samples along axis 0)"
 
 
-def _load_arrays(path: Path, inputs) -> dict[str, np.ndarray]:
+def _load_arrays(path: Path, inputs, rows: int) -> dict[str, np.ndarray]:
+    """Per input name, the first `rows` samples of its array in the .npz / .npy file or folder of
+    .npy files (one sample each) at `path`; an .npz's members no input names are left unread."""
     if path.is_file():
         with path.open("rb") as handle:
             head = handle.read(6)
-        if head == b"\x93NUMPY":  # one .npy array: the input of a single-input model
-            if len(inputs) != 1:
-                raise ConfigError(f"{path}: one .npy array calibrates a single-input model; this one has "
-                                  f"{len(inputs)} inputs: use an .npz ({NPZ_HOWTO})")
-            return {inputs[0].name: _read_npy(path)}
+            if head == b"\x93NUMPY":  # one .npy array: the input of a single-input model
+                if len(inputs) != 1:
+                    raise ConfigError(f"{path}: one .npy array calibrates a single-input model; this one has "
+                                      f"{len(inputs)} inputs: use an .npz ({NPZ_HOWTO})")
+                handle.seek(0)
+                return {inputs[0].name: _npy_rows(handle, rows, path, path.stat().st_size)}
         if not head.startswith(b"PK"):  # an .npz is a zip archive
             kind = "text" if head and all(32 <= b < 127 or b in (9, 10, 13) for b in head) else "not a zip archive"
             raise ConfigError(f"{path}: calibration data must be an .npz of NumPy arrays, and this file is {kind}; "
                               f"{NPZ_HOWTO}")
-        try:
-            with np.load(path) as npz:
-                return {k: npz[k] for k in npz.files}
-        except Exception as exc:  # noqa: BLE001 - numpy raises many kinds for a bad file: one line naming it
-            raise ConfigError(f"{path}: cannot read calibration data as .npz ({first_line(exc)}); {NPZ_HOWTO}") from None
+        return _npz_rows(path, inputs, rows)
     if path.is_dir():
         files = sorted(path.glob("*.npy"))
         if not files:
             raise ConfigError(f"{path}: no .npy files in the calibration folder")
-        stacked = [_read_npy(file) for file in files]
         if len(inputs) != 1:
             raise ConfigError(f"{path}: a folder of .npy files calibrates a single-input model; use an .npz "
                               "with one array per input name")
+        stacked = []
+        for file in files[:rows]:
+            with file.open("rb") as handle:
+                stacked.append(_npy_rows(handle, None, file, file.stat().st_size))
         return {inputs[0].name: np.stack(stacked)}
     raise ConfigError(f"{path}: no such calibration file or folder")
 
 
-def _read_npy(file: Path) -> np.ndarray:
+def _npz_rows(path: Path, inputs, rows: int) -> dict[str, np.ndarray]:
+    """The first `rows` rows of the .npz members named as the inputs (numpy.savez's `NAME.npy`)."""
+    import zipfile
+
     try:
-        return np.load(file)  # allow_pickle stays off: a calibration file runs no code
+        with zipfile.ZipFile(path) as archive:
+            members = {name.removesuffix(".npy"): name for name in archive.namelist()}
+            found = {}
+            for spec in inputs:
+                if spec.name in members:
+                    member = archive.getinfo(members[spec.name])
+                    with archive.open(member) as stream:
+                        found[spec.name] = _npy_rows(stream, rows, f"{path} ({member.filename})", member.file_size)
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
+        raise ConfigError(f"{path}: cannot read calibration data as .npz ({first_line(exc)}); {NPZ_HOWTO}") from None
+    missing = [spec.name for spec in inputs if spec.name not in found]
+    if missing:
+        raise ConfigError(f"{path}: no calibration data for input {missing[0]!r}; found: "
+                          f"{', '.join(members) or 'nothing'}")
+    return found
+
+
+def _npy_rows(stream, rows: int | None, what: Any, stored: int) -> np.ndarray:
+    """The first `rows` rows (all: None) of the .npy array `stream` is at, read from its header on:
+    the rest of the array is never read, nor more than the `stored` bytes there are (a header may
+    claim any shape). No pickled objects (a calibration file runs no code)."""
+    fmt = np.lib.format
+    try:
+        version = fmt.read_magic(stream)
+        if version == (1, 0):
+            shape, fortran, dtype = fmt.read_array_header_1_0(stream)
+        elif version == (2, 0):
+            shape, fortran, dtype = fmt.read_array_header_2_0(stream)
+        else:
+            raise ValueError(f".npy format {version[0]}.{version[1]}: save it with numpy.save")
+        if dtype.hasobject:
+            raise ValueError("it holds Python objects, which are never unpickled here")
+        if fortran and len(shape) > 1:
+            raise ValueError("it is stored in Fortran order: save numpy.ascontiguousarray(array)")
+        count = shape[0] if shape and (rows is None or shape[0] <= rows) else rows if shape else 1
+        size = count * int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
+        data = stream.read(size) if size <= stored - stream.tell() else b""
+        if len(data) != size:
+            raise ValueError(f"the array is cut short: its header needs {size:,} bytes, "
+                             f"{max(stored - stream.tell(), 0):,} follow it")
     except Exception as exc:  # noqa: BLE001 - numpy raises many kinds for a bad file: one line naming it
-        raise ConfigError(f"{file}: cannot read it as a NumPy .npy array ({first_line(exc)})") from None
+        raise ConfigError(f"{what}: cannot read it as a NumPy .npy array ({first_line(exc)})") from None
+    return np.frombuffer(data, dtype).reshape((count, *shape[1:]) if shape else ())
 
 
 def _load_images(folder: Path, calibration: Calibration, inputs, shapes) -> dict[str, np.ndarray]:
@@ -161,7 +210,7 @@ def _load_images(folder: Path, calibration: Calibration, inputs, shapes) -> dict
                 f"input {inputs[0].name!r} of shape {shape} and type {inputs[0].dtype}")
         raise ConfigError(f"{folder}: images calibrate a model of one image input (N, 3 or 1, H, W, floats); this one "
                           f"has {what}: give `data` instead, an .npz ({NPZ_HOWTO})")
-    files = sorted(p for p in folder.iterdir() if p.suffix.lower() in (".jpg", ".jpeg", ".png", ".bmp", ".webp"))
+    files = _image_files(folder)
     if not files:
         raise ConfigError(f"{folder}: no images (.jpg, .jpeg, .png, .bmp, .webp) in the calibration folder")
     spec = inputs[0]
@@ -184,16 +233,37 @@ def _load_images(folder: Path, calibration: Calibration, inputs, shapes) -> dict
     return {spec.name: np.stack(images).astype(np.float32)}
 
 
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
+
+
+def _image_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+
+
+def _files_read(calibration: Calibration, rows: int) -> list[Path]:
+    """The files `calibration_batches` reads: the .npz or .npy file, or a folder's first `rows`
+    .npy files or images (a folder's other files are not the calibration's)."""
+    if calibration.data:
+        path = Path(calibration.base_dir) / calibration.data
+        return [path] if path.is_file() else sorted(path.glob("*.npy"))[:rows] if path.is_dir() else []
+    if calibration.images:
+        folder = Path(calibration.base_dir) / calibration.images
+        return _image_files(folder)[:rows] if folder.is_dir() else []
+    return []
+
+
 def calibration_hash(calibration: Calibration, inputs, shapes, seed: int) -> str:
+    """The int8 model's cache key: the calibration settings, the seed, the shapes and the contents
+    of the files calibration reads (streamed: a large .npz is never held in memory for this)."""
     digest = hashlib.sha256(json.dumps({k: v for k, v in dataclasses.asdict(calibration).items()
                                         if k != "base_dir"}, sort_keys=True).encode())
     digest.update(str(seed).encode())
-    for root in (calibration.data, calibration.images):
-        if root:
-            path = Path(calibration.base_dir) / root
-            files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else []
-            for file in files:
-                digest.update(file.name.encode())
-                digest.update(zlib.crc32(file.read_bytes()).to_bytes(4, "little"))
+    for file in _files_read(calibration, calibration.samples * shapes[inputs[0].name][0]):
+        digest.update(file.name.encode())
+        crc = 0
+        with file.open("rb") as handle:
+            while chunk := handle.read(1 << 20):
+                crc = zlib.crc32(chunk, crc)
+        digest.update(crc.to_bytes(4, "little"))
     digest.update(json.dumps({k: list(v) for k, v in shapes.items()}, sort_keys=True).encode())
     return digest.hexdigest()
