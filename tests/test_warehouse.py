@@ -261,7 +261,16 @@ def every_row(results: Path) -> dict[str, list]:
             for t in COMPACTED}
 
 
-def test_compaction_keeps_every_row_once_and_resume_reads_it(tmp_path: Path) -> None:
+@pytest.fixture(params=["whole", "chunks of 3"])
+def chunked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Compaction and status reads as they run (hundreds of cells at a time), and a few at a time:
+    blocks then span several chunks, and a rewritten block's rows interleave with redone cells'."""
+    if request.param != "whole":
+        monkeypatch.setattr("farm.warehouse.compact.CHUNK_CELLS", 3)
+        monkeypatch.setattr("farm.warehouse.repair.READ_FILES", 3)
+
+
+def test_compaction_keeps_every_row_once_and_resume_reads_it(tmp_path: Path, chunked: None) -> None:
     results = tmp_path / "results"
     warehouse = Warehouse(results)
     ids = [f"{i:016x}" for i in range(25)]
@@ -273,6 +282,10 @@ def test_compaction_keeps_every_row_once_and_resume_reads_it(tmp_path: Path) -> 
     assert not [p for t in COMPACTED for p in warehouse.loose_files("s", t)]  # per-cell files gone
     assert sorted(p.name for p in (results / "s" / "cells").iterdir()) == [
         "part-000001-0000.parquet", "part-000001-0001.parquet", "part-000001-0002.parquet"]
+    for table in COMPACTED:  # sorted by cell: a cell's rows are found by row-group statistics
+        for part in (results / "s" / table).glob("part-*.parquet"):
+            column = pq.read_table(part, columns=["cell_id"]).column(0).to_pylist()
+            assert column == sorted(column), part
     prepared = warehouse.prepare_sweep("s")  # what a rerun does before its first cell
     assert prepared.statuses == statuses and not prepared.moved and not prepared.removed
     assert warehouse.failure_reasons("s") == {c: "boom" for c, s in statuses.items() if s == "failed"}
@@ -282,7 +295,7 @@ def test_compaction_keeps_every_row_once_and_resume_reads_it(tmp_path: Path) -> 
     assert warehouse.compact("s", block_cells=10).cells == 0  # nothing per-cell: nothing written
 
 
-def test_a_cell_redone_after_compaction_supersedes_its_compacted_rows(tmp_path: Path) -> None:
+def test_a_cell_redone_after_compaction_supersedes_its_compacted_rows(tmp_path: Path, chunked: None) -> None:
     results = tmp_path / "results"
     warehouse = Warehouse(results)
     ids = [f"{i:016x}" for i in range(25)]

@@ -38,6 +38,7 @@ from farm.warehouse.schema import SCHEMA_VERSION, SCHEMAS
 BLOCK_CELLS = 5000  # cells per compacted file: damage to one costs at most these cells' rows
 AUTO_COMPACT_CELLS = 1000  # a sweep compacts itself as it ends once it has this many per-cell cells
 ROW_GROUP_ROWS = 65536  # a cell's rows are found by row-group statistics (the files are sorted by cell id)
+CHUNK_CELLS = 250  # cells read and written at a time while compacting: its memory is a chunk's, not a block's
 
 
 @dataclasses.dataclass
@@ -103,25 +104,49 @@ class WarehouseCompaction:
                      rewrite: list[Block], redone: set[str]) -> Block:
         """Write one block's files: per table, the rows of `cell_ids`, those of cells in `redone`
         (the per-cell ones) from their per-cell files, the others from the blocks being rewritten;
-        sorted by cell id."""
-        carried = pa.array([c for c in cell_ids if c not in redone], pa.string())
+        sorted by cell id, read and written `CHUNK_CELLS` cells at a time (a block's samples can be
+        gigabytes, and thousands of small files' metadata add up: the memory a chunk needs)."""
         tables = []
         for table in COMPACTED_TABLES:
             directory = self.layout.table_dir(sweep, table)
-            own = [directory / f"{c}.parquet" for c in cell_ids
-                   if c in redone and (directory / f"{c}.parquet").is_file()]
-            pieces = [_read(own, table)] if own else []
             parts = [directory / b.name for b in rewrite if table in b.tables]
-            if parts and len(carried):
-                pieces.append(_read(parts, table, pc.field("cell_id").isin(carried)))
-            rows = pa.concat_tables(pieces) if pieces else SCHEMAS[table].empty_table()
-            if rows.num_rows == 0 and table != "cells":
+            carried = parts and any(c not in redone for c in cell_ids)
+            if table != "cells" and not carried and not any((directory / f"{c}.parquet").is_file()
+                                                             for c in cell_ids if c in redone):
+                continue  # no rows of this table (its folder may not even exist): no file
+            path = directory / part_name(generation, number)
+            written: list[int] = []
+            write_atomic(path, lambda tmp, d=directory, t=table, p=parts, n=written: n.append(_write_sorted(
+                tmp, t, d, cell_ids, redone, p)), fsync=True)
+            if written == [0] and table != "cells":  # files without rows: no file either
+                path.unlink(missing_ok=True)
                 continue
-            rows = rows.sort_by("cell_id").replace_schema_metadata({"farm.schema_version": str(SCHEMA_VERSION)})
-            write_atomic(directory / part_name(generation, number),
-                         lambda tmp, rows=rows: pq.write_table(rows, tmp, row_group_size=ROW_GROUP_ROWS), fsync=True)
             tables.append(table)
         return Block(generation, number, len(cell_ids), cell_ids[0], cell_ids[-1], tuple(tables))
+
+
+def _write_sorted(target: Path, table: str, directory: Path, cell_ids: list[str], redone: set[str],
+                  parts: list[Path]) -> int:
+    """Write the rows of `cell_ids` (sorted) of one table to `target`, a chunk of cells at a time:
+    each from its per-cell file where it was redone, else from the compacted `parts`. Returns the
+    rows written."""
+    schema = SCHEMAS[table].with_metadata({"farm.schema_version": str(SCHEMA_VERSION)})
+    written = 0
+    with pq.ParquetWriter(target, schema) as writer:
+        for start in range(0, len(cell_ids), CHUNK_CELLS):
+            chunk = cell_ids[start:start + CHUNK_CELLS]
+            own = [directory / f"{c}.parquet" for c in chunk if c in redone and (directory / f"{c}.parquet").is_file()]
+            carried = pa.array([c for c in chunk if c not in redone], pa.string())
+            pieces = [_read(own, table)] if own else []
+            if parts and len(carried):
+                pieces.append(_read(parts, table, pc.field("cell_id").isin(carried)))
+            if not pieces:
+                continue
+            rows = pa.concat_tables(pieces).sort_by("cell_id")
+            if rows.num_rows:
+                writer.write_table(rows.replace_schema_metadata(schema.metadata), row_group_size=ROW_GROUP_ROWS)
+                written += rows.num_rows
+    return written
 
 
 def _read(paths: list[Path], table: str, where: pc.Expression | None = None) -> pa.Table:

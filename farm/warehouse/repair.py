@@ -272,14 +272,21 @@ class WarehouseRepair:
         return dict(rows), unreadable
 
 
+READ_FILES = 250  # files read at once by `_read_columns`
+
+
 def _read_columns(files: list[Path], columns: list[str]) -> tuple[list[tuple], list[tuple[Path, str]]]:
     """`columns` of every row of `files` as tuples, in one read; file by file only when one of them
     fails (those are returned with why: unreadable)."""
     if not files:
         return [], []
-    try:
-        table = pq.read_table(files if len(files) > 1 else files[0], columns=columns)
-        return list(zip(*(table.column(c).to_pylist() for c in columns))), []
+    try:  # a few hundred files a read: one read of 3,000 small files took 285 MB, most of it their metadata
+        found = []
+        for start in range(0, len(files), READ_FILES):
+            chunk = files[start:start + READ_FILES]
+            table = pq.read_table(chunk if len(chunk) > 1 else chunk[0], columns=columns)
+            found += zip(*(table.column(c).to_pylist() for c in columns))
+        return found, []
     except Exception:  # noqa: BLE001 - which file: see below
         pass
     rows, unreadable = [], []
