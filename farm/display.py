@@ -105,6 +105,24 @@ def markdown_text(value: Any) -> str:
     return MARKDOWN_SPECIALS.sub(r"\\\1", str(value))
 
 
+def footnoted(rows: list[tuple], column: int) -> tuple[list[tuple], list[str]]:
+    """`rows` with the note in `column` replaced by a footnote mark ('[2]'), and the notes in the
+    order first seen: a note shared by many rows (a backend's five-line reason) is printed once. A
+    row's notes may be several (a list: farm.queries.cell_notes), each numbered on its own ('[1,3]'),
+    so that one sentence shared by cells whose other notes differ is still printed once."""
+    notes: dict[str, int] = {}
+    marked = []
+    for row in rows:
+        parts = row[column] if isinstance(row[column], (list, tuple)) else [row[column]]
+        numbers = [notes.setdefault(part, len(notes) + 1) for part in dict.fromkeys(p for p in parts if p)]
+        if numbers:
+            row = (*row[:column], f"[{','.join(map(str, numbers))}]", *row[column + 1:])
+        elif parts != [row[column]]:
+            row = (*row[:column], None, *row[column + 1:])
+        marked.append(row)
+    return marked, list(notes)
+
+
 NOTE_CHARACTERS = 2000  # a note past this (an engine's 20 MB error message) is cut where it is printed
 
 

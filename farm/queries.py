@@ -107,28 +107,50 @@ HOST_MOVED_NOTE = (f"CASE WHEN NOT m.stable AND m.host_probe_spread_percent >= {
 # time), whose host kept its speed and whose repeats agree: its per-query CV alone made it
 # unstable. Its single queries spread while the median it reports holds from repeat to repeat
 # (on an H100, ONNX Runtime fp32 ResNet-50 batch 8: compute CV 0.7-23 % per repeat at steady
-# clocks, telemetry on or off, repeats within 0.2-3.1 %: docs/gpu-figures.md). It says so, with
-# both figures, instead of a bare "no". No note where one repeat leaves nothing to agree.
+# clocks, telemetry on or off, repeats within 0.2-3.1 %: docs/gpu-figures.md). It says so, naming
+# the columns of both figures (the same words for every such cell: a table prints them once),
+# instead of a bare "no". No note where one repeat leaves nothing to agree.
 GPU_SPREAD_NOTE = (f"CASE WHEN NOT m.stable AND m.enqueue_median_ms < {HOST_BOUND_SHARE} * m.compute_median_ms "
                    "AND m.latency_cv_percent > m.max_cv_percent "
                    "AND m.repeat_spread_percent <= m.max_repeat_spread_percent "
                    f"AND coalesce(m.host_probe_spread_percent, 0) < {HOST_MOVED_PERCENT} "
-                   "THEN 'GPU-bound: single queries spread (CV ' || round(m.latency_cv_percent, 1) "
-                   "|| ' %) while the repeats'' medians agree within ' || round(m.repeat_spread_percent, 1) "
-                   "|| ' %: the median holds, a single query''s time does not' END")
+                   "THEN 'GPU-bound: single queries spread beyond max_cv_percent while the repeats'' medians "
+                   "agree: the median holds, a single query''s time does not (cv % and repeats % in farm show "
+                   "--wide)' END")
 
 
-def unstable_notes_sql(measurement_columns: Iterable[str]) -> str:
-    """Why an unstable cell is unstable: HOST_BOUND_NOTE, GPU_SPREAD_NOTE and HOST_MOVED_NOTE (joined
-    by '; ', NULL where none applies), each left out where the warehouse's `measurements` view lacks
-    its columns (files of an older farm)."""
+def unstable_notes(measurement_columns: Iterable[str]) -> list[str]:
+    """Why an unstable cell is unstable: HOST_BOUND_NOTE, GPU_SPREAD_NOTE and HOST_MOVED_NOTE (SQL,
+    each NULL where it does not apply), each left out where the warehouse's `measurements` view
+    lacks its columns (files of an older farm)."""
     columns = set(measurement_columns)
     device = {"stable", "enqueue_median_ms", "compute_median_ms"}
     spread = device | {"repeat_spread_percent", "max_repeat_spread_percent", "latency_cv_percent", "max_cv_percent",
                        "host_probe_spread_percent"}
-    notes = [note for note, needed in ((HOST_BOUND_NOTE, device), (GPU_SPREAD_NOTE, spread),
-                                       (HOST_MOVED_NOTE, {"stable", "host_probe_spread_percent"})) if needed <= columns]
+    return [note for note, needed in ((HOST_BOUND_NOTE, device), (GPU_SPREAD_NOTE, spread),
+                                      (HOST_MOVED_NOTE, {"stable", "host_probe_spread_percent"})) if needed <= columns]
+
+
+def unstable_notes_sql(measurement_columns: Iterable[str]) -> str:
+    """`unstable_notes` as one SQL text (joined by '; ', NULL where none applies)."""
+    notes = unstable_notes(measurement_columns)
     return f"nullif(concat_ws('; ', {', '.join(notes)}), '')" if notes else "CAST(NULL AS VARCHAR)"
+
+
+def cell_notes(measurement_columns: Iterable[str], build_columns: Iterable[str], throttled: bool = False) -> list[str]:
+    """A cell's notes as separate SQL expressions (each NULL where it does not apply), in the order
+    they are printed: why it was not measured, else its model's notes; THROTTLED_NOTE (with
+    `throttled`); each of `unstable_notes`; the ONNX Runtime placement note. A table prints each
+    distinct one once below it (farm.display.footnoted: a cell marked [1,3]), where one text of
+    them all would repeat the same sentences in many footnotes; CSV and JSON join them (`joined_notes`)."""
+    measured = set(measurement_columns)
+    return ["coalesce(c.reason, c.notes)", *([throttled_sql(THROTTLED_NOTE, measured)] if throttled else []),
+            *unstable_notes(measured), placement_note_sql(build_columns)]
+
+
+def joined_notes(notes: Iterable[str | None]) -> str | None:
+    """A cell's notes (`cell_notes`' values) as one text, as CSV and JSON give it; None where none."""
+    return "; ".join(n for n in notes if n) or None
 
 
 def placement_note_sql(build_columns: Iterable[str]) -> str:

@@ -14,24 +14,22 @@ from rich.console import Console
 
 from farm import __version__
 from farm.callbacks import Callback, CallbackList
+from farm.cell_runner import run_cell
 from farm.config import LoadedConfig, load_config
 from farm.cuda import visible_gpu_count
-from farm.display import ProgressDisplay, shown, stable_text
+from farm.display import ProgressDisplay, footnoted, shown, stable_text
 from farm.errors import UserError
 from farm.executor import DEFAULT_CELL_TIMEOUT_S, DEFAULT_WORKER_MEMORY, Executor, library_logs, make_executor
 from farm.executor.costs import expected_seconds, history_from_rows
 from farm.plan import Plan, plan_sweep
 from farm.provenance import farm_commit, host_info
 from farm.queries import (
-    THROTTLED_NOTE,
     VERDICT_TEXT,
     baseline_positions,
+    cell_notes,
     cells_with_figures,
     option_labels,
-    placement_note_sql,
     speedup,
-    throttled_sql,
-    unstable_notes_sql,
 )
 from farm.records import Cell, CellResult
 from farm.warehouse import KEPT_STATUSES, SCHEMA_VERSION, Warehouse
@@ -183,8 +181,16 @@ def _run_locked(loaded: LoadedConfig, plan: Plan, warehouse: Warehouse, console:
     callbacks = CallbackList([WarehouseWriter(warehouse, run_id, loaded.config_hash), ProgressDisplay(console)])
     callbacks.on_sweep_start(todo)
     try:
-        runner.expected_s = expected_seconds(todo, _durations(warehouse))
-        runner.run(todo, warehouse.cache_dir, callbacks)
+        # what planning already knows cannot run (a fixed batch, a precision the backend lacks) is
+        # recorded and said first, here: it needs no worker, and queued it would come last
+        decided = [c for c in todo if c.unsupported_reason]
+        for cell in decided:
+            callbacks.on_cell_start(cell)
+            callbacks.on_cell_result(cell, run_cell(cell, warehouse.cache_dir))
+        todo_run = [c for c in todo if not c.unsupported_reason]
+        if todo_run:
+            runner.expected_s = expected_seconds(todo_run, _durations(warehouse))
+            runner.run(todo_run, warehouse.cache_dir, callbacks)
     finally:
         callbacks.on_sweep_end()
     warehouse.write_sweep_run({**sweep_row, "finished_at": dt.datetime.now(dt.UTC)})
@@ -233,8 +239,7 @@ def summary_table(warehouse: Warehouse, outcome: SweepOutcome) -> tuple[list[str
     # a throttled cell says so in its note (farm.queries.THROTTLED_NOTE)
     measured = [d[0] for d in con.execute("SELECT * FROM measurements LIMIT 0").description]
     built = [d[0] for d in con.execute("SELECT * FROM builds LIMIT 0").description]
-    note = (f"nullif(concat_ws('; ', coalesce(c.reason, c.notes), {throttled_sql(THROTTLED_NOTE, measured)}, "
-            f"{unstable_notes_sql(measured)}, {placement_note_sql(built)}), '')")
+    note = f"[{', '.join(cell_notes(measured, built, throttled=True))}]"  # each footnoted once: [1,3]
     _, fetched = warehouse.fetch(con, cells_with_figures(
         f"""c.cell_id, c.model, c.precision, c.batch, c.profile, c.backend, c.status, m.throughput_qps AS qps,
             m.throughput_samples_per_s AS samples_per_s, m.latency_median_ms AS p50, m.latency_p99_ms AS p99, m.stable,
@@ -248,24 +253,21 @@ def summary_table(warehouse: Warehouse, outcome: SweepOutcome) -> tuple[list[str
     labels = backend_labels(outcome.cells)
     same = [(r["model"], r["batch"], r["profile"], r["backend"], r["options"]) for r in rows]
     bases = baseline_positions(same, [r["precision"] == "fp32" and r["qps"] is not None for r in rows])
-    notes: list[str] = []
     table_rows = []
     for r, base in zip(rows, bases):
         if r["run_id"] != outcome.run_id and r["status"] != "unsupported":  # taken from an earlier run, not now
-            r["note"] = "; ".join(filter(None, [RESUMED_NOTE, r["note"]]))
-        if r["note"] and r["note"] not in notes:
-            notes.append(r["note"])
-        table_rows.append([r["cell_id"][:8], r["model"],
-                      r["precision"], r["batch"], r["profile"], labels.get(r["cell_id"], r["backend"]), r["status"],
-                      r["qps"], r["samples_per_s"], r["p50"], r["p99"], stable_text(r["stable"], r["spread"]),
-                      _speedup(r, rows[base]) if base is not None and rows[base] is not r else
-                      "base" if base is not None else None, r["accuracy"],
-                      f"[{notes.index(r['note']) + 1}]" if r["note"] else None])
+            r["note"] = [RESUMED_NOTE, *r["note"]]
+        table_rows.append((r["cell_id"][:8], r["model"],
+                           r["precision"], r["batch"], r["profile"], labels.get(r["cell_id"], r["backend"]), r["status"],
+                           r["qps"], r["samples_per_s"], r["p50"], r["p99"], stable_text(r["stable"], r["spread"]),
+                           _speedup(r, rows[base]) if base is not None and rows[base] is not r else
+                           "base" if base is not None else None, r["accuracy"], r["note"]))
+    table_rows, notes = footnoted(table_rows, len(SUMMARY_COLUMNS) - 1)
     columns = list(SUMMARY_COLUMNS)
     if not any(row[4] for row in table_rows):  # no cell has a profile: no column for it
         columns.pop(4)
         table_rows = [row[:4] + row[5:] for row in table_rows]
-    return columns, table_rows, notes
+    return columns, [list(row) for row in table_rows], notes
 
 
 def _speedup(row: dict, base: dict) -> str | None:

@@ -293,3 +293,29 @@ def test_cells_runs_only_the_cells_named(models_dir: Path, capsys) -> None:
     first = con.execute("SELECT run_id FROM cells").fetchone()[0]
     assert main([*run, chosen.cell_id[:8], "--force"]) == 0
     assert Warehouse(results).connect().execute("SELECT run_id FROM cells").fetchone()[0] != first
+
+
+def test_end_table_prints_each_note_once_however_cells_combine_them(tmp_path: Path, capsys) -> None:
+    """A cell's notes are footnoted one by one ([1,2]): a rerun's resumed cells, whose other notes
+    differ, print the resumed sentence once, not once inside every combination."""
+    tiny_cnn(tmp_path / "fixed.onnx", batch=1)
+    config = write_sweep(tmp_path, f"""
+        name = "notes"
+        [[models]]
+        source = "{tmp_path / 'fixed.onnx'}"
+        [axes]
+        precisions = ["fp32", "fp16"]
+        batch_sizes = [2]
+        """)
+    results = tmp_path / "results"
+    assert main(["sweep", str(config), "--results", str(results), "--executor", "local"]) == 0
+    capsys.readouterr()
+    assert main(["sweep", str(config), "--results", str(results), "--executor", "local"]) == 0
+    out = capsys.readouterr().out
+    footnotes = re.findall(r"^\[(\d+)\] (.*)$", out, re.MULTILINE)
+    texts = [text for _, text in footnotes]
+    resumed = [number for number, text in footnotes if text.startswith("(resumed)")]
+    only = [number for number, text in footnotes if text.startswith("batch 1: the only batch")]
+    assert len(resumed) == len(only) == 1 and not any("(resumed)" in t and "the only batch" in t for t in texts), out
+    marks = re.findall(r"^\w{8}\s+fixed\s+fp(?:32|16)\s+1\s.*?\[([\d,]+)\]\s*$", out, re.MULTILINE)
+    assert len(marks) == 2 and all(set(m.split(",")) == {resumed[0], only[0]} for m in marks), out

@@ -297,14 +297,23 @@ def test_worker_memory_mistakes_are_one_line(text: str, tmp_path: Path, capsys) 
     assert not (tmp_path / "r").exists()
 
 
-def test_sweep_through_ray_writes_the_warehouse(ray_two_gpus, tmp_path: Path) -> None:
+def test_sweep_through_ray_writes_the_warehouse(ray_two_gpus, tmp_path: Path, capsys) -> None:
+    """Cells run on the workers; a cell planning already knows cannot run (a fixed batch) is said
+    first, before any measured cell (queued longest-first it came last), and runs on no worker."""
     tiny_cnn(tmp_path / "tiny.onnx")
-    config = write_sweep(tmp_path, '[[models]]\nsource = "tiny.onnx"\n[axes]\nbatch_sizes = [1, 2]\n')
+    tiny_cnn(tmp_path / "fixed.onnx", batch=1)
+    config = write_sweep(tmp_path, '[[models]]\nsource = "tiny.onnx"\n[[models]]\nsource = "fixed.onnx"\n'
+                                   '[axes]\nbatch_sizes = [1, 2]\n')
     assert main(["sweep", str(config), "--results", str(tmp_path / "results")]) == 0
     con = Warehouse(tmp_path / "results").connect()
-    rows = con.execute("SELECT status, worker FROM cells").fetchall()
-    assert len(rows) == 2 and all(s == "ok" and w.startswith("cpu worker pid") for s, w in rows)
+    rows = con.execute("SELECT status, worker FROM cells ORDER BY status").fetchall()
+    assert len(rows) == 4 and all(s == "ok" and w.startswith("cpu worker pid") for s, w in rows[:3])
+    assert rows[3] == ("unsupported", None)
     assert con.execute("SELECT executor FROM sweeps").fetchone() == ("ray",)
+    captured = capsys.readouterr()
+    out = captured.err + captured.out
+    said = [line.split()[0] for line in out.splitlines() if line.startswith(("ok ", "unsupported "))]
+    assert said[:2] == ["unsupported", "ok"] and said.count("ok") == 3, out
 
 
 def test_model_bytes_travel_to_nodes_without_the_file(ray_two_gpus, tmp_path: Path) -> None:

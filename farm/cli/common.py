@@ -151,20 +151,6 @@ def print_exact_table(columns: list[str], rows: list[tuple[str, ...]], numeric: 
     console().print(table, highlight=False, markup=False)
 
 
-def footnoted(rows: list[tuple], column: int) -> tuple[list[tuple], list[str]]:
-    """`rows` with the text in `column` replaced by a footnote mark ('[2]'), and the notes in the
-    order first seen: a note shared by many rows (a backend's five-line reason) is printed once."""
-    notes: dict[str, int] = {}
-    marked = []
-    for row in rows:
-        note = row[column]
-        if note:
-            number = notes.setdefault(note, len(notes) + 1)
-            row = (*row[:column], f"[{number}]", *row[column + 1:])
-        marked.append(row)
-    return marked, list(notes)
-
-
 def print_records(columns: list[str], rows: list[tuple[str, ...]], width: int) -> None:
     """Each row as a record, one `column  value` line per column (psql's expanded display): what a
     table of more columns than the terminal holds prints instead of a grid of broken values."""

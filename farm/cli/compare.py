@@ -52,9 +52,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print(comparison) -> None:
-    from farm.cli.common import PLAIN_TABLE_ROWS, console, footnoted, print_plain_table, table_width
+    from farm.cli.common import PLAIN_TABLE_ROWS, console, print_plain_table, table_width
     from farm.compare.render import COLUMNS, layer_lines, pair_row, summary_line
-    from farm.display import fitted_table
+    from farm.display import fitted_table, footnoted
 
     out = console()
     width = table_width(out)

@@ -10,23 +10,22 @@ from farm.cli.common import (
     PLAIN_TABLE_ROWS,
     AddCommand,
     connect,
-    footnoted,
     print_plain_table,
     print_records,
     print_rows,
     require_sweep,
     table_width,
 )
-from farm.display import stable_text
+from farm.display import footnoted, stable_text
 from farm.errors import UserError
 from farm.queries import (
     THROTTLED_TEXT,
     VERDICT_TEXT,
+    cell_notes,
     cells_with_figures,
+    joined_notes,
     option_labels,
-    placement_note_sql,
     throttled_sql,
-    unstable_notes_sql,
 )
 
 # What the table shows by default: what tells the cells apart and the figures a reader compares;
@@ -58,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
     warehouse, con = connect(args.results)
     plan = None if args.all else warehouse.latest_plan(args.sweep)
     columns, rows = _fetch(warehouse, con, args.sweep, plan)
+    at = columns.index("note")  # a list of notes: a table footnotes each once; other formats join them
+    rows = [(*r[:at], r[at] if args.format == "table" else joined_notes(r[at]), *r[at + 1:]) for r in rows]
     columns, rows = _labelled(columns, rows)
     rows = _sorted(columns, rows, args.sort, args.reverse)
     if args.format == "table":  # 'no, 12 %': how far an unstable cell's repeats moved
@@ -86,6 +87,8 @@ def _fetch(warehouse, con, sweep: str, plan: list[str] | None) -> tuple[list[str
     tail = "m.latency_p99_tail_samples" if "latency_p99_tail_samples" in measured else "CAST(NULL AS BIGINT)"
     coverage = "m.layer_coverage_percent" if "layer_coverage_percent" in measured else "CAST(NULL AS DOUBLE)"
     throttled = throttled_sql(THROTTLED_TEXT, measured)
+    # the notes as a list (farm.queries.cell_notes): a table footnotes each once, csv and json join them
+    notes = f"[{', '.join(cell_notes(measured, built))}]"
     # "p99 tail": queries above p99, marked "(few)" under MIN_TAIL_SAMPLES (docs/warehouse.md)
     return warehouse.fetch(con, cells_with_figures(
         f"""left(c.cell_id, 8) AS cell, c.model, c.precision, c.batch, c.profile, c.backend, c.status,
@@ -97,8 +100,7 @@ def _fetch(warehouse, con, sweep: str, plan: list[str] | None) -> tuple[list[str
             b.build_s AS "build s",
             CASE WHEN {coverage} < ? THEN TRY_CAST(round({coverage}) AS BIGINT) || ' (partial)'
                  ELSE CAST(TRY_CAST(round({coverage}) AS BIGINT) AS VARCHAR) END AS "layers % of compute",
-            nullif(concat_ws('; ', coalesce(c.reason, c.notes), {unstable_notes_sql(measured)},
-                             {placement_note_sql(built)}), '') AS note,
+            {notes} AS note,
             CAST(c.options AS VARCHAR) AS options""",
         where="c.sweep_id = ? AND (? OR list_contains(?, c.cell_id))",
         order_by="c.model, c.backend, c.precision, c.batch, c.profile, c.options, c.cell_id"),  # ties: in one order
