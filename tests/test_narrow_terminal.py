@@ -77,3 +77,27 @@ def test_show_wide_in_a_narrow_terminal_shows_every_column_as_records(results: P
     names = {line.split("  ")[0].strip() for line in out.splitlines() if not line.startswith(("-[", "["))}
     assert len(names) >= len(header) - 1, (names, header)  # every column (under its short header), the note's mark too
     assert all(len(line) <= 80 for line in out.splitlines() if not line.startswith("[")), out
+
+
+@pytest.mark.parametrize("columns", [80, 100])
+def test_ls_never_cuts_a_name_or_a_date(results: Path, columns: int, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`farm ls` with a sweep name too long for a table at this width: each sweep a record, its
+    name and last run whole; with short names, a table whose every line fits."""
+    import shutil
+
+    copy = results.parent / f"ls{columns}"
+    if not copy.exists():
+        shutil.copytree(results, copy)
+        config = results.parent / "sweep.toml"
+        long_name = "corpus-registry-cuda-h200x4-sample36-fp16-b1-b4"
+        (results.parent / "long.toml").write_text(config.read_text().replace('name = "n"', f'name = "{long_name}"'))
+        assert main(["sweep", str(results.parent / "long.toml"), "--results", str(copy), "--executor", "local"]) == 0
+    capsys.readouterr()
+    monkeypatch.setenv("COLUMNS", str(columns))
+    assert main(["ls", "--results", str(copy)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("-[ row 1 ]") and "…" not in out, out
+    assert "corpus-registry-cuda-h200x4-sample36-fp16-b1-b4" in out and out.count(" UTC") == 2, out
+    assert main(["ls", "--results", str(results)]) == 0
+    out = capsys.readouterr().out
+    assert out.lstrip().startswith("sweep") and all(len(line) <= columns for line in out.splitlines()), out

@@ -93,9 +93,17 @@ def print_rows(columns: list[str], rows: list[tuple[Any, ...]], fmt: str) -> Non
     elif fmt == "markdown":
         sys.stdout.write(markdown_table(columns, rows))
     else:
-        from farm.display import render_table
+        from rich.console import Console
 
-        console().print(render_table(columns, rows))
+        from farm.display import fmt, render_table
+
+        table, out = render_table(columns, rows), console()
+        width = table_width(out)
+        if width is not None and Console(width=1 << 20).measure(table).maximum > width:
+            # a table wider than the terminal would cut values (a sweep's name, a date): records instead
+            print_records(columns, [tuple(fmt(v) for v in row) for row in rows], width)
+        else:
+            out.print(table)
 
 
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")

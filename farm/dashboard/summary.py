@@ -25,12 +25,21 @@ FROM accuracy WHERE list_contains(?, cell_id)
 QUALIFY row_number() OVER (PARTITION BY cell_id ORDER BY verdict = 'pass', output_name) = 1"""
 
 # Hue family per precision (dark to light): one colour per series, the precision read from its hue.
+# Six shades a hue, dark to light (ColorBrewer's 9-class sequential schemes, the palest left out):
+# a precision keeps its hue for up to six series (the GPU example has five engines a precision).
 FAMILIES = {
-    "blue": ["#08519c", "#3182bd", "#6baed6", "#9ecae1"], "purple": ["#54278f", "#756bb1", "#9e9ac8", "#bcbddc"],
-    "green": ["#006d2c", "#31a354", "#74c476", "#a1d99b"], "orange": ["#a63603", "#e6550d", "#fd8d3c", "#fdae6b"],
-    "red": ["#a50f15", "#de2d26", "#fb6a4a", "#fc9272"], "brown": ["#6b4c1a", "#8c6d31", "#bd9e39", "#e7ba52"],
-    "pink": ["#7b4173", "#a55194", "#ce6dbd", "#de9ed6"], "grey": ["#252525", "#636363", "#969696", "#bdbdbd"],
+    "blue": ["#08306b", "#08519c", "#2171b5", "#4292c6", "#6baed6", "#9ecae1"],
+    "purple": ["#3f007d", "#54278f", "#6a51a3", "#807dba", "#9e9ac8", "#bcbddc"],
+    "green": ["#00441b", "#006d2c", "#238b45", "#41ab5d", "#74c476", "#a1d99b"],
+    "orange": ["#7f2704", "#a63603", "#d94801", "#f16913", "#fd8d3c", "#fdae6b"],
+    "red": ["#67000d", "#a50f15", "#cb181d", "#ef3b2c", "#fb6a4a", "#fc9272"],
+    "brown": ["#543005", "#6b4c1a", "#8c510a", "#8c6d31", "#bf812d", "#dfc27d"],
+    "pink": ["#49006a", "#7a0177", "#ae017e", "#dd3497", "#f768a1", "#fa9fb5"],
+    "grey": ["#000000", "#252525", "#525252", "#737373", "#969696", "#bdbdbd"],
 }
+# where a precision has more series than shades: grey first (no precision's hue), then the hues of
+# precisions the frame does not have, int8's red last (an extra fp32 series in red read as int8)
+SPARE_ORDER = ("grey", "pink", "brown", "purple", "orange", "green", "blue", "red")
 PRECISION_RANK = {p: i for i, p in enumerate(("fp32", "tf32", "fp16", "bf16", "fp8", "int8", "int4"))}
 PRECISION_FAMILY = {"fp32": "blue", "tf32": "purple", "fp16": "green", "bf16": "orange", "int8": "red",
                     "fp8": "brown", "int4": "pink"}
@@ -148,18 +157,17 @@ def summary(snap: Snapshot, frame: pd.DataFrame, baseline: str | None) -> pd.Dat
 
 def series_colours(frame: pd.DataFrame) -> dict[str, str]:
     """A colour per series (`series` column), every one different: its precision's hue family (fp32
-    blue, fp16 green, bf16 orange, tf32 purple, int8 red, ...), a shade per series within it, so the
-    precision reads from the hue. A precision with more series than its family has shades (4; the
-    GPU example has 5 engines per precision) takes the next colours of the families no precision of
-    the frame uses (brown, pink, grey), so 18 series are 18 colours; past 32, colours repeat (charts
-    also tell backends apart by dash and marker)."""
+    blue, fp16 green, bf16 orange, tf32 purple, int8 red, ...), a shade per series within it (six),
+    so the precision reads from the hue. A precision with more series than that, or one with no hue
+    of its own, takes colours of the families no precision of the frame uses (SPARE_ORDER: grey
+    first, red last); past them, colours repeat (charts also tell backends apart by dash and marker)."""
     pairs = frame[["series", "precision"]].drop_duplicates("series").sort_values(["precision", "series"])
     precisions = list(dict.fromkeys(pairs.precision.astype(str)))
-    free = [f for f in FAMILIES if f not in PRECISION_FAMILY.values()] + list(FAMILIES)
+    free = [f for f in SPARE_ORDER if f not in PRECISION_FAMILY.values()] + list(SPARE_ORDER)
     family: dict[str, str] = {}
     for precision in precisions:
         family[precision] = PRECISION_FAMILY.get(precision) or free[len(family) % len(free)]
-    spare = [shade for name in FAMILIES if name not in family.values() for shade in FAMILIES[name]]
+    spare = [shade for name in SPARE_ORDER if name not in family.values() for shade in FAMILIES[name]]
     colours, used = {}, {}
     for series, precision in zip(pairs.series, pairs.precision.astype(str)):
         shades, k = FAMILIES[family[precision]], used.get(precision, 0)

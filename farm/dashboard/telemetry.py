@@ -33,9 +33,9 @@ def throttle_warning(cell: pd.Series) -> str | None:
 
 def telemetry_metrics(cell: pd.Series) -> list[tuple[str, str, str]]:
     """(label, value, help) of the Cell page's telemetry figures."""
-    def clock(kind: str) -> str:
+    def clock(kind: str) -> str:  # short, as the power's: "1980 (min 1755)" was cut to "1980 (min 1…"
         median, low = cell.get(f"{kind}_clock_median_mhz"), cell.get(f"{kind}_clock_min_mhz")
-        return f"{number(median)} (min {number(low)})" if _known(median) else "–"
+        return f"{number(median)} / {number(low)}" if _known(median) else "–"
 
     limit = cell.get("power_limit_w")
     return [
@@ -44,8 +44,8 @@ def telemetry_metrics(cell: pd.Series) -> list[tuple[str, str, str]]:
         ("Energy / sample (mJ)", number(cell.get("energy_per_sample_mj")), "energy per inference ÷ batch"),
         ("Power mean / max (W)", f"{number(cell.get('power_mean_w'))} / {number(cell.get('power_max_w'))}",
          f"power limit {number(limit)} W" if _known(limit) else "power limit unknown"),
-        ("SM clock (MHz)", clock("sm"), "median of the samples, and the lowest"),
-        ("Memory clock (MHz)", clock("mem"), "median of the samples, and the lowest"),
+        ("SM clock median / min (MHz)", clock("sm"), "median of the samples, and the lowest"),
+        ("Memory clock median / min (MHz)", clock("mem"), "median of the samples, and the lowest"),
         ("Temperature max (°C)", number(cell.get("temperature_max_c")), "highest sampled GPU temperature"),
         ("GPU utilization (%)", number(cell.get("gpu_util_mean_percent"), 3),
          "mean of NVML's utilization: the share of time a kernel ran, not how full the SMs were"),

@@ -14,7 +14,16 @@ from streamlit.testing.v1 import AppTest
 from farm.cli import main
 from farm.dashboard import RESULTS_ENV
 from farm.dashboard.data import Snapshot, series_labels
-from farm.dashboard.summary import default_baseline, listed_backends, metric_text, series_colours, summary, summary_text
+from farm.dashboard.summary import (
+    FAMILIES,
+    PRECISION_FAMILY,
+    default_baseline,
+    listed_backends,
+    metric_text,
+    series_colours,
+    summary,
+    summary_text,
+)
 from farm.measure import SAMPLE_INTERVAL_METHOD
 from farm.warehouse import Warehouse
 
@@ -177,7 +186,7 @@ def test_twelve_series_get_twelve_colours_by_precision(frame) -> None:
     colours = series_colours(series)
     assert len(colours) == 12 and len(set(colours.values())) == 12
     blues = {colours[f"fp32 · torch mode={m}"] for m in ("eager", "compile", "cudagraphs")}
-    assert blues <= {"#08519c", "#3182bd", "#6baed6", "#9ecae1"}  # fp32's hue family
+    assert blues <= set(FAMILIES["blue"])  # fp32's hue family
 
 
 def open_overview(monkeypatch, root: Path) -> AppTest:
@@ -287,7 +296,8 @@ def test_the_examples_default_baseline_is_the_documented_one_despite_a_narrower_
 def test_eighteen_series_get_eighteen_colours() -> None:
     """The GPU example's Compare page: 4 precisions x 5 engines less bf16 on ONNX Runtime, 18 series.
     A precision's fifth series took its first shade again (fp16 eager and fp16 ONNX Runtime were one
-    green); now every series has its own colour, the first four of each precision in its hue."""
+    green), then a shade of another hue (an fp32 series in int8's red); now every series has its own
+    colour in its precision's hue."""
     import pandas as pd
 
     engines = ["onnxruntime cuda_graph=false", "onnxruntime cuda_graph=true", "torch mode=compile",
@@ -296,5 +306,19 @@ def test_eighteen_series_get_eighteen_colours() -> None:
                            for e in engines if not (p == "bf16" and e.startswith("onnxruntime"))])
     colours = series_colours(series)
     assert len(colours) == 18 and len(set(colours.values())) == 18
-    greens = [colours[f"fp16 · {e}"] for e in engines]
-    assert sum(c in {"#006d2c", "#31a354", "#74c476", "#a1d99b"} for c in greens) == 4
+    for precision in ("fp32", "tf32", "fp16", "bf16"):
+        hue = set(FAMILIES[PRECISION_FAMILY[precision]])
+        assert all(colour in hue for name, colour in colours.items() if name.startswith(precision + " ")), colours
+
+
+def test_series_past_a_hue_never_take_another_precisions_hue() -> None:
+    """Eight fp32 series beside fp16 and int8: the two past blue's six shades are grey, never int8's
+    red or fp16's green."""
+    import pandas as pd
+
+    series = pd.DataFrame([{"series": f"fp32 · e{i}", "precision": "fp32"} for i in range(8)]
+                          + [{"series": "fp16 · e0", "precision": "fp16"}, {"series": "int8 · e0", "precision": "int8"}])
+    colours = series_colours(series)
+    assert len(set(colours.values())) == 10
+    extra = {colours[f"fp32 · e{i}"] for i in range(8)} - set(FAMILIES["blue"])
+    assert len(extra) == 2 and extra <= set(FAMILIES["grey"]), colours
