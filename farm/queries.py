@@ -140,17 +140,31 @@ def unstable_notes_sql(measurement_columns: Iterable[str]) -> str:
 def cell_notes(measurement_columns: Iterable[str], build_columns: Iterable[str], throttled: bool = False) -> list[str]:
     """A cell's notes as separate SQL expressions (each NULL where it does not apply), in the order
     they are printed: why it was not measured, else its model's notes; THROTTLED_NOTE (with
-    `throttled`); each of `unstable_notes`; the ONNX Runtime placement note. A table prints each
+    `throttled`); each of `unstable_notes`; the ONNX Runtime placement note; INTERPRETER_NOTE. A table prints each
     distinct one once below it (farm.display.footnoted: a cell marked [1,3]), where one text of
     them all would repeat the same sentences in many footnotes; CSV and JSON join them (`joined_notes`)."""
-    measured = set(measurement_columns)
+    measured, built = set(measurement_columns), set(build_columns)
     return ["coalesce(c.reason, c.notes)", *([throttled_sql(THROTTLED_NOTE, measured)] if throttled else []),
-            *unstable_notes(measured), placement_note_sql(build_columns)]
+            *unstable_notes(measured), placement_note_sql(built), interpreter_note_sql(built)]
 
 
 def joined_notes(notes: Iterable[str | None]) -> str | None:
     """A cell's notes (`cell_notes`' values) as one text, as CSV and JSON give it; None where none."""
     return "; ".join(n for n in notes if n) or None
+
+
+# A PyTorch cell of an ONNX file runs farm's ONNX interpreter (farm.onnx_torch: the graph's ops one
+# by one), not code written for PyTorch: its figure is the interpreter's (22x ONNX Runtime's latency on
+# squeezenet), which a reader comparing engines must know. The build row names it.
+INTERPRETER_NOTE = ("CASE WHEN c.backend = 'torch' AND b.transform_summary LIKE '%ONNX interpreter (farm.onnx_torch)%' "
+                    "THEN 'PyTorch ran farm''s ONNX interpreter over the ONNX file, not PyTorch code of the model: the "
+                    "figure is the interpreter''s (its ops one at a time); a module: or torchvision: source gives "
+                    "PyTorch''s own (docs/models.md)' END")
+
+
+def interpreter_note_sql(build_columns: Iterable[str]) -> str:
+    """INTERPRETER_NOTE, or a NULL where the warehouse's `builds` view lacks transform_summary."""
+    return INTERPRETER_NOTE if "transform_summary" in set(build_columns) else "CAST(NULL AS VARCHAR)"
 
 
 def placement_note_sql(build_columns: Iterable[str]) -> str:

@@ -5,6 +5,7 @@ weights; real torch and real ONNX Runtime on the CPU."""
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 import numpy as np
@@ -42,14 +43,21 @@ def tiny_spec(**changes) -> ModelSpec:
     return ModelSpec.model_validate(fields)
 
 
-def test_torch_runs_the_module_and_onnxruntime_the_export(tmp_path: Path) -> None:
+def test_torch_runs_the_module_and_onnxruntime_the_export(tmp_path: Path, capsys) -> None:
     """One sweep, both backends: torch cells say they ran the native module (an ONNX file's torch
-    cell says interpreter), ONNX Runtime cells ran the export, and every cell passes accuracy
-    against the FP32 reference of the exported file."""
+    cell says interpreter, and its note says whose figure it is and how to get PyTorch's own), ONNX
+    Runtime cells ran the export, and every cell passes accuracy against the FP32 reference of the
+    exported file."""
     tiny_cnn(tmp_path / "tiny.onnx", channels=8, spatial=16)
     status, results = sweep_on_torch_and_onnxruntime(
         tmp_path, "native", f'[[models]]\n{NATIVE}\n[[models]]\nsource = "tiny.onnx"\n')
     assert status == 0
+    capsys.readouterr()
+    assert main(["show", "native", "--results", str(results), "--format", "json"]) == 0
+    notes = {(row["model"], row["backend"]): row["note"] or "" for row in json.loads(capsys.readouterr().out)}
+    assert "PyTorch ran farm's ONNX interpreter over the ONNX file" in notes["tiny", "torch"]
+    assert "a module: or torchvision: source gives PyTorch's own" in notes["tiny", "torch"]
+    assert not any("interpreter" in note for key, note in notes.items() if key != ("tiny", "torch")), notes
     con = Warehouse(results).connect()
     rows = con.execute("SELECT c.model, c.backend, c.status, b.transform_summary, c.model_sha256 FROM cells c "
                        "JOIN builds b USING (cell_id) ORDER BY c.model, c.backend").fetchall()
