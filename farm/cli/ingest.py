@@ -111,8 +111,15 @@ def _combine(args: argparse.Namespace, usable: list, by_run: bool, errors: list[
     return engines
 
 
+# Layers summing to more than this share of the compute time they were joined to: beyond what
+# per-layer profiling adds (real trtexec pairs reach ~320 %), the profile is likely not of this run.
+PROFILE_MISFIT_PERCENT = 500
+
+
 def _write_ingested(warehouse, engine, args: argparse.Namespace, console) -> None:
     """Write one ingested engine's cell and say what was read."""
+    from farm.layers.coverage import layer_coverage_percent
+
     try:
         warehouse.write_engine(engine)
     except OSError as exc:
@@ -128,3 +135,8 @@ def _write_ingested(warehouse, engine, args: argparse.Namespace, console) -> Non
     if engine.unmatched_layers:
         console.print(f"  [yellow]{len(engine.unmatched_layers)} layer(s) have no profile row[/yellow]: "
                       + shown("; ".join(engine.unmatched_layers[:5])), highlight=False)
+    coverage = layer_coverage_percent(engine.result.layers, engine.result.measurement)
+    if coverage is not None and coverage > PROFILE_MISFIT_PERCENT:
+        console.print(f"  [yellow]the profile's layers sum to {coverage:,.0f} % of the log's compute time[/yellow]: "
+                      "a profile taken by another run or of another engine gives this; if it is, ingest the files "
+                      "apart (--separate) and compare layers only within one engine's run", highlight=False)

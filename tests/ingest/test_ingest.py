@@ -174,3 +174,16 @@ def test_inspector_json(tmp_path: Path, style: str) -> None:
                        2 * 3 * 32 * 32 * 2 + 432 + 2 * 8 * 32 * 32 * 2, "sm90_xmma_fprop")
     assert rows[1][1:5] == (None, 0, None, None)  # -1: dynamic, unknown
     assert one(con, "SELECT precision FROM cells") == ("fp16",)
+
+
+def test_a_profile_that_does_not_fit_the_log_is_said(tmp_path: Path, capsys) -> None:
+    """A log with the profile of another engine (fpn's layers against mnist's compute time): the
+    cell is written, as its files are real TensorRT output, and the ingest says the layers sum to
+    far more than the log's compute time and what to do."""
+    results = tmp_path / "results"
+    assert main(["ingest", str(SEEDS / "mnist_trt80.trtexec_perf_summary.log"), str(SEEDS / "fpn_int8.profile.json"),
+                 "--results", str(results)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    coverage = Warehouse(results).connect().execute("SELECT layer_coverage_percent FROM measurements").fetchone()[0]
+    assert coverage > 500 and f"the profile's layers sum to {coverage:,.0f} % of the log's compute time" in out, out
+    assert "ingest the files apart (--separate)" in out
