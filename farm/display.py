@@ -94,17 +94,6 @@ def printable(text: str) -> str:
     return CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
-MARKDOWN_SPECIALS = re.compile(r"([\\`*_\[\]<>#!|~$])")  # what starts markup inside a line
-
-
-def markdown_text(value: Any) -> str:
-    """Text from the data (a model's or sweep's name, a reason, a layer) as Markdown that shows
-    exactly that text: what would start an image, a link, emphasis, code, HTML, Streamlit's
-    `:red[...]` or LaTeX (`$`) is escaped, so `![x](http://host/x.png)` in a model's name is
-    shown, never fetched as an image (the dashboard's pages, `--format markdown`)."""
-    return MARKDOWN_SPECIALS.sub(r"\\\1", str(value))
-
-
 def footnoted(rows: list[tuple], column: int) -> tuple[list[tuple], list[str]]:
     """`rows` with the note in `column` replaced by a footnote mark ('[2]'), and the notes in the
     order first seen: a note shared by many rows (a backend's five-line reason) is printed once. A

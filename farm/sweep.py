@@ -181,16 +181,7 @@ def _run_locked(loaded: LoadedConfig, plan: Plan, warehouse: Warehouse, console:
     callbacks = CallbackList([WarehouseWriter(warehouse, run_id, loaded.config_hash), ProgressDisplay(console)])
     callbacks.on_sweep_start(todo)
     try:
-        # what planning already knows cannot run (a fixed batch, a precision the backend lacks) is
-        # recorded and said first, here: it needs no worker, and queued it would come last
-        decided = [c for c in todo if c.unsupported_reason]
-        for cell in decided:
-            callbacks.on_cell_start(cell)
-            callbacks.on_cell_result(cell, run_cell(cell, warehouse.cache_dir))
-        todo_run = [c for c in todo if not c.unsupported_reason]
-        if todo_run:
-            runner.expected_s = expected_seconds(todo_run, _durations(warehouse))
-            runner.run(todo_run, warehouse.cache_dir, callbacks)
+        _run_cells(todo, runner, warehouse, callbacks)
     finally:
         callbacks.on_sweep_end()
     warehouse.write_sweep_run({**sweep_row, "finished_at": dt.datetime.now(dt.UTC)})
@@ -198,6 +189,19 @@ def _run_locked(loaded: LoadedConfig, plan: Plan, warehouse: Warehouse, console:
 
     return SweepOutcome(plan.sweep, run_id, plan.cells, len(todo), resumed, _failures(warehouse, plan.cells))
 
+
+
+def _run_cells(todo: list[Cell], runner: Executor, warehouse: Warehouse, callbacks: CallbackList) -> None:
+    """Run `todo`: first, here, the cells planning already knows cannot run (a fixed batch, a
+    precision the backend lacks), recorded and said at once (they need no worker, and queued
+    longest-first they came last); then the rest on the executor, longest expected first."""
+    for cell in (c for c in todo if c.unsupported_reason):
+        callbacks.on_cell_start(cell)
+        callbacks.on_cell_result(cell, run_cell(cell, warehouse.cache_dir))
+    rest = [c for c in todo if not c.unsupported_reason]
+    if rest:
+        runner.expected_s = expected_seconds(rest, _durations(warehouse))
+        runner.run(rest, warehouse.cache_dir, callbacks)
 
 # How long each (model, backend, options, precision, batch) took in earlier sweeps: the
 # scheduler's cost model (farm.executor.costs) orders the longest expected cells first.

@@ -124,7 +124,8 @@ def not_a_formula(value: Any) -> Any:
 def markdown_table(columns: list[str], rows: list[tuple[Any, ...]]) -> str:
     """A GitHub-flavoured Markdown table; numbers right-aligned; values as text, never markup (a
     model named `![x](http://host/x.png)` is not an image to fetch), line breaks as spaces."""
-    from farm.display import fmt, markdown_text
+    from farm.display import fmt
+    from farm.text import markdown_text
 
     def cell(value: Any) -> str:
         return markdown_text(" ".join(fmt(value).split()))

@@ -8,8 +8,8 @@ import math
 from typing import Any
 
 from farm.compare.core import Comparison, PairResult
-from farm.display import markdown_text
 from farm.layers.coverage import coverage_note
+from farm.text import markdown_text
 
 COLUMNS = ("cell", "configuration", "verdict", "latency change", "95 % CI", "median ms", "throughput",
            "p99", "energy/inference", "accuracy", "notes")

@@ -15,8 +15,8 @@ import streamlit as st
 from farm.dashboard import RESULTS_ENV
 from farm.dashboard.data import Snapshot, compare_frame, fingerprint, series_labels
 from farm.dashboard.summary import default_baseline, listed_backends, summary, summary_text
-from farm.display import markdown_text
 from farm.layers.memory import format_bytes
+from farm.text import markdown_text
 
 
 @st.cache_data(max_entries=32, show_spinner="Comparing…")
