@@ -28,7 +28,7 @@ LAYERS: dict[str, int] = {
     "farm.backends": 2,
     "farm.cell_runner": 3,
     "farm.scheduler": 4, "farm.executor": 4,
-    "farm.warehouse": 5, "farm.queries": 5, "farm.sql_sandbox": 5, "farm.compare": 5,
+    "farm.warehouse": 5, "farm.queries": 5, "farm.sql_sandbox": 5, "farm.compare": 5, "farm.history": 5,
     "farm.ingest": 6, "farm.sweep": 6, "farm.cli": 6, "farm.callbacks": 6, "farm.display": 6,
     "farm.dashboard": 6, "farm.__main__": 6,
 }

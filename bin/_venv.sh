@@ -30,5 +30,9 @@ ensure_venv() {  # ensure_venv EXTRAS STAMP_NAME [STAMP_THAT_ALSO_WILL_DO...]
   echo "farm: installing farm${extras} and its dependencies into $venv (first use; a minute or two)" >&2
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip >&2
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e "$root$extras" >&2
+  # farm history's change points: Apache Otava's analysis needs only numpy and scipy (farm's own);
+  # its declared dependencies serve its BigQuery, Postgres and Slack connectors and pin numpy 2.2,
+  # which would downgrade farm's: so without them
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps "apache-otava==0.8.0" >&2
   touch "$stamp"
 }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import re
 import secrets
 import sys
 from collections.abc import Sequence
@@ -15,7 +16,7 @@ from rich.console import Console
 from farm import __version__
 from farm.callbacks import Callback, CallbackList
 from farm.cell_runner import run_cell
-from farm.config import LoadedConfig, load_config
+from farm.config import NAME_HINT, NAME_PATTERN, LoadedConfig, load_config
 from farm.cuda import visible_gpu_count
 from farm.display import ProgressDisplay, footnoted, shown, stable_text
 from farm.errors import UserError
@@ -72,11 +73,17 @@ class SweepOutcome:
 def run_sweep(config_path: str | Path, results: str | Path, *, force: bool = False, executor: str = "ray",
               address: str | None = None, retries: int = 2, gpus: int | None = None,
               worker_memory: str = DEFAULT_WORKER_MEMORY, cell_timeout_s: float | None = DEFAULT_CELL_TIMEOUT_S,
-              console: Console | None = None, only: Sequence[str] | None = None) -> SweepOutcome:
+              console: Console | None = None, only: Sequence[str] | None = None,
+              sweep_name: str | None = None) -> SweepOutcome:
     """Run a sweep file into the warehouse at `results`, skipping cells it already holds; with
-    `only`, just the planned cells whose id starts with one of those prefixes."""
+    `only`, just the planned cells whose id starts with one of those prefixes; with `sweep_name`,
+    as a sweep of that name instead of the file's (a nightly run kept beside the others: farm history)."""
     console = console or Console(stderr=True)
     loaded = load_config(config_path)
+    if sweep_name is not None:
+        if not re.fullmatch(NAME_PATTERN, sweep_name):
+            raise UserError(f"--sweep {sweep_name!r}: {NAME_HINT}, at most 64, starting with a letter or digit")
+        loaded = loaded._replace(config=loaded.config.model_copy(update={"name": sweep_name}))
     warehouse = Warehouse(Path(results).resolve())  # absolute: workers may run in other folders
     # A folder that is not a warehouse, or one another writer holds, is refused now, with nothing
     # touched; then the sweep is planned before the lock is taken, so that a mistake in the sweep

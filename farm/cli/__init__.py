@@ -14,12 +14,13 @@ import sys
 from collections.abc import Sequence
 
 from farm import __version__
-from farm.cli import check, compact, compare, dashboard, graph, ingest, ls, query, report, show, sweep
+from farm.cli import check, compact, compare, dashboard, graph, history, ingest, ls, query, report, show, sweep
 from farm.errors import UserError
 
 DEFAULT_RESULTS = "results"
 COMMANDS = {"sweep": sweep, "query": query, "ingest": ingest, "graph": graph, "ls": ls, "show": show,
-            "dashboard": dashboard, "report": report, "check": check, "compact": compact, "compare": compare}
+            "dashboard": dashboard, "report": report, "check": check, "compact": compact, "compare": compare,
+            "history": history}
 
 __all__ = ["COMMANDS", "DEFAULT_RESULTS", "build_parser", "main"]
 

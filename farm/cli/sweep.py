@@ -16,6 +16,9 @@ def add(add: AddCommand) -> None:
     p = add("sweep", "Run a sweep file: build and measure every cell, resuming cells already in the warehouse.")
     p.add_argument("config", help="sweep file (TOML), e.g. configs/resnet.toml")
     p.add_argument("--force", action="store_true", help="rerun cells that are already in the warehouse")
+    p.add_argument("--sweep", default=None, metavar="NAME",
+                   help="record the run as sweep NAME instead of the file's name, e.g. nightly-$(date +%%F): each "
+                        "run then stays beside the others, and farm history follows them")
     p.add_argument("--cells", nargs="+", default=None, metavar="ID",
                    help="run only the cells whose id starts with one of these (as `farm show` prints them); "
                         "with --force, measure them again")
@@ -68,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
         _check_reachable(args.address)
     outcome = run_sweep(args.config, args.results, force=args.force, executor=args.executor,
                         address=args.address, retries=retries, gpus=args.gpus,
-                        worker_memory=worker_memory, cell_timeout_s=timeout or None, only=args.cells)
+                        worker_memory=worker_memory, cell_timeout_s=timeout or None, only=args.cells,
+                        sweep_name=args.sweep)
     out = console()
     columns, rows, notes = summary_table(Warehouse(args.results), outcome)
     table, hidden = fitted_table(columns, rows, table_width(out), SUMMARY_DROP_ORDER, title=f"sweep {outcome.sweep}")
