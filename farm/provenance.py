@@ -5,8 +5,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.metadata
+import importlib.util
 import os
 import platform
+import re
 import socket
 import subprocess
 from pathlib import Path
@@ -36,14 +38,44 @@ def farm_commit() -> str | None:
 @functools.lru_cache(maxsize=1)
 def library_versions(engines: tuple[str, ...] = ()) -> dict[str, str]:
     """Installed versions of farm's libraries and of `engines` (the backends' own, from
-    farm.backends.registry.engine_libraries) that can change a result; absent ones left out."""
+    farm.backends.registry.engine_libraries) that can change a result; absent ones left out. The
+    version the package's own files state comes first: two distributions can install one module
+    (onnxruntime and onnxruntime-gpu both install `onnxruntime`, the last one installed owning its
+    files), and the distribution's record would name the other. Those distributions are listed too."""
     versions = {"python": platform.python_version(), "farm": __version__}
     for name in dict.fromkeys([*LIBRARIES, *engines]):
-        try:
-            versions[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            continue
+        found = _stated_version(name) or _distribution_version(name)
+        if found:
+            versions[name] = found
+        for other in SHARED_MODULE.get(name, ()):
+            if other_version := _distribution_version(other):
+                versions[other] = other_version
     return versions
+
+
+# distributions that install a module of another's name (the GPU build of an engine)
+SHARED_MODULE = {"onnxruntime": ("onnxruntime-gpu",)}
+_STATED = re.compile(r"^__version__\s*=\s*[\"']([^\"']+)[\"']", re.MULTILINE)
+
+
+def _distribution_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _stated_version(module: str) -> str | None:
+    """`__version__` as the package's __init__.py assigns it, read without importing it; None where
+    it assigns none literally (the distribution's record then stands)."""
+    try:
+        spec = importlib.util.find_spec(module)
+        origin = spec.origin if spec else None
+        text = Path(origin).read_text(encoding="utf-8", errors="replace")[:100_000] if origin else ""
+    except (ImportError, ValueError, OSError):
+        return None
+    match = _STATED.search(text)
+    return match.group(1) if match else None
 
 
 @functools.lru_cache(maxsize=1)

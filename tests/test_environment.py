@@ -334,3 +334,33 @@ def test_a_reader_that_stops_early_ends_the_query_quietly(measured: Path) -> Non
                           env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
     assert done.returncode == 0 and done.stdout.splitlines() == ["range", "0", "1"], done
     assert "Traceback" not in done.stderr and "Error" not in done.stderr, done.stderr
+
+
+def test_a_module_two_distributions_install_records_the_version_its_files_state(tmp_path: Path,
+                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """onnxruntime and onnxruntime-gpu both install the module `onnxruntime`; with both there (a GPU
+    image with the CPU build preinstalled) the CPU one's record said 1.30.0 where 1.31.1 ran. The
+    cell records what the module's own files state, and each distribution that installs it."""
+    import importlib
+
+    from farm import provenance
+
+    package = tmp_path / "enginepkg"
+    package.mkdir()
+    (package / "__init__.py").write_text('"""A fake engine."""\n__version__ = "1.31.1"\n')
+    for name, version in (("enginepkg", "1.30.0"), ("enginepkg_gpu", "1.31.1")):
+        info = tmp_path / f"{name}-{version}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: {version}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    monkeypatch.setitem(provenance.SHARED_MODULE, "enginepkg", ("enginepkg-gpu",))
+    versions = provenance.library_versions(("enginepkg",))
+    assert versions["enginepkg"] == "1.31.1" and versions["enginepkg-gpu"] == "1.31.1"
+    plain = tmp_path / "plainpkg"  # no literal in its __init__.py: the distribution's record stands
+    plain.mkdir()
+    (plain / "__init__.py").write_text("from ._version import __version__\n")
+    (tmp_path / "plainpkg-2.0.0.dist-info").mkdir()
+    (tmp_path / "plainpkg-2.0.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: plainpkg\nVersion: 2.0.0\n")
+    importlib.invalidate_caches()
+    assert provenance.library_versions(("plainpkg",))["plainpkg"] == "2.0.0"
