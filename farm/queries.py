@@ -175,7 +175,8 @@ def placement_note_sql(build_columns: Iterable[str]) -> str:
     if not {"provider_nodes", "cpu_provider_nodes", "cpu_provider_ops", "cpu_provider_node_ms"} <= set(build_columns):
         return "CAST(NULL AS VARCHAR)"
     return ("CASE WHEN b.cpu_provider_nodes > 0 THEN b.cpu_provider_nodes || ' nodes ran on ONNX Runtime''s CPU "
-            "provider (' || b.cpu_provider_ops || coalesce(', ' || round(b.cpu_provider_node_ms, 3) || ' ms a run', '') "
+            "provider (' || b.cpu_provider_ops || coalesce(', ' || round(b.cpu_provider_node_ms, 3) "
+            "|| ' ms a run as profiled', '') "
             "|| '): their tensors cross to the host and back; ' || b.provider_nodes END")
 
 

@@ -383,7 +383,7 @@ def test_a_session_says_which_provider_ran_each_node_and_a_device_session_with_n
     note = duckdb.sql(f"SELECT {placement_note_sql(columns)} FROM (SELECT 'CUDAExecutionProvider 5, "
                       "CPUExecutionProvider 4' AS provider_nodes, 4 AS cpu_provider_nodes, 'Shape ×3, NonZero' AS "
                       "cpu_provider_ops, 0.25 AS cpu_provider_node_ms) b").fetchall()[0][0]
-    assert note.startswith("4 nodes ran on ONNX Runtime's CPU provider (Shape ×3, NonZero, 0.25 ms a run)")
+    assert note.startswith("4 nodes ran on ONNX Runtime's CPU provider (Shape ×3, NonZero, 0.25 ms a run as profiled)")
     assert duckdb.sql(f"SELECT {placement_note_sql(columns[:1])}").fetchall()[0][0] is None  # an older warehouse
 
 
