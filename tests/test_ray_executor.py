@@ -451,3 +451,44 @@ def test_farms_own_ray_keeps_token_authentication_without_a_notice_on_every_swee
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "token"
     assert "Token authentication" not in done.stderr, done.stderr[-2000:]
+
+
+# Ray's memory monitor's message, as Ray prints it (ray-project/ray#30312; newer Rays say "actual memory used")
+RAY_OOM = ("Task was killed due to the node running low on memory.\nMemory on the node (IP: 172.17.0.2, ID: 8c5a14) "
+           "where the task (actor ID: f9cc34, name=CellWorker.run, pid=548, {used}memory used={worker}GB) was running "
+           "was 24.05GB / 25.30GB (0.950593), which exceeds the memory usage threshold of 0.95. Ray killed this worker "
+           "(ID: 0f7695) because it was the most recently scheduled task; to see more information about memory usage "
+           "on this node, use `ray logs raylet.out -ip 172.17.0.2`. Top 10 memory users:\nPID\tMEM(GB)\tCOMMAND\n")
+
+
+@pytest.mark.parametrize("prefix", ["", "actual "])
+def test_a_worker_stopped_for_the_nodes_memory_is_retried_and_one_that_grew_is_not(prefix: str) -> None:
+    """On a busy box Ray's memory monitor stopped workers because other programs filled the node:
+    farm called each the cell's own "out of memory, not retried". A worker using under half its
+    limit was stopped for the node's trouble: retried (after the node's memory recovers), saying so;
+    one near its limit grew, and is not retried."""
+    from farm.executor.ray_farm import _actor_death
+    from farm.scheduler import CellScheduler, Died, Failed, Retry
+
+    limit = 4 * 2 ** 30
+    node = _actor_death(RuntimeError(RAY_OOM.format(used=prefix, worker="0.21")), limit)
+    assert node.node_memory and node.retry and not node.out_of_memory and node.kind == "node low on memory"
+    assert node.reason.startswith("the node ran low on memory (24.05 of 25.30 GB in use)") and "0.21 GB" in node.reason
+    grew = _actor_death(RuntimeError(RAY_OOM.format(used=prefix, worker="3.90")), limit)
+    assert grew.out_of_memory and not grew.retry and not grew.node_memory
+    scheduler = CellScheduler(["c0"], ["w"], max_retries=2)
+    scheduler.step()
+    assert isinstance(scheduler.report("w", Died(node)), Retry)
+    scheduler.step()
+    failed = scheduler.report("w", Died(grew))
+    assert isinstance(failed, Failed) and "1x node low on memory" in failed.reason, failed.reason
+    assert _actor_death(RuntimeError("low on memory, no figures"), limit).out_of_memory  # unknown: as before
+
+
+def test_a_retry_after_the_node_ran_low_waits_for_memory() -> None:
+    from farm.executor.ray_farm import await_node_memory
+
+    assert await_node_memory(1.01, timeout_s=5) is True  # memory in use is always under 101 %
+    started = time.monotonic()
+    assert await_node_memory(0.0, timeout_s=0.3, poll_s=0.05) is False  # never under 0 %: gives up in time
+    assert time.monotonic() - started < 5

@@ -63,6 +63,8 @@ class CellDeath:
     @property
     def kind(self) -> str:
         """A short name for how it died, to count deaths of one cell by kind."""
+        if self.node_memory:
+            return "node low on memory"
         return "out of memory" if self.out_of_memory else "timed out" if self.timed_out else self.signal or "exited"
     signal: str | None = None  # e.g. 'SIGKILL', 'SIGSEGV'
     out_of_memory: bool = False
@@ -71,6 +73,7 @@ class CellDeath:
     retry: bool = True  # False where a retry would likely end the same way (out of memory, timed out)
     timed_out: bool = False
     output_tail: str | None = None  # the last lines the process printed while running the cell
+    node_memory: bool = False  # stopped because the node ran low on memory (other programs), not for its own growth
 
 
 class CellProcess:
