@@ -126,3 +126,35 @@ def cpu_list(cores: list[int]) -> str:
         else:
             runs.append([core, core])
     return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+# --- what else the host was doing while a cell was timed -------------------------------------------
+
+def host_snapshot() -> tuple:
+    """The host's and this process's CPU times now (`host_contention` takes the difference)."""
+    import psutil
+
+    return psutil.cpu_times(), psutil.Process().cpu_times(), time.monotonic()
+
+
+def host_contention(before: tuple) -> dict[str, float | None]:
+    """What the host did besides this process since `before` (host_snapshot): `cpu_others_percent`,
+    the share of the whole machine's CPU time other processes used (this process's threads, the
+    engine's included, left out); `cpu_steal_percent`, the share a virtual machine's hypervisor gave
+    to other guests (None where the system does not say); `host_load_per_cpu`, the 1-minute load
+    average over the CPU count (this process counted)."""
+    import psutil
+
+    host_before, own_before, _ = before
+    host_now, own_now = psutil.cpu_times(), psutil.Process().cpu_times()
+    total = sum(host_now) - sum(host_before)
+    idle = sum(getattr(host_now, f, 0.0) - getattr(host_before, f, 0.0) for f in ("idle", "iowait"))
+    steal = (host_now.steal - host_before.steal) if hasattr(host_now, "steal") else None
+    own = (own_now.user + own_now.system) - (own_before.user + own_before.system)
+    found: dict[str, float | None] = {"cpu_others_percent": None, "cpu_steal_percent": None,
+                                      "host_load_per_cpu": os.getloadavg()[0] / (os.cpu_count() or 1)}
+    if total > 0:
+        others = max(0.0, total - idle - (steal or 0.0) - own)
+        found["cpu_others_percent"] = 100.0 * others / total
+        found["cpu_steal_percent"] = 100.0 * steal / total if steal is not None else None
+    return found

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from farm.cpus import loop_ms, pinnable_cpus, quickest_cpu
+from farm.cpus import host_contention, host_snapshot, loop_ms, pinnable_cpus, quickest_cpu
 from farm.records import MeasurementSettings, PhaseTimes, QueryFn, Samples
 
 PERCENTILES = (90, 95, 99)
@@ -23,6 +23,8 @@ CI_LEVEL = 0.95
 # A tail percentile is only as good as the samples beyond it: with fewer than this many samples
 # above it, p99 is one or two queries' latency, and shown with a marker (`latency_pNN_tail_samples`).
 MIN_TAIL_SAMPLES = 10
+# what else the host did while a cell was timed (farm.cpus.host_contention), measurements' columns
+CONTENTION_COLUMNS = ("cpu_others_percent", "cpu_steal_percent", "host_load_per_cpu")
 # The host's own speed, taken before each counted repeat and after the last: a fixed pure-Python
 # loop (about 1 ms), the fastest of a few runs, after a pause that lets an engine's spinning worker
 # threads park (timed right after ONNX Runtime CPU queries on a 2-core VM, the loop took up to 1.8x
@@ -77,7 +79,9 @@ def run_timed(query: QueryFn, settings: MeasurementSettings, window: TimedWindow
         return host_probe_ms()
 
     try:
+        snapshot = host_snapshot()
         starts, ends, phases, repeat_of, walltime, probes = _timed_repeats(query, settings, window, before_repeat)
+        contention = host_contention(snapshot)  # what else ran while it was timed
         probes.append(host_probe_ms() if probe_host else None)  # and the host's speed after the last
     finally:
         if allowed:
@@ -93,6 +97,7 @@ def run_timed(query: QueryFn, settings: MeasurementSettings, window: TimedWindow
         warmup_ms=warmup_ms,
         host_probe_ms=[p for p in probes if p is not None],
         timing_cpus=cpus,
+        contention=contention,
     )
     if any(p is not None for p in phases):
         _attach_phases(samples, phases)
@@ -351,4 +356,5 @@ def summarize(samples: Samples, batch: int, settings: MeasurementSettings, infer
     row["host_probe_median_ms"] = centre
     row["host_probe_spread_percent"] = 100.0 * (max(probes) - min(probes)) / centre if len(probes) > 1 else None
     row["timing_cpus"] = " ".join(map(str, samples.timing_cpus)) or None
+    row |= {key: samples.contention.get(key) for key in CONTENTION_COLUMNS}
     return row

@@ -103,6 +103,17 @@ HOST_MOVED_NOTE = (f"CASE WHEN NOT m.stable AND m.host_probe_spread_percent >= {
                    "change' END")
 
 
+# An unstable cell timed while other programs used this share of the machine's CPU time or more
+# (farm.cpus.host_contention: cpu_others_percent), or while the hypervisor gave CONTENDED_STEAL_PERCENT
+# of it to other guests: its figure carries the contention. The same words for every such cell.
+CONTENDED_PERCENT = 25
+CONTENDED_STEAL_PERCENT = 10
+CONTENDED_NOTE = (f"CASE WHEN NOT m.stable AND (m.cpu_others_percent >= {CONTENDED_PERCENT} "
+                  f"OR m.cpu_steal_percent >= {CONTENDED_STEAL_PERCENT}) "
+                  "THEN 'timed while other programs (or other virtual machines) used a quarter or more of the "
+                  "host''s CPU time: the figure carries that contention (cpu_others_percent, cpu_steal_percent); "
+                  "measure it again on a quieter host' END")
+
 # An unstable device cell that is GPU-bound (its launches take under HOST_BOUND_SHARE of the GPU's
 # time), whose host kept its speed and whose repeats agree: its per-query CV alone made it
 # unstable. Its single queries spread while the median it reports holds from repeat to repeat
@@ -120,15 +131,17 @@ GPU_SPREAD_NOTE = (f"CASE WHEN NOT m.stable AND m.enqueue_median_ms < {HOST_BOUN
 
 
 def unstable_notes(measurement_columns: Iterable[str]) -> list[str]:
-    """Why an unstable cell is unstable: HOST_BOUND_NOTE, GPU_SPREAD_NOTE and HOST_MOVED_NOTE (SQL,
+    """Why an unstable cell is unstable: HOST_BOUND_NOTE, GPU_SPREAD_NOTE, HOST_MOVED_NOTE and CONTENDED_NOTE (SQL,
     each NULL where it does not apply), each left out where the warehouse's `measurements` view
     lacks its columns (files of an older farm)."""
     columns = set(measurement_columns)
     device = {"stable", "enqueue_median_ms", "compute_median_ms"}
     spread = device | {"repeat_spread_percent", "max_repeat_spread_percent", "latency_cv_percent", "max_cv_percent",
                        "host_probe_spread_percent"}
+    contended = {"stable", "cpu_others_percent", "cpu_steal_percent"}
     return [note for note, needed in ((HOST_BOUND_NOTE, device), (GPU_SPREAD_NOTE, spread),
-                                      (HOST_MOVED_NOTE, {"stable", "host_probe_spread_percent"})) if needed <= columns]
+                                      (HOST_MOVED_NOTE, {"stable", "host_probe_spread_percent"}),
+                                      (CONTENDED_NOTE, contended)) if needed <= columns]
 
 
 def unstable_notes_sql(measurement_columns: Iterable[str]) -> str:

@@ -324,6 +324,7 @@ class Samples:
     warmup_ms: float = 0.0
     host_probe_ms: list[float] = dataclasses.field(default_factory=list)  # the host's speed around the repeats (farm.measure)
     timing_cpus: list[int] = dataclasses.field(default_factory=list)  # the CPU the timing thread was kept on, per repeat
+    contention: dict[str, float | None] = dataclasses.field(default_factory=dict)  # farm.cpus.host_contention
 
     def __len__(self) -> int:
         return len(self.latency_ms)

@@ -318,4 +318,4 @@ def test_end_table_prints_each_note_once_however_cells_combine_them(tmp_path: Pa
     only = [number for number, text in footnotes if text.startswith("batch 1: the only batch")]
     assert len(resumed) == len(only) == 1 and not any("(resumed)" in t and "the only batch" in t for t in texts), out
     marks = re.findall(r"^\w{8}\s+fixed\s+fp(?:32|16)\s+1\s.*?\[([\d,]+)\]\s*$", out, re.MULTILINE)
-    assert len(marks) == 2 and all(set(m.split(",")) == {resumed[0], only[0]} for m in marks), out
+    assert len(marks) == 2 and all({resumed[0], only[0]} <= set(m.split(",")) for m in marks), out  # others may apply

@@ -421,3 +421,38 @@ def test_an_unstable_host_bound_device_cell_says_why() -> None:
     assert notes["gpu, host moved"].startswith("the host's own speed moved")
     assert [name for name, note in rows if note] == ["ort fp32 b8", "gpu, host moved", "eager b1"]
     assert stable_text(False, None) == "no" and stable_text(None, None) is None
+
+
+def test_other_programs_cpu_time_during_a_window_is_recorded_and_an_unstable_cell_says_so() -> None:
+    """A process spinning beside a quiet window: its CPU time counts as other programs' (at least
+    half a core's share of the machine); this process's own work does not. An unstable cell timed at
+    25 % or more, or 10 % steal, says so in the same words whatever its figures."""
+    import subprocess
+    import sys
+
+    import duckdb
+
+    from farm.cpus import host_contention, host_snapshot
+    from farm.queries import unstable_notes_sql
+
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)  # it is spinning
+        before = host_snapshot()
+        time.sleep(1.0)
+        found = host_contention(before)
+    finally:
+        spinner.kill()
+        spinner.wait()
+    share_of_a_core = 100.0 / (os.cpu_count() or 1)
+    assert found["cpu_others_percent"] >= 0.5 * share_of_a_core, found
+    assert found["host_load_per_cpu"] > 0
+    columns = ("stable", "cpu_others_percent", "cpu_steal_percent")
+    rows = duckdb.sql(f"""SELECT name, {unstable_notes_sql(columns)} AS note FROM (VALUES
+        ('busy', false, 40.0, 0.0), ('stolen', false, 1.0, 12.0), ('quiet', false, 3.0, 0.0),
+        ('busy but stable', true, 60.0, 0.0), ('no steal figure', false, 30.0, NULL)) AS m(name, {", ".join(columns)})
+        """).fetchall()
+    notes = dict(rows)
+    assert notes["busy"] == notes["stolen"] == notes["no steal figure"] and notes["busy"].startswith(
+        "timed while other programs (or other virtual machines) used a quarter or more of the host's CPU time")
+    assert notes["quiet"] is None and notes["busy but stable"] is None

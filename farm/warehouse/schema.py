@@ -99,6 +99,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("telemetry_samples", pa.int32()), ("telemetry_window_ms", pa.float64()), ("telemetry_note", pa.string()),
         # the host's speed before each counted repeat and after the last (farm.measure.host_probe_ms)
         ("host_probe_median_ms", pa.float64()), ("host_probe_spread_percent", pa.float64()),
+        ("cpu_others_percent", pa.float64()), ("cpu_steal_percent", pa.float64()), ("host_load_per_cpu", pa.float64()),
         # the CPU the timing thread was kept on for each repeat (farm.measure.quickest_cpu)
         ("timing_cpus", pa.string()),
     ),
