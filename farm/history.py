@@ -22,6 +22,7 @@ from farm.compare.load import Side
 from farm.compare.match import config_key, device_text
 from farm.compare.stats import MIN_EFFECT_PERCENT
 from farm.errors import UserError
+from farm.queries import CONFIGURATION_RUNS_SQL
 
 MAX_PVALUE = 0.001  # Otava's default: a change point's runs before and after differ at p < 0.001
 MIN_RUNS = 6  # fewer runs cannot show a change at that p-value (the t-test needs a few a side)
@@ -30,12 +31,6 @@ OTAVA_MISSING = ("farm history needs Apache Otava's change-point detection: pip 
                  "'apache-otava==0.8.0' (its own other dependencies serve its BigQuery, Postgres and Slack "
                  "connectors, and it pins an older numpy; farm uses its analysis, which needs numpy and scipy)")
 
-HISTORY_SQL = """SELECT c.sweep_id, c.cell_id, c.model, c.precision, c.batch, c.profile, c.backend,
-       CAST(c.options AS VARCHAR) AS options, c.finished_at, m.latency_median_ms, m.median_ci_low_ms,
-       m.median_ci_high_ms, m.stable, d.kind AS device_kind, d.name AS device_name
-FROM cells c JOIN measurements m USING (cell_id) LEFT JOIN devices d USING (device_id)
-WHERE c.status = 'ok' AND m.latency_median_ms > 0 AND (? OR list_contains(?, c.sweep_id))
-ORDER BY c.finished_at, c.sweep_id"""
 
 
 @dataclass
@@ -98,7 +93,7 @@ def history(results: str | Path, sweeps: list[str] | None = None, filters: dict[
         raise UserError(f"no warehouse at {root}/: pass --results DIR")
     warehouse = WarehouseReader(root)
     con = warehouse.connect()
-    columns, rows = warehouse.fetch(con, HISTORY_SQL, [not sweeps, list(sweeps or [])])
+    columns, rows = warehouse.fetch(con, CONFIGURATION_RUNS_SQL, [not sweeps, list(sweeps or []), True, []])
     cells = [dict(zip(columns, row)) for row in rows]
     for column, wanted in (filters or {}).items():
         if wanted:

@@ -39,6 +39,18 @@ LEFT JOIN cell_verdicts v USING (cell_id)
 LEFT JOIN devices d USING (device_id)"""
 
 
+# Every ok cell with a median latency, with what makes it a configuration (farm.compare.match's key)
+# and its device, oldest measurement first: the runs of each configuration across the sweeps
+# (farm history's series, farm compare's between-run spread). Parameters: every sweep?, the sweeps
+# wanted; every model?, the models wanted.
+CONFIGURATION_RUNS_SQL = """SELECT c.sweep_id, c.cell_id, c.model, c.precision, c.batch, c.profile, c.backend,
+       CAST(c.options AS VARCHAR) AS options, c.finished_at, m.latency_median_ms, m.median_ci_low_ms,
+       m.median_ci_high_ms, m.stable, d.kind AS device_kind, d.name AS device_name
+FROM cells c JOIN measurements m USING (cell_id) LEFT JOIN devices d USING (device_id)
+WHERE c.status = 'ok' AND m.latency_median_ms > 0 AND (? OR list_contains(?, c.sweep_id))
+  AND (? OR list_contains(?, c.model))
+ORDER BY c.finished_at, c.sweep_id"""
+
 def cells_with_figures(select: str, where: str = "", order_by: str = "") -> str:
     """`SELECT select FROM` every cell with its figures (`CELLS_WITH_FIGURES`: aliases c, m, b, v,
     d), optionally filtered and ordered: the query behind `farm show`, the end-of-sweep summary
