@@ -343,3 +343,28 @@ def test_a_folder_that_is_not_a_warehouse_is_said_to_readers_not_answered_with_n
     assert main(["query", "SELECT count(*) FROM cells", "--results", str(tmp_path / "project")]) == 2
     assert "is not a farm warehouse: it holds notes.txt" in capsys.readouterr().err
     assert main(["ls", "--results", str(tmp_path / "project")]) == 2
+
+
+def test_ctrl_c_before_duckdb_starts_the_statement_still_stops_it() -> None:
+    """Ctrl-C that comes while the query's thread is still preparing the statement: DuckDB forgets an
+    interrupt that comes before a statement starts, so farm query interrupts again until it stops
+    (a single interrupt left the statement running for days, and the command waiting on it)."""
+    import _thread
+    import threading
+
+    import duckdb
+
+    from farm.cli.query import _interruptible
+
+    con = duckdb.connect(":memory:")
+
+    def query():
+        time.sleep(1.0)  # still preparing when Ctrl-C comes
+        return con.execute("SELECT count(*) FROM range(1000000000000000)").fetchall()
+
+    threading.Timer(0.2, _thread.interrupt_main).start()
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        _interruptible(con, query)
+    assert time.monotonic() - started < 30
+    con.close()

@@ -467,7 +467,7 @@ def test_a_worker_stopped_for_the_nodes_memory_is_retried_and_one_that_grew_is_n
     farm called each the cell's own "out of memory, not retried". A worker using under half its
     limit was stopped for the node's trouble: retried (after the node's memory recovers), saying so;
     one near its limit grew, and is not retried."""
-    from farm.executor.ray_farm import _actor_death
+    from farm.executor.deaths import actor_death as _actor_death
     from farm.scheduler import CellScheduler, Died, Failed, Retry
 
     limit = 4 * 2 ** 30
@@ -486,7 +486,7 @@ def test_a_worker_stopped_for_the_nodes_memory_is_retried_and_one_that_grew_is_n
 
 
 def test_a_retry_after_the_node_ran_low_waits_for_memory() -> None:
-    from farm.executor.ray_farm import await_node_memory
+    from farm.executor.deaths import await_node_memory
 
     assert await_node_memory(1.01, timeout_s=5) is True  # memory in use is always under 101 %
     started = time.monotonic()

@@ -40,6 +40,9 @@ def add(add: AddCommand) -> None:
     p.add_argument("--format", choices=["table", "csv", "json", "markdown"], default="table", help="output format")
 
 
+INTERRUPT_TRIES = 120  # a minute of interrupts, every half second, for a statement to stop
+
+
 def _interruptible(con, query: Callable[[], T]) -> T:
     """`query()` on a thread of its own, so that Ctrl-C (which Python delivers to this thread only
     between bytecodes, never inside DuckDB's execution) interrupts DuckDB and ends the command. It
@@ -61,8 +64,12 @@ def _interruptible(con, query: Callable[[], T]) -> T:
         while not done.wait(0.2):
             pass
     except KeyboardInterrupt:
-        con.interrupt()
-        done.wait(60)  # DuckDB stops within moments of the interrupt
+        # again and again: an interrupt that comes before DuckDB starts the statement (the thread
+        # still preparing it) is forgotten when it starts; DuckDB stops within moments of one
+        for _ in range(INTERRUPT_TRIES):
+            con.interrupt()
+            if done.wait(0.5):
+                break
         raise
     if "error" in outcome:
         raise outcome["error"]

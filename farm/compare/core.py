@@ -11,15 +11,31 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from farm.compare.between import run_spreads
 from farm.compare.layers import LayerExplanation, explain
 from farm.compare.load import Side, load_side
 from farm.compare.match import Pair, config_key, device_text, match_cells
-from farm.compare.stats import MIN_EFFECT_PERCENT, SLOWER, Effect, MedianInterval, effect_interval, ratio_change
+from farm.compare.stats import (
+    FASTER,
+    INCONCLUSIVE,
+    MIN_EFFECT_PERCENT,
+    SLOWER,
+    Effect,
+    MedianInterval,
+    effect_interval,
+    ratio_change,
+)
 from farm.errors import UserError
 
 # a pair's verdict when a cell has no latency to compare: NEW failed where BASE was ok (a regression),
 # the other way round, or neither measured
 FAILED, FIXED, NOT_MEASURED = "failed", "fixed", "not measured"
+# what a verdict rests on, said on the pairs it concerns (the same words for each: printed once)
+WITHIN_TWO_RUNS = ("judged from these two runs' samples: the warehouse holds fewer than 4 runs of this "
+                   "configuration to say how far its runs move apart (run the sweep again under other names: "
+                   "farm sweep --sweep NAME)")
+RUN_SPREAD_UNDECIDED = ("inconclusive: this configuration's runs move from one to the next about as far as this "
+                        "change (its earlier runs in the warehouse), so the machine's speed may have moved, not the code")
 REGRESSIONS = (SLOWER, FAILED)
 
 
@@ -40,6 +56,8 @@ class PairResult:
     accuracy: dict[str, Any]
     notes: list[str] = field(default_factory=list)
     layers: LayerExplanation | None = None
+    run_spread: float | None = None  # how far a run of this configuration moves (log SD), from runs_seen runs
+    runs_seen: int = 0
 
     @property
     def regressed(self) -> bool:
@@ -146,8 +164,9 @@ def _compare_sweeps(base_sweep: str, new_sweep: str, results: str | Path, base_r
         intervals = (computing[0].result(), computing[1].result())
     finally:  # an error (an unknown sweep, no pairs) is said at once, not after the other side's work
         pool.shutdown(wait=False, cancel_futures=True)
+    spreads = run_spreads([base.results, new.results], sorted({str(p.new.get("model")) for p in pairs}))
     for pair, result in zip(pairs, results_):
-        _judge(pair, result, min_effect_percent, intervals)
+        _judge(pair, result, min_effect_percent, intervals, spreads)
     _explain_slower(pairs, results_, base, new)
     results_.sort(key=_severity)
     return Comparison(base_sweep, new_sweep, base.results, new.results, float(min_effect_percent), results_,
@@ -234,14 +253,23 @@ def _host_bound_note(a: dict[str, Any], b: dict[str, Any]) -> str | None:
 
 
 def _judge(pair: Pair, result: PairResult, min_effect_percent: float,
-           intervals: tuple[dict[str, MedianInterval | None], dict[str, MedianInterval | None]]) -> None:
-    """The pair's change in median latency with its interval, and the verdict."""
+           intervals: tuple[dict[str, MedianInterval | None], dict[str, MedianInterval | None]],
+           spreads: dict[tuple, tuple[float, int]]) -> None:
+    """The pair's change in median latency with its interval (widened by how far this
+    configuration's runs move, where the warehouses hold enough of them), and the verdict."""
     a, b = pair.base, pair.new
     ok_a, ok_b = a.get("status") == "ok", b.get("status") == "ok"
     result.base = intervals[0].get(str(a["cell_id"])) if ok_a else None
     result.new = intervals[1].get(str(b["cell_id"])) if ok_b else None
-    result.effect = effect_interval(result.base, result.new, min_effect_percent)
+    spread, result.runs_seen = spreads.get((config_key(b), device_text(b)), (None, 0))
+    result.run_spread = spread
+    result.effect = effect_interval(result.base, result.new, min_effect_percent, spread or 0.0)
     result.verdict = result.effect.verdict
+    if result.verdict in (SLOWER, FASTER) and spread is None:
+        result.notes.append(WITHIN_TWO_RUNS)
+    elif spread and result.verdict == INCONCLUSIVE and effect_interval(
+            result.base, result.new, min_effect_percent).verdict in (SLOWER, FASTER):
+        result.notes.append(RUN_SPREAD_UNDECIDED)
     if not (ok_a and ok_b):  # failed / fixed only where a side failed; skipped or unsupported: not measured
         failed_a, failed_b = a.get("status") == "failed", b.get("status") == "failed"
         result.verdict = FAILED if ok_a and failed_b else FIXED if ok_b and failed_a else NOT_MEASURED

@@ -106,6 +106,8 @@ def to_dict(comparison: Comparison) -> dict[str, Any]:
             "basis": [side.basis if side else None for side in (pair.base, pair.new)],
             "throughput_change": _json(pair.throughput_change), "p99_change": _json(pair.p99_change),
             "energy_per_inference_change": _json(pair.energy_change), "accuracy": pair.accuracy, "notes": pair.notes,
+            # how far this configuration's runs move (log-scale SD, from `runs_seen` runs); null: too few runs
+            "run_spread": _json(pair.run_spread), "runs_seen": pair.runs_seen,
             "layers": None if layers is None else {
                 "kind": layers.kind, "note": layers.note, "joined": layers.joined, "statistic": layers.statistic,
                 "layers_added_ms": _json(layers.layers_added_ms), "latency_added_ms": _json(layers.latency_added_ms),

@@ -12,7 +12,10 @@ as independent:
     lower = log(m_new / m_base) - sqrt(below_new^2 + above_base^2)
     upper = log(m_new / m_base) + sqrt(above_new^2 + below_base^2)
 
-where below = log(median / low) and above = log(high / median).
+where below = log(median / low) and above = log(high / median). Where the warehouse holds several
+runs of the configuration, how far a run's median moves about its level (farm.compare.between)
+joins each side as a third term: the two runs' own samples cannot show that the machine's speed
+moved between them.
 
 The verdict is an equivalence test against a minimum effect that matters (3 % by default):
 'slower' only when the whole interval lies above +min, 'faster' only when it lies below -min,
@@ -29,6 +32,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 MIN_EFFECT_PERCENT = 3.0
+Z95 = 1.959964  # the normal quantile of a two-sided 95 % interval
 SLOWER, FASTER, WITHIN_NOISE = "slower", "faster", "within noise"
 INCONCLUSIVE, NOT_JUDGED = "inconclusive", "not judged"
 UNDECIDED = (WITHIN_NOISE, INCONCLUSIVE, NOT_JUDGED)  # no change that matters shown: shown in grey
@@ -82,15 +86,19 @@ def median_interval(latency_ms: Any, repeat: Any = None) -> MedianInterval | Non
 
 
 def effect_interval(base: MedianInterval | None, new: MedianInterval | None,
-                    min_effect_percent: float = MIN_EFFECT_PERCENT) -> Effect:
+                    min_effect_percent: float = MIN_EFFECT_PERCENT, run_spread: float = 0.0) -> Effect:
     """The effect of NEW against BASE with its 95 % interval and verdict ('not judged' where either
-    side has no usable interval: nothing says how noisy it was)."""
+    side has no usable interval: nothing says how noisy it was). `run_spread`: how far a run's
+    median moves about the configuration's level (log-scale standard deviation, from the
+    warehouse's history: farm.compare.between); each of the two runs adds it, so the interval
+    widens by 1.96 x sqrt(2) x it on each side, combined with the samples' own."""
     if base is None or new is None or not base.usable or not new.usable:
         effect = new.median / base.median - 1 if base and new and base.median > 0 else math.nan
         return Effect(effect, math.nan, math.nan, NOT_JUDGED)
     log_ratio = math.log(new.median / base.median)
-    below = math.hypot(math.log(new.median / new.low), math.log(base.high / base.median))
-    above = math.hypot(math.log(new.high / new.median), math.log(base.median / base.low))
+    between = Z95 * math.sqrt(2) * run_spread
+    below = math.hypot(math.log(new.median / new.low), math.log(base.high / base.median), between)
+    above = math.hypot(math.log(new.high / new.median), math.log(base.median / base.low), between)
     low, high = math.exp(log_ratio - below) - 1, math.exp(log_ratio + above) - 1
     return Effect(math.exp(log_ratio) - 1, low, high, verdict(low, high, min_effect_percent))
 
