@@ -16,6 +16,7 @@ def main() -> None:
         st.Page(PAGES / "cell.py", title="Cell"),
         st.Page(PAGES / "diff.py", title="Diff"),
         st.Page(PAGES / "regressions.py", title="Regressions"),
+        st.Page(PAGES / "history.py", title="History"),
         st.Page(PAGES / "sql.py", title="SQL"),
     ])
     navigation.run()

@@ -16,7 +16,7 @@ from farm.dashboard import RESULTS_ENV
 from farm.dashboard.data import Snapshot
 
 APP = str(Path(__file__).resolve().parents[2] / "farm" / "dashboard" / "app.py")
-PAGES = ("overview", "compare", "cell", "diff", "regressions", "sql")
+PAGES = ("overview", "compare", "cell", "diff", "regressions", "history", "sql")
 
 
 def printed(value: float) -> str:

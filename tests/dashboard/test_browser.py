@@ -27,7 +27,7 @@ SCREENSHOTS = Path(os.environ.get("FARM_SCREENSHOTS", ROOT / "artifacts" / "scre
 # As root, in a sandbox with no network: no Chrome sandbox, no GPU, no background connections.
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-PAGES = ["Overview", "Compare", "Cell", "Diff", "Regressions", "SQL"]
+PAGES = ["Overview", "Compare", "Cell", "Diff", "Regressions", "History", "SQL"]
 PATIENCE_MS = 120_000  # how long a check waits for the page to show what it expects: only a failure waits this long
 
 if not Path(CHROMIUM).exists():
