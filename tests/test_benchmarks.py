@@ -504,3 +504,18 @@ def test_carryover_quick_on_cpu(tmp_path: Path) -> None:
         assert after / before == pytest.approx(row["ratio"], rel=0.02, abs=0.002), out
     assert [r["treatment"] for r in rows] == ["profiler-cpu"]
     assert all(len(r["before_ms"]) == len(r["after_ms"]) == 2 for r in rows)
+
+
+def test_verdicts_across_runs_quick(tmp_path: Path) -> None:
+    """Identical runs compared pair by pair, from their samples alone and with the warehouse's
+    run-to-run spread: both ways counted over the same pairs, each verdict one of farm's."""
+    out = run_benchmark("verdicts_across_runs.py", "--quick", "--dir", str(tmp_path / "work"), timeout=600)
+    assert re.search(r"^5 identical runs of 2 cells .* 8 pairs of consecutive runs", out, re.MULTILINE), out
+    ways = re.findall(r"^  (from the two runs' samples alone|with the warehouse's run-to-run spread): (.*); false "
+                      r"changes (\d+) of 8 \((\d+) %\)$", out, re.MULTILINE)
+    assert [w[0] for w in ways] == ["from the two runs' samples alone", "with the warehouse's run-to-run spread"], out
+    for _, counts, changed, _ in ways:
+        found = dict((verdict, int(n)) for verdict, n in re.findall(r"([a-z ]+?) (\d+)(?:, |$)", counts))
+        assert sum(found.values()) == 8 and set(found) <= {"slower", "faster", "within noise", "inconclusive",
+                                                           "not judged"}, counts
+        assert int(changed) == found.get("slower", 0) + found.get("faster", 0)
