@@ -171,6 +171,18 @@ def transformers_models() -> tuple[list[Entry], dict[str, str]]:
     if why:
         return [], {"transformers": why}
     import transformers
+
+    # guessing inputs builds configs, and transformers logs each one it cannot set a size on with
+    # the whole config (two of them were 248 lines of a GPU run's log): its errors are not the corpus's
+    previous = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity(transformers.logging.CRITICAL)
+    try:
+        return _transformers_entries(transformers)
+    finally:
+        transformers.logging.set_verbosity(previous)
+
+
+def _transformers_entries(transformers) -> tuple[list, dict[str, str]]:
     from transformers.models.auto import modeling_auto
 
     entries, left_out = [], {}
