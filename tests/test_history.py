@@ -113,3 +113,13 @@ def test_measured_runs_with_a_planted_slowdown_name_its_run_and_layer(tmp_path: 
     assert all("planted" in (row["name_new"] or "") or row["type"] == "Conv" for row in change.layers.rows[:3])
     assert main(["sweep", str(config), "--sweep", "bad name", "--results", str(results), "--executor", "local"]) == 2
     assert "--sweep 'bad name'" in capsys.readouterr().err
+
+
+def test_a_slowdown_fixed_since_does_not_fail_history(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    values = noisy(5, runs=36)
+    values[12:24] = [v * 1.2 for v in values[12:24]]  # slower at 12, fixed at 24
+    write_series(results, {"fixed": values})
+    [series] = history(results)
+    assert [(c.sweep, c.change > 0) for c in series.changes] == [("night-12", True), ("night-24", False)]
+    assert main(["history", "--results", str(results)]) == 0

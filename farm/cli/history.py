@@ -17,7 +17,8 @@ def add(add: AddCommand) -> None:
                        "latency changed: Apache Otava's change points (p < 0.001, over farm compare's minimum "
                        "effect), each with the sweep it starts at and the layers that explain it. Name each "
                        "run's sweep apart (farm sweep --sweep nightly-DATE, farm ingest --sweep) to build a "
-                       "history. Exit 1 if a change point slowed a configuration, 0 otherwise.")
+                       "history. Exit 1 if a configuration's latest change point slowed it (a slowdown fixed "
+                       "since does not count), 0 otherwise.")
     p.add_argument("sweeps", nargs="*", metavar="SWEEP", help="only these sweeps (default: every sweep)")
     for name in ("model", "precision", "backend"):
         p.add_argument(f"--{name}", action="append", metavar=name.upper(), help=f"only this {name} (repeatable)")
@@ -33,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     existing_folder(args.results)
     filters = {"model": args.model, "precision": args.precision, "backend": args.backend, "batch": args.batch}
     found = history(args.results, args.sweeps or None, filters)
-    slower = any(c.change > 0 for s in found for c in s.changes)
+    slower = any(s.changes and s.changes[-1].change > 0 for s in found)  # still slower since its last change
     if args.format == "json":
         print(json.dumps([_record(s) for s in found], default=str, indent=1))
         return 1 if slower else 0
