@@ -32,7 +32,6 @@ OTAVA_MISSING = ("farm history needs Apache Otava's change-point detection: pip 
                  "connectors, and it pins an older numpy; farm uses its analysis, which needs numpy and scipy)")
 
 
-
 @dataclass
 class Point:
     """One sweep's cell of a configuration."""
