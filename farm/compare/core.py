@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from farm.compare.between import run_spreads
+from farm.compare.between import MIN_RUNS, run_spreads
 from farm.compare.layers import LayerExplanation, explain
 from farm.compare.load import Side, load_side
 from farm.compare.match import Pair, config_key, device_text, match_cells
@@ -31,7 +31,7 @@ from farm.errors import UserError
 # the other way round, or neither measured
 FAILED, FIXED, NOT_MEASURED = "failed", "fixed", "not measured"
 # what a verdict rests on, said on the pairs it concerns (the same words for each: printed once)
-WITHIN_TWO_RUNS = ("judged from these two runs' samples: the warehouse holds fewer than 4 runs of this "
+WITHIN_TWO_RUNS = (f"judged from these two runs' samples: the warehouse holds fewer than {MIN_RUNS} runs of this "
                    "configuration to say how far its runs move apart (run the sweep again under other names: "
                    "farm sweep --sweep NAME)")
 RUN_SPREAD_UNDECIDED = ("inconclusive: this configuration's runs move from one to the next about as far as this "
