@@ -147,7 +147,7 @@ def host_contention(before: tuple) -> dict[str, float | None]:
 
     host_before, own_before, _ = before
     host_now, own_now = psutil.cpu_times(), psutil.Process().cpu_times()
-    total = sum(host_now) - sum(host_before)
+    total = _total(host_now) - _total(host_before)
     idle = sum(getattr(host_now, f, 0.0) - getattr(host_before, f, 0.0) for f in ("idle", "iowait"))
     steal = (host_now.steal - host_before.steal) if hasattr(host_now, "steal") else None
     own = (own_now.user + own_now.system) - (own_before.user + own_before.system)
@@ -158,3 +158,8 @@ def host_contention(before: tuple) -> dict[str, float | None]:
         found["cpu_others_percent"] = 100.0 * others / total
         found["cpu_steal_percent"] = 100.0 * steal / total if steal is not None else None
     return found
+
+
+def _total(times) -> float:
+    """All of a `psutil.cpu_times()`: on Linux its guest times are inside user and nice already."""
+    return sum(times) - getattr(times, "guest", 0.0) - getattr(times, "guest_nice", 0.0)
