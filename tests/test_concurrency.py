@@ -298,7 +298,7 @@ def test_a_query_that_writes_is_refused_and_ctrl_c_stops_a_long_one(tmp_path: Pa
 
     endless = subprocess.Popen([sys.executable, "-m", "farm", "query", "SELECT count(*) FROM range(1000000000000000)",
                                 "--results", str(results)], cwd=ROOT, env=ENV, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+                               stderr=subprocess.PIPE, text=True, preexec_fn=as_from_a_terminal)
     try:
         import psutil
 
@@ -346,6 +346,13 @@ def test_a_folder_that_is_not_a_warehouse_is_said_to_readers_not_answered_with_n
     assert main(["ls", "--results", str(tmp_path / "project")]) == 2
 
 
+def as_from_a_terminal() -> None:
+    """In a child about to start: Ctrl-C (SIGINT) handled as in a terminal's foreground. A test run
+    started in the background (`bash .ci/run &`) has it ignored, and a child that inherits that
+    ignores Ctrl-C for good (Python then installs no handler of its own)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 EARLY_CTRL_C = """
 import _thread, threading, time
 import duckdb
@@ -369,6 +376,6 @@ def test_ctrl_c_before_duckdb_starts_the_statement_still_stops_it() -> None:
     (a single interrupt left the statement running for days, and the command waiting on it). In a
     process of its own: Ctrl-C goes to a main thread, which a test worker's may not be."""
     done = subprocess.run([sys.executable, "-c", EARLY_CTRL_C], cwd=ROOT, env=ENV, capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120, preexec_fn=as_from_a_terminal)
     found = re.search(r"stopped after ([\d.]+) s", done.stdout)
     assert found and float(found.group(1)) < 30, done.stdout + done.stderr

@@ -13,7 +13,7 @@ from farm.errors import UserError
 def add(add: AddCommand) -> None:
     """The `dashboard` subparser (`add` gives it --results)."""
     p = add("dashboard", "Serve the comparison dashboard (Streamlit) on localhost: pages Overview, Compare, Cell, "
-                         "Diff, Regressions and SQL (a read-only console over the warehouse).")
+                         "Diff, Regressions, History and SQL (a read-only console over the warehouse).")
     p.add_argument("--port", type=int, default=8501, help="port on 127.0.0.1 (default: 8501)")
     p.add_argument("--address", default="127.0.0.1",
                    help="address to listen on (default: 127.0.0.1; 0.0.0.0 shares it with your network)")
