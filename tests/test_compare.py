@@ -433,3 +433,32 @@ def test_the_interval_a_cell_stored_is_the_one_its_samples_give(runs: Path) -> N
         assert interval.basis == again.basis == "samples"
         assert (interval.median, interval.low, interval.high) == pytest.approx((again.median, again.low, again.high),
                                                                                rel=1e-12)
+
+
+def test_confirm_measures_the_suspects_again_interleaved(runs: Path, tmp_path: Path, capsys) -> None:
+    """--confirm: the planted slowdown, measured again in interleaved rounds, stays slower; a pair
+    made to look 2x slower by doctoring NEW's stored figures (the same model on both sides) is
+    measured again and is not: its verdict and the exit status follow the rounds."""
+    assert main(["compare", "base", "planted", "--results", str(runs), "--min-effect", MIN_EFFECT,
+                 "--confirm", "--rounds", "2"]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "measured again interleaved, slower confirmed" in out and "over 2 rounds" in out, out
+
+    doctored = copy_sweep(runs, "again", tmp_path / "doctored")
+    for path in (doctored / "again" / "measurements").glob("*.parquet"):
+        table = pq.read_table(path)
+        for column in ("latency_median_ms", "median_ci_low_ms", "median_ci_high_ms"):
+            index = table.column_names.index(column)
+            table = table.set_column(index, column, pa.array([v * 3 for v in table.column(column).to_pylist()]))
+        pq.write_table(table, path)
+    assert main(["compare", "base", "again", "--base-results", str(runs), "--results", str(doctored),
+                 "--min-effect", MIN_EFFECT]) == 1  # from the stored figures: slower
+    capsys.readouterr()
+    comparison = compare_sweeps("base", "again", doctored, base_results=runs, min_effect_percent=float(MIN_EFFECT))
+    from farm.compare.confirm import confirm
+
+    found = confirm(comparison, runs, doctored, rounds=2)
+    assert found and all(f.was == SLOWER and f.verdict != SLOWER and f.why is None for f in found), found
+    assert not comparison.regressed and all("slower not confirmed" in " ".join(p.notes) for p in comparison.pairs)
+    assert main(["compare", "base", "again", "--results", str(runs), "--rounds", "3"]) == 2
+    assert "--rounds: for --confirm only" in capsys.readouterr().err

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from farm.cli.common import AddCommand
+from farm.errors import UserError
 
 
 def add(add: AddCommand) -> None:
@@ -30,6 +31,12 @@ def add(add: AddCommand) -> None:
     p.add_argument("--allow-device-differences", action="store_true",
                    help="compare cells measured on different kinds of device (another GPU or CPU model) instead "
                         "of refusing")
+    p.add_argument("--confirm", action="store_true",
+                   help="measure each slower or faster pair again here, BASE and NEW interleaved (A B B A ...), so "
+                        "that the machine's drift between the two runs falls on both alike; its verdict becomes the "
+                        "rounds' (the cells planned again from the sweep files their runs recorded)")
+    p.add_argument("--rounds", type=int, default=4, metavar="N",
+                   help="with --confirm: interleaved rounds per pair, each measuring both cells (default: 4)")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the comparison as JSON (for CI)")
     p.add_argument("--markdown", default=None, metavar="FILE",
                    help="also write the comparison as Markdown (a pull request comment)")
@@ -43,6 +50,12 @@ def run(args: argparse.Namespace) -> int:
                                 min_effect_percent=args.min_effect,
                                 allow_timing_differences=args.allow_timing_differences,
                                 allow_device_differences=args.allow_device_differences)
+    if args.confirm:
+        from farm.compare.confirm import confirm
+
+        confirm(comparison, comparison.base_results, comparison.new_results, args.rounds)
+    elif args.rounds != 4:
+        raise UserError("--rounds: for --confirm only")
     _print(comparison)
     if args.json:
         write_atomic(Path(args.json), json.dumps(to_dict(comparison), indent=1, default=str) + "\n")

@@ -1,0 +1,131 @@
+"""`farm compare --confirm`: the pairs called slower or faster measured again, here and now, BASE
+and NEW interleaved (A B B A A B ...), so that the machine's drift between the two original runs,
+which neither run's samples show, falls on both sides alike. Each round measures both cells (their
+sweep files' settings, without per-layer profiling or the accuracy check); the change is the mean
+of the rounds' log ratios of the medians with its t interval, judged by farm's one rule
+(farm.compare.stats.verdict).
+
+The cells are planned again from the sweep files their runs recorded (`sweeps.config_text`, the
+models' paths relative to `config_path`), under their sweep's name, so they are the very cells
+compared; a cell whose model file changed since plans to another id, and is said to be so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any
+
+from farm.compare.stats import FASTER, SLOWER, verdict
+from farm.errors import UserError
+
+ROUNDS = 4  # A/B rounds per suspect pair: each side measured this many times, order alternating
+
+
+@dataclasses.dataclass
+class Confirmation:
+    """A suspect pair measured again interleaved: the change of the rounds' medians and its verdict."""
+
+    label: str
+    was: str  # the verdict from the two original runs
+    verdict: str  # from the interleaved rounds ('could not confirm' where they could not run)
+    effect: float = math.nan
+    low: float = math.nan
+    high: float = math.nan
+    rounds: int = 0
+    why: str | None = None  # where it could not run: why
+
+    @property
+    def confirmed(self) -> bool:
+        return self.verdict == self.was
+
+
+def confirm(comparison: Any, base_results: Path, new_results: Path, rounds: int = ROUNDS) -> list[Confirmation]:
+    """Each slower or faster pair of `comparison` measured again, `rounds` interleaved rounds; its
+    verdict becomes the rounds' (where they could run), with a note saying so."""
+    if rounds < 2:
+        raise UserError(f"--rounds {rounds}: give 2 or more (the interval needs rounds to spread)")
+    suspects = [p for p in comparison.pairs if p.verdict in (SLOWER, FASTER)]
+    if not suspects:
+        return []
+    cells, why_not = {}, {}
+    for results, sweep in ((base_results, comparison.base_sweep), (new_results, comparison.new_sweep)):
+        planned, why = _planned(results, sweep)
+        cells |= planned
+        if why:
+            why_not[sweep] = why
+    found = []
+    for pair in suspects:
+        a, b = cells.get(pair.base_id), cells.get(pair.new_id)
+        if a is None or b is None:
+            why = next(iter(why_not.values()), None) or (
+                "its model file or sweep file changed since it was measured (it plans to another cell id)")
+            found.append(Confirmation(pair.label, pair.verdict, "could not confirm", why=why))
+        else:
+            found.append(_interleaved(pair, a[0], b[0], a[1], rounds, comparison.min_effect_percent))
+        if found[-1].why is None:
+            pair.verdict = found[-1].verdict
+            if pair.verdict != SLOWER:
+                pair.layers = None  # what explained a slowdown the rounds do not confirm
+        pair.notes.append(confirmation_text(found[-1]).split(": ", 1)[1])
+    return found
+
+
+def _planned(results: Path, sweep: str) -> tuple[dict[str, Any], str | None]:
+    """Cell id -> (the cell as planned again, the cache folder), from the sweep file the sweep's
+    latest run recorded; and why not, where it cannot be planned again here."""
+    from farm.config import parse_config
+    from farm.plan import plan_sweep
+    from farm.warehouse import Warehouse
+
+    warehouse = Warehouse(results)
+    _, rows = warehouse.fetch(warehouse.connect(), "SELECT config_path, config_text FROM sweeps WHERE sweep_id = ? "
+                                                   "AND config_text IS NOT NULL ORDER BY started_at DESC LIMIT 1", [sweep])
+    if not rows:
+        return {}, f"sweep {sweep!r} recorded no sweep file (cells ingested from trtexec output cannot be run here)"
+    path, text = rows[0]
+    try:
+        loaded = parse_config(text, Path(path))
+        plan = plan_sweep(loaded._replace(config=loaded.config.model_copy(update={"name": sweep})), warehouse.cache_dir)
+    except (UserError, OSError) as exc:
+        return {}, f"sweep {sweep!r}'s file cannot be planned again here ({exc})"
+    return {cell.cell_id: (cell, warehouse.cache_dir) for cell in plan.cells}, None
+
+
+def _interleaved(pair: Any, base: Any, new: Any, cache_dir: Path, rounds: int, min_effect: float) -> Confirmation:
+    """`rounds` rounds of both cells, the order alternating, and the verdict on their log ratios."""
+    from scipy import stats
+
+    from farm.cell_runner import run_cell
+
+    quick = {"tolerance": None}  # no accuracy check, no per-layer run: only the timed repeats
+    cells = [dataclasses.replace(c, measurement=dataclasses.replace(c.measurement, layer_iterations=0), **quick)
+             for c in (base, new)]
+    ratios = []
+    for number in range(rounds):
+        medians = {}
+        for side in ((0, 1) if number % 2 == 0 else (1, 0)):
+            result = run_cell(cells[side], cache_dir)
+            if result.status != "ok" or not result.measurement:
+                return Confirmation(pair.label, pair.verdict, "could not confirm", rounds=number,
+                                    why=f"a round ended {result.status}: {result.reason}")
+            medians[side] = float(result.measurement["latency_median_ms"])
+        ratios.append(math.log(medians[1] / medians[0]))
+    mean = sum(ratios) / len(ratios)
+    spread = stats.tstd(ratios) / math.sqrt(len(ratios))
+    half = stats.t.ppf(0.975, len(ratios) - 1) * spread
+    low, high = math.exp(mean - half) - 1, math.exp(mean + half) - 1
+    return Confirmation(pair.label, pair.verdict, verdict(low, high, min_effect), math.exp(mean) - 1, low, high,
+                        rounds)
+
+
+def confirmation_text(found: Confirmation) -> str:
+    """'tiny · fp32 · b1 · onnxruntime: measured again interleaved, slower confirmed (+240.1 %, 95 %
+    interval +201.3 to +281.0 % over 4 rounds)'."""
+    if found.why:
+        return f"{found.label}: {found.was}, could not be measured again: {found.why}"
+    outcome = f"{found.was} confirmed" if found.confirmed else f"{found.was} not confirmed, {found.verdict}"
+    figures = (f"{100 * found.effect:+.1f} %, 95 % interval {100 * found.low:+.1f} to {100 * found.high:+.1f} "
+               "%").replace("-", "−")
+    return f"{found.label}: measured again interleaved, {outcome} ({figures} over {found.rounds} rounds)"
