@@ -77,9 +77,9 @@ def _planned(results: Path, sweep: str) -> tuple[dict[str, Any], str | None]:
     latest run recorded; and why not, where it cannot be planned again here."""
     from farm.config import parse_config
     from farm.plan import plan_sweep
-    from farm.warehouse import Warehouse
+    from farm.warehouse import WarehouseReader
 
-    warehouse = Warehouse(results)
+    warehouse = WarehouseReader(results)  # reads the sweeps table; the cells it plans write only the cache
     _, rows = warehouse.fetch(warehouse.connect(), "SELECT config_path, config_text FROM sweeps WHERE sweep_id = ? "
                                                    "AND config_text IS NOT NULL ORDER BY started_at DESC LIMIT 1", [sweep])
     if not rows:
