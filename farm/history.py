@@ -17,12 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from farm.compare.between import configuration_runs, run_key
 from farm.compare.layers import LayerExplanation, explain
 from farm.compare.load import Side
-from farm.compare.match import config_key, device_text
 from farm.compare.stats import MIN_EFFECT_PERCENT
 from farm.errors import UserError
-from farm.queries import CONFIGURATION_RUNS_SQL
 
 MAX_PVALUE = 0.001  # Otava's default: a change point's runs before and after differ at p < 0.001
 MIN_RUNS = 6  # fewer runs cannot show a change at that p-value (the t-test needs a few a side)
@@ -91,15 +90,13 @@ def history(results: str | Path, sweeps: list[str] | None = None, filters: dict[
     if not root.is_dir():
         raise UserError(f"no warehouse at {root}/: pass --results DIR")
     warehouse = WarehouseReader(root)
-    con = warehouse.connect()
-    columns, rows = warehouse.fetch(con, CONFIGURATION_RUNS_SQL, [not sweeps, list(sweeps or []), True, []])
-    cells = [dict(zip(columns, row)) for row in rows]
+    cells = configuration_runs(warehouse, sweeps)
     for column, wanted in (filters or {}).items():
         if wanted:
             cells = [c for c in cells if str(c.get(column)) in {str(w) for w in wanted}]
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for cell in cells:
-        groups.setdefault((config_key(cell), device_text(cell)), []).append(cell)
+        groups.setdefault(run_key(cell), []).append(cell)
     labels = cell_labels(cells)
     found = []
     for (_, device), members in groups.items():

@@ -83,7 +83,7 @@ def run_sweep(config_path: str | Path, results: str | Path, *, force: bool = Fal
     if sweep_name is not None:
         if not re.fullmatch(NAME_PATTERN, sweep_name):
             raise UserError(f"--sweep {sweep_name!r}: {NAME_HINT}, at most 64, starting with a letter or digit")
-        loaded = loaded._replace(config=loaded.config.model_copy(update={"name": sweep_name}))
+        loaded = loaded.named(sweep_name)
     warehouse = Warehouse(Path(results).resolve())  # absolute: workers may run in other folders
     # A folder that is not a warehouse, or one another writer holds, is refused now, with nothing
     # touched; then the sweep is planned before the lock is taken, so that a mistake in the sweep

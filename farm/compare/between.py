@@ -13,7 +13,6 @@ it as noise.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,21 +23,31 @@ from farm.queries import CONFIGURATION_RUNS_SQL
 MIN_RUNS = 4  # runs of a configuration before its spread is estimated (three successive differences)
 
 
-def run_spreads(roots: list[Path], models: list[str]) -> dict[tuple, tuple[float, int]]:
-    """Per (configuration, device) of `models` in the warehouses at `roots`: (the log-scale
+def configuration_runs(warehouse: Any, sweeps: list[str] | None = None,
+                       models: list[str] | None = None) -> list[dict[str, Any]]:
+    """Every ok cell with a median of `warehouse` (a WarehouseReader; of `sweeps` and `models` only,
+    where given), oldest measurement first, with what makes it a configuration: the runs that
+    `run_key` groups (farm.queries.CONFIGURATION_RUNS_SQL)."""
+    columns, rows = warehouse.fetch(warehouse.connect(), CONFIGURATION_RUNS_SQL,
+                                    [not sweeps, list(sweeps or []), not models, list(models or [])])
+    return [dict(zip(columns, row)) for row in rows]
+
+
+def run_key(cell: dict[str, Any]) -> tuple:
+    """A cell's configuration on its kind of device (farm compare's match): its runs share it."""
+    return config_key(cell), device_text(cell)
+
+
+def run_spreads(warehouses: list[Any], models: list[str]) -> dict[tuple, tuple[float, int]]:
+    """Per run_key of `models` in `warehouses` (WarehouseReaders, each counted once): (the log-scale
     standard deviation of a run's median about the configuration's level, the runs it is from),
     for those with MIN_RUNS runs or more (a configuration's cells in two warehouses counted once per
     sweep)."""
-    from farm.warehouse import WarehouseReader
-
     runs: dict[tuple, dict[str, tuple[Any, float]]] = {}
-    for root in dict.fromkeys(roots):
-        warehouse = WarehouseReader(root)
-        columns, rows = warehouse.fetch(warehouse.connect(), CONFIGURATION_RUNS_SQL, [True, [], False, models])
-        for row in rows:
-            cell = dict(zip(columns, row))
-            key = (config_key(cell), device_text(cell))
-            runs.setdefault(key, {})[str(cell["sweep_id"])] = (cell["finished_at"], float(cell["latency_median_ms"]))
+    for warehouse in {w.root: w for w in warehouses}.values():
+        for cell in configuration_runs(warehouse, models=models):
+            runs.setdefault(run_key(cell), {})[str(cell["sweep_id"])] = (cell["finished_at"],
+                                                                         float(cell["latency_median_ms"]))
     spreads = {}
     for key, by_sweep in runs.items():
         if len(by_sweep) >= MIN_RUNS:

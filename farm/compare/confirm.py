@@ -87,7 +87,7 @@ def _planned(results: Path, sweep: str) -> tuple[dict[str, Any], str | None]:
     path, text = rows[0]
     try:
         loaded = parse_config(text, Path(path))
-        plan = plan_sweep(loaded._replace(config=loaded.config.model_copy(update={"name": sweep})), warehouse.cache_dir)
+        plan = plan_sweep(loaded.named(sweep), warehouse.cache_dir)
     except (UserError, OSError) as exc:
         return {}, f"sweep {sweep!r}'s file cannot be planned again here ({exc})"
     return {cell.cell_id: (cell, warehouse.cache_dir) for cell in plan.cells}, None
@@ -99,8 +99,8 @@ def _interleaved(pair: Any, base: Any, new: Any, cache_dir: Path, rounds: int, m
 
     from farm.cell_runner import run_cell
 
-    quick = {"tolerance": None}  # no accuracy check, no per-layer run: only the timed repeats
-    cells = [dataclasses.replace(c, measurement=dataclasses.replace(c.measurement, layer_iterations=0), **quick)
+    # no accuracy check, no per-layer run: only the timed repeats
+    cells = [dataclasses.replace(c, measurement=dataclasses.replace(c.measurement, layer_iterations=0), tolerance=None)
              for c in (base, new)]
     ratios = []
     for number in range(rounds):

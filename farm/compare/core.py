@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from farm.compare.between import MIN_RUNS, run_spreads
+from farm.compare.between import MIN_RUNS, run_key, run_spreads
 from farm.compare.layers import LayerExplanation, explain
 from farm.compare.load import Side, load_side
 from farm.compare.match import Pair, config_key, device_text, match_cells
@@ -164,7 +164,7 @@ def _compare_sweeps(base_sweep: str, new_sweep: str, results: str | Path, base_r
         intervals = (computing[0].result(), computing[1].result())
     finally:  # an error (an unknown sweep, no pairs) is said at once, not after the other side's work
         pool.shutdown(wait=False, cancel_futures=True)
-    spreads = run_spreads([base.results, new.results], sorted({str(p.new.get("model")) for p in pairs}))
+    spreads = run_spreads([base.warehouse, new.warehouse], sorted({str(p.new.get("model")) for p in pairs}))
     for pair, result in zip(pairs, results_):
         _judge(pair, result, min_effect_percent, intervals, spreads)
     _explain_slower(pairs, results_, base, new)
@@ -261,7 +261,7 @@ def _judge(pair: Pair, result: PairResult, min_effect_percent: float,
     ok_a, ok_b = a.get("status") == "ok", b.get("status") == "ok"
     result.base = intervals[0].get(str(a["cell_id"])) if ok_a else None
     result.new = intervals[1].get(str(b["cell_id"])) if ok_b else None
-    spread, result.runs_seen = spreads.get((config_key(b), device_text(b)), (None, 0))
+    spread, result.runs_seen = spreads.get(run_key(b), (None, 0))
     result.run_spread = spread
     result.effect = effect_interval(result.base, result.new, min_effect_percent, spread or 0.0)
     result.verdict = result.effect.verdict

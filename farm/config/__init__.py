@@ -69,6 +69,10 @@ class LoadedConfig(typing.NamedTuple):
     def base_dir(self) -> Path:
         return self.path.parent
 
+    def named(self, name: str) -> LoadedConfig:
+        """The same sweep file, run as sweep `name` (farm sweep --sweep; its cells' ids follow)."""
+        return self._replace(config=self.config.model_copy(update={"name": name}))
+
     def profile_names(self) -> list[str]:
         """Profiles that the sweep runs: the axis if given, else every profile defined."""
         if self.config.axes.profiles is not None:
