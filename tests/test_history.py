@@ -86,8 +86,8 @@ def test_too_few_runs_and_no_history_say_so(tmp_path: Path, capsys, monkeypatch:
 
 
 def test_measured_runs_with_a_planted_slowdown_name_its_run_and_layer(tmp_path: Path, capsys) -> None:
-    """Real sweeps, each run kept as a sweep of its own name (farm sweep --sweep): four of the tiny
-    CNN, then four whose convolution does twelve times the work (several times the latency: other
+    """Real sweeps, each run kept as a sweep of its own name (farm sweep --sweep): five of the tiny
+    CNN, then five whose convolution does twelve times the work (several times the latency: other
     work on a shared box moves a tiny model's runs too, and may add a change point of its own). The
     largest change point is the first planted run's, explained by the planted convolution."""
     import importlib.util
@@ -98,17 +98,17 @@ def test_measured_runs_with_a_planted_slowdown_name_its_run_and_layer(tmp_path: 
     tiny_cnn(tmp_path / "tiny.onnx", channels=32, spatial=32)
     assert plant.plant_file(tmp_path / "tiny.onnx", tmp_path / "planted.onnx", factor=12) == "conv"
     results = tmp_path / "results"
-    for run in range(8):
-        source = "tiny.onnx" if run < 4 else "planted.onnx"
+    for run in range(10):  # five a side: four left a suite's busy workers without a significant change
+        source = "tiny.onnx" if run < 5 else "planted.onnx"
         config = write_sweep(tmp_path, f'name = "h"\n[[models]]\nname = "tiny"\nsource = "{source}"\n'
                                        '[axes]\nbatch_sizes = [1]\nprecisions = ["fp32"]\n', name="h.toml")
         assert main(["sweep", str(config), "--sweep", f"run-{run}", "--results", str(results),
                      "--executor", "local"]) == 0
     capsys.readouterr()
     [series] = history(results)
-    assert [p.sweep for p in series.points] == [f"run-{run}" for run in range(8)]
+    assert [p.sweep for p in series.points] == [f"run-{run}" for run in range(10)]
     change = max(series.changes, key=lambda c: abs(c.change))
-    assert change.sweep == "run-4" and change.change > 1.0, [(c.sweep, c.change) for c in series.changes]
+    assert change.sweep == "run-5" and change.change > 1.0, [(c.sweep, c.change) for c in series.changes]
     assert change.layers is not None and change.layers.rows
     assert all("planted" in (row["name_new"] or "") or row["type"] == "Conv" for row in change.layers.rows[:3])
     assert main(["sweep", str(config), "--sweep", "bad name", "--results", str(results), "--executor", "local"]) == 2
