@@ -8,12 +8,14 @@ a `BuildRequest` and the feeds; what it can do is its declared `capabilities`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import importlib
 import shutil
+import tempfile
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +32,7 @@ from farm.provenance import farm_commit, host_info, library_versions
 from farm.records import BuildRequest, Cell, CellResult, Samples, now
 from farm.telemetry import cell_window, unavailable_row
 
-__all__ = ["CellResult", "Log", "now", "run_cell", "warm_up"]  # CellResult and now: from farm.records
+__all__ = ["CellResult", "Log", "built_backend", "now", "run_cell", "warm_up"]  # CellResult and now: from farm.records
 
 Log = Callable[[str], None]
 
@@ -145,19 +147,48 @@ def _run_backend(backend: Backend, cell: Cell, cache_dir: Path, result: CellResu
         shutil.rmtree(work_dir, ignore_errors=True)
 
 
+def _transformed(backend: Backend, cell: Cell, cache_dir: Path, log: Log) -> Transformed | None:
+    """The cell's model in its precision, where the backend takes precision as an ONNX transform
+    (None: the model as it is). Raises TransformUnsupported."""
+    if not (backend.capabilities.onnx_precision and cell.precision in TRANSFORMS):
+        return None
+    log(f"converting to {cell.precision}")
+    return transform(cell.model.path, cell.model.sha256, cell.precision, cell.model.inputs, cell.input_shapes,
+                     cell.calibration, cell.keep_io_types, cache_dir, cell.measurement.seed)
+
+
+@contextlib.contextmanager
+def built_backend(cell: Cell, cache_dir: Path) -> Iterator[tuple[Backend, dict[str, np.ndarray]]]:
+    """`cell`'s backend built as `run_cell` builds it, with its feeds; closed on leaving. For
+    measuring cells side by side (farm compare --confirm). Raises what building raises, and
+    EngineUnsupported where the engine is not available here."""
+    backend = backend_class(cell.backend)(cell.options)
+    (cache_dir / "work").mkdir(parents=True, exist_ok=True)
+    work_dir = Path(tempfile.mkdtemp(prefix=f"{cell.cell_id}-side-", dir=cache_dir / "work"))  # two of one cell
+    try:
+        unavailable = backend.unavailable_reason()
+        if unavailable:
+            raise EngineUnsupported(unavailable)
+        feeds = make_feeds(cell.model.inputs, cell.input_shapes, cell.measurement.seed)
+        transformed = _transformed(backend, cell, cache_dir, lambda message: None)
+        model_path = transformed.path if transformed is not None else cell.model.path
+        backend.build(build_request(cell, model_path, work_dir, cache_dir), feeds)
+        yield backend, feeds
+    finally:
+        backend.close()
+        del backend
+        gc.collect()
+        shutil.rmtree(work_dir, ignore_errors=True)
+
+
 def _build_and_measure(backend: Backend, cell: Cell, cache_dir: Path, work_dir: Path, result: CellResult,
                        log: Log, timing: Callable[[bool], None], checkpoint: Callable[[CellResult], None]) -> None:
     feeds = make_feeds(cell.model.inputs, cell.input_shapes, cell.measurement.seed)
-    transformed = None
-    if backend.capabilities.onnx_precision and cell.precision in TRANSFORMS:
-        log(f"converting to {cell.precision}")
-        try:
-            transformed = transform(cell.model.path, cell.model.sha256, cell.precision, cell.model.inputs,
-                                    cell.input_shapes, cell.calibration, cell.keep_io_types, cache_dir,
-                                    cell.measurement.seed)
-        except TransformUnsupported as exc:  # never stored under a precision it did not get
-            result.status, result.reason, result.traceback = "unsupported", exc.reason, exc.detail
-            return
+    try:
+        transformed = _transformed(backend, cell, cache_dir, log)
+    except TransformUnsupported as exc:  # never stored under a precision it did not get
+        result.status, result.reason, result.traceback = "unsupported", exc.reason, exc.detail
+        return
     log("building")
     model_path = transformed.path if transformed is not None else cell.model.path
     result.build = backend.build(build_request(cell, model_path, work_dir, cache_dir), feeds)

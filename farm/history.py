@@ -42,6 +42,7 @@ class Point:
     low_ms: float | None
     high_ms: float | None
     stable: bool | None
+    contended: bool | None = None  # timed while other programs used a quarter or more of the CPU time
 
 
 @dataclass
@@ -103,13 +104,19 @@ def history(results: str | Path, sweeps: list[str] | None = None, filters: dict[
         if len({c["sweep_id"] for c in members}) < 2:
             continue
         points = [Point(str(c["sweep_id"]), str(c["cell_id"]), c["finished_at"], float(c["latency_median_ms"]),
-                        _number(c["median_ci_low_ms"]), _number(c["median_ci_high_ms"]), c["stable"])
-                  for c in members]
+                        _number(c["median_ci_low_ms"]), _number(c["median_ci_high_ms"]), c["stable"],
+                        c.get("contended")) for c in members]
         series = Series(labels[str(members[0]["cell_id"])], device, points, cell=members[0])
-        if len(points) >= MIN_RUNS:
-            detected, _ = compute_change_points([p.median_ms for p in points], window_len=WINDOW,
+        # runs timed under contention carry other programs' load, which moves a CPU cell tens of
+        # percent: they stay in the series, and out of the change points where enough runs were
+        # quiet (on a machine always busy, every run counts)
+        judged = [i for i, p in enumerate(points) if not p.contended]
+        if len(judged) < MIN_RUNS:
+            judged = list(range(len(points)))
+        if len(judged) >= MIN_RUNS:
+            detected, _ = compute_change_points([points[i].median_ms for i in judged], window_len=WINDOW,
                                                 max_pvalue=max_pvalue, min_magnitude=min_effect_percent / 100)
-            series.changes = [ChangePoint(cp.index, points[cp.index].sweep, float(cp.stats.mean_1),
+            series.changes = [ChangePoint(judged[cp.index], points[judged[cp.index]].sweep, float(cp.stats.mean_1),
                                           float(cp.stats.mean_2), float(cp.stats.pvalue)) for cp in detected]
         found.append(series)
     if explain_layers:
@@ -127,7 +134,8 @@ def _explain(warehouse: Any, found: list[Series]) -> None:
     for series in found:
         backend = series.cell.get("backend")
         for change in series.changes:
-            before, after = series.points[change.index - 1], series.points[change.index]
+            earlier = [p for p in series.points[:change.index] if not p.contended] or series.points[:change.index]
+            before, after = earlier[-1], series.points[change.index]
             rows_before = Side(warehouse.root, before.sweep, [], warehouse).layers_of([{"cell_id": before.cell_id}])
             rows_after = Side(warehouse.root, after.sweep, [], warehouse).layers_of([{"cell_id": after.cell_id}])
             a, b = rows_before[before.cell_id], rows_after[after.cell_id]

@@ -66,7 +66,7 @@ def run_timed(query: QueryFn, settings: MeasurementSettings, window: TimedWindow
     of its worker's timing CPUs, or of its process's set where there are none (farm.cpus.pinnable_cpus),
     and the host's speed is taken there before each repeat and after the last.
     """
-    warmup_queries, warmup_ms = _warm_up(query, settings.warmup_ms)
+    warmup_queries, warmup_ms = warm_up_query(query, settings.warmup_ms)
     allowed = pinnable_cpus() if probe_host else set()
     own_cpus = os.sched_getaffinity(0) if allowed else set()
     cpus: list[int] = []
@@ -142,7 +142,7 @@ def _timed_repeats(query: QueryFn, settings: MeasurementSettings, window: TimedW
     return starts, ends, phases, repeat_of, walltime, probes
 
 
-def _warm_up(query: QueryFn, duration_ms: float) -> tuple[int, float]:
+def warm_up_query(query: QueryFn, duration_ms: float) -> tuple[int, float]:
     """Run `query` for `duration_ms` (at least once); the queries run and the time taken (ms)."""
     clock = time.perf_counter
     start = clock()
@@ -154,6 +154,19 @@ def _warm_up(query: QueryFn, duration_ms: float) -> tuple[int, float]:
         if clock() >= deadline:
             break
     return queries, (clock() - start) * 1e3
+
+
+def block_median_ms(query: QueryFn, min_queries: int, min_ms: float) -> float:
+    """The median latency (ms, the host clock, as a cell's latency) of one block of `query`: at least
+    `min_queries` queries and `min_ms` long. For timing two engines in alternating blocks (farm
+    compare --confirm), where drift of a second or more then falls on both alike."""
+    clock, latencies = time.perf_counter, []
+    deadline = clock() + min_ms / 1e3
+    while len(latencies) < min_queries or clock() < deadline:
+        start = clock()
+        query()
+        latencies.append((clock() - start) * 1e3)
+    return float(np.median(latencies))
 
 
 def host_probe_ms() -> float:

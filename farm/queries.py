@@ -45,11 +45,22 @@ LEFT JOIN devices d USING (device_id)"""
 # wanted; every model?, the models wanted.
 CONFIGURATION_RUNS_SQL = """SELECT c.sweep_id, c.cell_id, c.model, c.precision, c.batch, c.profile, c.backend,
        CAST(c.options AS VARCHAR) AS options, c.finished_at, m.latency_median_ms, m.median_ci_low_ms,
-       m.median_ci_high_ms, m.stable, d.kind AS device_kind, d.name AS device_name
+       m.median_ci_high_ms, m.stable, d.kind AS device_kind, d.name AS device_name, {contended} AS contended
 FROM cells c JOIN measurements m USING (cell_id) LEFT JOIN devices d USING (device_id)
 WHERE c.status = 'ok' AND m.latency_median_ms > 0 AND (? OR list_contains(?, c.sweep_id))
   AND (? OR list_contains(?, c.model))
 ORDER BY c.finished_at, c.sweep_id"""
+
+
+def configuration_runs_sql(measurement_columns: Iterable[str]) -> str:
+    """CONFIGURATION_RUNS_SQL with `contended`: whether the cell was timed while other programs used
+    CONTENDED_PERCENT of the CPU time or more (or the hypervisor gave CONTENDED_STEAL_PERCENT to
+    other guests); NULL where the warehouse's files are older than those columns."""
+    columns = set(measurement_columns)
+    contended = (f"coalesce(m.cpu_others_percent >= {CONTENDED_PERCENT} OR m.cpu_steal_percent >= "
+                 f"{CONTENDED_STEAL_PERCENT}, false)"
+                 if {"cpu_others_percent", "cpu_steal_percent"} <= columns else "CAST(NULL AS BOOLEAN)")
+    return CONFIGURATION_RUNS_SQL.format(contended=contended)
 
 def cells_with_figures(select: str, where: str = "", order_by: str = "") -> str:
     """`SELECT select FROM` every cell with its figures (`CELLS_WITH_FIGURES`: aliases c, m, b, v,

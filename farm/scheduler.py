@@ -22,7 +22,9 @@ a slot takes the first queued cell that fits it.
 
 The policy (`farm sweep --retries N`): a cell whose process died is retried on a fresh
 process up to N times, unless its death says a retry would end the same way (out of memory,
-timed out); a cell that returned a result, failed or not, is done; a worker that raised
+timed out); deaths the node's memory caused (other programs filled it: `node_memory`) do not
+count against N, up to MAX_NODE_RETRIES of them (with N = 0, nothing is retried); a cell that
+returned a result, failed or not, is done; a worker that raised
 instead of returning (a bug) fails its cell at once. A slot whose worker is gone for good
 (`Died(..., worker_lost=True)`) takes no more cells; when no slot is left, the queued cells
 are stranded. Every cell ends exactly once: one Finished, Failed or Stranded decision.
@@ -43,9 +45,14 @@ class Death(Protocol):
     retry: bool
     out_of_memory: bool
     timed_out: bool
+    # node_memory (optional, False where absent): the node ran low on memory for other programs,
+    # and the worker was stopped for it: not this cell's doing
 
     @property
     def kind(self) -> str: ...
+
+
+MAX_NODE_RETRIES = 5  # retries after deaths the node's memory caused, beside --retries
 
 
 @dataclasses.dataclass
@@ -180,10 +187,17 @@ class CellScheduler:
         if isinstance(outcome, Raised):
             return Failed(attempt, failure_reason(attempt.deaths, outcome.reason), outcome.traceback)
         attempt.deaths.append(outcome.death)
-        if outcome.death.retry and attempt.number <= self.max_retries:
+        if outcome.death.retry and self._may_retry(attempt.deaths):
             self.queue.appendleft(Attempt(attempt.cell, attempt.number + 1, attempt.deaths, attempt.started_at))
             return Retry(attempt, outcome.death)
         return Failed(attempt, failure_reason(attempt.deaths, ""))
+
+
+    def _may_retry(self, deaths: list[Death]) -> bool:
+        """Whether a cell that died this way (`deaths`, its runs so far) is run again: up to
+        max_retries deaths of its own, and MAX_NODE_RETRIES the node's memory caused besides."""
+        node = sum(1 for death in deaths if getattr(death, "node_memory", False))
+        return self.max_retries > 0 and len(deaths) - node <= self.max_retries and node <= MAX_NODE_RETRIES
 
 
 def failure_reason(deaths: list[Death], fallback: str) -> str:

@@ -5,6 +5,7 @@ speed targets are read off the full runs, not asserted here."""
 
 from __future__ import annotations
 
+import collections
 import csv
 import json
 import math
@@ -507,15 +508,69 @@ def test_carryover_quick_on_cpu(tmp_path: Path) -> None:
 
 
 def test_verdicts_across_runs_quick(tmp_path: Path) -> None:
-    """Identical runs compared pair by pair, from their samples alone and with the warehouse's
-    run-to-run spread: both ways counted over the same pairs, each verdict one of farm's."""
-    out = run_benchmark("verdicts_across_runs.py", "--quick", "--dir", str(tmp_path / "work"), timeout=600)
-    assert re.search(r"^5 identical runs of 2 cells .* 8 pairs of consecutive runs", out, re.MULTILINE), out
-    ways = re.findall(r"^  (from the two runs' samples alone|with the warehouse's run-to-run spread): (.*); false "
-                      r"changes (\d+) of 8 \((\d+) %\)$", out, re.MULTILINE)
-    assert [w[0] for w in ways] == ["from the two runs' samples alone", "with the warehouse's run-to-run spread"], out
-    for _, counts, changed, _ in ways:
-        found = dict((verdict, int(n)) for verdict, n in re.findall(r"([a-z ]+?) (\d+)(?:, |$)", counts))
-        assert sum(found.values()) == 8 and set(found) <= {"slower", "faster", "within noise", "inconclusive",
-                                                           "not judged"}, counts
-        assert int(changed) == found.get("slower", 0) + found.get("faster", 0)
+    """Identical runs and a planted change, every pair compared three ways (from its samples alone,
+    with the warehouse's run-to-run spread, and measured again interleaved where in doubt): each way
+    counts every pair, each verdict one of farm's, the counts add up, and the pairs CSV agrees."""
+    out = run_benchmark("verdicts_across_runs.py", "--quick", "--dir", str(tmp_path / "work"),
+                        "--csv", str(tmp_path / "pairs.csv"), timeout=600)
+    assert re.search(r"^3 runs \(tiny on ONNX Runtime CPU, b1 and b8; planted: node conv run 12 times\) in \d+ s; "
+                     r"pairs compared as farm compare does: 4 identical, 4 slower, 4 faster$", out, re.MULTILINE), out
+    ways = ["from the two runs' samples alone", "with the warehouse's run-to-run spread",
+            "measured again interleaved (2 rounds) where in doubt"]
+    with open(tmp_path / "pairs.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert collections.Counter(r["pair"] for r in rows) == {"identical": 4, "slower": 4, "faster": 4}
+    for kind in ("identical", "slower", "faster"):
+        section = out.split(f"\n{kind} pairs (4):\n", 1)[1]
+        said = "false changes" if kind == "identical" else f"found {kind}"
+        found = re.findall(r"^  (.+?): (.*); " + said + r" (\d+) of 4 \(\d+ %\)$", section, re.MULTILINE)[:3]
+        assert [f[0] for f in found] == ways, section
+        for (_, counts, right), column in zip(found, ("alone", "history", "confirmed")):
+            verdicts = {v: int(n) for v, n in re.findall(r"([a-z ]+?) (\d+)(?:, |$)", counts)}
+            assert verdicts == collections.Counter(r[column] for r in rows if r["pair"] == kind), (kind, column)
+            assert set(verdicts) <= {"slower", "faster", "within noise", "inconclusive", "not judged"}, counts
+            assert int(right) == (verdicts.get("slower", 0) + verdicts.get("faster", 0) if kind == "identical"
+                                  else verdicts.get(kind, 0))
+        # measured again: exactly the pairs in doubt (slower, faster or inconclusive with the history)
+        again = [r for r in rows if r["pair"] == kind and float(r["confirm_s"]) > 0]
+        assert len(again) == sum(r["history"] in ("slower", "faster", "inconclusive") for r in rows if r["pair"] == kind)
+        assert re.search(rf"^  measured again: {len(again)} of 4 pairs, ", section, re.MULTILINE), section
+
+
+def test_history_series_quick(tmp_path: Path) -> None:
+    """Measured series through farm history: the identical series and the stepped one each have both
+    configurations; the stepped series' largest change point starts at its first planted run (a 12x
+    convolution), unless runs timed under contention (left out of the change points) left too few
+    after it; the last line says whether every change point is where it belongs."""
+    out = run_benchmark("history_series.py", "--quick", "--dir", str(tmp_path / "work"), timeout=600)
+    assert re.search(r"^6 identical runs, then 5 \+ 5 runs with the convolution run 12 times from run-05 ", out,
+                     re.MULTILINE), out
+    lines = re.findall(r"^  (identical|stepped) (tiny · fp32 · b[18] · onnxruntime): (\d+) runs \((\d+) contended\); "
+                       r"(.*)$", out, re.MULTILINE)
+    assert sorted((kind, label.split(" · ")[2]) for kind, label, _, _, _ in lines) == [
+        ("identical", "b1"), ("identical", "b8"), ("stepped", "b1"), ("stepped", "b8")], out
+    for kind, _, runs, contended, found in lines:
+        assert int(runs) == (6 if kind == "identical" else 10) and int(contended) <= int(runs)
+        if kind == "stepped":
+            changes = re.findall(r"at (run-\d+) [\d.e+-]+ -> [\d.e+-]+ ms \(([+−-][\d.]+) %", found)
+            if changes:
+                assert max(changes, key=lambda c: abs(float(c[1].replace("−", "-"))))[0] == "run-05", found
+            else:
+                assert int(contended) > 0, found  # the step left out with the contended runs, never missed in quiet
+    assert re.search(r"^change points where they belong: (yes|no)$", out, re.MULTILINE), out
+
+
+def test_busy_box_quick() -> None:
+    """A sweep beside busy programs, the node's memory in waves over its own Ray's threshold: the
+    sweep exits 0, the waves crossed the threshold, every cell is ok, none failed for memory, and
+    the report's counts add up."""
+    out = run_benchmark("busy_box.py", "--quick", timeout=600)
+    found = re.search(r": exit (\d+) after \d+ s, beside \d+ busy programs and memory in (\d+) waves up to "
+                      r"([\d.]+) of the node \(Ray's threshold ([\d.]+): above it ([\d.]+) s\)$", out, re.MULTILINE)
+    assert found, out
+    assert found[1] == "0" and int(found[2]) >= 1 and float(found[3]) > float(found[4]), out
+    assert float(found[5]) > 0, out  # the waves crossed the threshold: Ray's monitor had cause to act
+    assert re.search(r"^cells: ok 6$", out, re.MULTILINE), out
+    again = re.search(r"^run more than once: (\d+)$", out, re.MULTILINE)
+    assert again and len(re.findall(r"^  \w{8}: \d+ runs; before: ", out, re.MULTILINE)) == int(again[1]), out
+    assert re.search(r"^failed for memory: 0$", out, re.MULTILINE), out

@@ -114,6 +114,26 @@ def test_measured_runs_with_a_planted_slowdown_name_its_run_and_layer(tmp_path: 
     assert main(["sweep", str(config), "--sweep", "bad name", "--results", str(results), "--executor", "local"]) == 2
     assert "--sweep 'bad name'" in capsys.readouterr().err
 
+    # the first two planted runs as if other programs had used 60 % of the CPU time while they were
+    # timed, the rest quiet: they stay in the series and leave the change points, which still find
+    # the step, at the first quiet planted run
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for run in range(10):
+        for path in (results / f"run-{run}" / "measurements").glob("*.parquet"):
+            table = pq.read_table(path)
+            for column, value in (("cpu_others_percent", 60.0 if run in (5, 6) else 0.0), ("cpu_steal_percent", 0.0)):
+                index = table.column_names.index(column)
+                table = table.set_column(index, column, pa.array([value] * table.num_rows, pa.float64()))
+            pq.write_table(table, path)
+    [series] = history(results)
+    assert [p.contended for p in series.points] == [False] * 5 + [True] * 2 + [False] * 3
+    change = max(series.changes, key=lambda c: abs(c.change))
+    assert change.sweep == "run-7" and change.change > 1.0, [(c.sweep, c.change) for c in series.changes]
+    main(["history", "--results", str(results), "--all"])
+    assert "10 (2 contended)" in " ".join(capsys.readouterr().out.split())
+
 
 def test_a_slowdown_fixed_since_does_not_fail_history(tmp_path: Path) -> None:
     results = tmp_path / "results"

@@ -485,6 +485,32 @@ def test_a_worker_stopped_for_the_nodes_memory_is_retried_and_one_that_grew_is_n
     assert _actor_death(RuntimeError("low on memory, no figures"), limit).out_of_memory  # unknown: as before
 
 
+# Ray 2.60's words (its raylet's format strings): the node's memory first, the worker's after, if at all
+RAY_260_OOM = ("1 worker(s) were killed due to the node running low on memory. Memory on the node (IP: 127.0.0.1, "
+               "ID: 5cc235) was {node}GB used / 23.54GB limit (0.172049). {worker}")
+RAY_260_WORKER = ("(job ID=01000000, lease ID=ab12, task name=CellWorker.run, required resources={{}}, pid=5722, "
+                  "actual memory used={used}GB, worker ID=0f7695)")
+
+
+def test_ray_260s_words_for_a_worker_it_stopped_are_read_too() -> None:
+    """Ray 2.60 names the node's memory before the worker's (and may leave the worker's out): a
+    worker under half its limit is the node's trouble; without the worker's figure, a node whose
+    whole use is under half the limit cannot have had the worker near it; otherwise, as before."""
+    from farm.executor.deaths import actor_death as _actor_death
+
+    limit = 4 * 2 ** 30
+    node = _actor_death(RuntimeError(RAY_260_OOM.format(node="4.05", worker=RAY_260_WORKER.format(used="0.06"))),
+                        limit)
+    assert node.node_memory and node.retry, node.reason
+    assert node.reason.startswith("the node ran low on memory (4.05 of 23.54 GB in use)") and "0.06 GB" in node.reason
+    grew = _actor_death(RuntimeError(RAY_260_OOM.format(node="22.90", worker=RAY_260_WORKER.format(used="3.90"))),
+                        limit)
+    assert grew.out_of_memory and not grew.retry
+    unnamed = _actor_death(RuntimeError(RAY_260_OOM.format(node="1.20", worker="")), limit)
+    assert unnamed.node_memory and "far under its memory limit" in unnamed.reason, unnamed.reason
+    assert _actor_death(RuntimeError(RAY_260_OOM.format(node="22.90", worker="")), limit).out_of_memory
+
+
 def test_a_retry_after_the_node_ran_low_waits_for_memory() -> None:
     from farm.executor.deaths import await_node_memory
 

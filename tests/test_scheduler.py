@@ -42,6 +42,7 @@ class FakeDeath:
     out_of_memory: bool = False
     timed_out: bool = False
     signal: str | None = "SIGKILL"
+    node_memory: bool = False
 
     @property
     def kind(self) -> str:
@@ -51,6 +52,7 @@ class FakeDeath:
 KILLED = FakeDeath("the cell's process was killed by SIGKILL")
 OOM = FakeDeath("out of memory: over this worker's limit", retry=False, out_of_memory=True)
 TIMED_OUT = FakeDeath("timed out: still running", retry=False, timed_out=True)
+NODE_LOW = FakeDeath("the node ran low on memory: the node's trouble (other programs), not the cell's", node_memory=True)
 
 
 def cells(n: int) -> list[FakeCell]:
@@ -114,6 +116,33 @@ def test_out_of_memory_and_timeouts_are_not_retried(death: FakeDeath, suffix: st
     assert isinstance(decision, Failed) and decision.attempt.number == 1
     assert decision.reason == f"{death.reason} {suffix}"
     assert starts(scheduler.step()) == [("c1", "w")]  # the sweep goes on
+
+
+def test_deaths_the_node_caused_do_not_use_up_the_cells_retries() -> None:
+    """Other programs filling the node's memory stop workers again and again while it lasts: those
+    deaths are retried beside --retries, up to MAX_NODE_RETRIES; the cell's own still count."""
+    from farm.scheduler import MAX_NODE_RETRIES
+
+    scheduler = CellScheduler(cells(1), ["w"], max_retries=1)
+    for _ in range(MAX_NODE_RETRIES):
+        scheduler.step()
+        assert isinstance(scheduler.report("w", Died(NODE_LOW)), Retry)
+    scheduler.step()
+    assert isinstance(scheduler.report("w", Died(KILLED)), Retry)  # its own first death: --retries 1 left
+    scheduler.step()
+    finished = scheduler.report("w", Returned(FakeResult("c0")))
+    assert isinstance(finished, Finished) and finished.result.attempts == MAX_NODE_RETRIES + 2
+
+    scheduler = CellScheduler(cells(1), ["w"], max_retries=2)
+    decisions = []
+    while not scheduler.done:
+        scheduler.step()
+        decisions.append(scheduler.report("w", Died(NODE_LOW)))
+    assert [type(d) for d in decisions] == [Retry] * MAX_NODE_RETRIES + [Failed]
+
+    scheduler = CellScheduler(cells(1), ["w"], max_retries=0)  # no retries asked for: none
+    scheduler.step()
+    assert isinstance(scheduler.report("w", Died(NODE_LOW)), Failed)
 
 
 def test_no_retries_at_zero() -> None:

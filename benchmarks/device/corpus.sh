@@ -3,7 +3,8 @@
 # on every engine, from the ONNX files extracted here beforehand and carried in
 # .whl/corpus-*/models/ (copy them from a CPU run's --cache/models). Arguments go to
 # model_corpus.py. A run stopped by its time limit resumes where it stopped when run again (the
-# warehouse stays in $CORPUS_DIR while the machine is kept). The log lands in $OUT.
+# warehouse stays in $CORPUS_DIR while the machine is kept). The log, and the counts that
+# docs/models.md's tables are made from (--json, --markdown), land in $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 cache=${CORPUS_DIR:-/tmp/fc}
@@ -13,6 +14,6 @@ for d in .whl/corpus-*/models; do [ -d "$d" ] && cp -rn "$d"/* "$cache/models/";
 ray stop --force >/dev/null 2>&1
 export PYTHONUNBUFFERED=1
 timeout "${CORPUS_TIMEOUT:-540}" python3 benchmarks/model_corpus.py --device cuda --cache "$cache" \
-  --wheels /tmp/no-wheels "$@" > "$out/corpus.log" 2>&1
+  --wheels /tmp/no-wheels --json "$out/counts.json" "$@" > "$out/corpus.log" 2>&1
 echo "exit $?"
 tail -90 "$out/corpus.log"

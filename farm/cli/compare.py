@@ -32,11 +32,13 @@ def add(add: AddCommand) -> None:
                    help="compare cells measured on different kinds of device (another GPU or CPU model) instead "
                         "of refusing")
     p.add_argument("--confirm", action="store_true",
-                   help="measure each slower or faster pair again here, BASE and NEW interleaved (A B B A ...), so "
-                        "that the machine's drift between the two runs falls on both alike; its verdict becomes the "
-                        "rounds' (the cells planned again from the sweep files their runs recorded)")
-    p.add_argument("--rounds", type=int, default=4, metavar="N",
-                   help="with --confirm: interleaved rounds per pair, each measuring both cells (default: 4)")
+                   help="measure each slower, faster or inconclusive pair again here, BASE and NEW built side by "
+                        "side and timed in alternating blocks, so that the machine's drift falls on both alike; its "
+                        "verdict becomes the rounds' (the cells planned again from the sweep files their runs "
+                        "recorded)")
+    p.add_argument("--rounds", type=int, default=None, metavar="N",
+                   help="with --confirm: alternating rounds per pair, each a short timed block of both cells "
+                        "(default: 20)")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the comparison as JSON (for CI)")
     p.add_argument("--markdown", default=None, metavar="FILE",
                    help="also write the comparison as Markdown (a pull request comment)")
@@ -51,10 +53,10 @@ def run(args: argparse.Namespace) -> int:
                                 allow_timing_differences=args.allow_timing_differences,
                                 allow_device_differences=args.allow_device_differences)
     if args.confirm:
-        from farm.compare.confirm import confirm
+        from farm.compare.confirm import ROUNDS, confirm
 
-        confirm(comparison, comparison.base_results, comparison.new_results, args.rounds)
-    elif args.rounds != 4:
+        confirm(comparison, comparison.base_results, comparison.new_results, args.rounds or ROUNDS)
+    elif args.rounds is not None:
         raise UserError("--rounds: for --confirm only")
     _print(comparison)
     if args.json:

@@ -40,17 +40,17 @@ def run(args: argparse.Namespace) -> int:
         return 1 if slower else 0
     if args.format == "csv":
         rows = [(s.label, s.device, i, p.sweep, p.cell_id, p.measured_at, p.median_ms, p.low_ms, p.high_ms,
-                 next((change_text(c) for c in s.changes if c.index == i), None))
+                 p.contended, next((change_text(c) for c in s.changes if c.index == i), None))
                 for s in found for i, p in enumerate(s.points)]
         print_rows(["configuration", "device", "run", "sweep", "cell_id", "measured_at", "median_ms", "ci_low_ms",
-                    "ci_high_ms", "change_point"], rows, "csv")
+                    "ci_high_ms", "contended", "change_point"], rows, "csv")
         return 1 if slower else 0
     if not found:
         print(f"farm: no configuration of {args.results}/ was measured in two sweeps or more: a history is the "
               "same sweep file run into sweeps of their own names (farm sweep --sweep NAME)", file=sys.stderr)
         return 0
     shown = [s for s in found if s.changes or args.all]
-    rows = [(s.label, s.device, len(s.points), s.points[0].median_ms, s.points[-1].median_ms,
+    rows = [(s.label, s.device, _runs_text(s), s.points[0].median_ms, s.points[-1].median_ms,
              "; ".join(change_text(c) for c in s.changes) or
              ("none" if len(s.points) >= MIN_RUNS else f"too few runs (under {MIN_RUNS})")) for s in shown]
     if rows:
@@ -65,6 +65,13 @@ def run(args: argparse.Namespace) -> int:
     print(f"{len(found)} configuration(s) in 2 or more sweeps: {len(found) - quiet} with a change point"
           + ("" if args.all or not quiet else f", {quiet} without (--all lists them)"))
     return 1 if slower else 0
+
+
+def _runs_text(series) -> str:
+    """'30', or '30 (4 contended)': runs timed under contention, left out of the change points where
+    enough others were quiet (farm.history)."""
+    contended = sum(bool(p.contended) for p in series.points)
+    return f"{len(series.points)} ({contended} contended)" if contended else str(len(series.points))
 
 
 def _record(series) -> dict:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from farm.compare.match import config_key, device_text
-from farm.queries import CONFIGURATION_RUNS_SQL
+from farm.queries import configuration_runs_sql
 
 MIN_RUNS = 4  # runs of a configuration before its spread is estimated (three successive differences)
 
@@ -28,7 +28,9 @@ def configuration_runs(warehouse: Any, sweeps: list[str] | None = None,
     """Every ok cell with a median of `warehouse` (a WarehouseReader; of `sweeps` and `models` only,
     where given), oldest measurement first, with what makes it a configuration: the runs that
     `run_key` groups (farm.queries.CONFIGURATION_RUNS_SQL)."""
-    columns, rows = warehouse.fetch(warehouse.connect(), CONFIGURATION_RUNS_SQL,
+    con = warehouse.connect()
+    measured = {d[0] for d in con.execute("SELECT * FROM measurements LIMIT 0").description}
+    columns, rows = warehouse.fetch(con, configuration_runs_sql(measured),
                                     [not sweeps, list(sweeps or []), not models, list(models or [])])
     return [dict(zip(columns, row)) for row in rows]
 

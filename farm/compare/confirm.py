@@ -1,9 +1,15 @@
-"""`farm compare --confirm`: the pairs called slower or faster measured again, here and now, BASE
-and NEW interleaved (A B B A A B ...), so that the machine's drift between the two original runs,
-which neither run's samples show, falls on both sides alike. Each round measures both cells (their
-sweep files' settings, without per-layer profiling or the accuracy check); the change is the mean
-of the rounds' log ratios of the medians with its t interval, judged by farm's one rule
-(farm.compare.stats.verdict).
+"""`farm compare --confirm`: the pairs called slower, faster or inconclusive measured again, here and
+now, BASE and NEW interleaved, so that the machine's drift between the two original runs, which
+neither run's samples show, falls on both sides alike. An inconclusive pair is most often one whose
+runs the machine's drift separates: host-bound cells on a GPU VM move tens of percent from one run
+to the next, and within seconds too.
+
+Both cells are built side by side in this process and timed in short alternating blocks (A B, B A,
+A B, ...: `rounds` pairs of blocks of at least BLOCK_QUERIES queries and BLOCK_MS, after each cell's
+warm-up), so that drift of a second or more falls on both; the change is the mean of the rounds'
+log ratios of the block medians with its t interval, judged by farm's one rule
+(farm.compare.stats.verdict). A backend that times itself (trtexec) is measured instead in whole
+runs of its cell, alternating (its sweep file's settings, no per-layer run, no accuracy check).
 
 The cells are planned again from the sweep files their runs recorded (`sweeps.config_text`, the
 models' paths relative to `config_path`), under their sweep's name, so they are the very cells
@@ -17,10 +23,13 @@ import math
 from pathlib import Path
 from typing import Any
 
-from farm.compare.stats import FASTER, SLOWER, verdict
+from farm.compare.core import CONTENDED_UNDECIDED, RUN_SPREAD_UNDECIDED, WITHIN_TWO_RUNS
+from farm.compare.stats import FASTER, INCONCLUSIVE, SLOWER, verdict
 from farm.errors import UserError
 
-ROUNDS = 4  # A/B rounds per suspect pair: each side measured this many times, order alternating
+ROUNDS = 20  # A/B rounds per pair in doubt: a timed block of each side a round, order alternating
+BLOCK_QUERIES, BLOCK_MS = 5, 200.0  # a block: at least this many queries and this long
+IN_DOUBT = (SLOWER, FASTER, INCONCLUSIVE)  # the verdicts --confirm measures again (within noise is settled)
 
 
 @dataclasses.dataclass
@@ -42,11 +51,11 @@ class Confirmation:
 
 
 def confirm(comparison: Any, base_results: Path, new_results: Path, rounds: int = ROUNDS) -> list[Confirmation]:
-    """Each slower or faster pair of `comparison` measured again, `rounds` interleaved rounds; its
-    verdict becomes the rounds' (where they could run), with a note saying so."""
+    """Each slower, faster or inconclusive pair of `comparison` measured again, `rounds` interleaved
+    rounds; its verdict becomes the rounds' (where they could run), with a note saying so."""
     if rounds < 2:
         raise UserError(f"--rounds {rounds}: give 2 or more (the interval needs rounds to spread)")
-    suspects = [p for p in comparison.pairs if p.verdict in (SLOWER, FASTER)]
+    suspects = [p for p in comparison.pairs if p.verdict in IN_DOUBT]
     if not suspects:
         return []
     cells, why_not = {}, {}
@@ -66,6 +75,9 @@ def confirm(comparison: Any, base_results: Path, new_results: Path, rounds: int 
             found.append(_interleaved(pair, a[0], b[0], a[1], rounds, comparison.min_effect_percent))
         if found[-1].why is None:
             pair.verdict = found[-1].verdict
+            # what said the two runs could not settle it is settled now
+            pair.notes = [n for n in pair.notes if n not in (WITHIN_TWO_RUNS, RUN_SPREAD_UNDECIDED)
+                          and not n.startswith(CONTENDED_UNDECIDED)]
             if pair.verdict != SLOWER:
                 pair.layers = None  # what explained a slowdown the rounds do not confirm
         pair.notes.append(confirmation_text(found[-1]).split(": ", 1)[1])
@@ -97,21 +109,13 @@ def _interleaved(pair: Any, base: Any, new: Any, cache_dir: Path, rounds: int, m
     """`rounds` rounds of both cells, the order alternating, and the verdict on their log ratios."""
     from scipy import stats
 
-    from farm.cell_runner import run_cell
+    from farm.backends.base import LoopTimedBackend
+    from farm.backends.registry import backend_class
 
-    # no accuracy check, no per-layer run: only the timed repeats
-    cells = [dataclasses.replace(c, measurement=dataclasses.replace(c.measurement, layer_iterations=0), tolerance=None)
-             for c in (base, new)]
-    ratios = []
-    for number in range(rounds):
-        medians = {}
-        for side in ((0, 1) if number % 2 == 0 else (1, 0)):
-            result = run_cell(cells[side], cache_dir)
-            if result.status != "ok" or not result.measurement:
-                return Confirmation(pair.label, pair.verdict, "could not confirm", rounds=number,
-                                    why=f"a round ended {result.status}: {result.reason}")
-            medians[side] = float(result.measurement["latency_median_ms"])
-        ratios.append(math.log(medians[1] / medians[0]))
+    timed_by_farm = all(issubclass(backend_class(c.backend), LoopTimedBackend) for c in (base, new))
+    ratios, why = (_blocks if timed_by_farm else _whole_runs)(base, new, cache_dir, rounds)
+    if why:
+        return Confirmation(pair.label, pair.verdict, "could not confirm", rounds=len(ratios), why=why)
     mean = sum(ratios) / len(ratios)
     spread = stats.tstd(ratios) / math.sqrt(len(ratios))
     half = stats.t.ppf(0.975, len(ratios) - 1) * spread
@@ -120,12 +124,58 @@ def _interleaved(pair: Any, base: Any, new: Any, cache_dir: Path, rounds: int, m
                         rounds)
 
 
+def _blocks(base: Any, new: Any, cache_dir: Path, rounds: int) -> tuple[list[float], str | None]:
+    """Both cells built side by side, timed in alternating blocks: each round's log(NEW / BASE) of
+    the block medians; or why they could not be."""
+    from farm.cell_runner import built_backend
+    from farm.errors import describe
+    from farm.measure import block_median_ms, warm_up_query
+
+    ratios: list[float] = []
+    try:
+        with built_backend(base, cache_dir) as (a, feeds_a), built_backend(new, cache_dir) as (b, feeds_b):
+            queries = (a.query_fn(feeds_a), b.query_fn(feeds_b))
+            for query, cell in zip(queries, (base, new)):
+                warm_up_query(query, cell.measurement.warmup_ms)
+            for number in range(rounds):
+                medians = {side: block_median_ms(queries[side], BLOCK_QUERIES, BLOCK_MS)
+                           for side in ((0, 1) if number % 2 == 0 else (1, 0))}
+                ratios.append(math.log(medians[1] / medians[0]))
+    except Exception as exc:  # noqa: BLE001 - a pair that cannot be measured again says why; the rest go on
+        return ratios, f"building or timing them side by side failed: {describe(exc)[:300]}"
+    return ratios, None
+
+
+def _whole_runs(base: Any, new: Any, cache_dir: Path, rounds: int) -> tuple[list[float], str | None]:
+    """Each round a whole run of each cell (its repeats, no accuracy check, no per-layer run): for
+    backends that time themselves."""
+    from farm.cell_runner import run_cell
+
+    cells = [dataclasses.replace(c, measurement=dataclasses.replace(c.measurement, layer_iterations=0), tolerance=None)
+             for c in (base, new)]
+    ratios: list[float] = []
+    for number in range(rounds):
+        medians = {}
+        for side in ((0, 1) if number % 2 == 0 else (1, 0)):
+            result = run_cell(cells[side], cache_dir)
+            if result.status != "ok" or not result.measurement:
+                return ratios, f"a round ended {result.status}: {result.reason}"
+            medians[side] = float(result.measurement["latency_median_ms"])
+        ratios.append(math.log(medians[1] / medians[0]))
+    return ratios, None
+
+
 def confirmation_text(found: Confirmation) -> str:
     """'tiny · fp32 · b1 · onnxruntime: measured again interleaved, slower confirmed (+240.1 %, 95 %
-    interval +201.3 to +281.0 % over 4 rounds)'."""
+    interval +201.3 to +281.0 % over 4 rounds)'; an inconclusive pair's 'inconclusive from the two
+    runs; measured again interleaved, slower (...)'."""
     if found.why:
         return f"{found.label}: {found.was}, could not be measured again: {found.why}"
-    outcome = f"{found.was} confirmed" if found.confirmed else f"{found.was} not confirmed, {found.verdict}"
+    if found.was == INCONCLUSIVE:
+        outcome = f"inconclusive from the two runs; measured again interleaved, {found.verdict}"
+    else:
+        outcome = "measured again interleaved, " + (f"{found.was} confirmed" if found.confirmed
+                                                    else f"{found.was} not confirmed, {found.verdict}")
     figures = (f"{100 * found.effect:+.1f} %, 95 % interval {100 * found.low:+.1f} to {100 * found.high:+.1f} "
                "%").replace("-", "−")
-    return f"{found.label}: measured again interleaved, {outcome} ({figures} over {found.rounds} rounds)"
+    return f"{found.label}: {outcome} ({figures} over {found.rounds} rounds)"

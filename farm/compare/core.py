@@ -26,6 +26,7 @@ from farm.compare.stats import (
     ratio_change,
 )
 from farm.errors import UserError
+from farm.queries import CONTENDED_PERCENT
 
 # a pair's verdict when a cell has no latency to compare: NEW failed where BASE was ok (a regression),
 # the other way round, or neither measured
@@ -35,7 +36,9 @@ WITHIN_TWO_RUNS = (f"judged from these two runs' samples: the warehouse holds fe
                    "configuration to say how far its runs move apart (run the sweep again under other names: "
                    "farm sweep --sweep NAME)")
 RUN_SPREAD_UNDECIDED = ("inconclusive: this configuration's runs move from one to the next about as far as this "
-                        "change (its earlier runs in the warehouse), so the machine's speed may have moved, not the code")
+                        "change (its earlier runs in the warehouse), so the machine's speed may have moved, not the code; "
+                        "farm compare --confirm measures both again here, interleaved")
+CONTENDED_UNDECIDED = "inconclusive: timed under contention"  # the start of farm.compare.core._contended's note
 REGRESSIONS = (SLOWER, FAILED)
 
 
@@ -252,6 +255,35 @@ def _host_bound_note(a: dict[str, Any], b: dict[str, Any]) -> str | None:
     return note
 
 
+def _contended(a: dict[str, Any], b: dict[str, Any], ratio: float) -> str | None:
+    """Why a change of `ratio` (NEW / BASE) may be other programs': the slower side was timed while
+    they took CONTENDED_PERCENT points more of the host's CPU time than on the other side
+    (farm.queries.CONTENDED_PERCENT; the hypervisor's steal counted with them), and the change is
+    no larger than losing that share could make it: 1 / (1 - share)^2, for a parallel engine waits
+    on its slowest thread (identical ResNet-18 runs on ONNX Runtime, 2 cores, came out 2.2-2.3x
+    apart with 0 % against 35-41 % taken; no false change had both sides alike)."""
+    taken = [_number(c.get("cpu_others_percent")) for c in (a, b)]
+    if None in taken or not math.isfinite(ratio) or ratio <= 0:
+        return None
+    taken = [t + (_number(c.get("cpu_steal_percent")) or 0.0) for t, c in zip(taken, (a, b))]
+    slower, faster = (1, 0) if ratio > 1 else (0, 1)
+    share = (taken[slower] - taken[faster]) / 100
+    if share * 100 < CONTENDED_PERCENT or max(ratio, 1 / ratio) > 1 / (1 - min(share, 0.9)) ** 2:
+        return None
+    side = ("BASE", "NEW")[slower]
+    return (f"{CONTENDED_UNDECIDED}: {side}, the slower, was timed while other programs took {taken[slower]:.0f} % "
+            f"of the CPU time ({taken[faster]:.0f} % for the other), enough to make that change; farm compare "
+            "--confirm measures both again here, interleaved")
+
+
+def _number(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
 def _judge(pair: Pair, result: PairResult, min_effect_percent: float,
            intervals: tuple[dict[str, MedianInterval | None], dict[str, MedianInterval | None]],
            spreads: dict[tuple, tuple[float, int]]) -> None:
@@ -265,7 +297,11 @@ def _judge(pair: Pair, result: PairResult, min_effect_percent: float,
     result.run_spread = spread
     result.effect = effect_interval(result.base, result.new, min_effect_percent, spread or 0.0)
     result.verdict = result.effect.verdict
-    if result.verdict in (SLOWER, FASTER) and spread is None:
+    contended = _contended(a, b, result.effect.effect + 1) if result.verdict in (SLOWER, FASTER) else None
+    if contended:
+        result.verdict = INCONCLUSIVE
+        result.notes.append(contended)
+    elif result.verdict in (SLOWER, FASTER) and spread is None:
         result.notes.append(WITHIN_TWO_RUNS)
     elif spread and result.verdict == INCONCLUSIVE and effect_interval(
             result.base, result.new, min_effect_percent).verdict in (SLOWER, FASTER):

@@ -21,7 +21,7 @@ MEASURED = ("throughput_qps", "throughput_samples_per_s", "latency_median_ms", "
             "median_ci_high_ms", "queries", "repeats", "compute_median_ms", "layer_coverage_percent",
             "energy_per_sample_mj", "energy_per_query_mj", "latency_includes_transfers", "timing_cuda_graph",
             "timing_spin_wait", "timing_streams", "throttled", "median_ci_method", "enqueue_median_ms",
-            "host_probe_median_ms")
+            "host_probe_median_ms", "cpu_others_percent", "cpu_steal_percent")
 CELL_COLUMNS = ("cell_id", "sweep_id", "model", "model_sha256", "precision", "batch", "profile", "backend", "options",
                 "status", "reason", "device_id")
 

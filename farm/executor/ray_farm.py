@@ -32,7 +32,7 @@ from typing import Any
 from farm.errors import first_line
 from farm.executor import CellEvents, MemoryLimit
 from farm.executor.cell_process import CellDeath
-from farm.executor.deaths import actor_death, await_node_memory
+from farm.executor.deaths import LOW_MEMORY_WORDS, actor_death, await_node_memory, node_memory_threshold
 from farm.executor.ray_actor import CellWorker
 from farm.records import Cell, CellResult, now
 from farm.scheduler import (
@@ -234,6 +234,8 @@ class RayExecutor:
                 return
             waiting = failed
             if attempt + 1 < ACTOR_START_TRIES:
+                if any(words in (s.start_error or "") for s in waiting for words in LOW_MEMORY_WORDS):
+                    await_node_memory(node_memory_threshold())  # Ray stopped it for the node's memory: wait
                 for slot in waiting:
                     self._launch(slot, log_queue)
         for slot in waiting:
@@ -281,7 +283,7 @@ class RayExecutor:
                 if isinstance(decision, Retry) and getattr(decision.death, "node_memory", False):
                     # the node ran low on memory: the retry waits for it to recover (this node's
                     # memory; Ray kills at RAY_memory_usage_threshold, 0.95 by default)
-                    await_node_memory(float(os.environ.get("RAY_memory_usage_threshold", "0.95")) - 0.05)
+                    await_node_memory(node_memory_threshold())
         self._drain_logs(log_queue, by_id, callbacks)
 
     def _stranded_reason(self, cell: Cell, slots: list[_Slot]) -> str:
