@@ -1,6 +1,6 @@
 """Does a sweep come through a busy box? Runs a farm command while other programs load every CPU
 (--cpu-load busy processes, default twice the cores) and fill the node's memory in waves: up to
---memory-high of it in use (default 0.96, above Ray's memory monitor's 0.95) for --hold-s seconds,
+--memory-high of it in use (default 0.96, above Ray's memory monitor's 0.95), held --hold-s seconds,
 then down to --memory-low for --rest-s, again and again until the command ends. Never more than
 the memory available less 512 MiB is taken, so the kernel's OOM killer is not the one to act.
 
@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 CHUNK = 64 << 20  # the memory program's step: 64 MiB, every page written
 HEADROOM = 512 << 20  # never taken: what the kernel needs to stay out of the way
+RISE_S = 120.0  # a wave's longest climb: a virtual machine's fresh pages come at a few hundred MB/s
 
 QUICK_SWEEP = """name = "busy"
 [[models]]
@@ -61,22 +62,25 @@ def spin(stop) -> None:
 
 def fill(stop, high: float, low: float, hold_s: float, rest_s: float, start_s: float, waves) -> None:
     """A memory-hungry program: after `start_s`, its allocation follows the node's use up to `high`
-    of it for `hold_s`, then down to `low` for `rest_s`, over and over."""
+    of it (RISE_S at most to get there) and holds it `hold_s`, then down to `low` for `rest_s`, over
+    and over."""
     import psutil
 
     held: list[bytearray] = []
     stop.wait(start_s)
     while not stop.is_set():
+        waves.value += 1
         for target, seconds in ((high, hold_s), (low, rest_s)):
-            if target == high:
-                waves.value += 1
-            deadline = time.monotonic() + seconds
+            deadline, reached = time.monotonic() + (RISE_S + seconds if target == high else seconds), False
             while time.monotonic() < deadline and not stop.is_set():
                 memory = psutil.virtual_memory()
                 used = memory.percent / 100
                 if used < target - 0.005 and memory.available > HEADROOM + CHUNK:
                     held.append(bytearray(b"\1") * CHUNK)  # every byte written: resident, not just reserved
-                elif used > target + 0.01 and held:
+                    continue
+                if target == high and not reached:  # there: hold it from now
+                    reached, deadline = True, min(deadline, time.monotonic() + seconds)
+                if used > target + 0.01 and held:
                     held.pop()
                 else:
                     time.sleep(0.05)
@@ -125,9 +129,9 @@ def main() -> int:
                    "--executor", "ray"]
         # above what Ray and the sweep's own processes add (a retry waits for 0.05 under it)
         args.ray_threshold = args.ray_threshold or min(0.9, psutil.virtual_memory().percent / 100 + 0.14)
-        # a virtual machine's fresh pages come at a few hundred MB/s: a wave takes seconds to rise
-        # the first wave once the sweep's cells run (Ray up), then room for the retries to finish
-        args.cpu_load, args.hold_s, args.rest_s, args.start_s, args.timeout = min(args.cpu_load, 2), 12.0, 30.0, 10.0, 300.0
+        # a wave from the start (it takes seconds to climb, while Ray starts and the first cells run),
+        # then room for the retries to finish
+        args.cpu_load, args.hold_s, args.rest_s, args.start_s, args.timeout = min(args.cpu_load, 2), 12.0, 30.0, 0.0, 300.0
     if not command:
         parser.error("give the command after --, or --quick")
     threshold = 0.95
