@@ -502,7 +502,8 @@ def test_carryover_quick_on_cpu(tmp_path: Path) -> None:
         assert match, out
         before, after, ratio = (positive(v) for v in match.groups())
         assert ratio == pytest.approx(row["ratio"], rel=0.01), out
-        assert after / before == pytest.approx(row["ratio"], rel=0.02, abs=0.002), out
+        # the printed figures have 3 decimals: at a few hundredths of a ms that rounding alone moves the ratio
+        assert after / before == pytest.approx(row["ratio"], rel=0.02, abs=0.002 + 0.001 / min(before, after)), out
     assert [r["treatment"] for r in rows] == ["profiler-cpu"]
     assert all(len(r["before_ms"]) == len(r["after_ms"]) == 2 for r in rows)
 
