@@ -171,6 +171,10 @@ def main() -> int:
         print(str(done.stdout)[-3000:] + str(done.stderr)[-3000:])
     if args.results is not None and args.results.is_dir():
         report(args.results)
+    if args.quick:
+        import shutil
+
+        shutil.rmtree(args.results.parent, ignore_errors=True)  # the quick mode's own folder
     return 0
 
 
