@@ -348,20 +348,24 @@ def enumerate_corpus(cache: Path, libraries: list[str] | None = None, check: boo
         entries += found
         left_out |= skipped
     if check:
-        kept = cache / "precheck.json"
-        verdicts = json.loads(kept.read_text()) if kept.is_file() else {}
-        keys = {e.name: hashlib.sha256(json.dumps([e.version, e.source, e.table]).encode()).hexdigest()[:16]
-                for e in entries if e.source["kind"] in ("factory", "module")}
-        unseen = [e for e in entries if e.name in keys and keys[e.name] not in verdicts.get(e.name, {})]
-        for entry, why in _prechecks(unseen):
-            verdicts.setdefault(entry.name, {})[keys[entry.name]] = why
-            write_atomic(kept, json.dumps(verdicts, indent=1), make_parents=True)  # resumable after a kill
-        for name, key in keys.items():
-            why = verdicts.get(name, {}).get(key)
-            if why:
-                left_out[name] = why
-        entries = [e for e in entries if e.name not in left_out]
+        entries, failed = enumerate_checked(entries, cache)
+        left_out |= failed
     return entries, left_out
+
+
+def enumerate_checked(entries: list[Entry], cache: Path) -> tuple[list[Entry], dict[str, str]]:
+    """(the entries whose precheck passes, those left out: name -> why), each PyTorch entry checked
+    once (the verdicts kept in `cache`/precheck.json, so a rerun asks only of models not seen before)."""
+    kept = cache / "precheck.json"
+    verdicts = json.loads(kept.read_text()) if kept.is_file() else {}
+    keys = {e.name: hashlib.sha256(json.dumps([e.version, e.source, e.table]).encode()).hexdigest()[:16]
+            for e in entries if e.source.get("kind") in ("factory", "module")}
+    unseen = [e for e in entries if e.name in keys and keys[e.name] not in verdicts.get(e.name, {})]
+    for entry, why in _prechecks(unseen):
+        verdicts.setdefault(entry.name, {})[keys[entry.name]] = why
+        write_atomic(kept, json.dumps(verdicts, indent=1), make_parents=True)  # resumable after a kill
+    left_out = {name: verdicts[name][key] for name, key in keys.items() if verdicts.get(name, {}).get(key)}
+    return [e for e in entries if e.name not in left_out], left_out
 
 
 def _prechecks(entries: list[Entry], workers: int | None = None):
@@ -414,6 +418,42 @@ def sample(entries: list[Entry], count: int, seed: int = 0) -> list[Entry]:
                 chosen.append(pool.pop())
     order = {entry.name: i for i, entry in enumerate(entries)}
     return sorted(chosen, key=lambda e: order[e.name])
+
+
+def sample_checked(entries: list[Entry], count: int, seed: int, cache: Path) -> tuple[list[Entry], dict[str, str]]:
+    """`count` entries drawn as `sample` draws them, but from the models that pass their precheck,
+    checking only those drawn: one left out is replaced by the next of its library's seeded order (a
+    uniform draw of the kept models, without checking the hundreds not drawn). (entries, left out)."""
+    by_library: dict[str, list[Entry]] = {}
+    for entry in entries:
+        by_library.setdefault(entry.library, []).append(entry)
+    rng = random.Random(seed)
+    pools = {library: rng.sample(found, len(found)) for library, found in sorted(by_library.items())}
+    kept: dict[str, list[Entry]] = {library: [] for library in pools}
+    left_out: dict[str, str] = {}
+    while True:
+        capacity = {library: len(kept[library]) + len(pool) for library, pool in pools.items()}
+        quota = _round_robin(min(count, sum(capacity.values())), capacity)
+        drawn = [pools[library].pop() for library in pools
+                 for _ in range(min(len(pools[library]), quota[library] - len(kept[library])))]
+        if not drawn:
+            break
+        checked, why = enumerate_checked(drawn, cache)
+        left_out |= why
+        for entry in checked:
+            kept[entry.library].append(entry)
+    order = {entry.name: i for i, entry in enumerate(entries)}
+    return sorted((e for found in kept.values() for e in found), key=lambda e: order[e.name]), left_out
+
+
+def _round_robin(count: int, capacity: dict[str, int]) -> dict[str, int]:
+    """How many of `count` each library gets, dealt one at a time in turn, none beyond its capacity."""
+    quota = dict.fromkeys(capacity, 0)
+    while sum(quota.values()) < count:
+        for library in capacity:
+            if quota[library] < capacity[library] and sum(quota.values()) < count:
+                quota[library] += 1
+    return quota
 
 
 def write_listing(entries: list[Entry], left_out: dict[str, str], path: Path) -> None:

@@ -218,9 +218,12 @@ def engines(device: str, torch_modes: list[str], ort_graphs: list[bool]) -> str:
 
 
 def write_sweep(work: Path, name: str, models: list[tuple[str, str, str]], device: str, precisions: list[str],
-                batch_sizes: list[int], torch_modes: list[str], quick: bool, ort_graphs: list[bool] = (False, True)) -> Path:
+                batch_sizes: list[int], torch_modes: list[str], quick: bool, ort_graphs: list[bool] = (False, True),
+                layer_iterations: int | None = None) -> Path:
     tables = "".join(f'[[models]]\nname = "{model}"\n{source}\n{table}\n\n' for model, source, table in models)
-    measurement = "".join(f"{k} = {v}\n" for k, v in (QUICK_MEASUREMENT if quick else MEASUREMENT).items())
+    settings = (QUICK_MEASUREMENT if quick else MEASUREMENT) | (
+        {"layer_iterations": layer_iterations} if layer_iterations is not None else {})
+    measurement = "".join(f"{k} = {v}\n" for k, v in settings.items())
     text = (f'name = "{name}"\ndescription = "the model corpus (benchmarks/model_corpus.py)"\n\n{tables}'
             f"[axes]\nprecisions = {json.dumps(precisions)}\nbatch_sizes = {json.dumps(batch_sizes)}\n"
             f"{engines(device, torch_modes, list(ort_graphs))}[measurement]\n{measurement}"
@@ -297,6 +300,10 @@ def main() -> int:
                         help="default ray; --quick: local (its cells in the sweep's own process: no Ray to start, "
                              "no cell process per cell)")
     parser.add_argument("--json", type=Path, help="write the counts per engine here")
+    parser.add_argument("--layer-iterations", type=int,
+                        help=f"queries profiled per layer (default {MEASUREMENT['layer_iterations']}; 0: no per-layer "
+                             "rows, and a GPU worker's cell process is kept from cell to cell: a larger sample in the "
+                             "same time)")
     parser.add_argument("--registry", nargs="*", metavar="LIBRARY", choices=list(PREFIXES),
                         help="the corpus no one picks: every model the libraries' registries list "
                              f"(benchmarks/corpus_registry.py; default every library: {', '.join(PREFIXES)}) instead "
@@ -321,10 +328,12 @@ def main() -> int:
     registry_left_out: dict[str, str] = {}
     entries: list = []
     if args.registry is not None:
-        from corpus_registry import enumerate_corpus, sample, write_listing
+        from corpus_registry import enumerate_corpus, sample_checked, write_listing
 
-        entries, registry_left_out = enumerate_corpus(args.cache, args.registry or None)
-        entries = sample(entries, args.sample, args.seed) if args.sample else entries
+        entries, registry_left_out = enumerate_corpus(args.cache, args.registry or None, check=not args.sample)
+        if args.sample:  # only the models drawn are checked; one left out gives way to the next of its library
+            entries, checked_out = sample_checked(entries, args.sample, args.seed, args.cache)
+            registry_left_out |= checked_out
         listing = args.listing or args.cache / "corpus-models.csv"  # not in the warehouse: farm writes only its own there
         write_listing(entries, registry_left_out, listing)
         print(f"registry corpus: {len(entries)} models, {len(registry_left_out)} left out (listed in {listing})")
@@ -349,7 +358,7 @@ def main() -> int:
     sweep = f"corpus-{'registry-' if args.registry is not None else ''}{device}" + ("-quick" if args.quick else "")
     batch_sizes = args.batch_sizes or ([1, 4] if args.registry is not None else [1])
     path = write_sweep(work, sweep, models, device, precisions, batch_sizes, args.torch_modes, args.quick,
-                       [value == "true" for value in args.ort_cuda_graph])
+                       [value == "true" for value in args.ort_cuda_graph], args.layer_iterations)
     if args.plan_only:
         print(f"sweep file: {path}")
         return 0
@@ -367,6 +376,8 @@ def main() -> int:
         record = {"device": device, "machine": machine_line(), "engines": summary, "left_out": left_out}
         if args.registry is not None:
             record["corpus"] = corpus_facts(entries, registry_left_out, args.sample, args.seed, precisions, batch_sizes)
+            record["corpus"]["layer_iterations"] = (
+                args.layer_iterations if args.layer_iterations is not None else MEASUREMENT["layer_iterations"])
         args.json.write_text(json.dumps(record, indent=1))
     return 0
 

@@ -21,7 +21,8 @@ from farm import __version__
 from farm.backends.registry import backend_class
 from farm.config import AppliedTolerance, LoadedConfig, Measurement
 from farm.errors import ConfigError
-from farm.models import parse_axis_key, resolve_model, shape_text, toml_inline_table, toml_key, toml_key_value
+from farm.models import failed_model, parse_axis_key, resolve_model, shape_text, toml_inline_table, toml_key, toml_key_value
+from farm.models.parallel_export import export_in_parallel
 from farm.records import (
     BATCH_NAMES,
     Calibration,
@@ -57,10 +58,15 @@ def plan_sweep(loaded: LoadedConfig, cache_dir: Path) -> Plan:
     config = loaded.config
     models: list[ModelArtifact] = []
     model_notes: list[list[str]] = []
+    seed = config.measurement.seed
+    failed = export_in_parallel(config.models, loaded.base_dir, cache_dir, seed)  # where the machine has the cores
     for i, spec in enumerate(config.models):
         model_notes.append([])
+        if i in failed:
+            models.append(failed_model(spec, cache_dir, seed, failed[i]))
+            continue
         try:
-            models.append(resolve_model(spec, i, loaded.base_dir, cache_dir, config.measurement.seed, model_notes[i]))
+            models.append(resolve_model(spec, i, loaded.base_dir, cache_dir, seed, model_notes[i]))
         except ConfigError as exc:  # a mistake about the model's inputs: name the file too
             raise ConfigError(f"{loaded.path}: {exc}") from None
     profiles = [

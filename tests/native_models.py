@@ -112,6 +112,17 @@ def exits_hard() -> nn.Module:
     os._exit(0)
 
 
+def kills_its_process() -> nn.Module:
+    """A factory whose process is killed (SIGKILL: the kernel's out-of-memory killer does the same)."""
+    import os
+    import signal
+    import sys
+
+    print("building the model that is killed", file=sys.stderr, flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+    raise AssertionError("unreachable")
+
+
 def hangs_in_forward() -> nn.Module:
     """A module whose forward() never returns on the example inputs."""
     import threading

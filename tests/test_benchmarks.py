@@ -575,3 +575,12 @@ def test_busy_box_quick() -> None:
     again = re.search(r"^run more than once: (\d+)$", out, re.MULTILINE)
     assert again and len(re.findall(r"^  \w{8}: \d+ runs; before: ", out, re.MULTILINE)) == int(again[1]), out
     assert re.search(r"^failed for memory: 0$", out, re.MULTILINE), out
+
+
+def test_parallel_exports_quick() -> None:
+    """Planning two PyTorch sources one at a time and two at a time: both times printed, the same files."""
+    out = run_benchmark("parallel_exports.py", "--quick", timeout=300)
+    match = re.search(rf"one at a time: {NUMBER} s;  2 at a time: {NUMBER} s;  ratio {NUMBER}x", out)
+    assert match, out
+    assert all(positive(value) for value in match.groups())
+    assert "same files: yes" in out

@@ -13,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from corpus_registry import Entry, _prechecks, enumerate_corpus, precheck, sample, write_listing  # noqa: E402
+from corpus_registry import Entry, _prechecks, enumerate_corpus, precheck, sample, sample_checked, write_listing  # noqa: E402
 
 from tests.test_benchmarks import run_benchmark  # noqa: E402
 
@@ -41,6 +41,24 @@ def test_a_sample_is_drawn_evenly_over_the_libraries_and_the_same_every_time() -
     assert [e.name for e in drawn] == [e.name for e in entries if e in drawn]  # the corpus's order
     assert len(sample(entries, 12, seed=1)) == 12 and [e.library for e in sample(entries, 12)].count("b") == 3
     assert sample(entries, 50) == entries
+
+
+def test_a_checked_sample_checks_only_what_it_draws_and_replaces_what_fails(tmp_path: Path) -> None:
+    """With nothing to check it is `sample`'s draw; a drawn PyTorch model whose guessed inputs do not
+    fit gives way to the next of its library, and models never drawn are never checked."""
+    entries = [Entry(f"a{i}", "f", "a", "1", {}) for i in range(10)] + [Entry(f"b{i}", "f", "b", "1", {}) for i in range(3)]
+    assert sample_checked(entries, 6, 1, tmp_path) == (sample(entries, 6, seed=1), {})
+    linear = {"kind": "module", "module": "torch.nn", "factory": "Linear"}
+    fits = 'kwargs = { in_features = 8, out_features = 2 }\ninputs = { x = { shape = ["batch", 8] } }'
+    torch_entries = [Entry(f"t{i}", "f", "torch", "1", linear, fits.replace('"batch", 8', '"batch", 5') if i % 2 else fits)
+                     for i in range(8)]
+    drawn, left_out = sample_checked(entries + torch_entries, 6, 3, tmp_path)
+    assert [e.library for e in drawn].count("torch") == 2 and all(int(e.name[1:]) % 2 == 0 for e in drawn
+                                                                  if e.library == "torch")
+    assert left_out and all(int(name[1:]) % 2 for name in left_out)
+    checked = json.loads((tmp_path / "precheck.json").read_text())
+    assert len(checked) == 2 + len(left_out) < len(torch_entries)  # the draws only
+    assert sample_checked(entries + torch_entries, 6, 3, tmp_path) == (drawn, left_out)  # the same draw again
 
 
 def test_a_pytorch_model_the_guessed_inputs_do_not_fit_is_left_out_with_the_error(tmp_path: Path) -> None:

@@ -255,3 +255,41 @@ def test_a_message_of_100000_characters_is_kept_whole_and_printed_cut(tmp_path: 
     assert main(["show", "long", "--results", str(results)]) == 0
     out = capsys.readouterr().out
     assert "more characters: farm query reads the whole text" in out and "x" * 2001 not in out
+
+
+def test_exports_run_side_by_side_and_a_process_that_dies_costs_its_model_only(tmp_path: Path, monkeypatch,
+                                                                                  capfd) -> None:
+    """With FARM_EXPORT_WORKERS=3, planning exports the PyTorch sources in processes of their own, three
+    at a time: the files are those a one-at-a-time plan makes; a factory that raises or hangs fails its
+    model's cells as before (the planner's notes reach the terminal); one whose process is killed is
+    tried again alone, then fails its cells with how it ended and its last output; the rest run."""
+    from farm.models import native
+
+    monkeypatch.setattr(native, "FACTORY_DEADLINE_S", 3.0)
+    monkeypatch.setattr(native, "FACTORY_NOTE_AFTER_S", 1.0)
+    monkeypatch.setenv("FARM_EXPORT_WORKERS", "3")
+    width16 = 'inputs = { x = { shape = ["batch", 16] } }'
+    models = "".join(f'[[models]]\nsource = "module:tests.native_models:{factory}"\n{width16}\n'
+                     for factory in ("broken", "hangs", "kills_its_process", "not_exportable"))
+    status, results = sweep_on_torch_and_onnxruntime(tmp_path, "side-by-side", f"{models}[[models]]\n{NATIVE}\n")
+    assert status == 1
+    err = capfd.readouterr().err
+    assert "farm: exporting 5 PyTorch models to ONNX, 3 at a time" in err
+    assert "farm: waiting for tests.native_models.hangs(**kwargs)" in err
+    rows = {(m, b): (s, r) for m, b, s, r in Warehouse(results).connect().execute(
+        "SELECT model, backend, status, reason FROM cells").fetchall()}
+    assert rows["broken", "torch"] == ("failed", "tests.native_models.broken(**kwargs) raised RuntimeError: this "
+                                                 "factory always fails")
+    assert rows["hangs", "onnxruntime"][1].startswith("tests.native_models.hangs(**kwargs) did not return within 3 s")
+    status_, reason = rows["kills_its_process", "torch"]
+    assert status_ == "failed" and reason.startswith(
+        "exporting module:tests.native_models:kills_its_process to ONNX ended its process twice, beside other "
+        "exports and alone: signal SIGKILL; its last output: "), reason
+    assert "building the model that is killed" in reason
+    assert rows["not_exportable", "torch"] == ("ok", None) and rows["not_exportable", "onnxruntime"][0] == "unsupported"
+    assert rows["tiny_cnn", "torch"][0] == rows["tiny_cnn", "onnxruntime"][0] == "ok"
+    monkeypatch.setenv("FARM_EXPORT_WORKERS", "1")  # the planner's own export, into another cache: the same file
+    alone = resolve_model(tiny_spec(), 4, tmp_path, tmp_path / "alone")
+    side_by_side = next(results.rglob("native/tiny_cnn-*/model.onnx"))
+    assert hashlib.sha256(side_by_side.read_bytes()).hexdigest() == alone.sha256
+    assert not list(results.rglob("exports-*"))  # its work files are gone

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The wheelhouse of a GPU machine without network (bin/wheelhouse: Python 3.12, the gpu extra),
-# plus the dynamo exporter's onnxscript/onnx-ir, timm and skl2onnx for the model corpus, cut into
+# plus the dynamo exporter's onnxscript/onnx-ir, timm, scikit-learn and skl2onnx for the model corpus, cut into
 # parts of at most PART_MB (default 50) MiB for a transfer that limits each copy's size: the
 # parts land in .whl/parts/NN/ (ignored by git) with a manifest of their sha256. setup.sh, run
 # there once per part in order, keeps them and, when every part has come, joins them and installs
@@ -15,7 +15,10 @@ printf 'onnxruntime-gpu==1.31.1\nray==2.60.0\n' > .whl/constraints.txt
 PIP_CONSTRAINT=$PWD/.whl/constraints.txt bash bin/wheelhouse .whl/all 3.12 gpu
 rm -f .whl/all/farm-*.whl  # farm itself runs from the checkout there
 # without their dependencies: the machines' torch, torchvision and huggingface_hub are the ones to use
-python3 -m pip download -q --no-deps -d .whl/all onnxscript onnx-ir timm skl2onnx
+python3 -m pip download -q --no-deps -d .whl/all onnxscript onnx-ir timm skl2onnx joblib threadpoolctl
+# scikit-learn, whose estimators the corpus converts with skl2onnx: built for that machine's Python
+python3 -m pip download -q --no-deps -d .whl/all --only-binary=:all: --python-version 3.12 \
+  --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 --implementation cp scikit-learn
 rm -rf .whl/parts && mkdir -p .whl/parts
 # smallest first: the first part then holds every wheel but the largest, which setup.sh installs
 # at once, so that farm runs (torch cells, --executor local) from the first part on

@@ -132,6 +132,13 @@ def _declared_batch(shapes: dict[str, tuple[int | str, ...]], batch_axes: dict[s
     return firsts.pop() if len(firsts) == 1 and isinstance(next(iter(firsts)), int) else 1
 
 
+def failed_model(spec: ModelSpec, cache_dir: Path, seed: int, reason: str) -> ModelArtifact:
+    """A PyTorch source that cannot be built or exported here: its cells fail with `reason`."""
+    identity = hashlib.sha256(json.dumps([spec.source, spec.kwargs, seed], default=str).encode()).hexdigest()
+    return ModelArtifact(model_display_name(spec), spec.source, cache_dir / "native", identity, 0, (),
+                         dict(spec.dims), reason)
+
+
 def _native(spec: ModelSpec, index: int, base_dir: Path, cache_dir: Path,
             seed: int) -> ModelArtifact | tuple[Path, dict[str, Any] | None, str | None, tuple[int, str] | None]:
     """A PyTorch source's ONNX path, its metadata where no ONNX file can give it, and why it has
@@ -141,9 +148,7 @@ def _native(spec: ModelSpec, index: int, base_dir: Path, cache_dir: Path,
     try:
         native = native_model(spec, f"models[{index}]", base_dir, cache_dir, seed)
     except ModelFailed as exc:  # this model's cells fail with the reason; the sweep goes on
-        identity = hashlib.sha256(json.dumps([spec.source, spec.kwargs, seed], default=str).encode()).hexdigest()
-        return ModelArtifact(model_display_name(spec), spec.source, cache_dir / "native", identity, 0, (),
-                             dict(spec.dims), exc.reason)
+        return failed_model(spec, cache_dir, seed, exc.reason)
     if not native.onnx_error:
         return native.path, None, None, native.onnx_fixed_batch
     # no ONNX file to read: the inputs as the sweep file gives them

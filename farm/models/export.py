@@ -14,6 +14,7 @@ import sys
 import tempfile
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from farm.errors import describe
@@ -169,13 +170,19 @@ class _Captured:
         return self.handle.read().decode(errors="replace")
 
 
+# set in an export process (farm.models.parallel_export): what a block captured stays in a file there
+# when the process is killed in it, for its model's reason
+CAPTURE_DIR: Path | None = None
+
+
 @contextlib.contextmanager
 def captured_output():
     """This process's stdout and stderr into a temporary file while the block runs, at the
     file-descriptor level (C++ prints) and as sys.stdout / sys.stderr (Python prints and logging,
     which may not write through descriptors 1 and 2); `.text()` reads it back."""
     sys.stdout.flush(), sys.stderr.flush()
-    with tempfile.TemporaryFile() as handle:
+    kept = tempfile.NamedTemporaryFile(dir=CAPTURE_DIR, prefix="captured-") if CAPTURE_DIR else None
+    with kept or tempfile.TemporaryFile() as handle:
         text = io.TextIOWrapper(os.fdopen(os.dup(handle.fileno()), "wb"), errors="replace", line_buffering=True)
         saved = [os.dup(1), os.dup(2)]
         try:

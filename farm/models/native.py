@@ -84,19 +84,12 @@ def native_model(spec: ModelSpec, where: str, base_dir: Path, cache_dir: Path, s
     `native.json` and the ONNX file last). Raises ConfigError, one line, for a mistake in the sweep
     file (no such module or factory, kwargs it does not take, no input shapes), ModelFailed for a
     factory that cannot build its module; an export no exporter manages is `onnx_error`."""
-    torch = _import_torch(where)
+    torch, factory, folder, inputs = _export_target(spec, where, base_dir, cache_dir, seed)
     module_name, factory_name = factory_ref(spec.source)
-    factory = import_factory(module_name, factory_name, base_dir, where)
-    inputs = export_inputs(spec, module_name, where)
-    key = {"source": [module_name, factory_name], "kwargs": spec.kwargs, "seed": seed, "inputs": inputs,
-           "torch": torch.__version__, "factory_code": _code_identity(factory, module_name),
-           "import_path": str(base_dir), "version": NATIVE_VERSION}
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
-    folder = cache_dir / "native" / f"{factory_name}-{digest}"
     onnx_path = folder / ONNX_NAME
     described = [{"name": name, "dtype": dtype, "shape": list(shape)} for name, shape, dtype in inputs]
-    cached = read_native(onnx_path)
-    if cached is not None and (onnx_path.exists() or cached.get("onnx_error")):
+    cached = exported(folder)
+    if cached is not None:
         return _described(folder, cached, described)
     net = construct(factory, spec.kwargs, seed, f"{module_name}.{factory_name}", where)
     call_kwargs, notes = without_cache(net)
@@ -133,6 +126,33 @@ def native_model(spec: ModelSpec, where: str, base_dir: Path, cache_dir: Path, s
         write_atomic(onnx_path, data, tmp_dir=tmp_dir)
     write_atomic(folder / META_NAME, json.dumps(meta, indent=1, default=str), tmp_dir=tmp_dir)
     return _described(folder, meta, described)
+
+
+def _export_target(spec: ModelSpec, where: str, base_dir: Path, cache_dir: Path,
+                   seed: int) -> tuple[Any, Callable, Path, list[tuple[str, tuple, str]]]:
+    """(torch, the factory, the cache folder of its export, its inputs): what names an export, keyed
+    by everything its weights and graph depend on. ConfigError as native_model."""
+    torch = _import_torch(where)
+    module_name, factory_name = factory_ref(spec.source)
+    factory = import_factory(module_name, factory_name, base_dir, where)
+    inputs = export_inputs(spec, module_name, where)
+    key = {"source": [module_name, factory_name], "kwargs": spec.kwargs, "seed": seed, "inputs": inputs,
+           "torch": torch.__version__, "factory_code": _code_identity(factory, module_name),
+           "import_path": str(base_dir), "version": NATIVE_VERSION}
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return torch, factory, cache_dir / "native" / f"{factory_name}-{digest}", inputs
+
+
+def export_folder(spec: ModelSpec, where: str, base_dir: Path, cache_dir: Path, seed: int) -> Path:
+    """The cache folder native_model keeps `spec`'s export in (ConfigError as native_model)."""
+    return _export_target(spec, where, base_dir, cache_dir, seed)[2]
+
+
+def exported(folder: Path) -> dict[str, Any] | None:
+    """The export's `native.json` where the folder holds a finished export (its ONNX file, or the
+    reason none could be made), else None."""
+    cached = read_native(folder / ONNX_NAME)
+    return cached if cached is not None and ((folder / ONNX_NAME).exists() or cached.get("onnx_error")) else None
 
 
 def _described(folder: Path, meta: dict[str, Any], inputs: list[dict[str, Any]]) -> NativeModel:
