@@ -492,6 +492,34 @@ def test_confirm_measures_the_suspects_again_interleaved(runs: Path, tmp_path: P
     assert f"(default: {ROUNDS})" in " ".join(capsys.readouterr().out.split())
 
 
+def test_a_pair_left_undecided_gets_a_second_look_at_a_stricter_level(runs: Path) -> None:
+    """A pair the first rounds leave inconclusive is timed for as many rounds again (on the real
+    cells, built side by side) and judged on all of them at 97.5 %: a +9 % change whose 20 rounds
+    spread too wide is found over 40; and with no margin at all (min effect 0, the worst case), two
+    looks call identical pairs changed no more often than one look at 95 % (Bonferroni), over 4000
+    seeded draws."""
+    from farm.compare.confirm import _blocks, _planned, judged
+
+    cells, why = _planned(runs, "base")
+    assert why is None
+    cell, cache = next(iter(cells.values()))
+    assert len(_blocks(cell, cell, cache, 3, lambda ratios: True)[0]) == 6
+    assert len(_blocks(cell, cell, cache, 3, lambda ratios: False)[0]) == 3
+
+    first = [np.log(1.09) + (0.13 if i % 2 else -0.13) for i in range(20)]  # +9 %, rounds 13 % apart either way
+    assert judged(first, 3.0)[0] == "inconclusive"
+    assert judged(first + first, 3.0, second_look=True)[0] == "slower"
+    rng = np.random.default_rng(5)
+    changed = 0
+    for _ in range(4000):
+        ratios = list(rng.normal(0.0, 0.1, 40))
+        found = judged(ratios[:20], 0.0)[0]
+        if found == "inconclusive":
+            found = judged(ratios, 0.0, second_look=True)[0]
+        changed += found in ("slower", "faster")
+    assert changed / 4000 < 0.075  # each look's own rate, 5 % and 2.5 %, at most; the 3 % margin makes it far less
+
+
 def test_a_change_timed_under_contention_is_inconclusive(runs: Path, tmp_path: Path, capsys) -> None:
     """The planted slowdown (its convolution 12x the work) as if its NEW side had been timed while
     other programs took 90 % of the CPU time and BASE on a quiet host: a change they could have made
