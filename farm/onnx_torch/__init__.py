@@ -28,12 +28,15 @@ from typing import Any
 
 import numpy as np
 
+from farm.onnx_torch.ml_ops import ML_OPS
+from farm.onnx_torch.ml_ops import prepare as prepare_ml
 from farm.onnx_torch.more_ops import MORE_OPS
 from farm.onnx_torch.ops import OPS, UnsupportedOperator
 from farm.onnx_torch.seq_ops import SEQ_OPS
 
 OPS.update(MORE_OPS)
 OPS.update(SEQ_OPS)
+OPS.update(ML_OPS)  # ai.onnx.ml's: _graph_nodes takes them from that domain only
 
 __all__ = ["OPS", "SMALL_INT_CONSTANT", "UnsupportedOperator", "build_module", "forward_source"]
 
@@ -54,6 +57,8 @@ def _attrs(node) -> dict[str, Any]:
 def _prepare(node, attrs: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """What some operators need from the graph at build: Split its output count, If its branches
     (nodes, constants, outputs) and the outer values they read, passed as extra inputs."""
+    if node.domain == "ai.onnx.ml":  # its attributes made tensors once (farm.onnx_torch.ml_ops)
+        return prepare_ml(node.op_type, attrs), []
     if node.op_type == "Split":
         return {**attrs, "_outputs": len(node.output)}, []
     if node.op_type != "If":
@@ -141,8 +146,12 @@ def _check_values(graph) -> None:
     kinds = {"sequence_type": "a sequence", "map_type": "a map", "optional_type": "an optional",
              "sparse_tensor_type": "a sparse tensor"}
     found = []
+    # a classifier's probabilities as ZipMap's sequence of maps: the interpreter gives them as [N, C]
+    zipped = {o for node in graph.node if node.op_type == "ZipMap" and node.domain == "ai.onnx.ml" for o in node.output}
     for where, values in (("input", graph.input), ("output", graph.output)):
         for value in values:
+            if value.name in zipped:
+                continue
             field = value.type.WhichOneof("value")
             if field == "tensor_type" and value.type.tensor_type.elem_type == TensorProto.STRING:
                 found.append(f"{where} {value.name!r} is a string tensor")
@@ -245,7 +254,8 @@ def _graph_nodes(graph, weight_shapes: dict[str, list[int]]) -> list[tuple]:
             weight_shapes[node.output[0]] = list(value.dims)
     nodes, missing = [], set()
     for index, node in enumerate(graph.node):
-        if node.domain not in ("", "ai.onnx") or node.op_type not in OPS:
+        if (node.op_type not in ML_OPS) if node.domain == "ai.onnx.ml" else \
+                (node.domain not in ("", "ai.onnx") or node.op_type not in OPS or node.op_type in ML_OPS):
             missing.add(f"{node.domain + '.' if node.domain else ''}{node.op_type}")
             continue
         attrs, extra = _prepare(node, _attrs(node))

@@ -47,7 +47,7 @@ def _where(m, a, cond, x, y):
 
 
 def _reduce(kind):
-    """ReduceSum/Max/Min/Prod/L2/Mean (axes as an input from opset 13/18, or an attribute)."""
+    """ReduceSum/Max/Min/Prod/L2/Mean/SumSquare/LogSumExp (axes as an input from opset 13/18, or an attribute)."""
     def op(m, a, x, axes=None):
         torch = lazy_torch()
         axes = ints(axes) if axes is not None else a.get("axes")
@@ -58,7 +58,9 @@ def _reduce(kind):
             axes = list(range(x.dim() if isinstance(x, torch.Tensor) else np.ndim(x)))
         if not isinstance(x, torch.Tensor):
             array = np.asarray(x)
-            fn = {"sum": np.sum, "max": np.max, "min": np.min, "prod": np.prod, "mean": np.mean}[kind]
+            fn = {"sum": np.sum, "max": np.max, "min": np.min, "prod": np.prod, "mean": np.mean,
+                  "sumsquare": lambda v, **k: np.sum(np.square(v), **k),
+                  "logsumexp": lambda v, **k: np.log(np.sum(np.exp(v), **k))}[kind]
             return fn(array, axis=tuple(axes), keepdims=keep)
         dims = tuple(ax % x.dim() for ax in axes)
         if kind == "sum":
@@ -67,6 +69,10 @@ def _reduce(kind):
             return x.mean(dim=dims, keepdim=keep)
         if kind == "l2":
             return x.square().sum(dim=dims, keepdim=keep).sqrt()
+        if kind == "sumsquare":
+            return x.square().sum(dim=dims, keepdim=keep)
+        if kind == "logsumexp":
+            return torch.logsumexp(x, dim=dims, keepdim=keep)
         if kind == "prod":
             for dim in sorted(dims, reverse=True):
                 x = x.prod(dim=dim, keepdim=keep)
@@ -314,6 +320,9 @@ SEQ_OPS = {
     "ReduceMin": _reduce("min"),
     "ReduceProd": _reduce("prod"),
     "ReduceL2": _reduce("l2"),
+    "ReduceSumSquare": _reduce("sumsquare"),
+    "ReduceLogSumExp": _reduce("logsumexp"),
+    "IsNaN": lambda m, a, x: np.isnan(np.asarray(x)) if not isinstance(x, lazy_torch().Tensor) else x.isnan(),
     "ArgMax": _arg("max"),
     "ArgMin": _arg("min"),
     "Pad": _pad,
