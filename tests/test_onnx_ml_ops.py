@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 sklearn = pytest.importorskip("sklearn")
 skl2onnx = pytest.importorskip("skl2onnx")
 
-from sklearn import ensemble, linear_model, pipeline, preprocessing, tree  # noqa: E402
+from sklearn import ensemble, linear_model, pipeline, preprocessing, svm, tree  # noqa: E402
 
 from farm.errors import EngineUnsupported  # noqa: E402
 from farm.onnx_torch import build_module  # noqa: E402
@@ -30,6 +30,8 @@ MODELS = {
     "random forest, 3 classes": lambda: ensemble.RandomForestClassifier(6, max_depth=4, random_state=0).fit(X, THREE),
     "gradient boosting, 3 classes": lambda: ensemble.GradientBoostingClassifier(n_estimators=8, random_state=0).fit(X, THREE),
     "decision tree, 3 classes": lambda: tree.DecisionTreeClassifier(max_depth=5, random_state=0).fit(X, THREE),
+    "random forest, 2 classes": lambda: ensemble.RandomForestClassifier(5, max_depth=4, random_state=0).fit(X, TWO),
+    "gradient boosting, 2 classes": lambda: ensemble.GradientBoostingClassifier(n_estimators=8, random_state=0).fit(X, TWO),
     "logistic regression, 3 classes": lambda: linear_model.LogisticRegression().fit(X, THREE),
     "logistic regression, 2 classes": lambda: linear_model.LogisticRegression().fit(X, TWO),
     "ridge classifier, 2 classes": lambda: linear_model.RidgeClassifier().fit(X, TWO),
@@ -38,7 +40,11 @@ MODELS = {
     "linear regression, 2 targets": lambda: linear_model.LinearRegression().fit(X, np.stack([TARGET, -TARGET], 1)),
     "scaler and forest": lambda: pipeline.make_pipeline(preprocessing.StandardScaler(), preprocessing.Normalizer(),
                                                         ensemble.ExtraTreesClassifier(4, random_state=0)).fit(X, THREE),
+    "support vector regression, RBF": lambda: svm.SVR(kernel="rbf", gamma=0.3).fit(X, TARGET),
+    "support vector regression, polynomial": lambda: svm.NuSVR(kernel="poly", degree=2, coef0=0.5).fit(X, TARGET),
+    "support vector regression, sigmoid": lambda: svm.SVR(kernel="sigmoid", gamma=0.05).fit(X, TARGET),
     "robust scaler": lambda: preprocessing.RobustScaler().fit(X),
+    "ordinal encoder": lambda: preprocessing.OrdinalEncoder().fit(np.round(X * 2) / 2),
     "binarizer": lambda: preprocessing.Binarizer(threshold=0.2).fit(X),
 }
 
@@ -53,7 +59,7 @@ def onnx_of(estimator, **options):
 @pytest.mark.parametrize("name", MODELS)
 def test_a_converted_model_gives_onnx_runtimes_outputs(name: str) -> None:
     proto = onnx_of(MODELS[name]())
-    feeds = RNG.standard_normal((16, 8)).astype(np.float32)
+    feeds = (np.round(RNG.standard_normal((16, 8)) * 2) / 2).astype(np.float32)  # halves: the encoder's keys
     session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
     expected = session.run(None, {session.get_inputs()[0].name: feeds})
     module = build_module(proto).eval()
@@ -68,9 +74,15 @@ def test_a_converted_model_gives_onnx_runtimes_outputs(name: str) -> None:
 
 
 def test_what_it_cannot_reproduce_is_refused_with_why() -> None:
-    two_class_forest = ensemble.RandomForestClassifier(3, max_depth=3, random_state=0).fit(X, TWO)
-    with pytest.raises(EngineUnsupported, match="two classes.*run the model on onnxruntime"):
-        build_module(onnx_of(two_class_forest))
+    from onnx import helper
+
+    proto = onnx_of(ensemble.RandomForestClassifier(3, max_depth=3, random_state=0).fit(X, TWO))
+    node = next(n for n in proto.graph.node if n.op_type == "TreeEnsembleClassifier")
+    for attribute in node.attribute:  # the weights on both classes, as skl2onnx does not write them
+        if attribute.name == "class_ids":
+            attribute.CopyFrom(helper.make_attribute("class_ids", [i % 2 for i in range(len(attribute.ints))]))
+    with pytest.raises(EngineUnsupported, match="two classes with weights on both.*run the model on onnxruntime"):
+        build_module(proto)
     named = linear_model.LogisticRegression().fit(X, np.array(["a", "b", "c"])[THREE])
     with pytest.raises(EngineUnsupported, match="string class labels.*run the model on onnxruntime"):
         build_module(onnx_of(named))

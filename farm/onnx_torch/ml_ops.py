@@ -8,8 +8,9 @@ it converts a whole model or nothing, and of the 85 skl2onnx models of the corpu
 and none whose graph mixes these operators with standard ones (Exp, ReduceMean, MatMul, ...), which
 farm's interpreter runs. So the interpreter runs these operators node by node beside the others.
 
-A tree ensemble classifier of two classes (ONNX Runtime's binary rules for its scores) is refused,
-naming why: run it on onnxruntime. Each node's attributes are made arrays once, at build.
+A two-class tree ensemble is run as skl2onnx writes it (one score, ONNX Runtime's rules for the two
+it outputs); one written otherwise is refused, naming why: run it on onnxruntime. Each node's
+attributes are made arrays once, at build.
 """
 
 from __future__ import annotations
@@ -175,10 +176,22 @@ def _forest(a: dict, prefix: str, outputs: int) -> dict:
 
 def _prepare_tree_classifier(a: dict) -> dict:
     labels = _labels(a, "TreeEnsembleClassifier")
-    if len(labels) <= 2:
-        raise EngineUnsupported("TreeEnsembleClassifier of two classes: ONNX Runtime's rules for a two-class tree "
-                                  "ensemble's scores are not reproduced by the interpreter; run the model on onnxruntime")
-    return _forest(a, "class", len(labels)) | {"labels": labels}
+    forest = _forest(a, "class", max(len(labels), 2)) | {"labels": labels, "binary": None}
+    if len(labels) > 2:
+        return forest
+    # two classes, the weights all on the first (skl2onnx's forests and boosting): ONNX Runtime sums
+    # them with base_values[0] into one score s; all weights positive (probabilities): the second
+    # label where s > 0.5, scores [1 - s, s]; else the second where s > 0, scores [-s, s], or
+    # [logistic(-s), logistic(s)] after LOGISTIC
+    ids, how = set(a["class_ids"]), forest["post_transform"]
+    if len(labels) != 2 or ids != {0} or len(forest["base"]) > 2 or (len(a.get("base_values") or []) == 2) \
+            or how not in ("NONE", "LOGISTIC"):
+        raise EngineUnsupported("TreeEnsembleClassifier of two classes with weights on both, two base values or "
+                                f"post_transform {how}: ONNX Runtime's rules for these two scores are not reproduced "
+                                "by the interpreter; run the model on onnxruntime")
+    positive = min(_attribute(a, "class_weights")) >= 0
+    forest["binary"] = "probability" if positive else how
+    return forest
 
 
 def _prepare_tree_regressor(a: dict) -> dict:
@@ -205,10 +218,21 @@ def _leaves(t: dict, x):
 
 
 def _tree_classifier(m, a, x):
+    torch = lazy_torch()
     x = _rows(_floats(x))
     t = _arrays(a, x)
-    scores = t["weights"][_leaves(t, x)].sum(dim=1).to(x.dtype) + t["base"]
-    return t["labels"][scores.argmax(dim=-1)], post_transform(scores, t["post_transform"])
+    scores = t["weights"][_leaves(t, x)].sum(dim=1).to(x.dtype)
+    if t["binary"] is None:
+        scores = scores + t["base"]
+        return t["labels"][scores.argmax(dim=-1)], post_transform(scores, t["post_transform"])
+    score = scores[:, :1] + t["base"][:1]  # base_values[0], or none
+    threshold = 0.5 if t["binary"] == "probability" else 0.0
+    label = torch.where(score[:, 0] > threshold, t["labels"][1], t["labels"][0])
+    if t["binary"] == "probability":
+        return label, torch.cat([1 - score, score], dim=-1)
+    if t["binary"] == "LOGISTIC":
+        return label, torch.cat([torch.sigmoid(-score), torch.sigmoid(score)], dim=-1)
+    return label, torch.cat([-score, score], dim=-1)
 
 
 def _tree_regressor(m, a, x):
@@ -228,6 +252,43 @@ def _tree_regressor(m, a, x):
     else:
         raise UnsupportedOperator(f"TreeEnsembleRegressor aggregate_function {how!r}")
     return post_transform(y.to(x.dtype) + t["base"], t["post_transform"])
+
+
+# --- support vector regression ------------------------------------------------------------------
+
+def _prepare_svm_regressor(a: dict) -> dict:
+    supports = int(a.get("n_supports", 0))
+    kernel = _text(a.get("kernel_type", "LINEAR")) if supports else "LINEAR"
+    if kernel not in ("LINEAR", "POLY", "RBF", "SIGMOID"):
+        raise UnsupportedOperator(f"SVMRegressor kernel_type {kernel!r}")
+    gamma, coef0, degree = (list(a.get("kernel_params") or []) + [0.0, 0.0, 0.0])[:3]
+    coefficients = np.asarray(a["coefficients"], np.float32)
+    return {"vectors": np.asarray(a["support_vectors"], np.float32).reshape(supports, -1) if supports else None,
+            "coefficients": coefficients.reshape(-1, 1), "rho": np.asarray(a["rho"][:1], np.float32),
+            "kernel": kernel, "gamma": float(gamma), "coef0": float(coef0), "degree": float(degree),
+            "one_class": bool(a.get("one_class", 0))}
+
+
+def _svm_regressor(m, a, x):
+    """ONNX Runtime's SVMRegressor: the kernel of X and each support vector, weighted, plus rho (a
+    linear model's coefficients straight on X where it has no support vectors); one target."""
+    torch = lazy_torch()
+    x = _rows(_floats(x))
+    t = _arrays(a, x)
+    if t["vectors"] is None:
+        y = x @ t["coefficients"] + t["rho"]
+    else:
+        dot = x @ t["vectors"].T
+        if t["kernel"] == "RBF":
+            kernel = torch.exp(-t["gamma"] * torch.cdist(x, t["vectors"]).square())
+        elif t["kernel"] == "POLY":
+            kernel = (t["gamma"] * dot + t["coef0"]).pow(t["degree"])
+        elif t["kernel"] == "SIGMOID":
+            kernel = torch.tanh(t["gamma"] * dot + t["coef0"])
+        else:
+            kernel = dot
+        y = kernel @ t["coefficients"] + t["rho"]
+    return torch.where(y > 0, 1.0, -1.0).to(y.dtype) if t["one_class"] else y
 
 
 # --- element-wise and shape ---------------------------------------------------------------------
@@ -289,6 +350,38 @@ def _array_feature_extractor(m, a, x, indices):
     return picked.reshape(1, -1) if x.dim() == 1 else picked  # ONNX Runtime's shape for a 1-D X
 
 
+def _prepare_label_encoder(a: dict) -> dict:
+    """Numeric keys and values (ints or floats, as lists or tensors), sorted by key for a search."""
+    def given(kind: str):
+        for suffix in ("int64s", "floats", "tensor"):
+            value = a.get(f"{kind}_{suffix}")
+            if value is not None and len(value):
+                return np.asarray(value)
+        return None
+
+    keys, values = given("keys"), given("values")
+    if keys is None or values is None or a.get("keys_strings") or a.get("values_strings") or \
+            keys.dtype.kind in "OUS" or values.dtype.kind in "OUS":
+        raise EngineUnsupported("LabelEncoder of strings: the PyTorch backend has no strings; run the model on "
+                                "onnxruntime")
+    order = np.argsort(keys, kind="stable")
+    default = a.get("default_tensor")
+    if default is None:
+        default = a.get("default_float", -0.0) if values.dtype.kind == "f" else a.get("default_int64", -1)
+    return {"keys": keys[order], "values": values[order],
+            "default": np.asarray(default, values.dtype).reshape(-1)[:1]}
+
+
+def _label_encoder(m, a, x):
+    """Each value of X looked up among the keys: its value, or the default where it is none."""
+    torch = lazy_torch()
+    x = x if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x))
+    t = _arrays(a, x if x.is_floating_point() else x.float())
+    keys = t["keys"].to(x.dtype)
+    where = torch.searchsorted(keys, x.contiguous()).clamp(max=len(keys) - 1)
+    return torch.where(keys[where] == x, t["values"][where], t["default"])
+
+
 def _prepare_zip_map(a: dict) -> dict:
     keys = [_text(k) if isinstance(k, bytes) else k for k in (a.get("classlabels_int64s") or
                                                                a.get("classlabels_strings") or [])]
@@ -308,12 +401,14 @@ ML_OPS = {
     "LinearClassifier": _linear_classifier,
     "TreeEnsembleClassifier": _tree_classifier,
     "TreeEnsembleRegressor": _tree_regressor,
+    "SVMRegressor": _svm_regressor,
     "Scaler": _scaler,
     "Normalizer": _normalizer,
     "Binarizer": _binarizer,
     "Imputer": _imputer,
     "ArrayFeatureExtractor": _array_feature_extractor,
     "ZipMap": _zip_map,
+    "LabelEncoder": _label_encoder,
 }
 
 PREPARE = {
@@ -321,11 +416,13 @@ PREPARE = {
     "LinearClassifier": _prepare_linear,
     "TreeEnsembleClassifier": _prepare_tree_classifier,
     "TreeEnsembleRegressor": _prepare_tree_regressor,
+    "SVMRegressor": _prepare_svm_regressor,
     "Scaler": lambda a: {"offset": np.asarray(a.get("offset") or [0.0], np.float32),
                          "scale": np.asarray(a.get("scale") or [1.0], np.float32)},
     "Normalizer": lambda a: {"norm": _text(a.get("norm", "MAX"))},
     "Binarizer": lambda a: {"threshold": float(a.get("threshold", 0.0))},
     "Imputer": _prepare_imputer,
     "ZipMap": _prepare_zip_map,
+    "LabelEncoder": _prepare_label_encoder,
     "ArrayFeatureExtractor": lambda a: {"constants": {}},  # a constant X, copied to the device once
 }
