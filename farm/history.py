@@ -12,7 +12,6 @@ side of it, joined as farm compare joins them). docs/results.md says what a seri
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from typing import Any
 from farm.compare.between import configuration_runs, run_key
 from farm.compare.layers import LayerExplanation, explain
 from farm.compare.load import Side
-from farm.compare.stats import MIN_EFFECT_PERCENT
+from farm.compare.stats import MIN_EFFECT_PERCENT, finite
 from farm.errors import UserError
 
 MAX_PVALUE = 0.001  # Otava's default: a change point's runs before and after differ at p < 0.001
@@ -104,7 +103,7 @@ def history(results: str | Path, sweeps: list[str] | None = None, filters: dict[
         if len({c["sweep_id"] for c in members}) < 2:
             continue
         points = [Point(str(c["sweep_id"]), str(c["cell_id"]), c["finished_at"], float(c["latency_median_ms"]),
-                        _number(c["median_ci_low_ms"]), _number(c["median_ci_high_ms"]), c["stable"],
+                        finite(c["median_ci_low_ms"]), finite(c["median_ci_high_ms"]), c["stable"],
                         c.get("contended")) for c in members]
         series = Series(labels[str(members[0]["cell_id"])], device, points, cell=members[0])
         # runs timed under contention carry other programs' load, which moves a CPU cell tens of
@@ -122,10 +121,6 @@ def history(results: str | Path, sweeps: list[str] | None = None, filters: dict[
     if explain_layers:
         _explain(warehouse, found)
     return sorted(found, key=lambda s: (not s.changes, s.label, s.device))
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if value is not None and math.isfinite(value) else None
 
 
 def _explain(warehouse: Any, found: list[Series]) -> None:

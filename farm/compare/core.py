@@ -23,6 +23,7 @@ from farm.compare.stats import (
     Effect,
     MedianInterval,
     effect_interval,
+    finite,
     ratio_change,
 )
 from farm.errors import UserError
@@ -262,10 +263,10 @@ def _contended(a: dict[str, Any], b: dict[str, Any], ratio: float) -> str | None
     no larger than losing that share could make it: 1 / (1 - share)^2, for a parallel engine waits
     on its slowest thread (identical ResNet-18 runs on ONNX Runtime, 2 cores, came out 2.2-2.3x
     apart with 0 % against 35-41 % taken; no false change had both sides alike)."""
-    taken = [_number(c.get("cpu_others_percent")) for c in (a, b)]
+    taken = [finite(c.get("cpu_others_percent")) for c in (a, b)]
     if None in taken or not math.isfinite(ratio) or ratio <= 0:
         return None
-    taken = [t + (_number(c.get("cpu_steal_percent")) or 0.0) for t, c in zip(taken, (a, b))]
+    taken = [t + (finite(c.get("cpu_steal_percent")) or 0.0) for t, c in zip(taken, (a, b))]
     slower, faster = (1, 0) if ratio > 1 else (0, 1)
     share = (taken[slower] - taken[faster]) / 100
     if share * 100 < CONTENDED_PERCENT or max(ratio, 1 / ratio) > 1 / (1 - min(share, 0.9)) ** 2:
@@ -274,14 +275,6 @@ def _contended(a: dict[str, Any], b: dict[str, Any], ratio: float) -> str | None
     return (f"{CONTENDED_UNDECIDED}: {side}, the slower, was timed while other programs took {taken[slower]:.0f} % "
             f"of the CPU time ({taken[faster]:.0f} % for the other), enough to make that change; farm compare "
             "--confirm measures both again here, interleaved")
-
-
-def _number(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
 
 
 def _judge(pair: Pair, result: PairResult, min_effect_percent: float,

@@ -153,6 +153,15 @@ def verdict(low: float, high: float, min_effect_percent: float = MIN_EFFECT_PERC
     return INCONCLUSIVE
 
 
+def finite(value: Any) -> float | None:
+    """A warehouse value as a finite float, or None (missing, NaN, infinite, or not a number)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
 def ratio_change(new: Any, base: Any) -> float | None:
     """NEW / BASE - 1 of two figures (throughput, p99, energy), or None without both (or a base
     that is not positive)."""
