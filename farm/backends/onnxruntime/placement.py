@@ -64,7 +64,8 @@ def all_on_cpu_reason(placed: dict[str, Counter], wanted: str) -> str | None:
         return None
     ops = ", ".join(sorted(placed.get(CPU_PROVIDER, Counter())))[:200]
     return (f"every node of the model ({nodes}: {ops}) runs on ONNX Runtime's CPU provider, none on {wanted}: "
-            "run it on onnxruntime with device = \"cpu\"")
+            "run it on onnxruntime with device = \"cpu\", or on the GPU through torch (farm's interpreter has the "
+            "ai.onnx.ml operators of converted scikit-learn models)")
 
 
 def cpu_node_ms(events: list[dict[str, Any]]) -> float | None:
