@@ -256,11 +256,36 @@ def tally(results: Path, sweep: str) -> list[tuple]:
     return [(f"{engine_label(b, o)} b{batch}", s, v, m, p, r) for b, o, batch, s, v, m, p, r in rows]
 
 
+# why a cell is unsupported, by its reason's words (the first that matches): what the model fixes,
+# what an engine or exporter lacks, what a device cannot do
+UNSUPPORTED_CLASSES = (
+    ("the model fixes another batch", ("has a fixed batch of", "has no batch axis")),
+    ("the export fixed the batch", ("the ONNX export fixed the batch",)),
+    ("PyTorch's exporter failed", ("could not export",)),
+    ("an operator or type the engine lacks", ("has no implementation of ONNX operator", "has no kernel", "no kernel for",
+                                              "does not implement", "tensors of numbers only", "has no strings",
+                                              "needs the locale", "lacks it")),
+    ("a CUDA graph cannot hold it", ("capture",)),
+    ("every node on ONNX Runtime's CPU provider", ("every node of the model",)),
+    ("an input's values decide shapes", ("its values decide the shapes",)),
+    ("the precision's conversion", ("fp16", "bf16", "does not run in", "precision")),
+)
+
+
+def unsupported_class(reason: str | None) -> str:
+    """The class of an unsupported cell's reason (UNSUPPORTED_CLASSES), or 'other'."""
+    text = reason or ""
+    return next((name for name, words in UNSUPPORTED_CLASSES if any(w in text for w in words)), "other")
+
+
 def report(rows: list[tuple], left_out: dict[str, str]) -> dict:
     per_engine: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
-    for engine, status, verdict, *_ in rows:
+    classes: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    for engine, status, verdict, _model, _precision, reason in rows:
         per_engine[engine][status] += 1
         per_engine[engine][f"accuracy {verdict or 'not checked'}"] += status == "ok"
+        if status == "unsupported":
+            classes[engine][unsupported_class(reason)] += 1
     print(f"{'engine':<28} {'cells':>5} {'ok':>4} {'unsupported':>11} {'failed':>6} {'skipped':>7} {'ok %':>6}   "
           "accuracy of ok cells (pass / fail / unjudged)")
     summary = {}
@@ -270,7 +295,11 @@ def report(rows: list[tuple], left_out: dict[str, str]) -> dict:
         print(f"{engine:<28} {cells:>5} {counts['ok']:>4} {counts['unsupported']:>11} {counts['failed']:>6} "
               f"{counts['skipped']:>7} {share:>5.1f}%   {counts['accuracy pass']} / {counts['accuracy fail']} / "
               f"{counts['accuracy unjudged']}")
-        summary[engine] = dict(counts) | {"cells": cells, "ok_percent": round(share, 1)}
+        summary[engine] = dict(counts) | {"cells": cells, "ok_percent": round(share, 1),
+                                          "unsupported_classes": dict(classes[engine])}
+    print("\nunsupported cells by why (engine: class count, ...):")
+    for engine, found in sorted(classes.items()):
+        print(f"  {engine}: " + "; ".join(f"{name} {n}" for name, n in found.most_common()))
     print("\ncells not ok (model, engine, precision: status, reason):")
     for engine, status, _, model, precision, reason in rows:
         if status != "ok":
@@ -425,6 +454,15 @@ def markdown(counts: Path) -> str:
         out.append(f"| {name} | {batch} | {c['cells']} | {c.get('ok', 0)} | {c.get('unsupported', 0)} | "
                    f"{c.get('failed', 0)} | {c['ok_percent']:.1f} | {c.get('accuracy pass', 0)} / "
                    f"{c.get('accuracy fail', 0)} / {c.get('accuracy unjudged', 0)} |")
+    kinds = sorted({k for c in record["engines"].values() for k in c.get("unsupported_classes", {})})
+    if kinds:
+        out += ["", "Unsupported cells by why (all batches):", "",
+                "| engine | " + " | ".join(kinds) + " |", "| --- |" + " --- |" * len(kinds)]
+        merged: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+        for (name, _batch), c in by_engine.items():
+            merged[name].update(c.get("unsupported_classes", {}))
+        out += [f"| {name} | " + " | ".join(str(merged[name].get(k, 0)) for k in kinds) + " |"
+                for name in sorted(merged)]
     return "\n".join(out) + "\n"
 
 

@@ -161,3 +161,27 @@ def test_listing_transformers_models_prints_none_of_transformers_errors(monkeypa
     entries, left_out = corpus_registry.transformers_models()
     assert not entries and left_out and transformers.logging.get_verbosity() == before
     assert "Can't set hidden_size" not in capfd.readouterr().err
+
+
+def test_unsupported_cells_are_counted_by_why_from_farms_own_words() -> None:
+    """The corpus report groups unsupported cells by their reason, matched on the words farm's own
+    messages use: each message below is made by the code that makes it for a cell."""
+    from collections import Counter
+
+    from model_corpus import unsupported_class
+
+    from farm.backends.onnxruntime.placement import all_on_cpu_reason
+    from farm.onnx_torch import UnsupportedOperator
+    from farm.records import InputSpec, ModelArtifact
+
+    fixed = ModelArtifact("m", "m.onnx", Path("m.onnx"), "0", 1, (InputSpec("x", "float32", (2, 3), -1.0, 1.0),), {},
+                          declared_batch=2)
+    exported = ModelArtifact("m", "module:a:b", Path("m.onnx"), "0", 1, (), {}, onnx_fixed_batch=(2, "it split"))
+    placed = {"CPUExecutionProvider": Counter({"TreeEnsembleClassifier": 1})}
+    assert unsupported_class(fixed.batch_unsupported(4)) == "the model fixes another batch"
+    assert unsupported_class(exported.onnx_unsupported(4)) == "the export fixed the batch"
+    assert unsupported_class(str(UnsupportedOperator("the PyTorch backend has no implementation of ONNX operator(s) "
+                                                     "Scan"))) == "an operator or type the engine lacks"
+    assert unsupported_class(all_on_cpu_reason(placed, "CUDAExecutionProvider")) == \
+        "every node on ONNX Runtime's CPU provider"
+    assert unsupported_class("something new") == "other"
