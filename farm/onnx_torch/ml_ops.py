@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from farm.errors import EngineUnsupported
-from farm.onnx_torch.ops import UnsupportedOperator, lazy_torch
+from farm.onnx_torch.ops import UnsupportedOperator, lazy_torch, tensor_like
 
 TRANSFORMS = ("NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO", "PROBIT")
 
@@ -332,20 +332,21 @@ def _imputer(m, a, x):
 
 
 def _array_feature_extractor(m, a, x, indices):
-    """X's last axis at `indices` (a classifier's labels picked by its argmax, often a constant X)."""
+    """X's last axis at `indices` (a classifier's labels picked by its argmax, often a constant X; a
+    feature picked by a constant index). A constant is copied to the device once (tensor_like), so
+    that a CUDA graph holds no copy."""
     torch = lazy_torch()
     if not isinstance(x, torch.Tensor) and not isinstance(indices, torch.Tensor):
         x = np.asarray(x)
         picked = np.take(x, np.asarray(indices).reshape(-1), axis=-1)
         return picked.reshape(1, -1) if x.ndim == 1 else picked  # ONNX Runtime's shape for a 1-D X
     like = x if isinstance(x, torch.Tensor) else indices
-    if not isinstance(x, torch.Tensor):
-        if np.asarray(x).dtype.kind in "OUS":
-            raise EngineUnsupported("ArrayFeatureExtractor of strings (string class labels): the PyTorch backend "
-                                      "has no strings; run the model on onnxruntime")
-        x = _arrays(a, like)["constants"].setdefault(id(x), torch.as_tensor(np.asarray(x), device=like.device))
-    index = indices.to(x.device) if isinstance(indices, torch.Tensor) else \
-        torch.as_tensor(np.asarray(indices), device=x.device)
+    if not isinstance(x, torch.Tensor) and np.asarray(x).dtype.kind in "OUS":
+        raise EngineUnsupported("ArrayFeatureExtractor of strings (string class labels): the PyTorch backend "
+                                "has no strings; run the model on onnxruntime")
+    # a constant beside a tensor: on its device (`like` is then the int64 indices: X keeps its dtype)
+    x = x if isinstance(x, torch.Tensor) else tensor_like(np.asarray(x), like)
+    index = indices if isinstance(indices, torch.Tensor) else tensor_like(np.asarray(indices), like)
     picked = x.index_select(-1, index.reshape(-1).long())
     return picked.reshape(1, -1) if x.dim() == 1 else picked  # ONNX Runtime's shape for a 1-D X
 
@@ -424,5 +425,4 @@ PREPARE = {
     "Imputer": _prepare_imputer,
     "ZipMap": _prepare_zip_map,
     "LabelEncoder": _prepare_label_encoder,
-    "ArrayFeatureExtractor": lambda a: {"constants": {}},  # a constant X, copied to the device once
 }
