@@ -31,6 +31,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -347,6 +348,7 @@ def main() -> int:
     parser.add_argument("--markdown", type=Path, metavar="JSON",
                         help="print docs/models.md's table of a registry corpus run from its --json file, and stop")
     args = parser.parse_args()
+    started = time.monotonic()  # the progress lines say how long enumeration, planning and the cells took
     if args.markdown:
         try:
             print(markdown(args.markdown), end="")
@@ -365,7 +367,8 @@ def main() -> int:
             registry_left_out |= checked_out
         listing = args.listing or args.cache / "corpus-models.csv"  # not in the warehouse: farm writes only its own there
         write_listing(entries, registry_left_out, listing)
-        print(f"registry corpus: {len(entries)} models, {len(registry_left_out)} left out (listed in {listing})")
+        print(f"registry corpus: {len(entries)} models, {len(registry_left_out)} left out (listed in {listing}); "
+              f"enumerated and checked in {time.monotonic() - started:.0f} s")
         corpus = {e.name: (e.family, e.source, e.table, True) for e in entries}
     else:
         corpus = CORPUS
@@ -395,8 +398,9 @@ def main() -> int:
     command = [sys.executable, "-m", "farm", "sweep", str(path), "--results", str(results), "--executor", executor]
     env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"),  # the corpus downloads nothing
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    sys.stdout.flush()
+    print(f"farm sweep starts {time.monotonic() - started:.0f} s after this run did", flush=True)
     done = subprocess.run(command, env=env)  # its progress as it goes: a run stopped by a time limit still shows it
+    print(f"farm sweep ended {time.monotonic() - started:.0f} s after this run started")
     if done.returncode not in (0, 1):  # 1: some cell failed, which the table shows
         print(f"farm sweep exited {done.returncode}")
         return 2
