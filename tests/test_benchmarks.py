@@ -584,3 +584,14 @@ def test_parallel_exports_quick() -> None:
     assert match, out
     assert all(positive(value) for value in match.groups())
     assert "same files: yes" in out
+
+
+def test_the_benchmarks_page_names_every_file() -> None:
+    """benchmarks/README.md is the index of the benchmarks, their GPU-server files and their results:
+    a file added without a line there fails here."""
+    page = (BENCHMARKS / "README.md").read_text()
+    files = [p for p in BENCHMARKS.rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.name != "README.md"]
+    # named by their path under benchmarks/, results by their file name in the results table
+    missing = [str(p.relative_to(BENCHMARKS)) for p in files
+               if f"`{p.relative_to(BENCHMARKS)}`" not in page and f"`{p.name}`" not in page]
+    assert not missing, f"not in benchmarks/README.md: {missing}"
