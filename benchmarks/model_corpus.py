@@ -259,8 +259,9 @@ def tally(results: Path, sweep: str) -> list[tuple]:
 
 # why a cell is unsupported, by its reason's words (the first that matches): what the model fixes,
 # what an engine or exporter lacks, what a device cannot do
+MODEL_BATCH = "the model fixes another batch"  # not the engine's: the cells at the model's own batch count
 UNSUPPORTED_CLASSES = (
-    ("the model fixes another batch", ("has a fixed batch of", "has no batch axis")),
+    (MODEL_BATCH, ("has a fixed batch of", "has no batch axis")),
     ("the export fixed the batch", ("the ONNX export fixed the batch",)),
     ("PyTorch's exporter failed", ("could not export",)),
     ("an operator or type the engine lacks", ("has no implementation of ONNX operator", "has no kernel", "no kernel for",
@@ -443,6 +444,7 @@ def markdown(counts: Path) -> str:
     the cells and how many came out ok, unsupported and failed."""
     record = json.loads(counts.read_text())
     corpus = record["corpus"]
+    classified = any("unsupported_classes" in c for c in record["engines"].values())
     libraries = "; ".join(f"{name} {facts['version'] or ''}: {facts['swept']} swept"
                           + (f", {facts['left_out']} left out" if facts.get("left_out") else "")
                           for name, facts in sorted(corpus["libraries"].items()))
@@ -451,13 +453,17 @@ def markdown(counts: Path) -> str:
     out = [f"<!-- made by `python3 benchmarks/model_corpus.py --markdown {counts.as_posix()}`: edit there -->",
            f"{record['machine']}; {drawn}; {', '.join(corpus['precisions'])}, batch "
            f"{' and '.join(map(str, corpus['batch_sizes']))}. Libraries: {libraries}.", "",
-           "| engine | batch | cells | ok | unsupported | failed | ok % | accuracy of ok cells: pass / fail / unjudged |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+           "| engine | batch | cells | ok | unsupported | failed | ok % | accuracy of ok cells: pass / fail / unjudged |"
+           + (" ok % of the cells at a batch the model allows |" if classified else ""),
+           "| --- | --- | --- | --- | --- | --- | --- | --- |" + (" --- |" if classified else "")]
     by_engine = {tuple(engine.rsplit(" b", 1)): c for engine, c in record["engines"].items()}
     for (name, batch), c in sorted(by_engine.items(), key=lambda kv: (kv[0][0], int(kv[0][1]))):
+        allowed = c["cells"] - c.get("unsupported_classes", {}).get(MODEL_BATCH, 0)
         out.append(f"| {name} | {batch} | {c['cells']} | {c.get('ok', 0)} | {c.get('unsupported', 0)} | "
                    f"{c.get('failed', 0)} | {c['ok_percent']:.1f} | {c.get('accuracy pass', 0)} / "
-                   f"{c.get('accuracy fail', 0)} / {c.get('accuracy unjudged', 0)} |")
+                   f"{c.get('accuracy fail', 0)} / {c.get('accuracy unjudged', 0)} |"
+                   + (f" {100 * c.get('ok', 0) / allowed:.1f} ({allowed} cells) |" if classified and allowed
+                      else " - |" if classified else ""))
     kinds = sorted({k for c in record["engines"].values() for k in c.get("unsupported_classes", {})})
     if kinds:
         out += ["", "Unsupported cells by why (all batches):", "",

@@ -108,12 +108,14 @@ def test_models_docs_table_is_made_from_the_committed_counts(monkeypatch: pytest
 
     monkeypatch.chdir(ROOT)
     docs = (ROOT / "docs" / "models.md").read_text()
-    block = re.search(r"<!-- corpus-registry-cpu: begin -->\n(.*?)<!-- corpus-registry-cpu: end -->", docs, re.DOTALL)
-    assert block and block[1], "docs/models.md lost its generated corpus table"
-    counts = re.search(r"--markdown (\S+)`", block[1])[1]
-    assert block[1] == markdown(Path(counts)), "docs/models.md's corpus table differs from its counts: rerun --markdown"
-    record = json.loads((ROOT / counts).read_text())
-    assert all(f"| {c['cells']} | {c.get('ok', 0)} |" in block[1] for c in record["engines"].values())
+    blocks = re.findall(r"<!-- (corpus-registry-[a-z0-9-]+): begin -->\n(.*?)<!-- \1: end -->", docs, re.DOTALL)
+    assert {name for name, _ in blocks} >= {"corpus-registry-cpu", "corpus-registry-cpu-before"}, \
+        "docs/models.md lost a generated corpus table"
+    for name, block in blocks:
+        counts = re.search(r"--markdown (\S+)`", block)[1]
+        assert block == markdown(Path(counts)), f"docs/models.md's {name} table differs from its counts: rerun --markdown"
+        record = json.loads((ROOT / counts).read_text())
+        assert all(f"| {c['cells']} | {c.get('ok', 0)} |" in block for c in record["engines"].values())
 
 
 @pytest.mark.parametrize("args, said", [
