@@ -28,6 +28,7 @@ def arrays(a: dict, like) -> dict:
 
 
 def floats(x):
+    """X as a float tensor (an integer or host input converted, as ONNX Runtime's kernels cast it)."""
     torch = lazy_torch()
     x = x if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x))
     return x if x.is_floating_point() else x.float()
@@ -59,14 +60,15 @@ def post_transform(scores, how: str):
 
 
 def class_labels(attrs: dict, what: str) -> np.ndarray:
+    """A classifier's integer class labels; EngineUnsupported for string ones (torch has no strings)."""
     if attrs.get("classlabels_strings"):
         raise EngineUnsupported(f"{what} with string class labels: the PyTorch backend has no strings; run the "
-                                  'model on onnxruntime, or convert it with integer labels')
+                                "model on onnxruntime, or convert it with integer labels")
     return np.asarray(attrs.get("classlabels_ints") or attrs.get("classlabels_int64s") or [], dtype=np.int64)
 
 
-
 def text(value) -> str:
+    """An attribute's string (ONNX gives bytes)."""
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
