@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 sklearn = pytest.importorskip("sklearn")
 skl2onnx = pytest.importorskip("skl2onnx")
 
-from sklearn import ensemble, linear_model, pipeline, preprocessing, svm, tree  # noqa: E402
+from sklearn import ensemble, linear_model, neighbors, pipeline, preprocessing, svm, tree  # noqa: E402
 
 from farm.errors import EngineUnsupported  # noqa: E402
 from farm.onnx_torch import build_module  # noqa: E402
@@ -43,6 +43,8 @@ MODELS = {
     "support vector regression, RBF": lambda: svm.SVR(kernel="rbf", gamma=0.3).fit(X, TARGET),
     "support vector regression, polynomial": lambda: svm.NuSVR(kernel="poly", degree=2, coef0=0.5).fit(X, TARGET),
     "support vector regression, sigmoid": lambda: svm.SVR(kernel="sigmoid", gamma=0.05).fit(X, TARGET),
+    "nearest neighbours, 3 classes (Scan)": lambda: neighbors.KNeighborsClassifier(3).fit(X, THREE),
+    "nearest neighbours regressor (Scan)": lambda: neighbors.KNeighborsRegressor(4, weights="distance").fit(X, TARGET),
     "robust scaler": lambda: preprocessing.RobustScaler().fit(X),
     "ordinal encoder": lambda: preprocessing.OrdinalEncoder().fit(np.round(X * 2) / 2),
     "binarizer": lambda: preprocessing.Binarizer(threshold=0.2).fit(X),

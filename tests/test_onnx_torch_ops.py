@@ -322,3 +322,20 @@ def test_small_host_values_are_copied_to_a_device_once() -> None:
     # host floats (float32 shape arithmetic) take the module's float type beside its tensors
     assert _tensor(np.array([0.5, 1.5], np.float32), torch.zeros(2, dtype=torch.float16, device="meta")).dtype \
         == torch.float16
+
+
+@pytest.mark.parametrize("backwards", [0, 1])
+def test_scan_carries_its_state_and_stacks_its_outputs(backwards: int) -> None:
+    """Scan (opset 16): a running sum over the rows of x (either direction), read beside an outer
+    value the body takes from the enclosing graph; the final state and every step's output."""
+    body = helper.make_graph(
+        [helper.make_node("Add", ["state_in", "row"], ["sum"]), helper.make_node("Identity", ["sum"], ["state_out"]),
+         helper.make_node("Mul", ["sum", "scale"], ["scaled"])],
+        "body", [helper.make_tensor_value_info("state_in", F, [3]), helper.make_tensor_value_info("row", F, [3])],
+        [helper.make_tensor_value_info("state_out", F, [3]), helper.make_tensor_value_info("scaled", F, [3])])
+    scan = helper.make_node("Scan", ["init", "x"], ["final", "steps"], num_scan_inputs=1, body=body,
+                            scan_input_directions=[backwards])
+    proto = model([scan], [("init", F, [3]), ("x", F, [5, 3]), ("scale", F, [3])], [("final", F), ("steps", F)],
+                  opset=16)
+    check(proto, {"init": RNG.standard_normal(3).astype(np.float32), "x": RNG.standard_normal((5, 3)).astype(np.float32),
+                  "scale": RNG.standard_normal(3).astype(np.float32)})

@@ -61,6 +61,12 @@ def _prepare(node, attrs: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         return prepare_ml(node.op_type, attrs), []
     if node.op_type == "Split":
         return {**attrs, "_outputs": len(node.output)}, []
+    if node.op_type == "Scan":  # its body, and the outer values the body reads, passed as extra inputs
+        body = _branch(attrs["body"])
+        inputs = [i.name for i in attrs["body"].input]
+        free = [f for f in body["free"] if f not in inputs]
+        rest = {k: v for k, v in attrs.items() if k != "body"}
+        return {**rest, "_body": body, "_body_inputs": inputs, "_free": free}, free
     if node.op_type != "If":
         return attrs, []
     branches = {key: _branch(attrs[name]) for key, name in (("_then", "then_branch"), ("_else", "else_branch"))}
@@ -162,13 +168,11 @@ def _check_values(graph) -> None:
 
 
 def _branch_buffers(module, nodes: list[tuple], torch) -> None:
-    """The floating-point initializers and Constants inside If branches (nested too) become
-    buffers of the module, as the main graph's are: on its device and in its dtype, never copied
-    from the host on a query."""
+    """The floating-point initializers and Constants inside If branches and Scan bodies (nested too)
+    become buffers of the module, as the main graph's are: on its device and in its dtype, never
+    copied from the host on a query."""
     for _, op, _, _, attrs in nodes:
-        if op != "If":
-            continue
-        for key in ("_then", "_else"):
+        for key in {"If": ("_then", "_else"), "Scan": ("_body",)}.get(op, ()):
             branch = attrs[key]
             branch.setdefault("buffers", {})
             for name in [n for n, array in branch["constants"].items() if array.dtype.kind == "f"]:

@@ -127,17 +127,66 @@ def _if(m, a, cond, *outer):
     cannot trace). Each branch is interpreted with the outer values it reads (a["_free"])."""
     torch = lazy_torch()
     taken = bool(cond.item() if isinstance(cond, torch.Tensor) else np.asarray(cond).reshape(-1)[0])
-    branch = a["_then"] if taken else a["_else"]
-    env = dict(zip(a["_free"], outer))
-    env.update(branch["constants"])
-    env.update({name: getattr(m, attr) for name, attr in branch.get("buffers", {}).items()})
+    outputs = _run_branch(m, a["_then"] if taken else a["_else"], dict(zip(a["_free"], outer)))
+    return outputs if len(outputs) > 1 else outputs[0]
+
+
+def _run_branch(m, branch: dict, env: dict) -> tuple:
+    """A subgraph's outputs (an If branch, a Scan body), its nodes interpreted over `env`."""
     from farm.onnx_torch.ops import OPS
 
+    env = {**env, **branch["constants"]}
+    env.update({name: getattr(m, attr) for name, attr in branch.get("buffers", {}).items()})
     for _, op, ins, outs, attrs in branch["nodes"]:
         result = OPS[op](m, attrs, *[env[i] if i else None for i in ins])
         env.update(zip(outs, result if isinstance(result, tuple) else (result,)))
-    outputs = tuple(env[o] for o in branch["outputs"])
-    return outputs if len(outputs) > 1 else outputs[0]
+    return tuple(env[o] for o in branch["outputs"])
+
+
+def _scan(m, a, *args):
+    """ONNX Scan: the body run once per slice of the scan inputs (along their axes, either
+    direction), its state carried from one step to the next; the final states, then each scan
+    output stacked along its axis. Steps run one after another on the host's loop (as ONNX Runtime's
+    CPU kernel does): a scikit-learn nearest-neighbours graph scans the training rows."""
+    torch = lazy_torch()
+    outer = dict(zip(a["_free"], args[len(args) - len(a["_free"]):]))
+    own = args[:len(args) - len(a["_free"])]
+    scans = a["num_scan_inputs"]
+    states, inputs = list(own[:len(own) - scans]), own[len(own) - scans:]
+    axes = list(a.get("scan_input_axes") or [0] * scans)
+    backwards = list(a.get("scan_input_directions") or [0] * scans)
+
+    def pick(x, axis: int, index: int):
+        if isinstance(x, torch.Tensor):
+            return x.select(axis % x.dim(), index)
+        return np.take(np.asarray(x), index, axis=axis)
+
+    first = inputs[0]
+    steps = (first.shape if isinstance(first, torch.Tensor) else np.shape(first))[axes[0]]
+    names = a["_body_inputs"]
+    produced: list[list] = []
+    for step in range(steps):
+        env = dict(outer)
+        env.update(zip(names[:len(states)], states))
+        env.update((name, pick(x, axes[j], steps - 1 - step if backwards[j] else step))
+                   for j, (name, x) in enumerate(zip(names[len(states):], inputs)))
+        results = _run_branch(m, a["_body"], env)
+        states = list(results[:len(states)])
+        produced.append(list(results[len(states):]))
+    out_axes = list(a.get("scan_output_axes") or [0] * len(produced[0] if produced else []))
+    out_backwards = list(a.get("scan_output_directions") or [0] * len(out_axes))
+    stacked = []
+    for k, axis in enumerate(out_axes):
+        values = [step[k] for step in produced][::-1 if out_backwards[k] else 1]
+        if any(isinstance(v, torch.Tensor) for v in values):
+            like = next(v for v in values if isinstance(v, torch.Tensor))
+            values = [v if isinstance(v, torch.Tensor) else torch.as_tensor(np.asarray(v), device=like.device)
+                      for v in values]
+            stacked.append(torch.stack(values, dim=axis % (values[0].dim() + 1)))
+        else:
+            stacked.append(np.stack([np.asarray(v) for v in values], axis=axis))
+    result = tuple(states) + tuple(stacked)
+    return result if len(result) > 1 else result[0]
 
 
 MORE_OPS = {
@@ -149,4 +198,5 @@ MORE_OPS = {
     "ConstantOfShape": _constant_of_shape,
     "Equal": binary(lambda x, y: x == y),
     "If": _if,
+    "Scan": _scan,
 }
