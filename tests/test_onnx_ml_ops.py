@@ -45,6 +45,8 @@ MODELS = {
     "support vector regression, sigmoid": lambda: svm.SVR(kernel="sigmoid", gamma=0.05).fit(X, TARGET),
     "nearest neighbours, 3 classes (Scan)": lambda: neighbors.KNeighborsClassifier(3).fit(X, THREE),
     "nearest neighbours regressor (Scan)": lambda: neighbors.KNeighborsRegressor(4, weights="distance").fit(X, TARGET),
+    "support vector classifier, 3 classes": lambda: svm.SVC(gamma=0.2).fit(X, THREE),
+    "support vector classifier, 2 classes, polynomial": lambda: svm.SVC(kernel="poly", degree=2).fit(X, TWO),
     "robust scaler": lambda: preprocessing.RobustScaler().fit(X),
     "ordinal encoder": lambda: preprocessing.OrdinalEncoder().fit(np.round(X * 2) / 2),
     "binarizer": lambda: preprocessing.Binarizer(threshold=0.2).fit(X),
@@ -85,6 +87,8 @@ def test_what_it_cannot_reproduce_is_refused_with_why() -> None:
             attribute.CopyFrom(helper.make_attribute("class_ids", [i % 2 for i in range(len(attribute.ints))]))
     with pytest.raises(EngineUnsupported, match="two classes with weights on both.*run the model on onnxruntime"):
         build_module(proto)
+    with pytest.raises(EngineUnsupported, match="with probabilities.*run the model on onnxruntime"):
+        build_module(onnx_of(svm.SVC(probability=True, random_state=0).fit(X, THREE)))
     named = linear_model.LogisticRegression().fit(X, np.array(["a", "b", "c"])[THREE])
     with pytest.raises(EngineUnsupported, match="string class labels.*run the model on onnxruntime"):
         build_module(onnx_of(named))

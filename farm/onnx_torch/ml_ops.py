@@ -1,6 +1,7 @@
 """The `ai.onnx.ml` operators of converted scikit-learn models (skl2onnx, onnxmltools): linear models,
-tree ensembles, scalers and ZipMap, as tensor code that runs on any device, following ONNX
-Runtime's CPU kernels (its outputs are the accuracy check's reference).
+tree ensembles (ml_trees), support vector machines, scalers, encoders and ZipMap, as tensor code
+that runs on any device, following ONNX Runtime's CPU kernels (its outputs are the accuracy check's
+reference).
 
 hummingbird-ml, the library that turns such models into PyTorch, was measured first and not adopted:
 it converts a whole model or nothing, and of the 85 skl2onnx models of the corpus it converted 49,
@@ -71,17 +72,34 @@ def _linear_classifier(m, a, x):
 
 # --- support vector regression ------------------------------------------------------------------
 
-def _prepare_svm_regressor(a: dict) -> dict:
-    supports = int(a.get("n_supports", 0))
+def _kernel_settings(a: dict, supports: int, what: str) -> dict:
     kernel = text(a.get("kernel_type", "LINEAR")) if supports else "LINEAR"
     if kernel not in ("LINEAR", "POLY", "RBF", "SIGMOID"):
-        raise UnsupportedOperator(f"SVMRegressor kernel_type {kernel!r}")
+        raise UnsupportedOperator(f"{what} kernel_type {kernel!r}")
     gamma, coef0, degree = (list(a.get("kernel_params") or []) + [0.0, 0.0, 0.0])[:3]
+    return {"kernel": kernel, "gamma": float(gamma), "coef0": float(coef0), "degree": float(degree)}
+
+
+def _kernel(t: dict, x):
+    """The kernel of each row of X with each support vector: [N, vectors], as ONNX Runtime's SVMs."""
+    torch = lazy_torch()
+    if t["kernel"] == "RBF":
+        return torch.exp(-t["gamma"] * torch.cdist(x, t["vectors"]).square())
+    dot = x @ t["vectors"].T
+    if t["kernel"] == "POLY":
+        return (t["gamma"] * dot + t["coef0"]).pow(t["degree"])
+    if t["kernel"] == "SIGMOID":
+        return torch.tanh(t["gamma"] * dot + t["coef0"])
+    return dot
+
+
+def _prepare_svm_regressor(a: dict) -> dict:
+    supports = int(a.get("n_supports", 0))
     coefficients = np.asarray(a["coefficients"], np.float32)
-    return {"vectors": np.asarray(a["support_vectors"], np.float32).reshape(supports, -1) if supports else None,
-            "coefficients": coefficients.reshape(-1, 1), "rho": np.asarray(a["rho"][:1], np.float32),
-            "kernel": kernel, "gamma": float(gamma), "coef0": float(coef0), "degree": float(degree),
-            "one_class": bool(a.get("one_class", 0))}
+    return _kernel_settings(a, supports, "SVMRegressor") | {
+        "vectors": np.asarray(a["support_vectors"], np.float32).reshape(supports, -1) if supports else None,
+        "coefficients": coefficients.reshape(-1, 1), "rho": np.asarray(a["rho"][:1], np.float32),
+        "one_class": bool(a.get("one_class", 0))}
 
 
 def _svm_regressor(m, a, x):
@@ -90,20 +108,55 @@ def _svm_regressor(m, a, x):
     torch = lazy_torch()
     x = rows(floats(x))
     t = arrays(a, x)
-    if t["vectors"] is None:
-        y = x @ t["coefficients"] + t["rho"]
-    else:
-        dot = x @ t["vectors"].T
-        if t["kernel"] == "RBF":
-            kernel = torch.exp(-t["gamma"] * torch.cdist(x, t["vectors"]).square())
-        elif t["kernel"] == "POLY":
-            kernel = (t["gamma"] * dot + t["coef0"]).pow(t["degree"])
-        elif t["kernel"] == "SIGMOID":
-            kernel = torch.tanh(t["gamma"] * dot + t["coef0"])
-        else:
-            kernel = dot
-        y = kernel @ t["coefficients"] + t["rho"]
+    y = (x if t["vectors"] is None else _kernel(t, x)) @ t["coefficients"] + t["rho"]
     return torch.where(y > 0, 1.0, -1.0).to(y.dtype) if t["one_class"] else y
+
+
+def _prepare_svm_classifier(a: dict) -> dict:
+    """libsvm's one-against-one classifiers as one matrix: each pair's weights over the support
+    vectors (class i's by row j - 1 of the coefficients, class j's by row i), and who each vote goes to."""
+    labels = class_labels(a, "SVMClassifier")
+    per_class = [int(n) for n in a.get("vectors_per_class") or []]
+    supports, classes = sum(per_class), len(labels)
+    if a.get("prob_a"):
+        raise EngineUnsupported("SVMClassifier with probabilities (scikit-learn's probability=True): ONNX Runtime "
+                                "couples the pairs' probabilities iteratively, which the interpreter does not "
+                                "reproduce; run the model on onnxruntime, or convert it without probabilities")
+    how = text(a.get("post_transform", "NONE"))
+    if not supports or classes < 2 or (classes == 2 and how == "PROBIT"):
+        raise EngineUnsupported("SVMClassifier without support vectors (a linear model), of one class, or of two "
+                                "with post_transform PROBIT: run the model on onnxruntime")
+    coefficients = np.asarray(a["coefficients"], np.float32).reshape(classes - 1, supports)
+    starts = np.cumsum([0, *per_class])
+    pairs = [(i, j) for i in range(classes - 1) for j in range(i + 1, classes)]
+    weights = np.zeros((supports, len(pairs)), np.float32)
+    first, second = np.zeros((len(pairs), classes), np.float32), np.zeros((len(pairs), classes), np.float32)
+    for p, (i, j) in enumerate(pairs):
+        weights[starts[i]:starts[i + 1], p] = coefficients[j - 1, starts[i]:starts[i + 1]]
+        weights[starts[j]:starts[j + 1], p] = coefficients[i, starts[j]:starts[j + 1]]
+        first[p, i], second[p, j] = 1.0, 1.0
+    return _kernel_settings(a, supports, "SVMClassifier") | {
+        "vectors": np.asarray(a["support_vectors"], np.float32).reshape(supports, -1), "weights": weights,
+        "rho": np.asarray(a["rho"], np.float32), "first": first, "second": second, "labels": labels,
+        "post_transform": how}
+
+
+def _svm_classifier(m, a, x):
+    """Each pair's decision value, the vote it gives (the first class where it is positive), the label
+    with the most votes (the first of equals), and the pairs' values as the scores (two classes:
+    [-s, s], or [1 - s, s] after a post transform), as ONNX Runtime writes them."""
+    torch = lazy_torch()
+    x = rows(floats(x))
+    t = arrays(a, x)
+    scores = _kernel(t, x) @ t["weights"] + t["rho"]
+    wins = (scores > 0).to(scores.dtype)
+    votes = wins @ t["first"] + (1 - wins) @ t["second"]
+    label = t["labels"][votes.argmax(dim=-1)]
+    if scores.shape[-1] > 1:
+        return label, post_transform(scores, t["post_transform"])
+    if t["post_transform"] == "NONE":
+        return label, torch.cat([-scores, scores], dim=-1)
+    return label, torch.cat([1 - scores, scores], dim=-1)
 
 
 # --- element-wise and shape ---------------------------------------------------------------------
@@ -218,6 +271,7 @@ ML_OPS = {
     "TreeEnsembleClassifier": tree_classifier,
     "TreeEnsembleRegressor": tree_regressor,
     "SVMRegressor": _svm_regressor,
+    "SVMClassifier": _svm_classifier,
     "Scaler": _scaler,
     "Normalizer": _normalizer,
     "Binarizer": _binarizer,
@@ -233,6 +287,7 @@ PREPARE = {
     "TreeEnsembleClassifier": prepare_tree_classifier,
     "TreeEnsembleRegressor": prepare_tree_regressor,
     "SVMRegressor": _prepare_svm_regressor,
+    "SVMClassifier": _prepare_svm_classifier,
     "Scaler": lambda a: {"offset": np.asarray(a.get("offset") or [0.0], np.float32),
                          "scale": np.asarray(a.get("scale") or [1.0], np.float32)},
     "Normalizer": lambda a: {"norm": text(a.get("norm", "MAX"))},
