@@ -55,8 +55,9 @@ def _attrs(node) -> dict[str, Any]:
 
 
 def _prepare(node, attrs: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """What some operators need from the graph at build: Split its output count, If its branches
-    (nodes, constants, outputs) and the outer values they read, passed as extra inputs."""
+    """What some operators need from the graph at build: Split its output count, If's branches and
+    Scan's body (nodes, constants, outputs) and the outer values they read, passed as extra inputs;
+    an ai.onnx.ml node's attributes as arrays (farm.onnx_torch.ml_ops.prepare)."""
     if node.domain == "ai.onnx.ml":  # its attributes made tensors once (farm.onnx_torch.ml_ops)
         return prepare_ml(node.op_type, attrs), []
     if node.op_type == "Split":
