@@ -496,7 +496,7 @@ def test_a_pair_left_undecided_gets_a_second_look_at_a_stricter_level(runs: Path
     """A pair the first rounds leave inconclusive is timed for as many rounds again (on the real
     cells, built side by side) and judged on all of them at 97.5 %: a +9 % change whose 20 rounds
     spread too wide is found over 40; and with no margin at all (min effect 0, the worst case), two
-    looks call identical pairs changed no more often than one look at 95 % (Bonferroni), over 4000
+    looks call identical pairs changed under 7.5 % of the time (Bonferroni: 5 % + 2.5 %), over 4000
     seeded draws."""
     from farm.compare.confirm import _blocks, _planned, judged
 
