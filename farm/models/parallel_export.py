@@ -128,6 +128,8 @@ def _run(specs: Sequence[ModelSpec], indices: list[int], base_dir: Path, cache_d
                 if code is None and time.monotonic() - started < EXPORT_DEADLINE_S:
                     continue
                 del running[index]
+                if code == -signal.SIGINT:  # Ctrl-C reached the export processes too: planning stops
+                    raise KeyboardInterrupt
                 if code is None:
                     process.kill()
                     process.wait()
