@@ -293,3 +293,56 @@ def test_exports_run_side_by_side_and_a_process_that_dies_costs_its_model_only(t
     side_by_side = next(results.rglob("native/tiny_cnn-*/model.onnx"))
     assert hashlib.sha256(side_by_side.read_bytes()).hexdigest() == alone.sha256
     assert not list(results.rglob("exports-*"))  # its work files are gone
+
+
+def test_ctrl_c_while_exports_run_side_by_side_stops_planning(tmp_path: Path) -> None:
+    """Ctrl-C at the terminal reaches the planner and its export processes alike: planning stops
+    and no export is tried again alone or left running, though it plans on a thread that gets no
+    KeyboardInterrupt of its own; factories that hang would otherwise hold it for their deadline."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    models = "".join(f'[[models]]\nname = "m{width}"\nsource = "module:tests.native_models:hangs"\n'
+                     f'inputs = {{ x = {{ shape = ["batch", {width}] }} }}\n' for width in (16, 17))  # two exports
+    config = write_sweep(tmp_path, f'name = "interrupted"\n{models}[axes]\nbackends = ["onnxruntime"]\n')
+    root = Path(__file__).resolve().parent.parent
+    process = subprocess.Popen(
+        # planned on a thread of its own, as `farm sweep` plans while GPU workers start: the main
+        # thread gets the KeyboardInterrupt, and the planning thread must end by itself
+        [sys.executable, "-c", "from concurrent.futures import ThreadPoolExecutor\nfrom pathlib import Path\n"
+                               "from farm.config import load_config\nfrom farm.plan import plan_sweep\n"
+                               "with ThreadPoolExecutor(1) as pool:\n"
+                               f"    pool.submit(plan_sweep, load_config({str(config)!r}), "
+                               f"Path({str(tmp_path / 'cache')!r})).result()"],
+        cwd=root, env={**os.environ, "FARM_EXPORT_WORKERS": "2", "PYTHONPATH": str(root)},
+        stderr=subprocess.PIPE, text=True, start_new_session=True)  # its own group: the terminal's Ctrl-C
+    try:
+        assert "farm: exporting 2 PyTorch models to ONNX, 2 at a time" in process.stderr.readline()
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(_children(process.pid)) < 2:
+            time.sleep(0.2)
+        time.sleep(1.0)  # the export processes inside the factories
+        exports = _children(process.pid)
+        os.killpg(process.pid, signal.SIGINT)
+        _, err = process.communicate(timeout=60)  # not the factories' 600 s deadline
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode != 0 and "KeyboardInterrupt" in err, err[-2000:]
+    assert "ended its process twice" not in err
+    import psutil
+
+    assert len(exports) >= 2 and not [pid for pid in exports if psutil.pid_exists(pid)
+                                      and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+
+
+def _children(pid: int) -> list[int]:
+    import psutil
+
+    try:
+        return [c.pid for c in psutil.Process(pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
