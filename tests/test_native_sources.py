@@ -305,6 +305,8 @@ def test_ctrl_c_while_exports_run_side_by_side_stops_planning(tmp_path: Path) ->
     import sys
     import time
 
+    from tests.test_concurrency import as_from_a_terminal
+
     models = "".join(f'[[models]]\nname = "m{width}"\nsource = "module:tests.native_models:hangs"\n'
                      f'inputs = {{ x = {{ shape = ["batch", {width}] }} }}\n' for width in (16, 17))  # two exports
     config = write_sweep(tmp_path, f'name = "interrupted"\n{models}[axes]\nbackends = ["onnxruntime"]\n')
@@ -318,7 +320,8 @@ def test_ctrl_c_while_exports_run_side_by_side_stops_planning(tmp_path: Path) ->
                                f"    pool.submit(plan_sweep, load_config({str(config)!r}), "
                                f"Path({str(tmp_path / 'cache')!r})).result()"],
         cwd=root, env={**os.environ, "FARM_EXPORT_WORKERS": "2", "PYTHONPATH": str(root)},
-        stderr=subprocess.PIPE, text=True, start_new_session=True)  # its own group: the terminal's Ctrl-C
+        stderr=subprocess.PIPE, text=True, start_new_session=True,  # its own group: the terminal's Ctrl-C
+        preexec_fn=as_from_a_terminal)  # Ctrl-C not ignored where the tests run in the background
     try:
         assert "farm: exporting 2 PyTorch models to ONNX, 2 at a time" in process.stderr.readline()
         deadline = time.monotonic() + 120
