@@ -64,10 +64,14 @@ def export_in_parallel(specs: Sequence[ModelSpec], base_dir: Path, cache_dir: Pa
     (a mistake in the sweep file is its to name)."""
     from farm.models import native
 
+    natives = [index for index, spec in enumerate(specs) if spec.source.startswith(NATIVE_PREFIXES)]
+    # a machine that would export one at a time even if none were cached (2 cores): the planner
+    # exports them itself, and each model's cache key is worked out once, there
+    if len(natives) < 2 or (not os.environ.get(WORKERS_VARIABLE, "").strip() and export_workers(len(natives)) < 2):
+        return {}
     missing, folders = [], set()
-    for index, spec in enumerate(specs):
-        if not spec.source.startswith(NATIVE_PREFIXES):
-            continue
+    for index in natives:
+        spec = specs[index]
         try:
             folder = native.export_folder(spec, f"models[{index}]", base_dir, cache_dir, seed)
         except ConfigError:
