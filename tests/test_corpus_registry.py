@@ -118,6 +118,24 @@ def test_models_docs_table_is_made_from_the_committed_counts(monkeypatch: pytest
         assert all(f"| {c['cells']} | {c.get('ok', 0)} |" in block for c in record["engines"].values())
 
 
+def test_gpu_sample_figures_in_the_docs_are_its_logs() -> None:
+    """docs/models.md's figures of the H200 sample that its time limit stopped (no counts file) are
+    counted from the committed log: the status of every cell line, per engine."""
+    import collections
+    import re
+
+    log = (ROOT / "benchmarks" / "results" / "corpus-registry-h200-558c344-partial.log").read_text()
+    rows = re.findall(r"^(ok|unsupported|failed|skipped) +(\S+) (fp32|fp16) b(\d+) (\w+) ", log, re.MULTILINE)
+    status = collections.Counter(s for s, *_ in rows)
+    engine = collections.Counter((backend, s) for s, _, _, _, backend in rows)
+    docs = " ".join((ROOT / "docs" / "models.md").read_text().split())
+    assert (f"the {len(rows)} of its 408 cells done before the device time ran out are {status['ok']} ok, "
+            f"{status['unsupported']} unsupported, {status['failed']} failed") in docs
+    assert (f"ONNX Runtime CUDA: {engine['onnxruntime', 'ok']} ok of "
+            f"{sum(n for (b, _), n in engine.items() if b == 'onnxruntime')}, PyTorch: {engine['torch', 'ok']} ok of "
+            f"{sum(n for (b, _), n in engine.items() if b == 'torch')}") in docs
+
+
 @pytest.mark.parametrize("args, said", [
     (["--registry", "nosuch"], "argument --registry: invalid choice: 'nosuch' (choose from 'onnx', 'scikit-learn'"),
     (["--markdown", "no-such.json"], "--markdown no-such.json: not the --json counts of a --registry run"),
