@@ -238,6 +238,38 @@ def write_sweep(work: Path, name: str, models: list[tuple[str, str, str]], devic
     return path
 
 
+def run_sweep(command: list[str], env: dict, seconds: float | None) -> tuple[int, bool]:
+    """Run farm sweep (its progress to this terminal as it goes); past `seconds`, stop it as Ctrl-C
+    does (SIGTERM: the cells in flight end, what finished stays, a rerun resumes). Its exit status,
+    and whether the limit stopped it."""
+    process = subprocess.Popen(command, env=env)
+    try:
+        return process.wait(timeout=None if seconds is None else max(seconds, 0.0)), False
+    except subprocess.TimeoutExpired:
+        process.terminate()
+        try:
+            return process.wait(timeout=120), True
+        except subprocess.TimeoutExpired:  # it did not stop: what it wrote is still counted
+            process.kill()
+            return process.wait(), True
+    except BaseException:  # Ctrl-C here reaches the sweep too; anything else must not leave it running
+        process.terminate()
+        process.wait()
+        raise
+
+
+def planned_cells(results: Path, sweep: str) -> int | None:
+    """The cells the sweep's latest run planned (its sweeps row), or None before it wrote one."""
+    from farm.warehouse import Warehouse
+
+    try:
+        found = Warehouse(results).connect().execute(
+            "SELECT cells_planned FROM sweeps WHERE sweep_id = ? ORDER BY started_at DESC LIMIT 1", [sweep]).fetchone()
+    except Exception:  # noqa: BLE001 - no sweeps table yet: stopped before it planned
+        return None
+    return found[0] if found else None
+
+
 def engine_label(backend: str, options: str) -> str:
     values = json.loads(options or "{}")
     if backend == "onnxruntime":
@@ -346,6 +378,10 @@ def main() -> int:
     parser.add_argument("--plan-only", action="store_true",
                         help="write the sweep file (and with --registry the listing), print its path and stop: for "
                              "another runner of the same sweep (benchmarks/scaling.py)")
+    parser.add_argument("--time-limit", type=float, metavar="SECONDS",
+                        help="stop the sweep this long after this run started (SIGTERM, which farm sweep takes as "
+                             "Ctrl-C: a rerun resumes) and count the cells it finished; the counts say how many of "
+                             "the planned cells that was")
     parser.add_argument("--markdown", type=Path, metavar="JSON",
                         help="print docs/models.md's table of a registry corpus run from its --json file, and stop")
     args = parser.parse_args()
@@ -400,14 +436,22 @@ def main() -> int:
     env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"),  # the corpus downloads nothing
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     print(f"farm sweep starts {time.monotonic() - started:.0f} s after this run did", flush=True)
-    done = subprocess.run(command, env=env)  # its progress as it goes: a run stopped by a time limit still shows it
-    print(f"farm sweep ended {time.monotonic() - started:.0f} s after this run started")
-    if done.returncode not in (0, 1):  # 1: some cell failed, which the table shows
-        print(f"farm sweep exited {done.returncode}")
+    returncode, stopped = run_sweep(command, env, None if args.time_limit is None else
+                                    args.time_limit - (time.monotonic() - started))
+    print(f"farm sweep ended {time.monotonic() - started:.0f} s after this run started"
+          + (" (stopped by --time-limit)" if stopped else ""))
+    if returncode not in (0, 1) and not stopped:  # 1: some cell failed, which the table shows
+        print(f"farm sweep exited {returncode}")
         return 2
-    summary = report(tally(results, sweep), left_out)  # the registry's own left-outs are in the listing
+    rows = tally(results, sweep)
+    summary = report(rows, left_out)  # the registry's own left-outs are in the listing
+    planned = planned_cells(results, sweep)
+    if stopped:
+        print(f"partial: {len(rows)} of {planned if planned is not None else 'the'} cells planned, stopped by --time-limit {args.time_limit:.0f} s; "
+              "the same command again resumes")
     if args.json:
-        record = {"device": device, "machine": machine_line(), "engines": summary, "left_out": left_out}
+        record = {"device": device, "machine": machine_line(), "engines": summary, "left_out": left_out,
+                  "cells_planned": planned, "stopped_by_time_limit": args.time_limit if stopped else None}
         if args.registry is not None:
             record["corpus"] = corpus_facts(entries, registry_left_out, args.sample, args.seed, precisions, batch_sizes)
             record["corpus"]["layer_iterations"] = (
@@ -450,6 +494,10 @@ def markdown(counts: Path) -> str:
                           for name, facts in sorted(corpus["libraries"].items()))
     drawn = f"{corpus['sample']} models drawn evenly over the libraries (seed {corpus['seed']})" if corpus["sample"] \
         else "every model"
+    if record.get("stopped_by_time_limit") is not None:  # what the table counts is what finished before the limit
+        done = sum(c["cells"] for c in record["engines"].values())
+        drawn += (f"; partial: the {done} of {record.get('cells_planned') or '?'} planned cells done before its "
+                  f"time limit ({record['stopped_by_time_limit']:.0f} s)")
     out = [f"<!-- made by `python3 benchmarks/model_corpus.py --markdown {counts.as_posix()}`: edit there -->",
            f"{record['machine']}; {drawn}; {', '.join(corpus['precisions'])}, batch "
            f"{' and '.join(map(str, corpus['batch_sizes']))}. Libraries: {libraries}.", "",

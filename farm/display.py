@@ -23,6 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from farm.callbacks import Callback
+from farm.queries import option_labels
 
 if TYPE_CHECKING:
     from farm.records import Cell, CellResult
@@ -39,6 +40,20 @@ INCONCLUSIVE_ADVICE = ("?: the two medians' 95 % intervals leave the change unde
                        "machine narrow them, and farm compare BASE NEW gives each interval")
 
 
+def backend_labels(cells: Sequence[Cell]) -> dict[str, str]:
+    """Per cell id, its backend with the options that vary between the plan's cells of that
+    backend (`onnxruntime device=cuda`), so two rows that differ only there can be told apart."""
+    labels = option_labels([(c.backend, c.options) for c in cells])  # the dashboard's series rule
+    return {cell.cell_id: label for cell, label in zip(cells, labels)}
+
+
+def cell_labels(cells: Sequence[Cell]) -> dict[str, str]:
+    """Per cell id, its label with the backend named as backend_labels names it: the progress
+    lines, the end table and the failed cells' list tell `mode=eager` from `mode=cudagraphs`."""
+    engines = backend_labels(cells)
+    return {cell.cell_id: cell.named(engines[cell.cell_id]) for cell in cells}
+
+
 class ProgressDisplay(Callback):
     """Cells done/total, the current cell and an ETA; one line per finished cell. A cell that was
     not run (skipped, unsupported) leaves the count instead of advancing it, so the ETA is that of
@@ -47,6 +62,7 @@ class ProgressDisplay(Callback):
     def __init__(self, console: Console) -> None:
         self.console = console
         self.said: dict[str, str] = {}  # reason -> the first cell printed with it
+        self.labels: dict[str, str] = {}  # cell id -> its label, the options it differs in included
         self.progress = Progress(
             SpinnerColumn(), TextColumn("{task.description}", style="bold"), BarColumn(),
             MofNCompleteColumn(), TextColumn("cells"), TimeElapsedColumn(), TextColumn("ETA"),
@@ -55,18 +71,19 @@ class ProgressDisplay(Callback):
         self.task = None
 
     def on_sweep_start(self, cells: list[Cell]) -> None:
+        self.labels = cell_labels(cells)
         self.progress.start()
         self.task = self.progress.add_task("starting", total=len(cells))
 
     def on_cell_start(self, cell: Cell, worker: dict[str, Any] | None = None) -> None:
-        self.progress.update(self.task, description=shown(cell.label))
+        self.progress.update(self.task, description=shown(self.labels.get(cell.cell_id, cell.label)))
 
     def on_cell_log(self, cell: Cell, message: str) -> None:
         self.console.print(f"[dim]{cell.cell_id[:8]}[/dim] {shown(message)}", highlight=False)
 
     def on_cell_result(self, cell: Cell, result: CellResult) -> None:
         style = STATUS_STYLE.get(result.status, "")
-        text = f"[{style}]{result.status:<11}[/{style}] {shown(cell.label)}"
+        text = f"[{style}]{result.status:<11}[/{style}] {shown(self.labels.get(cell.cell_id, cell.label))}"
         if result.status == "ok" and result.measurement:
             m = result.measurement
             text += (f"  {fmt(m['throughput_qps'])} qps  p50 {fmt(m['latency_median_ms'])} ms"

@@ -231,10 +231,15 @@ class Cell:
 
     @property
     def label(self) -> str:
+        return self.named(self.backend)
+
+    def named(self, engine: str) -> str:
+        """The label with `engine` for the backend: 'resnet50 fp16 b1 torch cudagraphs', where the
+        sweep's cells differ in an option (farm.queries.option_labels says which)."""
         parts = [self.model.name, self.precision, f"b{self.batch}"]
         if self.profile is not None:
             parts.append(self.profile.name)
-        parts.append(self.backend)
+        parts.append(engine)
         if self.accelerator_type:
             parts.append(f"on {self.accelerator_type}")
         return " ".join(parts)

@@ -18,7 +18,7 @@ from farm.callbacks import Callback, CallbackList
 from farm.cell_runner import run_cell
 from farm.config import NAME_HINT, NAME_PATTERN, LoadedConfig, load_config
 from farm.cuda import visible_gpu_count
-from farm.display import ProgressDisplay, footnoted, shown, stable_text
+from farm.display import ProgressDisplay, backend_labels, cell_labels, footnoted, shown, stable_text
 from farm.errors import UserError
 from farm.executor import DEFAULT_CELL_TIMEOUT_S, DEFAULT_WORKER_MEMORY, Executor, library_logs, make_executor
 from farm.executor.costs import expected_seconds, history_from_rows
@@ -29,7 +29,6 @@ from farm.queries import (
     baseline_positions,
     cell_notes,
     cells_with_figures,
-    option_labels,
     speedup,
 )
 from farm.records import Cell, CellResult
@@ -229,14 +228,8 @@ def _durations(warehouse: Warehouse) -> dict:
 def _failures(warehouse: Warehouse, cells: list[Cell]) -> list[tuple[str, str]]:
     """(label, reason) of every planned cell that the warehouse holds as failed."""
     reasons = warehouse.failure_reasons(cells[0].sweep) if cells else {}  # compacted cells too
-    return [(cell.label, reasons[cell.cell_id] or "unknown error") for cell in cells if cell.cell_id in reasons]
-
-
-def backend_labels(cells: list[Cell]) -> dict[str, str]:
-    """Per cell id, its backend with the options that vary between the plan's cells of that
-    backend (`onnxruntime device=cuda`), so two rows that differ only there can be told apart."""
-    labels = option_labels([(c.backend, c.options) for c in cells])  # the dashboard's series rule
-    return {cell.cell_id: label for cell, label in zip(cells, labels)}
+    labels = cell_labels(cells)
+    return [(labels[cell.cell_id], reasons[cell.cell_id] or "unknown error") for cell in cells if cell.cell_id in reasons]
 
 
 def summary_table(warehouse: Warehouse, outcome: SweepOutcome) -> tuple[list[str], list[list], list[str]]:

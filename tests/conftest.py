@@ -111,3 +111,12 @@ def warehouse_without_telemetry(target: Path) -> Path:
         table = pq.read_table(path)
         pq.write_table(table.drop_columns([c for c in COLUMNS if c in table.column_names]), path)
     return target
+
+
+def plain_cell(cell_id: str, model: str = "m", backend: str = "onnxruntime", options: dict | None = None,
+               batch: int = 1, precision: str = "fp32"):
+    """A planned cell with nothing behind it (no model file): for what only reads its names."""
+    from farm.records import Cell, MeasurementSettings, ModelArtifact
+
+    artifact = ModelArtifact(model, "", Path(f"{model}.onnx"), "", 0, (), {})
+    return Cell(cell_id, "s", artifact, precision, batch, None, backend, options or {}, MeasurementSettings(), {})

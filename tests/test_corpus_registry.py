@@ -83,10 +83,21 @@ def test_the_listing_names_each_model_with_its_library_and_version(tmp_path: Pat
 def test_registry_corpus_quick(tmp_path: Path) -> None:
     """Three models the onnx wheel ships, drawn by the seed, at batch 1 and 4 (and a model's own fixed
     batch) on ONNX Runtime and PyTorch (CPU): counted per engine and batch, listed with their version,
-    and none failed."""
-    out = run_benchmark("model_corpus.py", "--registry", "onnx", "--sample", "3", "--quick", "--cache",
-                        str(tmp_path / "corpus"), "--json", str(tmp_path / "counts.json"), timeout=900)
+    and none failed. A run stopped by --time-limit first says it counted a part (here none), and the
+    next run of the same command finishes the rest."""
+    from model_corpus import markdown
+
+    common = ["--registry", "onnx", "--sample", "3", "--quick", "--cache", str(tmp_path / "corpus"), "--json",
+              str(tmp_path / "counts.json")]
+    out = run_benchmark("model_corpus.py", *common, "--time-limit", "0", timeout=900)
+    assert "(stopped by --time-limit)" in out and "the same command again resumes" in out, out
     counts = json.loads((tmp_path / "counts.json").read_text())
+    assert counts["stopped_by_time_limit"] == 0 and not any(c["cells"] for c in counts["engines"].values()), counts
+    assert "; partial: the 0 of " in markdown(tmp_path / "counts.json")
+    out = run_benchmark("model_corpus.py", *common, timeout=900)
+    counts = json.loads((tmp_path / "counts.json").read_text())
+    assert counts["stopped_by_time_limit"] is None and "partial" not in markdown(tmp_path / "counts.json")
+    assert counts["cells_planned"] == sum(c["cells"] for c in counts["engines"].values()), counts
     assert {f"{engine} b{batch}" for engine in ("onnxruntime cpu", "torch cpu eager") for batch in (1, 4)} <= \
         set(counts["engines"]), out
     for engine, figures in counts["engines"].items():

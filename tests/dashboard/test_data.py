@@ -145,8 +145,8 @@ def test_series_labels_name_only_what_varies() -> None:
 def test_the_sweep_summary_names_cells_by_the_same_rule() -> None:
     """The end-of-sweep table's backend column and the dashboard's series come from one rule
     (farm.queries.option_labels): the options that vary within a backend, short scalars only."""
+    from farm.display import backend_labels
     from farm.queries import option_labels
-    from farm.sweep import backend_labels
 
     pairs = [("onnxruntime", {"device": "cpu", "files": ["a.json", "b.json"]}),
              ("onnxruntime", {"device": "cuda", "files": ["c.json"]}), ("torch", {"mode": "eager"})]

@@ -10,6 +10,7 @@ from pathlib import Path
 from farm.cli import main
 from farm.dashboard.data import Snapshot
 from farm.measure import MIN_TAIL_SAMPLES
+from tests.conftest import plain_cell
 
 
 def test_show_has_the_accuracy_verdict_and_the_p99_tail(warehouse: Path, capsys) -> None:
@@ -165,7 +166,7 @@ def test_terminal_and_csv_output_never_run_what_a_name_says(capsys) -> None:
 
     console = Console(force_terminal=True, width=200)
     progress = ProgressDisplay(console)
-    cell = types.SimpleNamespace(label="tiny\x1b]0;owned\x07 [red]x", cell_id="0123456789abcdef")
+    cell = plain_cell("0123456789abcdef", "tiny\x1b]0;owned\x07 [red]x")
     failed = types.SimpleNamespace(status="failed", reason="boom [/dim] \x1b[2J", measurement=None)
     with console.capture() as captured:
         progress.on_sweep_start([cell])
