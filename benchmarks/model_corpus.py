@@ -447,7 +447,8 @@ def main() -> int:
     summary = report(rows, left_out)  # the registry's own left-outs are in the listing
     planned = planned_cells(results, sweep)
     if stopped:
-        print(f"partial: {len(rows)} of {planned if planned is not None else 'the'} cells planned, stopped by --time-limit {args.time_limit:.0f} s; "
+        print(f"partial: {len(rows)} of {planned if planned is not None else 'the'} cells planned, stopped by "
+              f"--time-limit {args.time_limit:.0f} s; "
               "the same command again resumes")
     if args.json:
         record = {"device": device, "machine": machine_line(), "engines": summary, "left_out": left_out,
