@@ -234,8 +234,7 @@ class Cell:
         return self.named(self.backend)
 
     def named(self, engine: str) -> str:
-        """The label with `engine` for the backend: 'resnet50 fp16 b1 torch cudagraphs', where the
-        sweep's cells differ in an option (farm.queries.option_labels says which)."""
+        """The label with `engine` for the backend ('torch mode=cudagraphs': farm.display.cell_labels)."""
         parts = [self.model.name, self.precision, f"b{self.batch}"]
         if self.profile is not None:
             parts.append(self.profile.name)

@@ -453,7 +453,7 @@ def test_a_file_removed_and_written_again_under_a_reader_is_not_taken_for_damage
     with pytest.raises(Exception) as gone:  # what DuckDB says of the view's file now
         con.execute("SELECT count(*) FROM measurements").fetchall()
     own.write_bytes(data)  # written anew before the reader looks at what the error named
-    assert reader.views._skip_file_of(gone.value) and own not in reader.skipped
+    assert reader._views._skip_file_of(gone.value) and own not in reader.skipped
     assert _rows_of(reader, reader.connect()) == expected
 
 
@@ -463,7 +463,6 @@ def test_farm_compare_reader_lists_again_when_a_compaction_removed_its_files(
     compaction removes them before DuckDB reads them: it lists again and reads the compacted
     rows, every one once, and takes no file for damaged (it did: a false warning, and those
     cells' samples missing)."""
-    from farm.compare.read import read_cell_rows
 
     results = tmp_path / "results"
     writer = Warehouse(results)
@@ -471,7 +470,7 @@ def test_farm_compare_reader_lists_again_when_a_compaction_removed_its_files(
     write_cells(writer, "s", ids)
     warnings: list[str] = []
     reader = Warehouse(results, warn=warnings.append)
-    expected = read_cell_rows(reader, "s", "samples", ids, ["iteration", "latency_ms"])
+    expected = reader.rows_of_cells("s", "samples", ids, ["iteration", "latency_ms"])
     ok = sum(int(i, 16) % 7 != 3 for i in ids)  # failed cells have no samples
     assert expected.num_rows == 3 * ok
     listings = []
@@ -479,7 +478,7 @@ def test_farm_compare_reader_lists_again_when_a_compaction_removed_its_files(
 
     def compacted_after_listing(self, sweep, table, compaction=None):
         found = listed(self, sweep, table, compaction)
-        if self is not reader.layout:  # the compaction's own listings
+        if self is not reader._layout:  # the compaction's own listings
             return found
         listings.append((len(found.loose), len(found.parts)))
         if len(listings) == 1:
@@ -487,6 +486,6 @@ def test_farm_compare_reader_lists_again_when_a_compaction_removed_its_files(
         return found
 
     monkeypatch.setattr(WarehouseLayout, "sources", compacted_after_listing)
-    got = read_cell_rows(reader, "s", "samples", ids, ["iteration", "latency_ms"])
+    got = reader.rows_of_cells("s", "samples", ids, ["iteration", "latency_ms"])
     assert listings == [(ok, 0), (0, 3)]  # per-cell files first, then the compacted blocks
     assert got.equals(expected) and not reader.skipped and warnings == []

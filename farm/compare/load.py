@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 
-from farm.compare.read import read_cell_rows
 from farm.compare.stats import MedianInterval
 from farm.errors import UserError
 from farm.queries import CELL_VERDICTS, CELLS_WITH_FIGURES
@@ -54,8 +53,8 @@ class Side:
             elif cell_id not in computed:
                 ids.append(cell_id)
         ids = list(dict.fromkeys(ids))
-        found = read_cell_rows(self.warehouse, self.sweep, "samples", ids, ["latency_ms", "repeat"],
-                               numbered=True) if ids else None
+        found = self.warehouse.rows_of_cells(self.sweep, "samples", ids, ["latency_ms", "repeat"],
+                                             numbered=True) if ids else None
         if found is not None and found.num_rows:  # rows numbered by the cell's place in `ids`, in that order
             group = found.column("cell_number").to_numpy(zero_copy_only=False).astype(np.int64)
             latency = found.column("latency_ms").to_numpy(zero_copy_only=False).astype(np.float64)
@@ -66,8 +65,8 @@ class Side:
     def layers_of(self, cells: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
         """Per cell id: its layer rows (name, type, kind, times), in execution order (one query)."""
         wanted = ["layer_index", "name", "type", "kind", "time_avg_ms", "time_median_ms"]
-        found = read_cell_rows(self.warehouse, self.sweep, "layers", [str(c["cell_id"]) for c in cells],
-                               wanted, optional=("kind", "time_median_ms"))
+        found = self.warehouse.rows_of_cells(self.sweep, "layers", [str(c["cell_id"]) for c in cells],
+                                             wanted, optional=("kind", "time_median_ms"))
         rows: dict[str, list[dict[str, Any]]] = {str(c["cell_id"]): [] for c in cells}
         for row in found.to_pylist() if found is not None else []:
             rows[row.pop("cell_id")].append(row)

@@ -1,13 +1,13 @@
 """The warehouse: the only place results live (Parquet, one file per cell per table, DuckDB views).
 
-A package of one concern per module, each a part `Warehouse` is made of (a part holds only the
-parts it uses): `schema` (tables, columns, the row and file checks), `parquet` (whole-file checks
-and writes), `layout` (paths), `lock` (one writer at a time, the marker), `repair` (resume,
-quarantine), `check` (`farm check`), `views` (DuckDB), `compact` (`farm compact`),
-`consolidated` (the dashboard's quick-load copy) and `store` (`Warehouse`: the parts, and
-writing rows); `reader` (`WarehouseReader`: the handle readers get, which
-cannot write). `rows` turns a cell's result into rows; it sits above the
-storage (the storage never imports it).
+A package of one concern per module, each a part `Warehouse` is made of (a part holds only the parts
+it uses): `schema` (tables, columns, the row and file checks), `parquet` (whole-file checks and
+writes), `layout` (paths), `lock` (one writer at a time, the marker), `repair` (resume, quarantine),
+`check` (`farm check`), `views` (DuckDB), `compact` (`farm compact`), `consolidated` (the
+dashboard's quick-load copy); `reader` (`WarehouseReader`: the parts' reads as declared methods, the
+handle readers get, which cannot write) and `store` (`Warehouse`: a WarehouseReader that also writes
+rows, holds the writer lock, repairs and compacts). `rows` turns a cell's result into rows; it sits
+above the storage (the storage never imports it).
 """
 
 from farm.files import TEMP_DIR_NAME

@@ -55,7 +55,7 @@ class Inspection:
 
 
 class WarehouseCheck:
-    """`farm check` (a part of `Warehouse`: `warehouse.checks`)."""
+    """`farm check` (a part of the warehouse handles: farm.warehouse.reader, store)."""
 
     def __init__(self, layout: WarehouseLayout, repairs: WarehouseRepair, locking: WarehouseLocking) -> None:
         self.layout = layout

@@ -54,7 +54,7 @@ class Compacted:
 
 
 class WarehouseCompaction:
-    """`farm compact` (a part of `Warehouse`: `warehouse.compactor`)."""
+    """`farm compact` (a part of the warehouse handles: farm.warehouse.reader, store)."""
 
     def __init__(self, layout: WarehouseLayout, repairs: WarehouseRepair, locking: WarehouseLocking) -> None:
         self.layout = layout

@@ -42,7 +42,7 @@ class NotAWarehouse(UserError):
 
 
 class WarehouseLocking:
-    """The writer lock and the marker of a warehouse (a part of `Warehouse`: `warehouse.locking`)."""
+    """The writer lock and the marker of a warehouse (a part of the warehouse handles: farm.warehouse.reader, store)."""
 
     def __init__(self, layout: WarehouseLayout) -> None:
         self.layout = layout

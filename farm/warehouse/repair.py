@@ -47,7 +47,7 @@ class Prepared:
 
 
 class WarehouseRepair:
-    """Resume, repair and quarantine (a part of `Warehouse`: `warehouse.repairs`)."""
+    """Resume, repair and quarantine (a part of the warehouse handles: farm.warehouse.reader, store)."""
 
     def __init__(self, layout: WarehouseLayout) -> None:
         self.layout = layout

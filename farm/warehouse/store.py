@@ -15,7 +15,8 @@ storage, in farm.warehouse.rows.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,44 +25,81 @@ import pyarrow.compute as pc
 
 from farm.errors import UserError
 from farm.files import write_error
-from farm.warehouse.check import WarehouseCheck
-from farm.warehouse.compact import AUTO_COMPACT_CELLS, WarehouseCompaction
+from farm.warehouse.check import Finding
+from farm.warehouse.compact import AUTO_COMPACT_CELLS, BLOCK_CELLS, Compacted, WarehouseCompaction
 from farm.warehouse.consolidated import refresh_consolidated
-from farm.warehouse.layout import WarehouseLayout, Warn
-from farm.warehouse.lock import WarehouseLocking
+from farm.warehouse.layout import Compaction, Warn
 from farm.warehouse.parquet import write_parquet
-from farm.warehouse.repair import WarehouseRepair
+from farm.warehouse.reader import WarehouseReader
+from farm.warehouse.repair import Prepared
 from farm.warehouse.schema import PER_CELL_TABLES, SCHEMA_VERSION, RowError, rows_table
-from farm.warehouse.views import WarehouseViews
 
 Rows = list[dict[str, Any]] | pa.Table  # dicts; an Arrow table for a large table (samples)
 # the order a cell's tables are written in: `cells` last marks the cell done
 _CELL_WRITE_ORDER = ("builds", "measurements", "samples", "accuracy", "layers")
 
 
-class Warehouse:
+class Warehouse(WarehouseReader):
     """A results folder: writes rows atomically, reads them through DuckDB, resumes, repairs and
     checks itself; one writer at a time (`writer_lock`).
 
-    Made of one part per concern, each holding only the parts it uses: `layout` (paths, listings,
-    the files readers skip), `locking` (the writer lock, the marker), `repairs` (resume,
-    quarantine), `checks` (`farm check`), `views` (DuckDB) and `compactor` (`farm compact`). The
-    writes are its own; every other public name is its part's (PARTS), so `warehouse.connect()`
-    is `warehouse.views.connect()`."""
+    What it reads is WarehouseReader's; the writes below are its own, or carried out by the parts
+    that hold them: `locking` (the writer lock), `repairs` (resume, quarantine), `checks` (`farm
+    check --fix`) and `compactor` (`farm compact`)."""
 
     def __init__(self, root: str | Path, warn: Warn | None = None) -> None:
-        self.layout = WarehouseLayout(root, warn)
-        self.locking = WarehouseLocking(self.layout)
-        self.repairs = WarehouseRepair(self.layout)
-        self.checks = WarehouseCheck(self.layout, self.repairs, self.locking)
-        self.views = WarehouseViews(self.layout)
-        self.compactor = WarehouseCompaction(self.layout, self.repairs, self.locking)
+        super().__init__(root, warn)
+        self._compactor = WarehouseCompaction(self._layout, self._repairs, self._locking)
 
-    def __getattr__(self, name: str) -> Any:
-        part = _PART_OF.get(name)
-        if part is None or part not in self.__dict__:  # not a part's, or asked before __init__ (unpickling)
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        return getattr(self.__dict__[part], name)
+    def __getattr__(self, name: str) -> Any:  # the reader's "only reads" is not a Warehouse's to say
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    # the writer lock (farm.warehouse.lock)
+    @contextlib.contextmanager
+    def writer_lock(self) -> Iterator[None]:
+        """Hold the warehouse's writer lock (WarehouseBusy where another process holds it)."""
+        with self._locking.writer_lock():
+            yield
+
+    def refuse_writer(self) -> None:
+        """Raise NotAWarehouse where a writer must not write the folder."""
+        self._locking.refuse_writer()
+
+    def link_on_the_way(self, *parts: str) -> Path | None:
+        """The first symbolic link on the way to root / parts, or None."""
+        return self._layout.link_on_the_way(*parts)
+
+    # resume and repair (farm.warehouse.repair)
+    def prepare_sweep(self, sweep: str) -> Prepared:
+        """Before a run writes `sweep`: what a killed run left removed, its finished cells."""
+        return self._repairs.prepare_sweep(sweep)
+
+    def repair(self, sweep: str) -> list[Path]:
+        """Remove what a killed run left of cells without a `cells` file."""
+        return self._repairs.repair(sweep)
+
+    def quarantine(self, sweep: str, path: Path) -> list[tuple[Path, Path]]:
+        """Move a damaged file (and its cell's others) out of the sweep."""
+        return self._repairs.quarantine(sweep, path)
+
+    def remove_leftovers(self) -> list[Path]:
+        """Remove the temporary files and folders that runs left."""
+        return self._repairs.remove_leftovers()
+
+    def rebuilt_compaction(self, sweep: str) -> Compaction | None:
+        return self._repairs.rebuilt_compaction(sweep)
+
+    def write_compaction(self, sweep: str, compaction: Compaction) -> None:
+        return self._repairs.write_compaction(sweep, compaction)
+
+    # farm check --fix, farm compact (farm.warehouse.check, compact)
+    def fix(self, findings: list[Finding]) -> list[tuple[Finding, str]]:
+        """Repair what `inspect` found: each finding with what was done."""
+        return self._checks.fix(findings)
+
+    def compact(self, sweep: str, block_cells: int = BLOCK_CELLS) -> Compacted:
+        """Gather a sweep's per-cell files into blocks (farm.warehouse.compact)."""
+        return self._compactor.compact(sweep, block_cells)
 
     def write_sweep_run(self, row: dict[str, Any]) -> None:
         """Write (or rewrite) one run's `sweeps` row."""
@@ -110,7 +148,7 @@ class Warehouse:
 
     def _write_table(self, table_name: str, sweep: str, key: str, table: pa.Table) -> None:
         directory = self.table_dir(sweep, table_name)
-        link = self.layout.link_on_the_way(sweep, table_name)
+        link = self.link_on_the_way(sweep, table_name)
         if link is not None:
             raise UserError(f"{link} is a symbolic link: farm writes nothing through a link (it could lead out of "
                             "the warehouse); remove it, or choose another --results folder")
@@ -129,10 +167,3 @@ class Warehouse:
         if len(self.loose_files(sweep, "cells")) >= AUTO_COMPACT_CELLS:
             self.compact(sweep)
         refresh_consolidated(self, sweep)
-
-
-# Which part holds each public name a Warehouse answers for (its own writes aside).
-PARTS = {"layout": WarehouseLayout, "locking": WarehouseLocking, "repairs": WarehouseRepair, "checks": WarehouseCheck,
-         "views": WarehouseViews, "compactor": WarehouseCompaction}
-_PART_OF = {name: part for part, cls in reversed(PARTS.items()) for name in dir(cls) if not name.startswith("_")}
-_PART_OF.update({name: "layout" for name in ("root", "warn", "skipped")})  # the layout's own state

@@ -38,7 +38,7 @@ STREAM_ROWS = 10_000  # rows a chunk of `stream` holds
 
 
 class WarehouseViews:
-    """DuckDB over the warehouse (a part of `Warehouse`: `warehouse.views`)."""
+    """DuckDB over the warehouse (a part of the warehouse handles: farm.warehouse.reader, store)."""
 
     def __init__(self, layout: WarehouseLayout) -> None:
         self.layout = layout

@@ -1,6 +1,6 @@
 """Many cells' rows of a big per-cell table (samples, layers) of one sweep, in one DuckDB query
 over that sweep's files only: each cell's own file where it has one, else its compacted block's
-rows (farm.warehouse.layout's rule, as `Warehouse.cell_rows` reads one cell), in each cell's file
+rows (farm.warehouse.layout's rule, as `cell_rows` reads one cell), in each cell's file
 order. A comparison of two 2,500-cell sweeps reads 5,000 cells' samples in one query, not 5,000
 reads of a compacted block (16 s). Damaged files are left out with a warning, as every reader does;
 files that were gone when DuckDB read them (a compaction ran meanwhile) are listed again."""
@@ -31,7 +31,8 @@ def read_cell_rows(warehouse: Any, sweep: str, table: str, cell_ids: list[str], 
     """`cell_id` and `columns` of `table` for `cell_ids` in `sweep`, ordered by cell and then as
     stored; None where none of them has rows. `optional` columns read as NULL where no file has
     them (an older farm's files). `numbered`: `cell_number` (the cell's position in `cell_ids`,
-    which must be distinct) in place of `cell_id`, rows in that order: no strings to group by."""
+    which must be distinct) in place of `cell_id`, rows in that order: no strings to group by.
+    `warehouse`: a WarehouseReader (its `rows_of_cells` is this)."""
     import duckdb
 
     wanted = dict.fromkeys(cell_ids)
