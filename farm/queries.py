@@ -74,6 +74,45 @@ def cells_with_figures(select: str, where: str = "", order_by: str = "") -> str:
     return sql
 
 
+# sweep_cells' columns: what `farm show` and the end-of-sweep table print of each cell
+SWEEP_CELL_COLUMNS = ("cell_id", "model", "precision", "batch", "profile", "backend", "status", "qps", "samples_per_s",
+                      "p50", "p99", "p99_tail", "cv", "spread", "stable", "throttled", "accuracy", "build_s",
+                      "coverage", "note", "options", "run_id", "low", "high")
+
+
+def sweep_cells(warehouse: Any, con: Any, sweep: str, cell_ids: list[str] | None = None,
+                throttled_note: bool = False) -> list[dict[str, Any]]:
+    """Each cell of `sweep` (only `cell_ids`, where given) with its figures, as a dict of
+    SWEEP_CELL_COLUMNS, in one order (model, backend, precision, batch, profile, options): the one
+    query behind `farm show` and the end-of-sweep table. `note` is a list of the cell's notes
+    (`cell_notes`; THROTTLED_NOTE among them with `throttled_note`, else `throttled` says it);
+    `p99_tail` the queries above p99, "(few)" under farm.measure.MIN_TAIL_SAMPLES; `coverage` the
+    layers' share of compute, "(partial)" under farm.layers.coverage.COVERAGE_WARN_PERCENT; `low`
+    and `high` the median's interval. A warehouse written before a column existed reads NULL there."""
+    from farm.layers.coverage import COVERAGE_WARN_PERCENT
+    from farm.measure import MIN_TAIL_SAMPLES
+
+    measured = {d[0] for d in con.execute("SELECT * FROM measurements LIMIT 0").description}
+    built = {d[0] for d in con.execute("SELECT * FROM builds LIMIT 0").description}
+    tail = "m.latency_p99_tail_samples" if "latency_p99_tail_samples" in measured else "CAST(NULL AS BIGINT)"
+    coverage = "m.layer_coverage_percent" if "layer_coverage_percent" in measured else "CAST(NULL AS DOUBLE)"
+    notes = f"[{', '.join(cell_notes(measured, built, throttled=throttled_note))}]"  # each footnoted once: [1,3]
+    _, rows = warehouse.fetch(con, cells_with_figures(
+        f"""c.cell_id, c.model, c.precision, c.batch, c.profile, c.backend, c.status,
+            m.throughput_qps, m.throughput_samples_per_s, m.latency_median_ms, m.latency_p99_ms,
+            CASE WHEN {tail} < $few THEN {tail} || ' (few)' ELSE CAST({tail} AS VARCHAR) END,
+            m.latency_cv_percent, m.repeat_spread_percent, m.stable, {throttled_sql(THROTTLED_TEXT, measured)},
+            {VERDICT_TEXT}, b.build_s,
+            CASE WHEN {coverage} < $partial THEN TRY_CAST(round({coverage}) AS BIGINT) || ' (partial)'
+                 ELSE CAST(TRY_CAST(round({coverage}) AS BIGINT) AS VARCHAR) END,
+            {notes}, CAST(c.options AS VARCHAR), c.run_id, m.median_ci_low_ms, m.median_ci_high_ms""",
+        where="c.sweep_id = $sweep AND ($every OR list_contains($ids, c.cell_id))",
+        order_by="c.model, c.backend, c.precision, c.batch, c.profile, c.options, c.cell_id"),  # ties: in one order
+        {"few": MIN_TAIL_SAMPLES, "partial": COVERAGE_WARN_PERCENT, "sweep": sweep, "every": cell_ids is None,
+         "ids": cell_ids or []})
+    return [dict(zip(SWEEP_CELL_COLUMNS, row)) for row in rows]
+
+
 # The columns the dashboard's comparisons need (farm.dashboard.data.Snapshot.cell_frame).
 CELL_FRAME_SQL = cells_with_figures("""
        c.cell_id, c.sweep_id, c.model, c.precision, c.batch, c.profile, c.backend, c.options, c.status,

@@ -24,13 +24,7 @@ from farm.executor import DEFAULT_CELL_TIMEOUT_S, DEFAULT_WORKER_MEMORY, Executo
 from farm.executor.costs import expected_seconds, history_from_rows
 from farm.plan import Plan, plan_sweep
 from farm.provenance import farm_commit, host_info
-from farm.queries import (
-    VERDICT_TEXT,
-    baseline_positions,
-    cell_notes,
-    cells_with_figures,
-    speedup,
-)
+from farm.queries import baseline_positions, speedup, sweep_cells
 from farm.records import Cell, CellResult
 from farm.warehouse import KEPT_STATUSES, SCHEMA_VERSION, Warehouse
 from farm.warehouse.rows import write_cell_result
@@ -238,22 +232,11 @@ def summary_table(warehouse: Warehouse, outcome: SweepOutcome) -> tuple[list[str
     row. Speedup (farm.queries.speedup) is over the fp32 cell of the same model, batch, profile,
     backend and options, in this plan, marked by farm compare's verdict on the two median latencies
     (farm.display.speedup_text): a ratio inside the noise does not look like a result."""
-    con = warehouse.connect()
     ids = [c.cell_id for c in outcome.cells]
-    # a throttled cell says so in its note (farm.queries.THROTTLED_NOTE)
-    measured = [d[0] for d in con.execute("SELECT * FROM measurements LIMIT 0").description]
-    built = [d[0] for d in con.execute("SELECT * FROM builds LIMIT 0").description]
-    note = f"[{', '.join(cell_notes(measured, built, throttled=True))}]"  # each footnoted once: [1,3]
-    _, fetched = warehouse.fetch(con, cells_with_figures(
-        f"""c.cell_id, c.model, c.precision, c.batch, c.profile, c.backend, c.status, m.throughput_qps AS qps,
-            m.throughput_samples_per_s AS samples_per_s, m.latency_median_ms AS p50, m.latency_p99_ms AS p99, m.stable,
-            {VERDICT_TEXT} AS accuracy, {note} AS note, c.run_id, c.options, m.median_ci_low_ms AS low,
-            m.median_ci_high_ms AS high, m.repeat_spread_percent AS spread""",
-        where="c.sweep_id = $sweep AND list_contains($ids, c.cell_id)"), {"sweep": outcome.sweep, "ids": ids})
-    names = ("cell_id", "model", "precision", "batch", "profile", "backend", "status", "qps", "samples_per_s", "p50",
-             "p99", "stable", "accuracy", "note", "run_id", "options", "low", "high", "spread")
     order = {cell_id: i for i, cell_id in enumerate(ids)}
-    rows = sorted((dict(zip(names, row)) for row in fetched), key=lambda r: order[r["cell_id"]])
+    # a throttled cell says so in its note (farm.queries.THROTTLED_NOTE)
+    rows = sorted(sweep_cells(warehouse, warehouse.connect(), outcome.sweep, ids, throttled_note=True),
+                  key=lambda r: order[r["cell_id"]])
     labels = backend_labels(outcome.cells)
     same = [(r["model"], r["batch"], r["profile"], r["backend"], r["options"]) for r in rows]
     bases = baseline_positions(same, [r["precision"] == "fp32" and r["qps"] is not None for r in rows])

@@ -18,15 +18,7 @@ from farm.cli.common import (
 )
 from farm.display import footnoted, stable_text
 from farm.errors import UserError
-from farm.queries import (
-    THROTTLED_TEXT,
-    VERDICT_TEXT,
-    cell_notes,
-    cells_with_figures,
-    joined_notes,
-    option_labels,
-    throttled_sql,
-)
+from farm.queries import joined_notes, option_labels, sweep_cells
 
 # What the table shows by default: what tells the cells apart and the figures a reader compares;
 # --wide adds the rest. Where the terminal is too narrow, DROP_ORDER's columns go first.
@@ -77,34 +69,17 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _fetch(warehouse, con, sweep: str, plan: list[str] | None) -> tuple[list[str], list[tuple]]:
-    from farm.layers.coverage import COVERAGE_WARN_PERCENT
-    from farm.measure import MIN_TAIL_SAMPLES
+# the table's columns, each of farm.queries.sweep_cells' (the end-of-sweep table's query too)
+SHOWN = {"cell": "cell_id", "model": "model", "precision": "precision", "batch": "batch", "profile": "profile",
+         "backend": "backend", "status": "status", "qps": "qps", "samples/s": "samples_per_s", "p50 ms": "p50",
+         "p99 ms": "p99", "p99 tail": "p99_tail", "cv %": "cv", "repeats %": "spread", "stable": "stable",
+         "throttled": "throttled", "accuracy": "accuracy", "build s": "build_s", "layers % of compute": "coverage",
+         "note": "note", "options": "options"}
 
-    # a warehouse written before the tail counts existed has no such column in its view
-    measured = {d[0] for d in con.execute("SELECT * FROM measurements LIMIT 0").description}
-    built = {d[0] for d in con.execute("SELECT * FROM builds LIMIT 0").description}
-    tail = "m.latency_p99_tail_samples" if "latency_p99_tail_samples" in measured else "CAST(NULL AS BIGINT)"
-    coverage = "m.layer_coverage_percent" if "layer_coverage_percent" in measured else "CAST(NULL AS DOUBLE)"
-    throttled = throttled_sql(THROTTLED_TEXT, measured)
-    # the notes as a list (farm.queries.cell_notes): a table footnotes each once, csv and json join them
-    notes = f"[{', '.join(cell_notes(measured, built))}]"
-    # "p99 tail": queries above p99, marked "(few)" under MIN_TAIL_SAMPLES (docs/warehouse.md)
-    return warehouse.fetch(con, cells_with_figures(
-        f"""left(c.cell_id, 8) AS cell, c.model, c.precision, c.batch, c.profile, c.backend, c.status,
-            m.throughput_qps AS qps, m.throughput_samples_per_s AS "samples/s",
-            m.latency_median_ms AS "p50 ms", m.latency_p99_ms AS "p99 ms",
-            CASE WHEN {tail} < ? THEN {tail} || ' (few)' ELSE CAST({tail} AS VARCHAR) END AS "p99 tail",
-            m.latency_cv_percent AS "cv %", m.repeat_spread_percent AS "repeats %", m.stable,
-            {throttled} AS throttled, {VERDICT_TEXT} AS accuracy,
-            b.build_s AS "build s",
-            CASE WHEN {coverage} < ? THEN TRY_CAST(round({coverage}) AS BIGINT) || ' (partial)'
-                 ELSE CAST(TRY_CAST(round({coverage}) AS BIGINT) AS VARCHAR) END AS "layers % of compute",
-            {notes} AS note,
-            CAST(c.options AS VARCHAR) AS options""",
-        where="c.sweep_id = ? AND (? OR list_contains(?, c.cell_id))",
-        order_by="c.model, c.backend, c.precision, c.batch, c.profile, c.options, c.cell_id"),  # ties: in one order
-        [MIN_TAIL_SAMPLES, COVERAGE_WARN_PERCENT, sweep, plan is None, plan or []])
+
+def _fetch(warehouse, con, sweep: str, plan: list[str] | None) -> tuple[list[str], list[tuple]]:
+    rows = sweep_cells(warehouse, con, sweep, plan)
+    return list(SHOWN), [tuple(r[key][:8] if key == "cell_id" else r[key] for key in SHOWN.values()) for r in rows]
 
 
 def _labelled(columns: list[str], rows: list[tuple]) -> tuple[list[str], list[tuple]]:
