@@ -20,8 +20,9 @@ from typing import Any
 from farm import __version__
 from farm.backends.registry import backend_class
 from farm.config import AppliedTolerance, LoadedConfig, Measurement
+from farm.config.keys import parse_axis_key, shape_text, toml_inline_table, toml_key, toml_key_value
 from farm.errors import ConfigError
-from farm.models import failed_model, parse_axis_key, resolve_model, shape_text, toml_inline_table, toml_key, toml_key_value
+from farm.models import failed_model, resolve_model
 from farm.models.parallel_export import export_in_parallel
 from farm.records import (
     BATCH_NAMES,

@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 
 from farm.backends.base import PRECISION_ORDER, Backend, BackendOptions, Capabilities
-from farm.backends.registry import BACKENDS, backend_class
+from farm.backends.registry import BACKENDS, backend_class, layer_kind
 from farm.cell_runner import build_request
 from farm.config import load_config
-from farm.layers.coverage import KINDS, default_kind
+from farm.layers.coverage import KINDS
 from farm.models import make_feeds
 from farm.plan import plan_sweep
 from farm.records import ENGINE_LAYER, GRAPH_OP, BuildStats, LayerRecord, Samples
@@ -69,8 +69,8 @@ def test_what_farm_knows_of_each_backend_is_the_backends_own() -> None:
     assert backend_class("onnxruntime").build_cost({"provider": "tensorrt"}) > 1.0
     versions = library_versions(engine_libraries())
     assert {"onnxruntime", "torch"} <= set(versions)  # installed here, and named by their backends only
-    assert default_kind("tensorrt") == ENGINE_LAYER and default_kind("onnxruntime") == GRAPH_OP
-    assert default_kind("no-such-engine") is None
+    assert layer_kind("tensorrt") == ENGINE_LAYER and layer_kind("onnxruntime") == GRAPH_OP
+    assert layer_kind("no-such-engine") is None and layer_kind(float("nan")) is None
 
 
 @pytest.mark.parametrize("name", NAMES)

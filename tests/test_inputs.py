@@ -16,8 +16,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from farm.config import load_config
+from farm.config.keys import toml_inline_table, toml_key
 from farm.errors import ConfigError
-from farm.models import BATCH_NAMES, InputSpec, make_feeds, toml_inline_table, toml_key
+from farm.models import BATCH_NAMES, InputSpec, make_feeds
 from farm.models.zoo import ZOO, make_bert
 from farm.plan import _input_identity, plan_sweep
 from tests.conftest import write_sweep

@@ -154,3 +154,12 @@ def test_new_external_weights_are_a_new_model(tmp_path: Path) -> None:
     assert second.model.sha256 != hashlib.sha256(onnx_bytes).hexdigest()
     (third,) = plan_sweep(load_config(config), tmp_path / "cache").cells  # from the sidecar: the same
     assert third.model.sha256 == second.model.sha256
+
+
+def test_the_config_knows_the_zoo_by_name() -> None:
+    """A sweep file's `zoo:NAME` is checked against farm.config's ZOO_NAMES without importing the
+    generators: the names must be the zoo's own."""
+    from farm.config import ZOO_NAMES
+    from farm.models.zoo import ZOO
+
+    assert tuple(ZOO) == ZOO_NAMES

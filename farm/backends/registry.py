@@ -34,6 +34,13 @@ def backend_class(name: str) -> type[Backend]:
     return getattr(importlib.import_module(module_name), class_name)
 
 
+def layer_kind(backend: Any) -> str | None:
+    """The kind of a backend's layer rows where a row does not say: its Backend.layer_kind (TensorRT,
+    trtexec and ingested engines `engine layer`; ONNX Runtime and PyTorch `graph op`; torch.compile
+    rows say `kernel` themselves); None for a backend this farm does not have."""
+    return backend_class(backend).layer_kind if isinstance(backend, str) and backend in BACKENDS else None
+
+
 def engine_libraries() -> tuple[str, ...]:
     """Every registered backend's `libraries` (what a cell's provenance records versions of)."""
     return tuple(dict.fromkeys(library for name in BACKENDS for library in backend_class(name).libraries))

@@ -58,12 +58,13 @@ def explain(base_rows: list[dict[str, Any]], new_rows: list[dict[str, Any]], bas
             new_backend: Any = None, top: int = TOP_LAYERS) -> LayerExplanation:
     """The layers of two cells (BASE, NEW) joined and ranked by added time; a note instead where
     either has no timed rows or their rows are of different kinds."""
+    from farm.backends.registry import layer_kind
     from farm.layers.coverage import not_comparable, row_kind
 
     if not base_rows or not new_rows:
         side = "BASE" if not base_rows else "NEW"
         return LayerExplanation(note=f"no per-layer rows for the {side} cell (its backend or run recorded none)")
-    kinds = [[row_kind(r.get("kind"), backend, r.get("type")) for r in rows]
+    kinds = [[row_kind(r.get("kind"), layer_kind(backend), r.get("type")) for r in rows]
              for rows, backend in ((base_rows, base_backend), (new_rows, new_backend))]
     reason = not_comparable(*kinds)
     if reason:

@@ -33,6 +33,7 @@ from farm.config.schema import (
     NAME_PATTERN,
     NATIVE_PREFIXES,
     NATIVE_SOURCE,
+    ZOO_NAMES,
     AccuracySettings,
     AppliedTolerance,
     Axes,
@@ -53,7 +54,7 @@ from farm.errors import ConfigError
 __all__ = ["AccuracySettings", "AppliedTolerance", "Axes", "CalibrationSpec", "DEFAULT_CONFIG_NAME",
            "DEFAULT_TOLERANCES", "INPUT_DTYPES", "INT32_MAX", "InputOverride", "LoadedConfig", "Measurement",
            "ModelSpec", "NATIVE_PREFIXES", "NATIVE_SOURCE", "Precision", "PrecisionSettings", "ProfileRange",
-           "Strict", "SweepConfig", "Tolerance", "expand_option_axes", "load_config", "model_display_name",
+           "Strict", "SweepConfig", "Tolerance", "ZOO_NAMES", "expand_option_axes", "load_config", "model_display_name",
            "parse_config"]
 
 class LoadedConfig(typing.NamedTuple):
@@ -195,15 +196,9 @@ def _check_semantics(config: SweepConfig, path: Path) -> dict[str, list[dict[str
             problem = _model_file_problem(path.parent, source)
             if problem:
                 raise ConfigError(f"{path}: models[{index}].source: {problem}")
-        else:
-            from farm.models.zoo import ZOO
-
-            zoo_name = source.removeprefix("zoo:")
-            if zoo_name not in ZOO:
-                raise ConfigError(
-                    f"{path}: models[{index}].source: unknown zoo model {zoo_name!r}; "
-                    f"the zoo has: {', '.join(ZOO)}"
-                )
+        elif source.removeprefix("zoo:") not in ZOO_NAMES:
+            raise ConfigError(f"{path}: models[{index}].source: unknown zoo model {source.removeprefix('zoo:')!r}; "
+                              f"the zoo has: {', '.join(ZOO_NAMES)}")
     names = [model_display_name(m) for m in config.models]
     for name in names:
         if names.count(name) > 1:

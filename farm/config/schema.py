@@ -131,6 +131,8 @@ class CalibrationSpec(Strict):
 # PyTorch-native sources (farm.models.native): a factory, `module:PKG.MOD:FACTORY`, or a torchvision model
 NATIVE_SOURCE = re.compile(r"module:(?P<module>[A-Za-z_][\w.]*):(?P<factory>[A-Za-z_]\w*)|torchvision:(?P<name>[A-Za-z_]\w*)")
 NATIVE_PREFIXES = ("module:", "torchvision:")
+# the models `zoo:NAME` names (farm.models.zoo generates them; tests/test_models.py checks the two agree)
+ZOO_NAMES = ("resnet18", "resnet50", "bert-base")
 
 
 class ModelSpec(Strict):

@@ -18,11 +18,13 @@ class LayersNotComparable(ValueError):
 def layer_kinds(layers: pd.DataFrame, backend: Any = None) -> pd.Series:
     """Each row's kind (`graph op`, `kernel`, `engine layer`); rows written before the `kind`
     column get theirs from the cell's backend (farm.layers.coverage.row_kind)."""
+    from farm.backends.registry import layer_kind
     from farm.layers.coverage import row_kind
 
     kinds = layers["kind"] if "kind" in layers else pd.Series(None, index=layers.index, dtype=object)
     types = layers["type"] if "type" in layers else pd.Series(None, index=layers.index, dtype=object)
-    return pd.Series([row_kind(k, backend, t) for k, t in zip(kinds, types)], index=layers.index, dtype=object)
+    default = layer_kind(backend)
+    return pd.Series([row_kind(k, default, t) for k, t in zip(kinds, types)], index=layers.index, dtype=object)
 
 
 def layers_not_comparable(left: pd.DataFrame, right: pd.DataFrame, backend_a: Any = None,

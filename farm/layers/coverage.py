@@ -22,23 +22,15 @@ COVERAGE_WARN_PERCENT = 80.0  # under this, per-layer times are said to be parti
 COVERAGE_OVER_PERCENT = 110.0  # over this, the per-layer run's own cost is said to be in them
 
 
-def default_kind(backend: str | None) -> str | None:
-    """The kind of a backend's rows where the row does not say: its Backend.layer_kind (TensorRT,
-    trtexec and ingested engines `engine layer`; ONNX Runtime and PyTorch `graph op`; torch.compile
-    rows say `kernel` themselves); None for a backend this farm does not have."""
-    from farm.backends.registry import BACKENDS, backend_class
-
-    return backend_class(backend).layer_kind if backend in BACKENDS else None
-
-
-def row_kind(kind: Any, backend: Any, type_: Any = None) -> str | None:
-    """A stored row's kind; rows written before the column existed get theirs from the backend
-    (torch.compile's rows had type 'kernel')."""
+def row_kind(kind: Any, backend_kind: str | None, type_: Any = None) -> str | None:
+    """A stored row's kind; rows written before the column existed get `backend_kind`, the kind of
+    their cell's backend (farm.backends.registry.layer_kind), or `kernel` for torch.compile's rows
+    (type 'kernel')."""
     if isinstance(kind, str) and kind:
         return kind
     if type_ == "kernel":
         return KERNEL
-    return default_kind(backend if isinstance(backend, str) else None)
+    return backend_kind
 
 
 def per_query_ms(layer) -> float | None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 import zlib
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from farm.config import NATIVE_PREFIXES, ModelSpec, model_display_name
+from farm.config.keys import parse_axis_key, shape_text, toml_key, toml_key_value
 from farm.errors import ConfigError
 from farm.files import write_atomic
 from farm.models.int_ranges import DEFAULT_INT_RANGE, default_range_note, operand_refusal, unread_reason
@@ -36,30 +36,13 @@ KNOWN_INT_RANGES = {"attention_mask": (1.0, 2.0), "input_mask": (1.0, 2.0),
                     "token_type_ids": (0.0, 1.0), "segment_ids": (0.0, 1.0)}
 
 
-def parse_axis_key(key: str, input_names) -> tuple[str, int] | None:
-    """("INPUT", AXIS) when `key` is "INPUT:AXIS" for one of the inputs, else None (a name)."""
-    name, sep, axis = key.rpartition(":")
-    if sep and name in input_names and axis.isascii() and axis.isdigit():
-        return name, int(axis)
-    return None
 
 
-_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
-def toml_key(key: str) -> str:
-    """A TOML key as written in a file: bare where TOML allows it, else a quoted string."""
-    if _BARE_KEY.fullmatch(key):
-        return key
-    return toml_key_value(key)
 
 
-def toml_inline_table(values: dict[str, Any]) -> str:
-    return "{ " + ", ".join(f"{toml_key(k)} = {json.dumps(v)}" for k, v in values.items()) + " }"
 
-
-def shape_text(shape: tuple[int | str, ...]) -> str:
-    return "[" + ", ".join(str(d) for d in shape) + "]"
 
 
 def resolve_model(spec: ModelSpec, index: int, base_dir: Path, cache_dir: Path, seed: int = 1,
@@ -265,9 +248,6 @@ def _value_range(input_name: str, dtype: str, shape: tuple[int | str, ...], over
     return float(DEFAULT_INT_RANGE[0]), float(DEFAULT_INT_RANGE[1])
 
 
-def toml_key_value(value: str) -> str:
-    """A string as a TOML value (a basic string)."""
-    return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007F")  # TOML escapes DEL too
 
 
 def zoo_model_path(zoo_name: str, cache_dir: Path) -> Path:

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from farm.layers.coverage import default_kind, layer_coverage_percent
+from farm.backends.registry import layer_kind
+from farm.layers.coverage import layer_coverage_percent
 from farm.layers.memory import total_bytes
 
 if TYPE_CHECKING:
@@ -143,6 +144,6 @@ def layer_rows(cell: Cell, result: CellResult) -> list[dict[str, Any]]:
             "time_avg_ms": avg, "time_median_ms": median, "time_share_percent": share,
             "host_persistent_bytes": layer.host_persistent_bytes,
             "device_persistent_bytes": layer.device_persistent_bytes, "scratch_bytes": layer.scratch_bytes,
-            "kind": layer.kind or default_kind(cell.backend),  # ingested engines: 'engine layer'
+            "kind": layer.kind or layer_kind(cell.backend),  # ingested engines: 'engine layer'
         })
     return rows
