@@ -28,9 +28,9 @@ LAYERS: dict[str, int] = {
     "farm.backends": 2,
     "farm.cell_runner": 3,
     "farm.scheduler": 4, "farm.executor": 4,
-    "farm.warehouse": 5, "farm.queries": 5, "farm.sql_sandbox": 5, "farm.compare": 5, "farm.history": 5,
+    "farm.warehouse": 5, "farm.queries": 5, "farm.sql_console": 5, "farm.compare": 5, "farm.history": 5,
     "farm.ingest": 6, "farm.sweep": 6, "farm.cli": 6, "farm.callbacks": 6, "farm.display": 6,
-    "farm.dashboard": 6, "farm.__main__": 6,
+    "farm.dashboard": 6, "farm.report": 6, "farm.__main__": 6,
 }
 LAYER_NAMES = {0: "records, errors, files, cpus, text", 1: "config, plan, models, precision, measure, readers",
                2: "backends", 3: "cell runner", 4: "scheduler, executor", 5: "warehouse, queries",

@@ -320,7 +320,7 @@ def test_a_query_connection_opens_no_file_outside_the_warehouse_even_past_the_st
     import duckdb
 
     from farm.cli.common import connect
-    from farm.sql_sandbox import lock
+    from farm.sql_console.sandbox import lock
 
     results = tmp_path / "results"
     results.mkdir()

@@ -15,7 +15,7 @@ import pytest
 
 from farm.cli import main
 from farm.dashboard.data import Snapshot
-from farm.dashboard.sql import run_query
+from farm.sql_console.console import run_query
 from farm.warehouse import DAMAGED_DIR_NAME, SCHEMAS, TABLES, Warehouse
 from tests.conftest import tiny_cnn, write_sweep
 

@@ -331,7 +331,7 @@ def test_the_sql_console_sees_compacted_rows_once(tmp_path: Path) -> None:
     after compaction and a redo that supersedes compacted rows, it sees every row exactly once,
     as the warehouse's own views do (it read every file of a table folder, so a redone cell
     counted twice)."""
-    from farm.dashboard.sql import Sandbox
+    from farm.sql_console.console import Sandbox
 
     results = tmp_path / "results"
     warehouse = Warehouse(results)

@@ -79,7 +79,7 @@ def _interruptible(con, query: Callable[[], T]) -> T:
 def run(args: argparse.Namespace) -> int:
     import duckdb
 
-    from farm.sql_sandbox import QueryRefused, check_statement, lock
+    from farm.sql_console.sandbox import QueryRefused, check_statement, lock
 
     try:
         statements = duckdb.extract_statements(args.sql)
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError('the query has no SQL statement (it is empty or only a comment): '
                         'e.g. farm query "SELECT * FROM cells LIMIT 10"')
     warehouse, con = connect(args.results)
-    try:  # the gate the dashboard's console uses (farm.sql_sandbox): one read-only query
+    try:  # the gate the dashboard's console uses (farm.sql_console.sandbox): one read-only query
         sql = check_statement(args.sql)
     except QueryRefused as exc:
         hint = "; to keep a result: farm query ... --format csv > result.csv" if "not allowed" in str(exc) else ""

@@ -25,7 +25,7 @@ def add(add: AddCommand) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from farm.dashboard import require_dashboard_extra
-    from farm.dashboard.report import write_report
+    from farm.report.html import write_report
 
     require_dashboard_extra("farm report", "matplotlib")
     require_sweep(args.results, args.sweep)

@@ -100,7 +100,7 @@ def with_coverage(kinds: Path, copy: Path, percent: float) -> Path:
 
 
 def test_coverage_under_80_percent_is_said_everywhere(monkeypatch, kinds: Path, tmp_path: Path, capsys) -> None:
-    from farm.dashboard.report import write_report
+    from farm.report.html import write_report
 
     assert COVERAGE_WARN_PERCENT == 80
     low = with_coverage(kinds, tmp_path / "low", 3.0)

@@ -16,11 +16,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from farm.dashboard import sql as console_module
-from farm.dashboard.sql import Console, QueryRefused, Sandbox, run_query
+from farm.sql_console import console as console_module
+from farm.sql_console.console import Console, QueryRefused, Sandbox, run_query
 from farm.warehouse import TABLES
 
-CHILD = "farm.dashboard.sql_process import serve"  # in the query process's command line
+CHILD = "farm.sql_console.process import serve"  # in the query process's command line
 HUGE = "SELECT repeat('x', 10000000) AS s FROM range(3000)"  # 10 MB rows: GBs in one Arrow batch
 HUGER = "SELECT range(10000000) AS l FROM range(3000)"  # 80 MB rows: past 8 GB in-process before
 LINUX = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS and /proc: Linux")
@@ -356,7 +356,7 @@ def test_the_query_process_ends_with_its_console_or_its_parent(warehouse: Path, 
     temp = tmp_path / "tmp"
     temp.mkdir()
     script = tmp_path / "parent.py"
-    script.write_text("import sys\nfrom farm.dashboard.sql import Console\nconsole = Console()\n"
+    script.write_text("import sys\nfrom farm.sql_console.console import Console\nconsole = Console()\n"
                       "console.run_query(sys.argv[1], 'SELECT 1')\nprint(console.pid, flush=True)\n"
                       "console.run_query(sys.argv[1], 'SELECT count(*) FROM range(100000000000)', time_limit_s=600)\n")
     parent = subprocess.Popen([sys.executable, str(script), str(warehouse)], stdout=subprocess.PIPE, text=True,
@@ -379,7 +379,7 @@ def test_nested_values_count_against_the_byte_limit_as_the_page_would_hold_them(
     """300,000 structs of one bool a row are 40 KB of Arrow and about 0.3 GB once the page holds
     them as Python objects (two million: 1.9 GB): the byte limit counts them so (a Python object
     each), and the result is cut before the caller's memory takes it."""
-    from farm.dashboard.sql_process import PYTHON_OBJECT_BYTES
+    from farm.sql_console.process import PYTHON_OBJECT_BYTES
 
     result = run_query(warehouse, "SELECT list_transform(range(300000), lambda x: {'a': true}) AS l "
                                   "FROM range(5)")

@@ -97,7 +97,7 @@ table = left.selectbox("Table", TABLES, index=TABLES.index("measurements"))
 sweep_choice = right.multiselect("Sweeps", snap.sweep_names, default=snap.sweep_names)
 if sweep_choice:
     def whole_table():
-        from farm.dashboard.sql import sandboxed_connection
+        from farm.sql_console.console import sandboxed_connection
 
         con = sandboxed_connection(snap.root)
         try:

@@ -1,11 +1,11 @@
 """SQL: a read-only DuckDB console over the warehouse, with row, byte, time and memory limits; the
-queries run in a child process of the session's own (farm.dashboard.sql.Console)."""
+queries run in a child process of the session's own (farm.sql_console.console.Console)."""
 
 import streamlit as st
 
 from farm.dashboard.common import downloads, md, snapshot_or_stop
-from farm.dashboard.sql import DEFAULT_BYTE_LIMIT, DEFAULT_TIME_LIMIT_S, PROCESS_MEMORY_LIMIT, Console, QueryRefused
 from farm.layers.memory import format_bytes
+from farm.sql_console.console import DEFAULT_BYTE_LIMIT, DEFAULT_TIME_LIMIT_S, PROCESS_MEMORY_LIMIT, Console, QueryRefused
 from farm.warehouse import TABLES
 
 EXAMPLE = """SELECT model, precision, batch, backend, throughput_qps, latency_p99_ms

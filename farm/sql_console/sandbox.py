@@ -1,5 +1,5 @@
 """The one gate every SQL a user writes goes through (the dashboard's console and `farm query`):
-what a query may read, and what it may be (locks 1 and 2 of farm/dashboard/sql.py's docstring).
+what a query may read, and what it may be (locks 1 and 2 of farm/sql_console/console.py's docstring).
 
 `Sandbox` is an in-memory DuckDB whose views read the warehouse through pyarrow datasets, with
 DuckDB's own file access off and its configuration locked; `check_statement` lets through one

@@ -1,4 +1,4 @@
-"""The SQL console's query process (the wall, 4 in farm/dashboard/sql.py's docstring): it runs
+"""The SQL console's query process (the wall, 4 in farm/sql_console/console.py's docstring): it runs
 each checked statement in a fresh Sandbox under the byte, row and time limits, and sends Arrow
 IPC back to its console. Started by `Console` with its address space already capped."""
 
@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-from farm.sql_sandbox import THREADS, QueryRefused, Sandbox, one_line, scrub
+from farm.sql_console.sandbox import THREADS, QueryRefused, Sandbox, one_line, scrub
 
 IDLE_EXIT_STATUS = 75  # the exit status of a query process that ended for want of queries
 BATCH_ROWS = 1024  # rows per Arrow batch fetched: the byte limit is checked this often

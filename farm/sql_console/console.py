@@ -40,7 +40,7 @@ Three locks, each enough for what it guards, and a wall around them (4):
    without enforcing it), the child runs without the cap and locks 1 to 3 hold as before.
 
 Errors are one line, with the warehouse's and the spill folder's paths replaced by `<results>`
-and `<temp>`. Locks 1 and 2 live in farm/sql_sandbox.py (farm query goes through the same gate);
+and `<temp>`. Locks 1 and 2 live in farm/sql_console/sandbox.py (farm query goes through the same gate);
 this module is the console: limits (3) and the query process (4).
 """
 
@@ -62,9 +62,9 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-# The sandbox (locks 1 and 2) is farm/sql_sandbox.py's; its names are this console's API too.
-from farm.dashboard.sql_process import IDLE_EXIT_STATUS, time_message
-from farm.sql_sandbox import QueryRefused, Sandbox, check_statement, one_line, sandboxed_connection
+# The sandbox (locks 1 and 2) is farm/sql_console/sandbox.py's; its names are this console's API too.
+from farm.sql_console.process import IDLE_EXIT_STATUS, time_message
+from farm.sql_console.sandbox import QueryRefused, Sandbox, check_statement, one_line, sandboxed_connection
 
 if TYPE_CHECKING:  # pandas is imported where a frame is made: the query process never makes one
     import pandas as pd
@@ -289,7 +289,7 @@ except (ImportError, AttributeError, ValueError, OSError):
     pass
 import signal
 signal.signal(signal.SIGINT, signal.SIG_IGN)
-from farm.dashboard.sql_process import serve
+from farm.sql_console.process import serve
 serve(fd, parent, walled, idle)
 """
 
