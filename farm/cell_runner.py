@@ -26,6 +26,7 @@ from farm.backends.base import Backend
 from farm.backends.registry import backend_class, engine_libraries
 from farm.config import NATIVE_PREFIXES
 from farm.errors import EngineUnsupported, describe, first_line
+from farm.measurement_row import MeasurementRow
 from farm.models import make_feeds
 from farm.precision import TRANSFORMS, Transformed, TransformUnsupported, transform
 from farm.provenance import farm_commit, host_info, library_versions
@@ -206,9 +207,10 @@ def _build_and_measure(backend: Backend, cell: Cell, cache_dir: Path, work_dir: 
     # What the latency includes: backends that know say so in runtime_stats (TensorRT: transfers,
     # CUDA graph, spin-wait); every backend knows its streams and its own version.
     engine = backend.name if backend.name in result.versions else None
-    result.measurement = {"timing_streams": backend.inferences_per_query,
-                          "timing_engine_version": f"{engine} {result.versions[engine]}" if engine else None,
-                          } | measurement | backend.runtime_stats() | telemetry
+    result.measurement = MeasurementRow.of({
+        "timing_streams": backend.inferences_per_query,
+        "timing_engine_version": f"{engine} {result.versions[engine]}" if engine else None,
+        **measurement, **backend.runtime_stats(), **telemetry})
     if cell.tolerance is not None and backend.capabilities.outputs:
         log("checking accuracy against the fp32 reference")
         result.accuracy = _accuracy_rows(backend, cell, feeds, cache_dir, log)

@@ -11,11 +11,12 @@ import math
 import os
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
 from farm.cpus import host_contention, host_snapshot, loop_ms, pinnable_cpus, quickest_cpu
+from farm.measurement_row import MeasurementRow
 from farm.records import MeasurementSettings, PhaseTimes, QueryFn, Samples
 
 PERCENTILES = (90, 95, 99)
@@ -331,7 +332,7 @@ def phase_stats(samples: Samples) -> dict[str, float | None]:
     return row
 
 
-def summarize(samples: Samples, batch: int, settings: MeasurementSettings, inferences_per_query: int = 1) -> dict[str, Any]:
+def summarize(samples: Samples, batch: int, settings: MeasurementSettings, inferences_per_query: int = 1) -> MeasurementRow:
     """One `measurements` row (without the cell id) from a cell's samples.
 
     Throughput counts inferences: `inferences_per_query` > 1 when each timed query runs several
@@ -339,7 +340,7 @@ def summarize(samples: Samples, batch: int, settings: MeasurementSettings, infer
     n = len(samples)
     walltime_s = samples.walltime_ms / 1e3
     qps = n * inferences_per_query / walltime_s if walltime_s > 0 else None
-    row: dict[str, Any] = {
+    row = MeasurementRow(**{
         "queries": n,
         "throughput_qps": qps,
         "throughput_samples_per_s": qps * batch if qps is not None else None,
@@ -347,7 +348,7 @@ def summarize(samples: Samples, batch: int, settings: MeasurementSettings, infer
         "repeats": int(samples.repeat.max()) + 1 if n else 0,
         "warmup_queries": samples.warmup_queries,
         "warmup_ms": samples.warmup_ms,
-    }
+    })
     row |= latency_stats(samples.latency_ms) | phase_stats(samples)
     low, high, method = median_confidence_interval(samples.latency_ms, samples.repeat)
     medians = [float(np.median(samples.latency_ms[samples.repeat == r])) for r in np.unique(samples.repeat)]

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from farm.measurement_row import MeasurementRow
+
 # A dynamic dimension with one of these names (case-insensitive) is the batch, unless the model's
 # table names its batch with `batch_dim`. Documented in docs/config.md.
 BATCH_NAMES = ("batch", "batch_size", "batchsize", "batch_dim", "nbatch", "n", "b", "bs")
@@ -235,13 +237,9 @@ class Cell:
 
     def named(self, engine: str) -> str:
         """The label with `engine` for the backend ('torch mode=cudagraphs': farm.display.cell_labels)."""
-        parts = [self.model.name, self.precision, f"b{self.batch}"]
-        if self.profile is not None:
-            parts.append(self.profile.name)
-        parts.append(engine)
-        if self.accelerator_type:
-            parts.append(f"on {self.accelerator_type}")
-        return " ".join(parts)
+        parts = [self.model.name, self.precision, f"b{self.batch}", self.profile and self.profile.name, engine,
+                 self.accelerator_type and f"on {self.accelerator_type}"]
+        return " ".join(part for part in parts if part)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -382,7 +380,7 @@ class CellResult:
     started_at: dt.datetime | None = None
     finished_at: dt.datetime | None = None
     build: BuildStats | None = None
-    measurement: dict[str, Any] | None = None
+    measurement: MeasurementRow | None = None
     samples: Samples | None = None
     layers: list[LayerRecord] = dataclasses.field(default_factory=list)
     device: dict[str, Any] | None = None

@@ -49,6 +49,16 @@ def test_every_warehouse_column_is_documented() -> None:
         assert not extra, f"docs/warehouse.md documents columns {table} lacks: {extra}"
 
 
+def test_the_measurements_table_is_made_from_the_row_type() -> None:
+    """docs/warehouse.md's `measurements` columns are farm.measurement_row's fields, unit and
+    meaning and order: `python -m farm.measurement_row` prints the table to paste."""
+    from farm.measurement_row import docs_table
+
+    text = (DOCS / "warehouse.md").read_text()
+    section = text[text.index("## `measurements`"):text.index("## `samples`")]
+    assert docs_table() in section, "docs/warehouse.md's measurements table differs: python -m farm.measurement_row"
+
+
 @pytest.mark.slow
 def test_example_sql_runs(models_dir: Path) -> None:
     from farm.cli import main

@@ -23,6 +23,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from farm.measure import TimedWindow, run_timed, summarize
+from farm.measurement_row import MeasurementRow
 from farm.records import GRAPH_OP, BuildRequest, BuildStats, LayerRecord, MeasurementSettings, QueryFn, Samples
 
 Feeds = dict[str, np.ndarray]
@@ -154,7 +155,7 @@ class Backend(ABC):
             self._request = None
             raise
 
-    def measure(self, feeds: Feeds, window: TimedWindow | None = None) -> tuple[Samples | None, dict[str, Any]]:
+    def measure(self, feeds: Feeds, window: TimedWindow | None = None) -> tuple[Samples | None, MeasurementRow]:
         """(samples, measurements row) for the built artifact on `feeds`, timed as the request says.
         `window` (telemetry) is started and stopped around the counted repeats by backends timed by
         farm's loop; one that times itself (trtexec) never starts it."""
@@ -188,7 +189,7 @@ class Backend(ABC):
         ...
 
     @abstractmethod
-    def measure_impl(self, feeds: Feeds) -> tuple[Samples | None, dict[str, Any]]:
+    def measure_impl(self, feeds: Feeds) -> tuple[Samples | None, MeasurementRow]:
         ...
 
     @abstractmethod
@@ -222,7 +223,7 @@ class LoopTimedBackend(Backend):
     """A backend timed by farm's own loop (farm.measure.run_timed): it returns the callable the
     loop calls once per query; device backends return PhaseTimes from farm.device_timer."""
 
-    def measure_impl(self, feeds: Feeds) -> tuple[Samples | None, dict[str, Any]]:
+    def measure_impl(self, feeds: Feeds) -> tuple[Samples | None, MeasurementRow]:
         request = self.request
         device = self.device_kind(self.options.model_dump()) != "cpu"
         samples = run_timed(self.query_fn(feeds), request.measurement, self.timed_window, probe_host=device)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from farm.ingest.combine import EngineIngest, FileReport
 from farm.ingest.files import FileRead
+from farm.measurement_row import MeasurementRow
 from farm.records import Cell, CellResult, MeasurementSettings, ModelArtifact
 from farm.trt_output import TuningCache, TuningRoute
 
@@ -50,7 +51,8 @@ def _engine(read: FileRead, cache: TuningCache, route: TuningRoute, sweep: str, 
         result = CellResult(cell_id=cell_id, status="failed", reason=f"trtexec: {route.error_message or 'crashed'}")
     else:
         result = CellResult(cell_id=cell_id, status="ok",
-                            measurement={"compute_mean_ms": route.gpu_time_ms} if route.gpu_time_ms is not None else None,
+                            measurement=(MeasurementRow(compute_mean_ms=route.gpu_time_ms)
+                                         if route.gpu_time_ms is not None else None),
                             accuracy=_accuracy(cell_id, cache, route))
     found = f"line {route.line}, build route {route.iteration} ({route.build_route or 'the default route'})"
     return EngineIngest(name=f"{model}.route{route.line - 1}", cell=cell, result=result,

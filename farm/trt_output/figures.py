@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from farm.measure import latency_stats, phase_stats
+from farm.measurement_row import MeasurementRow
 from farm.records import BuildStats, Samples
 from farm.trt_output.log import LogFacts
 from farm.trt_output.versions import rules_for
@@ -86,7 +87,7 @@ def summary_definition(facts: LogFacts) -> dict[str, Any]:
     return {"per_query": 1, "zeros": False, "batch": "explicit" if stated == 0 else None}
 
 
-def MeasurementFromSummary(facts: LogFacts, batch: int | None) -> dict[str, Any]:
+def MeasurementFromSummary(facts: LogFacts, batch: int | None) -> MeasurementRow:
     """A measurements row from trtexec's performance summary (its statistics, as printed), its
     throughput and query count as queries (what a query meant in that version: summary_definition)."""
     latency = facts.summary.get("latency", {})
@@ -103,8 +104,8 @@ def MeasurementFromSummary(facts: LogFacts, batch: int | None) -> dict[str, Any]
     if facts.queries_printed is not None and not definition["zeros"] and per_query:
         queries = facts.queries_printed // per_query
     walltime = facts.host_walltime_s if facts.host_walltime_s is not None else facts.trace_walltime_s
-    row: dict[str, Any] = {"queries": queries, "throughput_qps": qps, "throughput_samples_per_s": samples,
-                           "host_walltime_ms": walltime * 1e3 if walltime else None}
+    row = MeasurementRow(queries=queries, throughput_qps=qps, throughput_samples_per_s=samples,
+                         host_walltime_ms=walltime * 1e3 if walltime else None)
     for stat in ("min", "mean", "median", "p90", "p95", "p99", "max"):
         row[f"latency_{stat}_ms"] = latency.get(stat)
     for phase in ("enqueue", "h2d", "compute", "d2h"):
@@ -138,16 +139,17 @@ def SamplesFromTimes(times: list[dict[str, float]]) -> Samples:
                    d2h_ms=_column(times, "d2hMs"), walltime_ms=_walltime_ms(times) or 0.0)
 
 
-def MeasurementFromTimes(times: list[dict[str, float]], batch: int | None) -> dict[str, Any]:
+def MeasurementFromTimes(times: list[dict[str, float]], batch: int | None) -> MeasurementRow:
     """A measurements row from `--exportTimes`: statistics computed as for the farm's own runs;
     throughput as trtexec defines it, queries / (last D2H end - first H2D start)."""
     samples = SamplesFromTimes(times)
     walltime = _walltime_ms(times)
     qps = len(times) / (walltime / 1e3) if walltime else None
-    row: dict[str, Any] = {"queries": len(times), "throughput_qps": qps,
-                           "throughput_samples_per_s": qps * batch if qps and batch else None,
-                           "host_walltime_ms": walltime, "repeats": 1}
-    return row | latency_stats(samples.latency_ms) | phase_stats(samples)
+    row = MeasurementRow(queries=len(times), throughput_qps=qps,
+                         throughput_samples_per_s=qps * batch if qps and batch else None, host_walltime_ms=walltime,
+                         repeats=1)
+    row |= latency_stats(samples.latency_ms) | phase_stats(samples)
+    return row
 
 
 def DeviceRowFromLog(facts: LogFacts) -> dict[str, Any] | None:

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from farm.errors import first_line
+from farm.measurement_row import arrow_fields
 
 SCHEMA_VERSION = 1
 CACHE_DIR_NAME = ".cache"
@@ -74,35 +75,8 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("provider_nodes", pa.string()), ("cpu_provider_nodes", pa.int32()), ("cpu_provider_ops", pa.string()),
         ("cpu_provider_node_ms", pa.float64()),
     ),
-    "measurements": _schema(
-        ("cell_id", pa.string()), ("queries", pa.int64()),
-        ("throughput_qps", pa.float64()), ("throughput_samples_per_s", pa.float64()),
-        *[(f"latency_{s}_ms", pa.float64()) for s in ("min", "mean", "median", "p90", "p95", "p99", "max", "std")],
-        ("latency_cv_percent", pa.float64()),
-        *[(f"latency_p{p}_tail_samples", pa.int64()) for p in (90, 95, 99)],
-        *[(f"{p}_{s}_ms", pa.float64()) for p in ("enqueue", "h2d", "compute", "d2h") for s in ("mean", "median")],
-        ("compute_p99_ms", pa.float64()), ("host_walltime_ms", pa.float64()), ("repeats", pa.int32()),
-        ("warmup_queries", pa.int32()), ("warmup_ms", pa.float64()),
-        ("median_ci_low_ms", pa.float64()), ("median_ci_high_ms", pa.float64()), ("median_ci_method", pa.string()),
-        ("repeat_spread_percent", pa.float64()), ("stable", pa.bool_()), ("max_cv_percent", pa.float64()),
-        ("max_repeat_spread_percent", pa.float64()), ("layer_coverage_percent", pa.float64()),
-        ("peak_memory_bytes", pa.int64()),
-        ("latency_includes_transfers", pa.bool_()), ("timing_cuda_graph", pa.bool_()), ("timing_spin_wait", pa.bool_()),
-        ("timing_streams", pa.int32()), ("timing_engine_version", pa.string()),
-        # GPU telemetry over the counted repeats (farm.telemetry.COLUMNS)
-        ("energy_j", pa.float64()), ("energy_per_query_mj", pa.float64()), ("energy_per_sample_mj", pa.float64()),
-        ("power_mean_w", pa.float64()), ("power_max_w", pa.float64()), ("power_limit_w", pa.float64()),
-        ("sm_clock_min_mhz", pa.int32()), ("sm_clock_median_mhz", pa.float64()),
-        ("mem_clock_min_mhz", pa.int32()), ("mem_clock_median_mhz", pa.float64()),
-        ("temperature_max_c", pa.int32()), ("gpu_util_mean_percent", pa.float64()),
-        ("throttle_reasons", pa.string()), ("throttled", pa.bool_()), ("throttled_percent", pa.float64()),
-        ("telemetry_samples", pa.int32()), ("telemetry_window_ms", pa.float64()), ("telemetry_note", pa.string()),
-        # the host's speed before each counted repeat and after the last (farm.measure.host_probe_ms)
-        ("host_probe_median_ms", pa.float64()), ("host_probe_spread_percent", pa.float64()),
-        ("cpu_others_percent", pa.float64()), ("cpu_steal_percent", pa.float64()), ("host_load_per_cpu", pa.float64()),
-        # the CPU the timing thread was kept on for each repeat (farm.measure.quickest_cpu)
-        ("timing_cpus", pa.string()),
-    ),
+    # its columns are farm.measurement_row.MeasurementRow's fields (docs/warehouse.md's table is made from them too)
+    "measurements": _schema(("cell_id", pa.string()), *arrow_fields()),
     "samples": _schema(
         ("cell_id", pa.string()), ("repeat", pa.int32()), ("iteration", pa.int32()),
         ("start_ms", pa.float64()), ("latency_ms", pa.float64()), ("enqueue_ms", pa.float64()),

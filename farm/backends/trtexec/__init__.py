@@ -23,6 +23,7 @@ from pydantic import Field
 from farm.backends.base import Backend, BackendOptions, Capabilities
 from farm.backends.tensorrt.options import INSTALL_HINT, PRECISIONS, BuildsTensorRTEngines
 from farm.errors import EngineUnsupported
+from farm.measurement_row import MeasurementRow
 from farm.records import BuildRequest, BuildStats, LayerRecord, ProfileShapes, Samples
 from farm.trt_output import TIMING_FLAGS, flag_table
 
@@ -127,7 +128,7 @@ class TrtexecBackend(BuildsTensorRTEngines, Backend):
         engine = work_dir / "engine.plan"
         return BuildStatsFromLog(self.facts, engine.stat().st_size if engine.is_file() else None)
 
-    def measure_impl(self, feeds: dict[str, np.ndarray]) -> tuple[Samples | None, dict[str, Any]]:
+    def measure_impl(self, feeds: dict[str, np.ndarray]) -> tuple[Samples | None, MeasurementRow]:
         """trtexec's own per-query times (`--exportTimes`), else its printed summary."""
         from farm.trt_output import MeasurementFromSummary, MeasurementFromTimes, SamplesFromTimes, TimesFromTimesJson
 
