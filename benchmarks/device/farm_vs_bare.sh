@@ -22,7 +22,7 @@
 # FARM_VS_BARE_ORT_SWEEP names another sweep file for ort1 / ort2 (e.g. farm-vs-bare-ort-fp16.toml).
 # Sweeps run on farm's Ray executor (the product's path; FARM_VS_BARE_EXECUTOR=local for in-process).
 # State lives in $FARM_VS_BARE_DIR (default /tmp/farm-vs-bare, kept while the machine is); each
-# stage's JSON and logs are copied to $OUT when set (the device tool's folder that comes back).
+# stage's JSON and logs are copied to $OUT when set (the folder you copy back from the GPU server).
 # A sweep stopped by its time limit resumes where it stopped when its stage runs again.
 set -uo pipefail
 cd "$(dirname "$0")/../.."

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On a GPU machine, after setup.sh: the README's main job (`farm sweep configs/resnet.toml`), with
-# the machine's own Python (bin/farm would build a virtualenv from PyPI, which the device machines
-# cannot reach), then `farm show resnet`. Output and the warehouse's cells land in $OUT.
+# the machine's own Python (bin/farm would build a virtualenv from PyPI, which a GPU server without
+# network cannot reach), then `farm show resnet`. Output and the warehouse's cells land in $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/main-job-out}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The wheelhouse of a GPU machine without network (bin/wheelhouse: Python 3.12, the gpu extra),
 # plus the dynamo exporter's onnxscript/onnx-ir, timm, scikit-learn and skl2onnx for the model corpus, cut into
-# parts of at most PART_MB (default 50) MiB for a transfer that limits each copy's size: the
+# parts of at most PART_MB (default 50) MiB, for a copy to the server that limits each file's size: the
 # parts land in .whl/parts/NN/ (ignored by git) with a manifest of their sha256. setup.sh, run
 # there once per part in order, keeps them and, when every part has come, joins them and installs
 # the wheels into that machine's own Python (the one with its torch). numpy and onnx, which the

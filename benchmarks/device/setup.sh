@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# On a GPU machine: gather the wheel parts this call carried (.whl/parts/NN/, made here by
-# pack_wheels.sh) in /tmp; once every part of the manifest is there, join, check and install
+# On a GPU server without network: gather the wheel parts copied to it so far (.whl/parts/NN/,
+# made on a machine with network by pack_wheels.sh; copied one or more at a time) in /tmp; once every part of the manifest is there, join, check and install
 # them into the Python that has the machine's torch (python3 on PATH: /opt/torch/.venv), so one
 # interpreter has torch, onnx, numpy and farm's dependencies. The machine is bare each time it
 # starts, so nothing else is touched. Prints "ready" when done, "have K of N parts" before (and
@@ -15,7 +15,7 @@ for dir in .whl/parts/*/; do
   cp "$dir"/manifest.sha256 "$store/"
   for f in "$dir"/wheels.tar.*; do [ -f "$f" ] && cp "$f" "$store/"; done
 done
-[ -f "$store/manifest.sha256" ] || { echo "no parts carried: run with carry=[\".whl/parts/01\"]" >&2; exit 2; }
+[ -f "$store/manifest.sha256" ] || { echo "no wheel parts here: copy .whl/parts/01 (made by pack_wheels.sh) into this checkout first" >&2; exit 2; }
 total=$(wc -l < "$store/manifest.sha256")
 have=$(ls "$store"/wheels.tar.* 2>/dev/null | wc -l)
 if [ "$have" -lt "$total" ]; then
