@@ -22,7 +22,7 @@ from farm.backends.base import Backend
 # name -> "module:Class"; the module is imported only when the backend is needed.
 BACKENDS: dict[str, str] = {
     "onnxruntime": "farm.backends.onnxruntime:OnnxRuntimeBackend",
-    "torch": "farm.backends.pytorch:TorchBackend",
+    "torch": "farm.backends.torch:TorchBackend",
     "tensorrt": "farm.backends.tensorrt:TensorRTBackend",
     "trtexec": "farm.backends.trtexec:TrtexecBackend",
 }

@@ -1,12 +1,5 @@
-"""PyTorch (CUDA or CPU): the GPU baseline every TensorRT figure is compared with.
-
-A model from a PyTorch source (farm.models.native) runs as the user's own nn.Module, built by
-its factory with the weights the ONNX engines run loaded; any other ONNX file becomes a module
-through farm.onnx_torch, so PyTorch runs the same weights as every other backend. Modes: eager,
-torch.compile, and CUDA graphs (captured once, replayed per query). On CUDA each query is timed as
-trtexec does, by farm.device_timer: CUDA events around the H2D copy, the compute and the D2H copy
-on one non-default stream, host time around the launch (enqueue), pinned host buffers.
-"""
+"""TorchBackend: build (the module, its mode, its precision), the timed query, outputs and per-layer
+rows (the package's docstring says how)."""
 
 from __future__ import annotations
 
@@ -17,9 +10,9 @@ from typing import Any
 import numpy as np
 
 from farm.backends.base import Capabilities, LoopTimedBackend, torch_profile
-from farm.backends.pytorch.kernels import unsupported_kernel
-from farm.backends.pytorch.layers import QUERY_RANGE, device_time_us, kernel_records
-from farm.backends.pytorch.options import TorchOptions, set_cpu_threads
+from farm.backends.torch.kernels import unsupported_kernel
+from farm.backends.torch.layers import QUERY_RANGE, device_time_us, kernel_records
+from farm.backends.torch.options import TorchOptions, set_cpu_threads
 from farm.errors import EngineUnsupported, first_line
 from farm.layers.coverage import GRAPH_OP
 from farm.layers.memory import conv_macs, matmul_macs, tensor_bytes, total_bytes
