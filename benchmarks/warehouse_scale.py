@@ -177,7 +177,7 @@ def plan_resume(root: Path, sweep: str) -> None:
 def page_work(root: Path, sweep: str, cells: tuple[str, str]) -> list[tuple[str, float]]:
     """The dashboard's data layer, page by page (farm/dashboard/views/*, without Streamlit)."""
     from farm.dashboard.data import Snapshot, series_labels, with_noise_intervals, with_speedup
-    from farm.dashboard.layers import layer_diff
+    from farm.dashboard.layer_tables import layer_diff
     from farm.queries import STATUS_COUNTS, sweeps_with_counts
 
     started = time.perf_counter()

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from farm.compare.between import configuration_runs, run_key
-from farm.compare.layers import LayerExplanation, explain
+from farm.compare.layer_changes import LayerExplanation, explain
 from farm.compare.load import Side
 from farm.compare.stats import MIN_EFFECT_PERCENT, finite
 from farm.errors import UserError

@@ -30,7 +30,7 @@ from farm.compare import (
     render_markdown,
     verdict,
 )
-from farm.compare.layers import explain
+from farm.compare.layer_changes import explain
 from tests.conftest import tiny_cnn, write_sweep
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -44,7 +44,7 @@ def test_ui_commands_without_the_extra_say_how_to_install_it(args: list[str], ne
 
 def test_the_data_layer_imports_without_the_extra(tmp_path: Path) -> None:
     result = run_without_ui("""
-        import farm.dashboard.data, farm.dashboard.layers, farm.sql_console.console
+        import farm.dashboard.data, farm.dashboard.layer_tables, farm.sql_console.console
         print("loaded", sorted(m for m in sys.modules if m.split(".")[0] in ("streamlit", "matplotlib")))
     """, tmp_path)
     assert result.returncode == 0, result.stderr

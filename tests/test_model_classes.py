@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from farm.backends.torch.kernels import unsupported_kernel  # noqa: E402
+from farm.backends.torch.missing_kernels import unsupported_kernel  # noqa: E402
 from farm.cli import main  # noqa: E402
 from farm.config import ModelSpec  # noqa: E402
 from farm.models.outputs import output_names  # noqa: E402

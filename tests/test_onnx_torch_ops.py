@@ -188,7 +188,7 @@ def test_host_values_reversed_by_a_slice_compile_to_what_eager_gives() -> None:
     assert compiled.shape == (4, 3, 2) and torch.equal(compiled, eager)
 
 
-# --- the operators of the models users bring (farm.onnx_torch.seq_ops) ------------------------
+# --- the operators of the models users bring (farm.onnx_torch.math_and_recurrent_ops) ------------------------
 
 B = TensorProto.BOOL
 V = RNG.standard_normal((2, 3, 4)).astype(np.float32)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from farm.compare.between import MIN_RUNS, run_key, run_spreads
-from farm.compare.layers import LayerExplanation, explain
+from farm.compare.layer_changes import LayerExplanation, explain
 from farm.compare.load import Side, load_side
 from farm.compare.match import Pair, config_key, device_text, match_cells
 from farm.compare.stats import (

@@ -28,14 +28,14 @@ from typing import Any
 
 import numpy as np
 
+from farm.onnx_torch.math_and_recurrent_ops import MATH_AND_RECURRENT_OPS
 from farm.onnx_torch.ml_ops import ML_OPS
 from farm.onnx_torch.ml_ops import prepare as prepare_ml
-from farm.onnx_torch.more_ops import MORE_OPS
 from farm.onnx_torch.ops import OPS, UnsupportedOperator
-from farm.onnx_torch.seq_ops import SEQ_OPS
+from farm.onnx_torch.shape_and_control_ops import SHAPE_AND_CONTROL_OPS
 
-OPS.update(MORE_OPS)
-OPS.update(SEQ_OPS)
+OPS.update(SHAPE_AND_CONTROL_OPS)
+OPS.update(MATH_AND_RECURRENT_OPS)
 OPS.update(ML_OPS)  # ai.onnx.ml's: _graph_nodes takes them from that domain only
 
 __all__ = ["OPS", "SMALL_INT_CONSTANT", "UnsupportedOperator", "build_module", "forward_source"]

@@ -18,7 +18,7 @@ import pandas as pd
 
 from farm.compare.stats import RULE_TEXT, UNDECIDED
 from farm.dashboard.data import Snapshot, number, pareto_front, series_labels, with_noise_intervals, with_speedup
-from farm.dashboard.layers import layer_coverage, layer_kinds, top_layers
+from farm.dashboard.layer_tables import layer_coverage, layer_kinds, top_layers
 from farm.dashboard.summary import default_baseline, listed_backends, series_colours, summary, summary_text
 from farm.layers.coverage import coverage_note
 from farm.layers.memory import format_bytes

@@ -15,7 +15,7 @@ import pytest
 
 from farm.compare.stats import MIN_EFFECT_PERCENT, compare_latencies, ratio_interval, verdict, verdicts
 from farm.dashboard.data import Snapshot, fingerprint, pareto_front, series_labels, with_noise_intervals, with_speedup
-from farm.dashboard.layers import layer_diff
+from farm.dashboard.layer_tables import layer_diff
 
 
 def frame(rows: list[dict]) -> pd.DataFrame:

@@ -17,7 +17,7 @@ pytest.importorskip("torch")
 
 from farm.cli import main
 from farm.dashboard.data import Snapshot
-from farm.dashboard.layers import LayersNotComparable, layer_diff, layers_not_comparable
+from farm.dashboard.layer_tables import LayersNotComparable, layer_diff, layers_not_comparable
 from farm.layers.coverage import COVERAGE_WARN_PERCENT
 from tests.conftest import tiny_cnn, write_sweep
 from tests.dashboard.test_app import metrics, open_page, texts
@@ -152,7 +152,7 @@ def test_cell_page_of_kernels_is_a_searchable_list_and_the_default_cell_has_edge
     """A compiled cell's kernels name no tensors: the Cell page lists them (searchable) instead of
     drawing unconnected boxes; with no cell asked for, the page opens the eager cell, whose graph ops
     have edges."""
-    from farm.dashboard.layers import default_cell, has_layer_edges
+    from farm.dashboard.layer_tables import default_cell, has_layer_edges
 
     snap = Snapshot(kinds)
     eager, compiled = eager_and_compiled(snap)

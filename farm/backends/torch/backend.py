@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 
 from farm.backends.base import Capabilities, LoopTimedBackend, torch_profile
-from farm.backends.torch.kernels import unsupported_kernel
-from farm.backends.torch.layers import QUERY_RANGE, device_time_us, kernel_records
+from farm.backends.torch.missing_kernels import unsupported_kernel
 from farm.backends.torch.options import TorchOptions, set_cpu_threads
+from farm.backends.torch.profiler_rows import QUERY_RANGE, device_time_us, kernel_records
 from farm.errors import EngineUnsupported, first_line
 from farm.layers.coverage import GRAPH_OP
 from farm.layers.memory import conv_macs, matmul_macs, tensor_bytes, total_bytes

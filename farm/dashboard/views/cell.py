@@ -12,7 +12,7 @@ import streamlit as st
 
 from farm.dashboard.common import cell_picker, downloads, human_bytes, md, snapshot_or_stop, text_table
 from farm.dashboard.data import number
-from farm.dashboard.layers import (
+from farm.dashboard.layer_tables import (
     default_cell,
     graph_rows,
     has_layer_edges,

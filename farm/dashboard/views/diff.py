@@ -8,7 +8,7 @@ import streamlit as st
 from farm.compare.stats import RULE_TEXT, ratio_interval, verdicts
 from farm.dashboard.common import cell_picker, downloads, human_bytes, md, snapshot_or_stop
 from farm.dashboard.data import number
-from farm.dashboard.layers import layer_coverage, layer_diff, layer_kinds, layers_not_comparable
+from farm.dashboard.layer_tables import layer_coverage, layer_diff, layer_kinds, layers_not_comparable
 from farm.layers.coverage import coverage_note
 
 snap = snapshot_or_stop()

@@ -285,7 +285,7 @@ def _not(m, a, x):
     return x.logical_not()
 
 
-SEQ_OPS = {
+MATH_AND_RECURRENT_OPS = {
     "Not": _not,
     "And": binary(lambda x, y: x & y),
     "Or": binary(lambda x, y: x | y),

@@ -189,7 +189,7 @@ def _scan(m, a, *args):
     return result if len(result) > 1 else result[0]
 
 
-MORE_OPS = {
+SHAPE_AND_CONTROL_OPS = {
     "ConvTranspose": _conv_transpose,
     "Resize": _resize,
     "Expand": _expand,
