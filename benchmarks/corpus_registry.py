@@ -344,12 +344,48 @@ def enumerate_corpus(cache: Path, libraries: list[str] | None = None, check: boo
     for library, enumerate_ in sources.items():
         if libraries and library not in libraries:
             continue
-        found, skipped = enumerate_()
+        found, skipped = enumerated(library, enumerate_, cache)
         entries += found
         left_out |= skipped
     if check:
         entries, failed = enumerate_checked(entries, cache)
         left_out |= failed
+    return entries, left_out
+
+
+# the packages whose versions decide what a library's registry lists (and this file: how it is read)
+PACKAGES = {"onnx": ("onnx",), "scikit-learn": ("scikit-learn", "skl2onnx", "onnx"), "transformers": ("transformers", "torch"),
+            "torchvision": ("torchvision", "torch"), "timm": ("timm", "torch")}
+
+
+def enumerated(library: str, enumerate_, cache: Path) -> tuple[list[Entry], dict[str, str]]:
+    """`enumerate_()` of `library`, kept in `cache`/enumeration/ under the versions of its packages
+    and this file's hash: a rerun (a GPU run stopped by its time limit, resumed) reads the listing
+    instead of building hundreds of configurations again. A library that did not load, or a listing
+    whose model files are gone, is enumerated again."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(package: str) -> str | None:
+        try:
+            return version(package)
+        except PackageNotFoundError:
+            return None
+
+    key = {"packages": {p: installed(p) for p in PACKAGES[library]},
+           "code": hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]}
+    kept = cache / "enumeration" / f"{library}.json"
+    try:
+        saved = json.loads(kept.read_text())
+        if saved["key"] == key:
+            entries = [Entry(**e) for e in saved["entries"]]
+            if all(Path(e.source["path"]).is_file() for e in entries if "path" in e.source):
+                return entries, saved["left_out"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # none kept, another version's, or damaged: enumerate again
+    entries, left_out = enumerate_()
+    if entries:  # a library that did not load here says so again next time
+        write_atomic(kept, json.dumps({"key": key, "entries": [dataclasses.asdict(e) for e in entries],
+                                       "left_out": left_out}), make_parents=True)
     return entries, left_out
 
 

@@ -33,6 +33,28 @@ def test_every_model_the_onnx_wheel_ships_for_its_tests_is_listed(tmp_path: Path
     assert all("download address" in why for why in left_out.values())
 
 
+def test_a_rerun_reads_the_listing_kept_under_the_libraries_versions(tmp_path: Path) -> None:
+    """A run stopped by its time limit and run again does not build the registries' listings again:
+    each library's is kept in the cache under its packages' versions, and one kept under other
+    versions (or naming a model file that is gone) is made anew."""
+    import onnx
+
+    first = enumerate_corpus(tmp_path, ["onnx"], check=False)
+    kept = tmp_path / "enumeration" / "onnx.json"
+    saved = json.loads(kept.read_text())
+    assert saved["key"]["packages"] == {"onnx": onnx.__version__}
+    saved["entries"] = saved["entries"][:3]  # what the next run reads is the kept listing
+    kept.write_text(json.dumps(saved))
+    assert [e.name for e in enumerate_corpus(tmp_path, ["onnx"], check=False)[0]] == [e.name for e in first[0][:3]]
+    saved["key"]["packages"] = {"onnx": "0.0.1"}  # another version's listing: enumerated again
+    kept.write_text(json.dumps(saved))
+    assert enumerate_corpus(tmp_path, ["onnx"], check=False) == first
+    saved = json.loads(kept.read_text())
+    saved["entries"][0]["source"]["path"] = str(tmp_path / "gone.onnx")
+    kept.write_text(json.dumps(saved))
+    assert enumerate_corpus(tmp_path, ["onnx"], check=False) == first
+
+
 def test_a_sample_is_drawn_evenly_over_the_libraries_and_the_same_every_time() -> None:
     entries = [Entry(f"a{i}", "f", "a", "1", {}) for i in range(10)] + [Entry(f"b{i}", "f", "b", "1", {}) for i in range(3)]
     drawn = sample(entries, 6, seed=1)
