@@ -32,7 +32,6 @@ layer_iterations = 3
 
 def tiny_cnn(path: Path, channels: int = 4, batch: int | str = "batch", spatial: int = 8) -> Path:
     """Conv -> Relu -> GlobalAveragePool -> Flatten -> Gemm, dynamic batch unless `batch` is an int."""
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(0)
@@ -53,11 +52,7 @@ def tiny_cnn(path: Path, channels: int = 4, batch: int | str = "batch", spatial:
         nodes, "tiny",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, spatial, spatial])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 5])], init)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    onnx.save(model, path)
-    return path
+    return saved_model(graph, path)
 
 
 def unsupported_op_model(path: Path) -> Path:
@@ -120,3 +115,55 @@ def plain_cell(cell_id: str, model: str = "m", backend: str = "onnxruntime", opt
 
     artifact = ModelArtifact(model, "", Path(f"{model}.onnx"), "", 0, (), {})
     return Cell(cell_id, "s", artifact, precision, batch, None, backend, options or {}, MeasurementSettings(), {})
+
+
+def tiny_sweep_text(name: str, batch_sizes: tuple[int, ...] = (1, 2), precisions: tuple[str, ...] | None = None,
+                    source: str = "models/tiny.onnx", measurement: dict | None = None) -> str:
+    """A sweep file of one model (the tiny CNN by default) on the default backends: its name, its
+    axes and, where given, its [measurement] table (else write_sweep's quick settings)."""
+    import json
+
+    lines = [f'name = "{name}"', "[[models]]", f'source = "{source}"', "[axes]"]
+    if precisions:
+        lines.append(f"precisions = {json.dumps(list(precisions))}")
+    lines.append(f"batch_sizes = {json.dumps(list(batch_sizes))}")
+    if measurement:
+        lines += ["[measurement]", *(f"{key} = {json.dumps(value)}" for key, value in measurement.items())]
+    return "\n".join(lines) + "\n"
+
+
+def swept_tiny(base: Path, sweep: str, **cnn) -> Path:
+    """`base`/models/tiny.onnx (tiny_cnn with `cnn`), `base`/sweep.toml of `sweep`, and the results
+    of sweeping it on the local executor, in `base`/results (returned)."""
+    from farm.cli import main
+
+    (base / "models").mkdir(exist_ok=True)
+    tiny_cnn(base / "models" / "tiny.onnx", **cnn)
+    config = write_sweep(base, sweep)
+    assert main(["sweep", str(config), "--results", str(base / "results"), "--executor", "local"]) == 0
+    return base / "results"
+
+
+def saved_model(graph, path: Path, opset: int = 17) -> Path:
+    """`graph` as a checked ONNX model (IR 8, which every ONNX Runtime here reads) saved at `path`."""
+    import onnx
+    from onnx import helper
+
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+    return path
+
+
+def stored_timing(results: Path, cell, result) -> tuple:
+    """`result` written as `cell` into the warehouse at `results`, and the timing definition its
+    measurements row holds: (transfers, CUDA graph, spin wait, streams, engine version)."""
+    from farm.warehouse import Warehouse
+    from farm.warehouse.rows import write_cell_result
+
+    warehouse = Warehouse(results)
+    write_cell_result(warehouse, cell, result, "run", "")
+    return warehouse.connect().execute(
+        "SELECT latency_includes_transfers, timing_cuda_graph, timing_spin_wait, timing_streams, "
+        "timing_engine_version FROM measurements").fetchone()

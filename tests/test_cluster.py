@@ -24,7 +24,7 @@ cluster_utils = pytest.importorskip("ray.cluster_utils")
 from farm.config import load_config  # noqa: E402
 from farm.plan import plan_sweep  # noqa: E402
 from farm.warehouse import Warehouse  # noqa: E402
-from tests.conftest import tiny_cnn, write_sweep  # noqa: E402
+from tests.conftest import tiny_cnn, tiny_sweep_text, write_sweep  # noqa: E402
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
@@ -150,19 +150,8 @@ backends = ["onnxruntime"]
     assert not {node_of(r["worker"]) for r in found} & {cluster.head_node.node_id[:12], second.node_id[:12]}
 
 
-SLOW_CPU = """
-name = "node-lost"
-[[models]]
-source = "tiny.onnx"
-[axes]
-batch_sizes = [1, 2, 3, 4, 5, 6, 7, 8]
-[measurement]
-warmup_ms = 5
-min_iterations = 5
-min_duration_ms = 2500
-repeats = 1
-layer_iterations = 0
-"""
+SLOW_CPU = tiny_sweep_text("node-lost", tuple(range(1, 9)), source="tiny.onnx", measurement={
+    "warmup_ms": 5, "min_iterations": 5, "min_duration_ms": 2500, "repeats": 1, "layer_iterations": 0})
 
 
 def test_a_node_removed_mid_sweep_loses_no_cell_and_doubles_none(cluster, tmp_path: Path) -> None:

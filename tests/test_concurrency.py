@@ -15,7 +15,7 @@ import pytest
 
 from farm.errors import UserError
 from farm.warehouse import Warehouse, WarehouseBusy
-from tests.conftest import tiny_cnn, write_sweep
+from tests.conftest import tiny_cnn, tiny_sweep_text, write_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -54,28 +54,10 @@ def test_the_lock_names_its_holder_and_dies_with_it(tmp_path: Path) -> None:
 def test_a_second_sweep_is_refused_while_one_runs(tmp_path: Path) -> None:
     (tmp_path / "models").mkdir()
     tiny_cnn(tmp_path / "models" / "tiny.onnx", channels=16, spatial=32)
-    measurement = """
-        [measurement]
-        warmup_ms = 10
-        min_iterations = 5
-        min_duration_ms = 200
-        repeats = 2
-        layer_iterations = 3
-        """
-    first = write_sweep(tmp_path, """
-        name = "first"
-        [[models]]
-        source = "models/tiny.onnx"
-        [axes]
-        batch_sizes = [1, 2, 3, 4, 5, 6]
-        """ + measurement, name="first.toml")
-    second = write_sweep(tmp_path, """
-        name = "second"
-        [[models]]
-        source = "models/tiny.onnx"
-        [axes]
-        batch_sizes = [1, 2, 3]
-        """ + measurement, name="second.toml")
+    measurement = {"warmup_ms": 10, "min_iterations": 5, "min_duration_ms": 200, "repeats": 2, "layer_iterations": 3}
+    first = write_sweep(tmp_path, tiny_sweep_text("first", tuple(range(1, 7)), measurement=measurement),
+                        name="first.toml")
+    second = write_sweep(tmp_path, tiny_sweep_text("second", (1, 2, 3), measurement=measurement), name="second.toml")
     results = tmp_path / "results"
 
     def sweep(config: Path) -> subprocess.Popen:

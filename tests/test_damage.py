@@ -17,26 +17,17 @@ from farm.cli import main
 from farm.dashboard.data import Snapshot
 from farm.sql_console.console import run_query
 from farm.warehouse import DAMAGED_DIR_NAME, SCHEMAS, TABLES, Warehouse
-from tests.conftest import tiny_cnn, write_sweep
+from tests.conftest import swept_tiny, tiny_sweep_text
 
 ROOT = Path(__file__).resolve().parent.parent
-SWEEP = """
-name = "tiny"
-[[models]]
-source = "models/tiny.onnx"
-[axes]
-batch_sizes = [1, 2]
-"""
+SWEEP = tiny_sweep_text("tiny")
 
 
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A base folder with models/, sweep.toml and results/: two ok cells with a file in every table."""
     base = tmp_path_factory.mktemp("damage")
-    (base / "models").mkdir()
-    tiny_cnn(base / "models" / "tiny.onnx")
-    write_sweep(base, SWEEP)
-    assert main(["sweep", str(base / "sweep.toml"), "--results", str(base / "results"), "--executor", "local"]) == 0
+    swept_tiny(base, SWEEP)
     for table in TABLES:
         assert list((base / "results" / "tiny" / table).glob("*.parquet")), table
     return base

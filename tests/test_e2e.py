@@ -16,7 +16,7 @@ import pytest
 
 from farm.cli import main
 from farm.warehouse import TABLES, Warehouse
-from tests.conftest import tiny_cnn, unsupported_op_model, write_sweep
+from tests.conftest import tiny_cnn, tiny_sweep_text, unsupported_op_model, write_sweep
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
@@ -141,19 +141,8 @@ def test_sigkill_mid_sweep_then_rerun(tmp_path: Path) -> None:
     models = tmp_path / "models"
     models.mkdir()
     tiny_cnn(models / "tiny.onnx", channels=16, spatial=32)
-    config = write_sweep(tmp_path, """
-        name = "killed"
-        [[models]]
-        source = "models/tiny.onnx"
-        [axes]
-        batch_sizes = [1, 2, 3, 4, 5, 6, 7, 8]
-        [measurement]
-        warmup_ms = 10
-        min_iterations = 5
-        min_duration_ms = 150
-        repeats = 2
-        layer_iterations = 3
-        """)
+    config = write_sweep(tmp_path, tiny_sweep_text("killed", tuple(range(1, 9)), measurement={
+        "warmup_ms": 10, "min_iterations": 5, "min_duration_ms": 150, "repeats": 2, "layer_iterations": 3}))
     results = tmp_path / "results"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "farm", "sweep", str(config), "--results", str(results),

@@ -21,27 +21,17 @@ import pytest
 from farm.cli import main
 from farm.dashboard.data import Snapshot
 from farm.warehouse import TABLES, Warehouse
-from tests.conftest import tiny_cnn, write_sweep
+from tests.conftest import swept_tiny, tiny_cnn, tiny_sweep_text, write_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
-SWEEP = """
-name = "tiny"
-[[models]]
-source = "models/tiny.onnx"
-[axes]
-precisions = ["fp32", "fp16"]
-batch_sizes = [1, 2]
-"""
+SWEEP = tiny_sweep_text("tiny", precisions=("fp32", "fp16"))
 
 
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A base folder with models/, sweep.toml and results/ (4 ok cells)."""
     base = tmp_path_factory.mktemp("environment")
-    (base / "models").mkdir()
-    tiny_cnn(base / "models" / "tiny.onnx")
-    write_sweep(base, SWEEP)
-    assert main(["sweep", str(base / "sweep.toml"), "--results", str(base / "results"), "--executor", "local"]) == 0
+    swept_tiny(base, SWEEP)
     return base
 
 

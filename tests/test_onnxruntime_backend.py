@@ -17,7 +17,7 @@ from farm.config import Measurement, ModelSpec
 from farm.models import make_feeds, resolve_model
 from farm.precision import Calibration
 from farm.records import Cell
-from tests.conftest import tiny_cnn, unsupported_op_model
+from tests.conftest import saved_model, tiny_cnn, unsupported_op_model
 
 FAST = Measurement(warmup_ms=1, min_iterations=5, min_duration_ms=10, repeats=1, layer_iterations=4)
 
@@ -128,7 +128,6 @@ def test_feeds_match_model_dtypes(tmp_path: Path) -> None:
 
 def if_model(path: Path) -> Path:
     """One If node whose branches each run a MatMul and an activation: all the work is in a subgraph."""
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     def branch(name: str, activation: str):
@@ -143,11 +142,7 @@ def if_model(path: Path) -> Path:
     graph = helper.make_graph([node], "if", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 16]),
                                              helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 16])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    onnx.save(model, path)
-    return path
+    return saved_model(graph, path)
 
 
 def test_an_if_node_does_not_count_its_body_twice(tmp_path: Path) -> None:

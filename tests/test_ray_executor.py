@@ -25,7 +25,7 @@ from farm.executor.ray_actor import with_local_model  # noqa: E402
 from farm.executor.ray_farm import RayExecutor  # noqa: E402
 from farm.plan import plan_sweep  # noqa: E402
 from farm.warehouse import Warehouse  # noqa: E402
-from tests.conftest import tiny_cnn, write_sweep  # noqa: E402
+from tests.conftest import tiny_cnn, tiny_sweep_text, write_sweep  # noqa: E402
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
@@ -365,19 +365,8 @@ def _idle_ray_worker(process: psutil.Process) -> bool:
 
 def test_driver_killed_then_rerun_resumes(tmp_path: Path) -> None:
     tiny_cnn(tmp_path / "tiny.onnx")
-    config = write_sweep(tmp_path, """
-        name = "driver"
-        [[models]]
-        source = "tiny.onnx"
-        [axes]
-        batch_sizes = [1, 2, 3, 4, 5, 6]
-        [measurement]
-        warmup_ms = 10
-        min_iterations = 5
-        min_duration_ms = 700
-        repeats = 1
-        layer_iterations = 2
-        """)
+    config = write_sweep(tmp_path, tiny_sweep_text("driver", tuple(range(1, 7)), source="tiny.onnx", measurement={
+        "warmup_ms": 10, "min_iterations": 5, "min_duration_ms": 700, "repeats": 1, "layer_iterations": 2}))
     results = tmp_path / "results"
     cells_dir = results / "driver" / "cells"
     err = (tmp_path / "driver.err").open("w+")

@@ -201,15 +201,9 @@ def test_unknown_gpu_and_self_timed_backend(monkeypatch) -> None:
 
 def test_columns_declared_and_written(tmp_path: Path) -> None:
     assert set(COLUMNS) <= set(SCHEMAS["measurements"].names)
-    from farm.cli import main
-    from tests.conftest import tiny_cnn, write_sweep
+    from tests.conftest import swept_tiny, tiny_sweep_text
 
-    (tmp_path / "models").mkdir()
-    tiny_cnn(tmp_path / "models" / "tiny.onnx")
-    config = write_sweep(tmp_path, 'name = "t"\n[[models]]\nsource = "models/tiny.onnx"\n'
-                                   '[axes]\nprecisions = ["fp32"]\nbatch_sizes = [1]\n')
-    results = tmp_path / "results"
-    assert main(["sweep", str(config), "--results", str(results), "--executor", "local"]) == 0
+    results = swept_tiny(tmp_path, tiny_sweep_text("t", (1,), ("fp32",)))
     [path] = (results / "t" / "measurements").glob("*.parquet")
     row = pq.read_table(path).to_pylist()[0]
     assert row["telemetry_note"] == telemetry.CPU_CELL and row["energy_j"] is None and row["throttled"] is None

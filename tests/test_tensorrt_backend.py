@@ -13,7 +13,7 @@ import pytest
 from farm.cell_runner import run_cell
 from farm.config import load_config
 from farm.plan import plan_sweep
-from tests.conftest import tiny_cnn, unsupported_op_model, write_sweep
+from tests.conftest import stored_timing, tiny_cnn, unsupported_op_model, write_sweep
 from tests.doubles.tensorrt_double import EXTRA_NAMES, Recorder, make_cudart, make_tensorrt
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -197,8 +197,6 @@ def test_several_streams(double, tmp_path: Path, monkeypatch) -> None:
 def test_the_timing_definition_says_what_ran(double, tmp_path: Path, monkeypatch, capture_fails: bool) -> None:
     """A CUDA graph only where the capture worked (a failed one runs without, as trtexec does)."""
     from farm.cuda import CudaRuntime
-    from farm.warehouse import Warehouse
-    from farm.warehouse.rows import write_cell_result
 
     double("11.1.0")
     if capture_fails:
@@ -208,11 +206,7 @@ def test_the_timing_definition_says_what_ran(double, tmp_path: Path, monkeypatch
     cell = cells(tmp_path, options="cuda_graph = true\ntransfers = false")[0]
     result = run_cell(cell, tmp_path / "cache")
     assert result.status == "ok", result.traceback
-    warehouse = Warehouse(tmp_path / "results")
-    write_cell_result(warehouse, cell, result, "run", "")
-    row = warehouse.connect().execute(
-        "SELECT latency_includes_transfers, timing_cuda_graph, timing_spin_wait, timing_streams, "
-        "timing_engine_version FROM measurements").fetchone()
+    row = stored_timing(tmp_path / "results", cell, result)
     assert row == (False, not capture_fails, True, 1, "TensorRT 11.1.0")
 
 

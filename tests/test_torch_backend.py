@@ -18,7 +18,7 @@ from farm.models import resolve_model
 from farm.models.zoo import make_bert, make_resnet
 from farm.onnx_torch import UnsupportedOperator, build_module
 from farm.records import Cell
-from tests.conftest import tiny_cnn, unsupported_op_model
+from tests.conftest import saved_model, tiny_cnn, unsupported_op_model
 
 
 def ort_outputs(model, feeds):
@@ -111,7 +111,6 @@ def test_eager_rows_are_graph_ops_and_coverage_is_stored(tmp_path: Path) -> None
 
 def constant_weight_model(path: Path) -> Path:
     """x @ W + b with W and b held in Constant nodes, not initializers (as some exporters write them)."""
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(2)
@@ -123,11 +122,7 @@ def constant_weight_model(path: Path) -> Path:
              helper.make_node("Add", ["m", "b"], ["y"], name="add")]
     graph = helper.make_graph(nodes, "constants", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    onnx.save(model, path)
-    return path
+    return saved_model(graph, path)
 
 
 def test_weights_in_constant_nodes_count_as_weights(tmp_path: Path) -> None:

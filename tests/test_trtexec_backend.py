@@ -13,7 +13,7 @@ import pytest
 from farm.cell_runner import run_cell
 from farm.config import load_config
 from farm.plan import plan_sweep
-from tests.conftest import tiny_cnn, write_sweep
+from tests.conftest import stored_timing, tiny_cnn, write_sweep
 from tests.ingest.test_trt_fixtures import SEEDS
 
 HERE = Path(__file__).resolve().parent
@@ -82,18 +82,12 @@ def test_trtexec_11_aligns_defaults(fake_trtexec, tmp_path: Path, monkeypatch) -
 
 
 def test_trtexec_measurements_rows_carry_the_timing_definition(fake_trtexec, tmp_path: Path, monkeypatch) -> None:
-    from farm.warehouse import Warehouse
-    from farm.warehouse.rows import write_cell_result
 
     monkeypatch.setenv("FAKE_TRTEXEC_VERSION", "110100")
     cell = trtexec_cell(tmp_path, "cuda_graph = true\ntransfers = false\nspin_wait = true")
     result = run_cell(cell, tmp_path / "cache")
     assert result.status == "ok", result.traceback
-    warehouse = Warehouse(tmp_path / "results")
-    write_cell_result(warehouse, cell, result, "run", "")
-    row = warehouse.connect().execute(
-        "SELECT latency_includes_transfers, timing_cuda_graph, timing_spin_wait, timing_streams, "
-        "timing_engine_version FROM measurements").fetchone()
+    row = stored_timing(tmp_path / "results", cell, result)
     assert row[:4] == (False, True, True, 1) and row[4].startswith("TensorRT ")
 
 

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from farm.cli import main
-from tests.conftest import tiny_cnn, warehouse_without_telemetry, write_sweep
+from tests.conftest import swept_tiny, tiny_sweep_text, warehouse_without_telemetry
 from tests.dashboard.test_app import metrics, open_page, texts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,12 +25,7 @@ FIGURES = {"energy_j": 2000.0, "energy_per_query_mj": 400.0, "energy_per_sample_
 @pytest.fixture(scope="module")
 def throttled(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     base = tmp_path_factory.mktemp("telemetry")
-    (base / "models").mkdir()
-    tiny_cnn(base / "models" / "tiny.onnx")
-    config = write_sweep(base, 'name = "gpu"\n[[models]]\nsource = "models/tiny.onnx"\n'
-                               '[axes]\nprecisions = ["fp32"]\nbatch_sizes = [1]\n')
-    results = base / "results"
-    assert main(["sweep", str(config), "--results", str(results), "--executor", "local"]) == 0
+    results = swept_tiny(base, tiny_sweep_text("gpu", (1,), ("fp32",)))
     [path] = (results / "gpu" / "measurements").glob("*.parquet")
     table = pq.read_table(path)
     for name, value in FIGURES.items():
