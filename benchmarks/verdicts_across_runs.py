@@ -70,11 +70,16 @@ def main() -> int:
     parser.add_argument("--csv", type=Path, default=None, help="write every pair here")
     parser.add_argument("--confirm", type=int, default=None, metavar="ROUNDS",
                         help="also measure each pair in doubt again as farm compare --confirm does, ROUNDS rounds")
+    parser.add_argument("--markdown", nargs="+", type=Path, metavar="CSV",
+                        help="print docs/results.md's table of what the --csv files of earlier runs found, and stop")
     parser.add_argument("--judge-only", action="store_true",
                         help="compare the runs an earlier call left in --dir again (with the same --runs), running none")
     parser.add_argument("--quick", action="store_true",
                         help="3 short runs, a planted 12x, --confirm 2: the suite's check that it runs")
     args = parser.parse_args()
+    if args.markdown:
+        print(markdown(args.markdown), end="")
+        return 0
     if args.quick:
         args.runs, args.plant, args.confirm = 3, args.plant or 12, args.confirm or 2
     if args.runs < 2:
@@ -220,6 +225,38 @@ def report(pairs: list[dict], runs: int, measured_s: float, what: str, rounds: i
             verdicts = collections.Counter(p["confirmed" if rounds else "history"] for p in theirs)
             print(f"    {configuration}: ratio median {statistics.median(ratios):.3f} ({min(ratios):.3f}-"
                   f"{max(ratios):.3f}); " + ", ".join(f"{v} {n}" for v, n in sorted(verdicts.items())))
+
+
+
+def markdown(files: list[Path]) -> str:
+    """docs/results.md's table: per --csv file and configuration, how many identical pairs each way
+    of judging called changed and how many planted changes it found (alone: the two runs' samples;
+    history: with the warehouse's run-to-run spread, as `farm compare` judges; confirm: measured
+    again interleaved, `--confirm`; "-" where a file has no such verdicts), and the median time a
+    pair was measured again."""
+    out = [f"<!-- made by `python3 benchmarks/verdicts_across_runs.py --markdown {' '.join(f.as_posix() for f in files)}`: "
+           "edit there -->",
+           "| results file | configuration | pairs | identical called changed (alone / history / confirm) | "
+           "planted slower found | planted faster found | measured again, a pair |",
+           "| --- | --- | --- | --- | --- | --- | --- |"]
+    for path in files:
+        rows = list(csv.DictReader(line for line in path.read_text().splitlines() if not line.startswith("#")))
+        for configuration in dict.fromkeys(r["configuration"] for r in rows):
+            mine = [r for r in rows if r["configuration"] == configuration]
+            kinds = {kind: [r for r in mine if r["pair"] == kind] for kind in ("identical", "slower", "faster")}
+            seconds = [float(r["confirm_s"]) for r in mine if r.get("confirm_s")]
+            out.append(f"| `{path.name}` | {configuration} | {len(kinds['identical'])} + {len(kinds['slower'])} + "
+                       f"{len(kinds['faster'])} | {_counts(mine, kinds['identical'], CHANGED)} | "
+                       f"{_counts(mine, kinds['slower'], ('slower',))} | {_counts(mine, kinds['faster'], ('faster',))} | "
+                       f"{f'{statistics.median(seconds):.1f} s' if seconds else '-'} |")
+    return "\n".join(out) + "\n"
+
+
+def _counts(rows: list[dict], pairs: list[dict], hits: tuple[str, ...]) -> str:
+    """How many of `pairs` each way called one of `hits`: "alone / history / confirm", "-" for a way
+    the rows have no verdicts of."""
+    return " / ".join(str(sum(r[way] in hits for r in pairs)) if any(r.get(way) for r in rows) else "-"
+                      for way in ("alone", "history", "confirmed"))
 
 
 if __name__ == "__main__":

@@ -595,3 +595,17 @@ def test_the_benchmarks_page_names_every_file() -> None:
     missing = [str(p.relative_to(BENCHMARKS)) for p in files
                if f"`{p.relative_to(BENCHMARKS)}`" not in page and f"`{p.name}`" not in page]
     assert not missing, f"not in benchmarks/README.md: {missing}"
+
+
+def test_the_verdicts_table_in_the_docs_is_made_from_its_results_files() -> None:
+    """docs/results.md's verdict counts are what `verdicts_across_runs.py --markdown` makes of the
+    committed --csv files it names: a figure there cannot drift from its file."""
+    sys.path.insert(0, str(BENCHMARKS))
+    from verdicts_across_runs import markdown
+
+    docs = (ROOT / "docs" / "results.md").read_text()
+    block = re.search(r"<!-- verdicts: begin -->\n(.*?)<!-- verdicts: end -->", docs, re.S)[1]
+    files = re.search(r"--markdown ([^`]+)`", block)[1].split()
+    assert block == markdown([ROOT / f for f in files]).replace(str(ROOT) + "/", ""), \
+        "docs/results.md's verdicts table differs from its files: rerun --markdown"
+    assert len(files) >= 6 and all((ROOT / f).is_file() for f in files)
