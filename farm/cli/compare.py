@@ -38,7 +38,7 @@ def add(add: AddCommand) -> None:
                         "recorded)")
     p.add_argument("--rounds", type=int, default=None, metavar="N",
                    help="with --confirm: alternating rounds per pair, each a short timed block of both cells "
-                        "(default: 20)")
+                        "(default: 20); a pair they leave inconclusive gets as many again, up to three looks")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the comparison as JSON (for CI)")
     p.add_argument("--markdown", default=None, metavar="FILE",
                    help="also write the comparison as Markdown (a pull request comment)")

@@ -43,7 +43,7 @@ class Confirmation:
     low: float = math.nan
     high: float = math.nan
     rounds: int = 0
-    first_rounds: int = 0  # the rounds asked for: `rounds` is twice that where they left it inconclusive
+    first_rounds: int = 0  # the rounds asked for: `rounds` is a multiple where they left it inconclusive
     why: str | None = None  # where it could not run: why
 
     @property
@@ -108,37 +108,45 @@ def _planned(results: Path, sweep: str) -> tuple[dict[str, Any], str | None]:
 
 def _interleaved(pair: Any, base: Any, new: Any, cache_dir: Path, rounds: int, min_effect: float) -> Confirmation:
     """`rounds` rounds of both cells, the order alternating, and the verdict on their log ratios;
-    timed in blocks, a pair still inconclusive after them gets as many rounds again (SECOND_LOOK)."""
+    timed in blocks, a pair still inconclusive after them gets as many rounds again, up to one look
+    per LOOK_CONFIDENCES."""
     from farm.backends.base import LoopTimedBackend
     from farm.backends.registry import backend_class
 
     if all(issubclass(backend_class(c.backend), LoopTimedBackend) for c in (base, new)):
         ratios, why = _blocks(base, new, cache_dir, rounds,
-                              lambda so_far: judged(so_far, min_effect)[0] == INCONCLUSIVE)
+                              lambda so_far: judged(so_far, min_effect, look_of(len(so_far), rounds))[0] == INCONCLUSIVE)
     else:
         ratios, why = _whole_runs(base, new, cache_dir, rounds)
     if why:
         return Confirmation(pair.label, pair.verdict, "could not confirm", rounds=len(ratios), why=why)
-    found, effect, low, high = judged(ratios, min_effect, second_look=len(ratios) > rounds)
+    found, effect, low, high = judged(ratios, min_effect, look_of(len(ratios), rounds))
     return Confirmation(pair.label, pair.verdict, found, effect, low, high, len(ratios), rounds)
 
 
 # A pair the first `rounds` leave inconclusive is timed for as many rounds again and judged on all of
-# them: a host-bound change of 10 % on a GPU VM needs about twice the rounds of a steady machine. Its
-# interval is then a 97.5 % one, so that the two looks together call an unchanged pair changed at
-# most 7.5 % of the time with no minimum effect at all (Bonferroni: 5 % + 2.5 %; 6.3 % in 4000
-# seeded draws, 4.7 % with one look), and with the 3 % minimum effect as rarely as one look does.
-SECOND_LOOK_CONFIDENCE = 0.975
+# them, and once more if that leaves it inconclusive: a host-bound change of 10 % on a GPU VM needed
+# 40 to 60 rounds where a steady machine needs 20 (two of ten planted +10 % changes stayed undecided
+# at +7.2 and +7.7 % over 40, benchmarks/results/verdicts-h200-resnet50-b1-second-look.csv). Each
+# look's interval is stricter, so that the looks together call an unchanged pair changed at most
+# 8.75 % of the time with no minimum effect at all (Bonferroni: 5 + 2.5 + 1.25 %; tests/test_compare.py
+# draws it), and with the 3 % minimum effect about as rarely as one look does.
+LOOK_CONFIDENCES = (0.95, 0.975, 0.9875)
 
 
-def judged(ratios: list[float], min_effect: float, second_look: bool = False) -> tuple[str, float, float, float]:
+def look_of(count: int, rounds: int) -> int:
+    """Which look `count` rounds are (1 for the first `rounds`, 2 after as many again, ...)."""
+    return min(max(1, math.ceil(count / max(rounds, 1))), len(LOOK_CONFIDENCES))
+
+
+def judged(ratios: list[float], min_effect: float, look: int = 1) -> tuple[str, float, float, float]:
     """(verdict, change, interval low, high) of the rounds' log ratios NEW / BASE: their mean with its
-    t interval (95 %, or SECOND_LOOK_CONFIDENCE on a second look), by farm's one rule."""
+    t interval (at LOOK_CONFIDENCES of `look`: 95 % on the first), by farm's one rule."""
     from scipy import stats
 
     mean = sum(ratios) / len(ratios)
     spread = stats.tstd(ratios) / math.sqrt(len(ratios))
-    confidence = SECOND_LOOK_CONFIDENCE if second_look else 0.95
+    confidence = LOOK_CONFIDENCES[look - 1]
     half = stats.t.ppf(1 - (1 - confidence) / 2, len(ratios) - 1) * spread
     low, high = math.exp(mean - half) - 1, math.exp(mean + half) - 1
     return verdict(low, high, min_effect), math.exp(mean) - 1, low, high
@@ -147,8 +155,8 @@ def judged(ratios: list[float], min_effect: float, second_look: bool = False) ->
 def _blocks(base: Any, new: Any, cache_dir: Path, rounds: int,
             undecided: Any = None) -> tuple[list[float], str | None]:
     """Both cells built side by side, timed in alternating blocks: each round's log(NEW / BASE) of
-    the block medians; or why they could not be. Where `undecided(ratios)` holds after `rounds`,
-    `rounds` more."""
+    the block medians; or why they could not be. Where `undecided(ratios)` holds after each `rounds`,
+    `rounds` more, up to one look per LOOK_CONFIDENCES."""
     from farm.cell_runner import built_backend
     from farm.errors import describe
     from farm.measure import block_median_ms, warm_up_query
@@ -164,8 +172,9 @@ def _blocks(base: Any, new: Any, cache_dir: Path, rounds: int,
                 medians = {side: block_median_ms(queries[side], BLOCK_QUERIES, BLOCK_MS)
                            for side in ((0, 1) if len(ratios) % 2 == 0 else (1, 0))}
                 ratios.append(math.log(medians[1] / medians[0]))
-                if len(ratios) == rounds and undecided is not None and undecided(ratios):
-                    target = 2 * rounds
+                if (len(ratios) == target and target < len(LOOK_CONFIDENCES) * rounds and undecided is not None
+                        and undecided(ratios)):
+                    target += rounds
     except Exception as exc:  # noqa: BLE001 - a pair that cannot be measured again says why; the rest go on
         return ratios, f"building or timing them side by side failed: {describe(exc)[:300]}"
     return ratios, None
@@ -202,7 +211,8 @@ def confirmation_text(found: Confirmation) -> str:
         outcome = "measured again interleaved, " + (f"{found.was} confirmed" if found.confirmed
                                                     else f"{found.was} not confirmed, {found.verdict}")
     second = found.first_rounds and found.rounds > found.first_rounds
-    figures = (f"{100 * found.effect:+.1f} %, {'97.5' if second else '95'} % interval {100 * found.low:+.1f} to "
+    confidence = LOOK_CONFIDENCES[look_of(found.rounds, found.first_rounds or found.rounds) - 1]
+    figures = (f"{100 * found.effect:+.1f} %, {100 * confidence:g} % interval {100 * found.low:+.1f} to "
                f"{100 * found.high:+.1f} %").replace("-", "−")
     rounds = f"{found.rounds} rounds" + (f", the last {found.rounds - found.first_rounds} because the first "
                                          f"{found.first_rounds} left it undecided" if second else "")
