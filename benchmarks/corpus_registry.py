@@ -363,15 +363,10 @@ def enumerated(library: str, enumerate_, cache: Path) -> tuple[list[Entry], dict
     and this file's hash: a rerun (a GPU run stopped by its time limit, resumed) reads the listing
     instead of building hundreds of configurations again. A library that did not load, or a listing
     whose model files are gone, is enumerated again."""
-    from importlib.metadata import PackageNotFoundError, version
+    from farm.provenance import library_versions
 
-    def installed(package: str) -> str | None:
-        try:
-            return version(package)
-        except PackageNotFoundError:
-            return None
-
-    key = {"packages": {p: installed(p) for p in PACKAGES[library]},
+    versions = library_versions(PACKAGES[library])
+    key = {"packages": {p: versions.get(p) for p in PACKAGES[library]},
            "code": hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]}
     kept = cache / "enumeration" / f"{library}.json"
     try:

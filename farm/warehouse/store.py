@@ -51,9 +51,6 @@ class Warehouse(WarehouseReader):
         super().__init__(root, warn)
         self._compactor = WarehouseCompaction(self._layout, self._repairs, self._locking)
 
-    def __getattr__(self, name: str) -> Any:  # the reader's "only reads" is not a Warehouse's to say
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
     # the writer lock (farm.warehouse.lock)
     @contextlib.contextmanager
     def writer_lock(self) -> Iterator[None]:
