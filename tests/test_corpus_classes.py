@@ -5,6 +5,7 @@ old opset, a training operator) and an input no generated value fits (a shape op
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -16,6 +17,8 @@ from farm.config import load_config
 from farm.plan import plan_sweep
 from farm.warehouse import Warehouse
 from tests.conftest import write_sweep
+
+ROOT = Path(__file__).resolve().parent.parent
 
 SHIPPED = Path(onnx.__file__).parent / "backend" / "test" / "data"
 TORCH_CPU = '["torch"]\n[backends.torch]\ndevice = "cpu"'
@@ -59,6 +62,23 @@ def test_an_operator_onnx_runtime_lacks_is_unsupported_with_what_to_do(tmp_path:
         "newer opset (onnx.version_converter.convert_version)" in reason, reason
     status, reason = cells[("m1", "onnxruntime")]
     assert status == "unsupported" and "does not implement Gradient of the domain ai.onnx.preview.training" in reason
+
+
+def test_a_node_no_provider_took_on_cuda_is_an_operator_onnx_runtime_lacks() -> None:
+    """On CUDA ONNX Runtime words a kernel it lacks (Mul at opset 6, the onnx wheel's PoissonNLLLoss
+    model) otherwise: "Provider type for Mul node with name '' is not set", which failed two H200
+    cells. Its words as recorded there give the same reason as the CPU's."""
+    from farm.backends.onnxruntime import lacking_operator
+
+    log = (ROOT / "benchmarks/results/corpus-registry-h200-072a880.log").read_text()
+    said = re.search(r"^\[\d+\] (Fail: .*Provider type for Mul node with name '' is not set\.)$", log, re.M)
+    assert said, "the recorded message is gone from the results file"
+    reason = lacking_operator(RuntimeError(said[1]), "1.31.1")
+    assert reason == ("ONNX Runtime 1.31.1 placed Mul on none of its providers: none has a kernel for it at the "
+                      "model's opset; convert the model to a newer opset (onnx.version_converter.convert_version), "
+                      "or run it on another engine")
+    assert lacking_operator(RuntimeError("Provider type for Add node with name 'plus' is not set."), "") \
+        .startswith("ONNX Runtime placed Add (node 'plus') on none")
 
 
 def test_an_input_that_is_a_shape_operand_is_refused_until_the_sweep_gives_its_values(tmp_path: Path) -> None:

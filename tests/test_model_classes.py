@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from farm.backends.torch.missing_kernels import unsupported_kernel  # noqa: E402
+from farm.backends.torch.missing_kernels import quantized_for_the_cpu, unsupported_kernel  # noqa: E402
 from farm.cli import main  # noqa: E402
 from farm.config import ModelSpec  # noqa: E402
 from farm.models.outputs import output_names  # noqa: E402
@@ -163,6 +163,39 @@ def test_a_quantized_model_on_cuda_is_sent_to_the_cpu() -> None:
     assert reason is not None and reason.startswith(
         "PyTorch has no CUDA kernel for quantized::conv2d.new (its kernels: QuantizedCPU; ")
     assert reason.endswith('run this model with backends.torch.device = "cpu"')
+
+
+def test_a_module_of_cpu_quantized_tensors_is_refused_on_cuda_before_it_runs() -> None:
+    """torchvision's quantized resnet18 ended its CUDA process with SIGSEGV on an H200 instead of
+    raising (benchmarks/results/corpus-registry-h200-072a880.log): the build now refuses, before the
+    first call, a module holding PyTorch's quantized tensors (static and dynamic quantization, real
+    modules here), and lets a float module of the same family (FloatFunctional) through."""
+    import warnings
+
+    from tests.structured_models import quantized_conv
+
+    reason = quantized_for_the_cpu(quantized_conv())
+    assert reason is not None and "\n" not in reason
+    assert reason.startswith("the module holds 1 quantized tensor(s) of PyTorch's CPU quantization (conv.weight: "
+                             "quint8") or reason.startswith("the module holds 1 quantized tensor(s) of PyTorch's CPU "
+                                                             "quantization (conv.weight: qint8"), reason
+    assert 'run this model with backends.torch.device = "cpu"' in reason
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.ao.quantization's deprecation
+        dynamic = torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(torch.nn.Linear(4, 4)),
+                                                         {torch.nn.Linear}, dtype=torch.qint8)
+    assert "(0._packed_params._packed_params: qint8)" in quantized_for_the_cpu(dynamic)
+
+    class FloatAdd(torch.nn.Module):  # the float form of a quantizable block: runs on any device
+        def __init__(self) -> None:
+            super().__init__()
+            self.add = torch.ao.nn.quantized.FloatFunctional()
+            self.conv = torch.nn.Conv2d(3, 3, 1)
+
+        def forward(self, x):
+            return self.add.add(self.conv(x), x)
+
+    assert quantized_for_the_cpu(FloatAdd()) is None
 
 
 def test_other_errors_are_not_kernels() -> None:

@@ -29,6 +29,9 @@ _WARMUP_RUNS = 2  # profiled runs dropped before the counted ones
 # ONNX Runtime's own words for an operator it has no kernel for (at that opset, on that provider),
 # and for one of a domain it does not implement (training's ai.onnx.preview.training, a custom one)
 _NO_KERNEL = re.compile(r"(?:Could not find an implementation for|Failed to find kernel for) (\w+)\((\d+)\)")
+# a node no provider took: on CUDA ONNX Runtime says this (its memcpy pass meets the node) where on
+# the CPU it says _NO_KERNEL's words (Mul at opset 6 in the onnx wheel's PoissonNLLLoss model)
+_NO_PROVIDER = re.compile(r"Provider type for (\w+) node with name '([^']*)' is not set")
 _NO_OP = re.compile(r"Fatal error: ([\w.]*):(\w+)\((-?\d+)\) is not a registered function/op")
 # StringNormalizer's locale (en_US.UTF-8 when the model names none), which the C library must have
 _NO_LOCALE = re.compile(r"Failed to construct locale with name:\s*([^\s:]+)")
@@ -54,6 +57,11 @@ def lacking_operator(exc: BaseException, version: str) -> str | None:
         op, opset = match[1], match[2]
         return (f"ONNX Runtime {version}has no kernel for {op} as opset {opset} defines it: convert the model "
                 "to a newer opset (onnx.version_converter.convert_version), or run it on another engine")
+    if match := _NO_PROVIDER.search(text):
+        node = f" (node '{match[2]}')" if match[2] else ""
+        return (f"ONNX Runtime {version}placed {match[1]}{node} on none of its providers: none has a kernel for it "
+                "at the model's opset; convert the model to a newer opset (onnx.version_converter.convert_version), "
+                "or run it on another engine")
     if (match := _NO_OP.search(text)) and _defined(match[2], match[1]):
         domain, op = match[1] or "ai.onnx", match[2]
         return (f"ONNX Runtime {version}does not implement {op} of the domain {domain}: export the model "

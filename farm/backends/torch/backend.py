@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from farm.backends.base import Capabilities, LoopTimedBackend, torch_profile
-from farm.backends.torch.missing_kernels import unsupported_kernel
+from farm.backends.torch.missing_kernels import quantized_for_the_cpu, unsupported_kernel
 from farm.backends.torch.options import TorchOptions, set_cpu_threads
 from farm.backends.torch.profiler_rows import QUERY_RANGE, device_time_us, kernel_records
 from farm.errors import EngineUnsupported, first_line
@@ -107,6 +107,8 @@ class TorchBackend(LoopTimedBackend):
             set_cpu_threads(torch, self.options.threads, self.options.interop_threads)
         start = time.perf_counter()
         module, stats, self.native = torch_module(model_path, self.dtype)
+        if cuda and (reason := quantized_for_the_cpu(module)):
+            raise EngineUnsupported(reason)
         module = module.to(self.dev).to(self.dtype).eval()
         self.channels_last = self.memory_format(module) == "channels_last"
         if self.channels_last:  # 4-D weights too, so convolutions run NHWC kernels without conversions

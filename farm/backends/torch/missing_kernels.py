@@ -40,6 +40,32 @@ def _torch_op(exc: BaseException) -> str | None:
     return found
 
 
+def quantized_for_the_cpu(module) -> str | None:
+    """The `unsupported` reason for running `module` on CUDA where it holds PyTorch's quantized
+    tensors (eager or FX quantization: torch.ao.nn.quantized's convolutions and linears, dynamic
+    ones too), whose kernels (quantized::conv2d, quantized::linear, ...) exist for the CPU only; None
+    for any other module (torchao's quantized tensors are subclasses, not these). Checked before the
+    first call because such a call on CUDA can end the process (SIGSEGV) instead of raising."""
+    found: list[tuple[str, object]] = []
+
+    def visit(key: str, value) -> None:
+        if isinstance(value, (tuple, list)):
+            for item in value:
+                visit(key, item)
+        elif getattr(value, "is_quantized", False):
+            found.append((key, value.dtype))
+
+    for key, value in module.state_dict().items():
+        visit(key, value)
+    if not found:
+        return None
+    key, dtype = found[0]
+    return (f"the module holds {len(found)} quantized tensor(s) of PyTorch's CPU quantization ({key}: "
+            f"{str(dtype).removeprefix('torch.')}), whose operators (quantized::conv2d, quantized::linear, ...) "
+            'have CPU kernels only: run this model with backends.torch.device = "cpu", or quantize it for CUDA '
+            "(torchao) instead")
+
+
 def unsupported_kernel(exc: BaseException, precision: str, device: str) -> str | None:
     """The `unsupported` reason where `exc`, raised running a PyTorch module on `device` ('cuda',
     'cpu') at `precision`, is PyTorch saying it has no kernel for it: an operator with no kernel
