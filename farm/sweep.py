@@ -18,22 +18,15 @@ from farm.callbacks import Callback, CallbackList
 from farm.cell_runner import run_cell
 from farm.config import NAME_HINT, NAME_PATTERN, LoadedConfig, load_config
 from farm.cuda import visible_gpu_count
-from farm.display import ProgressDisplay, backend_labels, cell_labels, footnoted, shown, stable_text
+from farm.display import ProgressDisplay, shown
 from farm.errors import UserError
 from farm.executor import DEFAULT_CELL_TIMEOUT_S, DEFAULT_WORKER_MEMORY, Executor, library_logs, make_executor
 from farm.executor.costs import expected_seconds, history_from_rows
 from farm.plan import Plan, plan_sweep
 from farm.provenance import farm_commit, host_info
-from farm.queries import baseline_positions, speedup, sweep_cells
 from farm.records import Cell, CellResult
 from farm.warehouse import KEPT_STATUSES, SCHEMA_VERSION, Warehouse
 from farm.warehouse.rows import write_cell_result
-
-SUMMARY_COLUMNS = ("cell", "model", "precision", "batch", "profile", "backend", "status", "qps",
-                   "samples/s", "p50 ms", "p99 ms", "stable", "speedup", "accuracy", "note")
-RESUMED_NOTE = "(resumed) measured by an earlier run of this sweep: --force measures it again"
-# left out, first first, where the terminal is too narrow for the whole table (`farm show` has them)
-SUMMARY_DROP_ORDER = ("qps", "p99 ms", "stable", "profile", "samples/s", "cell")
 
 
 class WarehouseWriter(Callback):
@@ -53,11 +46,11 @@ class SweepOutcome:
     cells: list[Cell]
     ran: int
     resumed: int
-    failures: list[tuple[str, str]]  # (cell label, reason) of every failed cell of the plan
+    failed: dict[str, str]  # cell id -> reason, of every cell of the plan the warehouse holds as failed
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.failures else 0
+        return 1 if self.failed else 0
 
 
 # libraries' log records never fail on a stream a capture closed (no "--- Logging error ---"
@@ -162,7 +155,7 @@ def _run_locked(loaded: LoadedConfig, plan: Plan, warehouse: Warehouse, console:
     # a rerun with nothing to do writes nothing at all, unless its plan is not the one recorded
     # last (a narrowed sweep file): then a run row records the plan, so `farm show` follows it
     if not todo and warehouse.latest_plan(plan.sweep) in (planned, None):
-        return SweepOutcome(plan.sweep, run_id, plan.cells, 0, resumed, _failures(warehouse, plan.cells))
+        return SweepOutcome(plan.sweep, run_id, plan.cells, 0, resumed, _failed(warehouse, plan.cells))
     sweep_row = {
         "run_id": run_id, "sweep_id": plan.sweep, "name": loaded.config.name,
         "description": loaded.config.description, "config_path": str(loaded.path), "config_text": loaded.text,
@@ -176,7 +169,7 @@ def _run_locked(loaded: LoadedConfig, plan: Plan, warehouse: Warehouse, console:
     }
     if not todo:  # only the plan to record: a run that ran nothing
         warehouse.write_sweep_run({**sweep_row, "finished_at": sweep_row["started_at"]})
-        return SweepOutcome(plan.sweep, run_id, plan.cells, 0, resumed, _failures(warehouse, plan.cells))
+        return SweepOutcome(plan.sweep, run_id, plan.cells, 0, resumed, _failed(warehouse, plan.cells))
     warehouse.write_sweep_run(sweep_row)
     callbacks = CallbackList([WarehouseWriter(warehouse, run_id, loaded.config_hash), ProgressDisplay(console)])
     callbacks.on_sweep_start(todo)
@@ -187,7 +180,7 @@ def _run_locked(loaded: LoadedConfig, plan: Plan, warehouse: Warehouse, console:
     warehouse.write_sweep_run({**sweep_row, "finished_at": dt.datetime.now(dt.UTC)})
     warehouse.consolidate(plan.sweep)  # the dashboard's consolidated copy, so its first load is quick
 
-    return SweepOutcome(plan.sweep, run_id, plan.cells, len(todo), resumed, _failures(warehouse, plan.cells))
+    return SweepOutcome(plan.sweep, run_id, plan.cells, len(todo), resumed, _failed(warehouse, plan.cells))
 
 
 
@@ -219,51 +212,7 @@ def _durations(warehouse: Warehouse) -> dict:
         return {}
 
 
-def _failures(warehouse: Warehouse, cells: list[Cell]) -> list[tuple[str, str]]:
-    """(label, reason) of every planned cell that the warehouse holds as failed."""
+def _failed(warehouse: Warehouse, cells: list[Cell]) -> dict[str, str]:
+    """cell id -> reason of every planned cell that the warehouse holds as failed."""
     reasons = warehouse.failure_reasons(cells[0].sweep) if cells else {}  # compacted cells too
-    labels = cell_labels(cells)
-    return [(labels[cell.cell_id], reasons[cell.cell_id] or "unknown error") for cell in cells if cell.cell_id in reasons]
-
-
-def summary_table(warehouse: Warehouse, outcome: SweepOutcome) -> tuple[list[str], list[list], list[str]]:
-    """The end-of-sweep table's columns and rows (one per planned cell, from what the warehouse now
-    holds) and its footnotes: each distinct reason or note is printed once below the table, not per
-    row. Speedup (farm.queries.speedup) is over the fp32 cell of the same model, batch, profile,
-    backend and options, in this plan, marked by farm compare's verdict on the two median latencies
-    (farm.display.speedup_text): a ratio inside the noise does not look like a result."""
-    ids = [c.cell_id for c in outcome.cells]
-    order = {cell_id: i for i, cell_id in enumerate(ids)}
-    # a throttled cell says so in its note (farm.queries.THROTTLED_NOTE)
-    rows = sorted(sweep_cells(warehouse, warehouse.connect(), outcome.sweep, ids, throttled_note=True),
-                  key=lambda r: order[r["cell_id"]])
-    labels = backend_labels(outcome.cells)
-    same = [(r["model"], r["batch"], r["profile"], r["backend"], r["options"]) for r in rows]
-    bases = baseline_positions(same, [r["precision"] == "fp32" and r["qps"] is not None for r in rows])
-    table_rows = []
-    for r, base in zip(rows, bases):
-        if r["run_id"] != outcome.run_id and r["status"] != "unsupported":  # taken from an earlier run, not now
-            r["note"] = [RESUMED_NOTE, *r["note"]]
-        table_rows.append((r["cell_id"][:8], r["model"],
-                           r["precision"], r["batch"], r["profile"], labels.get(r["cell_id"], r["backend"]), r["status"],
-                           r["qps"], r["samples_per_s"], r["p50"], r["p99"], stable_text(r["stable"], r["spread"]),
-                           _speedup(r, rows[base]) if base is not None and rows[base] is not r else
-                           "base" if base is not None else None, r["accuracy"], r["note"]))
-    table_rows, notes = footnoted(table_rows, len(SUMMARY_COLUMNS) - 1)
-    columns = list(SUMMARY_COLUMNS)
-    if not any(row[4] for row in table_rows):  # no cell has a profile: no column for it
-        columns.pop(4)
-        table_rows = [row[:4] + row[5:] for row in table_rows]
-    return columns, [list(row) for row in table_rows], notes
-
-
-def _speedup(row: dict, base: dict) -> str | None:
-    from farm.compare.stats import MedianInterval, effect_interval
-    from farm.display import speedup_text
-
-    ratio = speedup(row["qps"], base["qps"])
-    if ratio is None:
-        return None
-    sides = [MedianInterval(*(float("nan") if r[k] is None else float(r[k]) for k in ("p50", "low", "high")), "stored")
-             for r in (base, row)]
-    return speedup_text(ratio, effect_interval(*sides).verdict)
+    return {cell.cell_id: reasons[cell.cell_id] or "unknown error" for cell in cells if cell.cell_id in reasons}

@@ -46,9 +46,10 @@ def add(add: AddCommand) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from farm.cli.sweep_table import SUMMARY_DROP_ORDER, failed_cells, summary_table
     from farm.display import INCONCLUSIVE_ADVICE, SPEEDUP_LEGEND, fitted_table, printable
     from farm.executor import DEFAULT_CELL_TIMEOUT_S, DEFAULT_WORKER_MEMORY, parse_memory_limit
-    from farm.sweep import SUMMARY_DROP_ORDER, run_sweep, summary_table
+    from farm.sweep import run_sweep
     from farm.warehouse import Warehouse
 
     ray_only = {"--address": args.address, "--gpus": args.gpus, "--retries": args.retries,
@@ -86,10 +87,10 @@ def run(args: argparse.Namespace) -> int:
                   highlight=False, markup=False)
     for number, note in enumerate(notes, 1):
         out.print(f"[{number}] {printable(capped(note))}", highlight=False, markup=False)
-    if outcome.failures:
+    if outcome.failed:
         err = Console(stderr=True)
-        err.print(f"[red]{len(outcome.failures)} cell(s) failed:[/red]")
-        for label, reason in outcome.failures:
+        err.print(f"[red]{len(outcome.failed)} cell(s) failed:[/red]")
+        for label, reason in failed_cells(outcome):
             err.print(f"  {shown(label)}: {shown(capped(reason or ''))}", highlight=False)
     return outcome.exit_code
 

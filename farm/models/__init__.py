@@ -21,35 +21,16 @@ from farm.config import NATIVE_PREFIXES, ModelSpec, model_display_name
 from farm.config.keys import parse_axis_key, shape_text, toml_key, toml_key_value
 from farm.errors import ConfigError
 from farm.files import write_atomic
-from farm.models.int_ranges import DEFAULT_INT_RANGE, default_range_note, operand_refusal, unread_reason
+from farm.models.input_values import input_values
 from farm.models.onnx_file import read_metadata
 from farm.records import BATCH_NAMES, InputSpec, ModelArtifact, axis_key, is_unnamed
-
-FLOAT_RANGE = (-1.0, 1.0)  # trtexec fills inputs with U(-1, 1)
-BOOL_RANGE = (0.0, 2.0)
-# String inputs (ONNX tensor(string), numpy object): seeded lowercase ASCII words whose lengths
-# lie in [low, high); a `value` is one length, a `range` the lengths
-STRING_LENGTHS = (3.0, 9.0)
-# Integer inputs that any model takes these values for: all-ones masks, token type 0. Others take what the
-# graph or the sweep file says; where neither says, int_ranges.DEFAULT_INT_RANGE, noted on the model's cells.
-KNOWN_INT_RANGES = {"attention_mask": (1.0, 2.0), "input_mask": (1.0, 2.0),
-                    "token_type_ids": (0.0, 1.0), "segment_ids": (0.0, 1.0)}
-
-
-
-
-
-
-
-
-
 
 
 def resolve_model(spec: ModelSpec, index: int, base_dir: Path, cache_dir: Path, seed: int = 1,
                   notes: list[str] | None = None) -> ModelArtifact:
     """Materialize a model source and read its inputs, applying the sweep file's overrides. A
     PyTorch source is built with torch seeded by `seed` and exported to ONNX (farm.models.native).
-    What its cells should say of it (an integer input given DEFAULT_INT_RANGE) goes into `notes`."""
+    What its cells should say of it (an integer input given input_values.DEFAULT_INT_RANGE) goes into `notes`."""
     name = model_display_name(spec)
     default_dims: dict[str, int] = {}
     ranges: dict[str, tuple[float, float]] = {}
@@ -92,13 +73,10 @@ def resolve_model(spec: ModelSpec, index: int, base_dir: Path, cache_dir: Path, 
     for raw in meta["inputs"]:
         override = spec.inputs.get(raw["name"])
         dtype = override.dtype if override and override.dtype else raw["dtype"]
-        hint = raw.get("hint") if dtype == raw["dtype"] else None
-        refusal = operand_refusal(raw["name"], toml_key(raw["name"]), hint, override)
+        (low, high), refusal = input_values(raw["name"], raw["dtype"], dtype, shapes[raw["name"]], override, ranges,
+                                            where, raw.get("hint"), onnx_error, notes)
         if refusal:
             refused.append(refusal)
-        low, high = _value_range(raw["name"], dtype, shapes[raw["name"]], override, ranges, where,
-                                 None if refusal else hint, unread_reason(raw["dtype"], dtype, onnx_error),
-                                 None if refusal else notes)
         inputs.append(InputSpec(raw["name"], dtype, shapes[raw["name"]], float(low), float(high),
                                 batch_axes[raw["name"]]))
     return ModelArtifact(name, spec.source, path, meta["sha256"], meta["size"], tuple(inputs), dims,
@@ -200,54 +178,6 @@ def _batch_axes(name: str, shapes: dict[str, tuple[int | str, ...]], batch_dim: 
                                   f"and {axis}: say which in {where}: batch_dim = {fix}")
             axes[input_name] = axis
     return axes
-
-
-def _value_range(input_name: str, dtype: str, shape: tuple[int | str, ...], override: Any,
-                 zoo_ranges: dict[str, tuple[float, float]], where: str,
-                 hint: dict | None = None, unread: str = "", notes: list[str] | None = None) -> tuple[float, float]:
-    """[low, high) of an input's random values (low == high: that one value). `hint`: what the
-    graph says of an integer input (farm.models.int_ranges), used where the sweep file says nothing;
-    where nothing says, DEFAULT_INT_RANGE, and a note (why: `unread`) appended to `notes`."""
-    kind = np.dtype(dtype).kind if dtype != "bfloat16" else "f"
-    key = f"{where}.inputs.{toml_key(input_name)}"
-    if override is not None and override.value is not None:
-        value = override.value
-        if kind in "iub" and value != int(value):
-            raise ConfigError(f"{key}.value: {value} is not an integer, and input {input_name!r} is {dtype}")
-        if kind == "b" and value not in (0, 1):
-            raise ConfigError(f"{key}.value: {value} is not a bool: input {input_name!r} takes 0 or 1")
-        if kind in "iu" and not np.iinfo(dtype).min <= value <= np.iinfo(dtype).max:
-            raise ConfigError(f"{key}.value: {value:g} does not fit the {dtype} of input {input_name!r}")
-        return float(value), float(value)
-    if override is not None and override.range is not None:
-        low, high = override.range
-        if kind in "iu":  # integers in [low, high): at least one, and within the dtype
-            info = np.iinfo(dtype)
-            if math.ceil(low) >= high:
-                raise ConfigError(f"{key}.range: [{low:g}, {high:g}) holds no integer, and input {input_name!r} "
-                                  f"is {dtype}: e.g. range = [{math.floor(low):d}, {math.floor(low) + 2:d}]")
-            if low < info.min or high - 1 > info.max:
-                raise ConfigError(f"{key}.range: [{low:g}, {high:g}) does not fit the {dtype} of input "
-                                  f"{input_name!r} ({info.min} to {info.max})")
-        return override.range
-    if input_name in zoo_ranges:
-        return zoo_ranges[input_name]
-    if kind == "O":
-        return STRING_LENGTHS
-    if kind == "f":
-        return FLOAT_RANGE
-    if kind == "b":
-        return BOOL_RANGE
-    if input_name.lower() in KNOWN_INT_RANGES:
-        return KNOWN_INT_RANGES[input_name.lower()]
-    if hint is not None:
-        low, high = hint["range"]
-        return (float(low), float(low)) if high == low + 1 else (float(low), float(high))
-    if notes is not None:
-        notes.append(default_range_note(input_name, toml_key(input_name), unread, all(d == 1 for d in shape)))
-    return float(DEFAULT_INT_RANGE[0]), float(DEFAULT_INT_RANGE[1])
-
-
 
 
 def zoo_model_path(zoo_name: str, cache_dir: Path) -> Path:

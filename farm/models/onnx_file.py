@@ -1,6 +1,6 @@
 """What an ONNX file says of itself, read once: its hash (the model's identity, with its external
 data files), its inputs (name, dtype, shape, and what the graph tells of an integer input's values:
-farm.models.int_ranges), cached beside it in `<file>.farm.json` keyed by size and mtime."""
+farm.models.input_values), cached beside it in `<file>.farm.json` keyed by size and mtime."""
 
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ def _onnx_inputs(data: bytes) -> tuple[list[dict[str, Any]], list[str]]:
     import onnx
     from onnx import helper
 
-    from farm.models.int_ranges import integer_hints
+    from farm.models.input_values import integer_hints
 
     model = onnx.load_from_string(data)
     locations = _external_locations(model)

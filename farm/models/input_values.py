@@ -1,4 +1,5 @@
-"""Values of a model's integer inputs, read from the graph where it says them.
+"""The values a model's seeded inputs take: floats in trtexec's U(-1, 1), strings of a few letters,
+and integers read from the graph where it says them; the sweep file's `inputs.NAME` always wins.
 
 An integer input that indexes an embedding table (`Gather` of a weight with the input as indices)
 takes the table's row count: token ids in [0, vocabulary). One that is compared with a constant
@@ -11,14 +12,27 @@ and its model's cells say so (default_range_note), so that one model never stops
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
+from farm.config.keys import toml_key
+from farm.errors import ConfigError
+
 # What an integer input takes where neither the model nor the sweep file says: valid for any
 # table of two rows or more (token ids 0 and 1).
 DEFAULT_INT_RANGE = (0, 2)
+FLOAT_RANGE = (-1.0, 1.0)  # trtexec fills inputs with U(-1, 1)
+BOOL_RANGE = (0.0, 2.0)
+# String inputs (ONNX tensor(string), numpy object): seeded lowercase ASCII words whose lengths
+# lie in [low, high); a `value` is one length, a `range` the lengths
+STRING_LENGTHS = (3.0, 9.0)
+# Integer inputs that any model takes these values for: all-ones masks, token type 0. Others take what the
+# graph or the sweep file says; where neither says, DEFAULT_INT_RANGE, noted on the model's cells.
+KNOWN_INT_RANGES = {"attention_mask": (1.0, 2.0), "input_mask": (1.0, 2.0),
+                    "token_type_ids": (0.0, 1.0), "segment_ids": (0.0, 1.0)}
 
 # Ops that pass an integer tensor on unchanged in value (only its shape or type changes): a hint
 # found past them still holds for the input.
@@ -136,3 +150,63 @@ def default_range_note(input_name: str, key: str, reason: str, scalar: bool = Fa
     fix = f"inputs.{key}.value = V (or .range = [lo, hi])" if scalar else f"inputs.{key}.range = [lo, hi]"
     return (f"{input_name}: its range could not be read from the model ({reason}); using [{low}, {high}): "
             f"set {fix} to choose")
+
+
+def input_values(input_name: str, model_dtype: str, dtype: str, shape: tuple[int | str, ...], override: Any,
+                 zoo_ranges: dict[str, tuple[float, float]], where: str, hint: dict | None, onnx_error: str | None,
+                 notes: list[str]) -> tuple[tuple[float, float], str | None]:
+    """([low, high) of an input's seeded values, why no generated values fit it or None): `dtype` is
+    the sweep file's (or the model's, `model_dtype`), `override` its inputs.NAME table, `hint` what
+    the graph says of it (integer_hints); an integer input nothing tells takes DEFAULT_INT_RANGE,
+    with a note appended to `notes`."""
+    hint = hint if dtype == model_dtype else None
+    refusal = operand_refusal(input_name, toml_key(input_name), hint, override)
+    value_range = _value_range(input_name, dtype, shape, override, zoo_ranges, where, None if refusal else hint,
+                               unread_reason(model_dtype, dtype, onnx_error), None if refusal else notes)
+    return value_range, refusal
+
+
+def _value_range(input_name: str, dtype: str, shape: tuple[int | str, ...], override: Any,
+                 zoo_ranges: dict[str, tuple[float, float]], where: str,
+                 hint: dict | None = None, unread: str = "", notes: list[str] | None = None) -> tuple[float, float]:
+    """[low, high) of an input's random values (low == high: that one value). `hint`: what the
+    graph says of an integer input (integer_hints), used where the sweep file says nothing;
+    where nothing says, DEFAULT_INT_RANGE, and a note (why: `unread`) appended to `notes`."""
+    kind = np.dtype(dtype).kind if dtype != "bfloat16" else "f"
+    key = f"{where}.inputs.{toml_key(input_name)}"
+    if override is not None and override.value is not None:
+        value = override.value
+        if kind in "iub" and value != int(value):
+            raise ConfigError(f"{key}.value: {value} is not an integer, and input {input_name!r} is {dtype}")
+        if kind == "b" and value not in (0, 1):
+            raise ConfigError(f"{key}.value: {value} is not a bool: input {input_name!r} takes 0 or 1")
+        if kind in "iu" and not np.iinfo(dtype).min <= value <= np.iinfo(dtype).max:
+            raise ConfigError(f"{key}.value: {value:g} does not fit the {dtype} of input {input_name!r}")
+        return float(value), float(value)
+    if override is not None and override.range is not None:
+        low, high = override.range
+        if kind in "iu":  # integers in [low, high): at least one, and within the dtype
+            info = np.iinfo(dtype)
+            if math.ceil(low) >= high:
+                raise ConfigError(f"{key}.range: [{low:g}, {high:g}) holds no integer, and input {input_name!r} "
+                                  f"is {dtype}: e.g. range = [{math.floor(low):d}, {math.floor(low) + 2:d}]")
+            if low < info.min or high - 1 > info.max:
+                raise ConfigError(f"{key}.range: [{low:g}, {high:g}) does not fit the {dtype} of input "
+                                  f"{input_name!r} ({info.min} to {info.max})")
+        return override.range
+    if input_name in zoo_ranges:
+        return zoo_ranges[input_name]
+    if kind == "O":
+        return STRING_LENGTHS
+    if kind == "f":
+        return FLOAT_RANGE
+    if kind == "b":
+        return BOOL_RANGE
+    if input_name.lower() in KNOWN_INT_RANGES:
+        return KNOWN_INT_RANGES[input_name.lower()]
+    if hint is not None:
+        low, high = hint["range"]
+        return (float(low), float(low)) if high == low + 1 else (float(low), float(high))
+    if notes is not None:
+        notes.append(default_range_note(input_name, toml_key(input_name), unread, all(d == 1 for d in shape)))
+    return float(DEFAULT_INT_RANGE[0]), float(DEFAULT_INT_RANGE[1])
