@@ -301,6 +301,37 @@ def report(rows: list[dict]) -> None:
         print(f"in-sweep / bare loop over {len(bare)} eager batch-1 cells: worst {max(bare):.3f} (target <= 1.10)")
 
 
+def markdown(files: list[Path]) -> str:
+    """docs/gpu-figures.md's table of committed runs (--csv files): per machine and run, in-sweep over
+    alone: the median, the GPU-bound cells' span, the host-bound cells within HOST_BOUND_TOLERANCE,
+    the furthest cell, and the eager batch-1 cells over the bare loop."""
+    import re
+
+    def span(values: list[float]) -> str:
+        return f"{min(values):.3f} to {max(values):.3f}" if values else "-"
+
+    out = [f"<!-- made by `python3 benchmarks/isolation.py --markdown {' '.join(f.as_posix() for f in files)}`: "
+           "edit there -->",
+           "| machine, run | cells | median | GPU-bound cells | host-bound cells within "
+           f"{100 * HOST_BOUND_TOLERANCE:.0f} % | furthest | in-sweep / bare loop |",
+           "| --- | --- | --- | --- | --- | --- | --- |"]
+    for path in files:
+        text = path.read_text()
+        gpu = re.search(r"NVIDIA (\w+)", text.splitlines()[0])
+        rows = list(csv.DictReader(line for line in text.splitlines() if not line.startswith("#")))
+        for run in sorted({r["run"] for r in rows}, key=int):
+            done = [r for r in rows if r["run"] == run and r["in_sweep_over_alone"]]
+            ratios = [float(r["in_sweep_over_alone"]) for r in done]
+            gpu_bound = [float(r["in_sweep_over_alone"]) for r in done if r["host_bound"] != "True"]
+            host = [float(r["in_sweep_over_alone"]) for r in done if r["host_bound"] == "True"]
+            within = sum(abs(v - 1) <= HOST_BOUND_TOLERANCE for v in host)
+            bare = [float(r["in_sweep_over_bare"]) for r in done if r["in_sweep_over_bare"]]
+            out.append(f"| {gpu[1] if gpu else path.stem}, run {run} | {len(done)} | {statistics.median(ratios):.3f} | "
+                       f"{span(gpu_bound)} ({len(gpu_bound)}) | {within} of {len(host)} | "
+                       f"{max(ratios, key=lambda v: abs(math.log(v))):.3f} | {span(bare)} |")
+    return "\n".join(out) + "\n"
+
+
 def _num(value, width: int) -> str:
     return f"{value:>{width}.3f}" if isinstance(value, (int, float)) else f"{'-':>{width}}"
 
@@ -321,7 +352,12 @@ def main() -> int:
     parser.add_argument("--budget-s", type=float, default=float("inf"),
                         help="take no new step after this many seconds: the CSV then holds what is done "
                              "(marked PARTIAL) and a later call with the same --scratch goes on")
+    parser.add_argument("--markdown", type=Path, nargs="+", metavar="CSV",
+                        help="print docs/gpu-figures.md's table of these committed runs, and nothing else")
     args = parser.parse_args()
+    if args.markdown:
+        sys.stdout.write(markdown(args.markdown))
+        return 0
     deadline = time.monotonic() + args.budget_s
     args.scratch.mkdir(parents=True, exist_ok=True)
     sweep, executor = args.sweep, "ray"

@@ -609,3 +609,21 @@ def test_the_verdicts_table_in_the_docs_is_made_from_its_results_files() -> None
     assert block == markdown([ROOT / f for f in files]).replace(str(ROOT) + "/", ""), \
         "docs/results.md's verdicts table differs from its files: rerun --markdown"
     assert len(files) >= 6 and all((ROOT / f).is_file() for f in files)
+
+
+def test_every_generated_table_in_the_docs_is_what_its_command_makes_of_its_files(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """benchmarks/docs_tables.py --check: each table of measured figures in README.md and docs/ that
+    names the command making it from committed results files is that command's output now; a figure
+    changed by hand in a copy is found."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import docs_tables
+
+    found = {name for _, name, _, _ in docs_tables.tables()}
+    assert found >= {"gpu-engines-fp16", "isolation", "verdicts", "corpus-registry-cpu", "corpus-registry-gpu"}, found
+    assert docs_tables.stale() == []
+    doctored = tmp_path / "gpu-figures.md"
+    doctored.write_text((ROOT / "docs" / "gpu-figures.md").read_text().replace("| PyTorch eager | 191/s,",
+                                                                                 "| PyTorch eager | 192/s,", 1))
+    assert docs_tables.stale([doctored]) == ["gpu-figures.md: gpu-engines-fp16"]
+
