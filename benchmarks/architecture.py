@@ -25,7 +25,7 @@ LAYERS: dict[str, int] = {
     "farm.config": 1, "farm.plan": 1, "farm.models": 1, "farm.precision": 1, "farm.measure": 1,
     "farm.accuracy": 1, "farm.output_values": 1, "farm.layers": 1, "farm.trt_output": 1, "farm.provenance": 1,
     "farm.device_timer": 1, "farm.backends.registry": 1, "farm.backends.base": 1, "farm.onnx_torch": 1, "farm.cuda": 1,
-    "farm.telemetry": 1,
+    "farm.telemetry": 1, "farm.serving": 1,
     "farm.backends": 2,
     "farm.cell_runner": 3,
     "farm.scheduler": 4, "farm.executor": 4,
@@ -33,7 +33,7 @@ LAYERS: dict[str, int] = {
     "farm.ingest": 6, "farm.sweep": 6, "farm.cli": 6, "farm.callbacks": 6, "farm.display": 6,
     "farm.dashboard": 6, "farm.report": 6, "farm.__main__": 6,
 }
-LAYER_NAMES = {0: "records, errors, files, cpus, text", 1: "config, plan, models, precision, measure, readers",
+LAYER_NAMES = {0: "records, errors, files, cpus, text", 1: "config, plan, models, precision, measure, serving, readers",
                2: "backends", 3: "cell runner", 4: "scheduler, executor", 5: "warehouse, queries",
                6: "ingest, sweep, cli, dashboard"}
 MAX_MODULE_LINES, MAX_FUNCTION_LINES = 400, 60
