@@ -627,3 +627,17 @@ def test_every_generated_table_in_the_docs_is_what_its_command_makes_of_its_file
                                                                                  "| PyTorch eager | 192/s,", 1))
     assert docs_tables.stale([doctored]) == ["gpu-figures.md: gpu-engines-fp16"]
 
+
+
+def test_serving_search_quick(tmp_path: Path) -> None:
+    """The serving search on a tiny CNN (ONNX Runtime CPU) under LoadGen's Server scenario: the
+    engine's ceiling, each rate tried with LoadGen's verdict and p99, the batcher's own time beside
+    the engine's, and the found rate (the highest VALID one under the bound) in the JSON."""
+    pytest.importorskip("mlperf_loadgen")
+    out = run_benchmark("serving_search.py", "--quick", "--json", str(tmp_path / "serving.json"), timeout=300)
+    assert re.search(r"^max batch 4: the engine's query [\d.]+ ms back to back, ceiling [\d,]+/s$", out, re.M), out
+    row = json.loads((tmp_path / "serving.json").read_text())["rows"][0]
+    assert 1 <= len(row["tried"]) <= 2 and all(t["engine_ms"] > 0 and t["batcher_ms"] > 0 for t in row["tried"])
+    passing = [t["rate"] for t in row["tried"] if t["valid"] and t["p99_ms"] <= 1000]
+    assert row["best_rate"] == (max(passing) if passing else None), row
+    assert row["best_rate"] is None or row["best_rate"] < row["ceiling_per_s"]

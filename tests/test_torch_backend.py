@@ -237,3 +237,26 @@ def test_a_wrong_option_is_one_line(tmp_path: Path, key: str, value, says: str) 
         load_config(path)
     message = str(error.value)
     assert "\n" not in message and f"backends.torch.{says}" in message, message
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: the current stream is CUDA's")
+def test_a_cuda_query_called_from_other_threads_runs_on_the_cells_stream(tmp_path: Path) -> None:
+    """A serving batcher calls the query from its own thread, a new one for each LoadGen test (and a
+    thread's id is reused once it ends): the query makes the cell's stream current there, so its
+    launches, copies and the events it waits on are one stream (on an H200 an unbound thread's
+    queries returned in 0.07 ms against 1.67 ms for the engine, before the GPU had run them)."""
+    import threading
+
+    model = tiny_cnn(tmp_path / "tiny.onnx")
+    feeds = {"x": np.random.default_rng(0).standard_normal((2, 3, 8, 8)).astype(np.float32)}
+    backend = backend_class("torch")({"device": "cuda", "mode": "eager"})
+    backend.build(standalone_request(model, feeds, "fp32", tmp_path), feeds)
+    query, seen = backend.query_fn(feeds), []
+    try:
+        for _ in range(3):  # threads one after another: the later ones may reuse the first one's id
+            thread = threading.Thread(target=lambda: (query(), seen.append(torch.cuda.current_stream())))
+            thread.start()
+            thread.join()
+    finally:
+        backend.close()
+    assert seen == [backend.stream] * 3

@@ -62,7 +62,7 @@ def test_warehouse_without_telemetry_opens(monkeypatch, tmp_path: Path, page: st
 def test_show_and_summary_say_throttled(throttled, capsys) -> None:
     from types import SimpleNamespace
 
-    from farm.sweep import summary_table
+    from farm.cli.sweep_table import summary_table
     from farm.warehouse import Warehouse
 
     results, cell_id = throttled

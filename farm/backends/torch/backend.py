@@ -4,6 +4,7 @@ rows (the package's docstring says how)."""
 from __future__ import annotations
 
 import gc
+import threading
 import time
 from typing import Any
 
@@ -237,7 +238,16 @@ class TorchBackend(LoopTimedBackend):
         timer = DeviceTimer(TorchEvents(), stream, transfers)
         pairs_in = list(zip(device_inputs, host_inputs)) if transfers else []
 
+        # launches and copies go to the calling thread's current stream: a query called from another
+        # thread (a serving batcher's) makes this one current there first (thread-local, as the
+        # current stream is: a thread's id is reused once it ends)
+        bound = threading.local()
+        bound.stream = True
+
         def query() -> PhaseTimes:
+            if not getattr(bound, "stream", False):
+                torch.cuda.set_stream(stream)
+                bound.stream = True
             timer.inputs_start()
             for device, host in pairs_in:
                 device.copy_(host, non_blocking=True)
