@@ -21,7 +21,7 @@ from pathlib import Path
 # below, never above. docs/architecture.md explains each.
 LAYERS: dict[str, int] = {
     "farm": 0, "farm.errors": 0, "farm.files": 0, "farm.records": 0, "farm.measurement_row": 0, "farm.cpus": 0,
-    "farm.text": 0,
+    "farm.text": 0, "farm.scenario": 0,
     "farm.config": 1, "farm.plan": 1, "farm.models": 1, "farm.precision": 1, "farm.measure": 1,
     "farm.accuracy": 1, "farm.output_values": 1, "farm.layers": 1, "farm.trt_output": 1, "farm.provenance": 1,
     "farm.device_timer": 1, "farm.backends.registry": 1, "farm.backends.base": 1, "farm.onnx_torch": 1, "farm.cuda": 1,

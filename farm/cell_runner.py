@@ -31,6 +31,8 @@ from farm.models import make_feeds
 from farm.precision import TRANSFORMS, Transformed, TransformUnsupported, transform
 from farm.provenance import farm_commit, host_info, library_versions
 from farm.records import BuildRequest, Cell, CellResult, Samples, now
+from farm.serving import loadgen_missing
+from farm.serving.cell import serving_rows
 from farm.telemetry import cell_window, unavailable_row
 
 __all__ = ["CellResult", "Log", "built_backend", "now", "run_cell", "warm_up"]  # CellResult and now: from farm.records
@@ -56,7 +58,7 @@ def run_cell(cell: Cell, cache_dir: Path, log: Log = lambda message: None,
         result.status, result.reason = "failed", cell.model.error
     else:
         backend = backend_class(cell.backend)(cell.options)
-        unavailable = backend.unavailable_reason()
+        unavailable = backend.unavailable_reason() or (cell.serving and loadgen_missing())
         if unavailable:
             result.status, result.reason = "skipped", unavailable
         else:
@@ -199,6 +201,10 @@ def _build_and_measure(backend: Backend, cell: Cell, cache_dir: Path, work_dir: 
     result.device = backend.device_row()
     seconds = result.build.build_s
     log(f"built in {seconds:.2f} s; measuring" if seconds is not None else "built; measuring")
+    if cell.serving is not None:  # under LoadGen's load instead of the timing loop (farm.serving)
+        result.serving = serving_rows(backend.query_fn(feeds), cell.serving, cell.batch,
+                                      cache_dir / "serving" / cell.cell_id, log, cell.measurement.seed)
+        return
     timing(True)
     try:
         result.samples, measurement, telemetry = _measure(backend, cell, result.device, feeds)

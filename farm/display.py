@@ -23,7 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from farm.callbacks import Callback
-from farm.queries import option_labels
+from farm.queries import option_labels, with_scenario
 
 if TYPE_CHECKING:
     from farm.records import Cell, CellResult
@@ -42,8 +42,9 @@ INCONCLUSIVE_ADVICE = ("?: the two medians' 95 % intervals leave the change unde
 
 def backend_labels(cells: Sequence[Cell]) -> dict[str, str]:
     """Per cell id, its backend with the options that vary between the plan's cells of that
-    backend (`onnxruntime device=cuda`), so two rows that differ only there can be told apart."""
-    labels = option_labels([(c.backend, c.options) for c in cells])  # the dashboard's series rule
+    backend (`onnxruntime device=cuda`), and its scenario where those vary (`onnxruntime
+    scenario=server delay=2ms`), so two rows that differ only there can be told apart."""
+    labels = option_labels([(c.backend, with_scenario(c.options, c.serving and c.serving.label)) for c in cells])
     return {cell.cell_id: label for cell, label in zip(cells, labels)}
 
 

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from farm import __version__
+from farm.backends.base import LoopTimedBackend
 from farm.backends.registry import backend_class
-from farm.config import AppliedTolerance, LoadedConfig, Measurement
+from farm.config import AppliedTolerance, LoadedConfig, Measurement, Serving
 from farm.config.keys import parse_axis_key, shape_text, toml_inline_table, toml_key, toml_key_value
 from farm.errors import ConfigError
 from farm.models import failed_model, resolve_model
@@ -37,6 +38,7 @@ from farm.records import (
     axis_key,
     is_unnamed,
 )
+from farm.scenario import ServingPlan
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,17 +121,34 @@ def _model_cells(loaded: LoadedConfig, index: int, model: ModelArtifact, profile
                 applied = config.accuracy.tolerance(precision) if config.accuracy.enabled else None
                 for batch in batches:
                     for profile in cell_profiles:
-                        cell = _make_cell(config.name, model, precision, batch, profile, backend, options,
-                                          measurement, tuple(profiles) if with_profiles else (), calibration,
-                                          config.precision.keep_io_types, applied, named)
-                        cell = dataclasses.replace(
-                            cell, notes="; ".join(filter(None, [note, own_note if batch == own else None])) or None,
-                            device_kind=cls.device_kind(options),
-                            unsupported_reason=model.unsupported or model.batch_unsupported(batch)
-                            or (None if cls.capabilities.native_modules else model.onnx_unsupported(batch))
-                            or cls.unsupported_reason(precision, options))
-                        cells += _pinned(cell, config.axes.accelerator_types)
+                        for serving in _servings(config.axes.scenarios, config.serving):
+                            cell = _make_cell(config.name, model, precision, batch, profile, backend, options,
+                                              measurement, tuple(profiles) if with_profiles else (), calibration,
+                                              config.precision.keep_io_types, applied, named, serving)
+                            cell = dataclasses.replace(
+                                cell, notes="; ".join(filter(None, [note, own_note if batch == own else None])) or None,
+                                device_kind=cls.device_kind(options),
+                                unsupported_reason=model.unsupported or model.batch_unsupported(batch)
+                                or (None if cls.capabilities.native_modules else model.onnx_unsupported(batch))
+                                or cls.unsupported_reason(precision, options) or _serving_refusal(serving, cls))
+                            cells += _pinned(cell, config.axes.accelerator_types)
     return cells
+
+
+def _servings(scenarios: list[str], serving: Serving) -> list[ServingPlan | None]:
+    """The loads a cell is measured under: None (offline) and each serving scenario, Server once per
+    batcher delay (the streams issue a query's samples together and wait for it: no delay serves them)."""
+    return [None if scenario == "offline" else
+            ServingPlan(scenario, delay, serving.slo_ms, tuple(serving.rates), serving.min_duration_ms,
+                        serving.min_query_count, serving.samples_per_query)
+            for scenario in scenarios for delay in (serving.delays() if scenario == "server" else [0.0])]
+
+
+def _serving_refusal(serving: ServingPlan | None, cls: type) -> str | None:
+    if serving is None or issubclass(cls, LoopTimedBackend):
+        return None
+    return (f"{cls.name} times its own runs, and a {serving.scenario} scenario needs an engine farm calls query by "
+            "query (its batcher feeds it): run the scenario on the tensorrt, onnxruntime or torch backend")
 
 
 def _pinned(cell: Cell, accelerator_types: list[str] | None) -> list[Cell]:
@@ -152,7 +171,7 @@ def _identity(model: Any, values: dict[str, Any]) -> dict[str, Any]:
 def _make_cell(sweep: str, model: ModelArtifact, precision: str, batch: int, profile: ShapeProfile | None,
                backend: str, options: dict[str, Any], measurement: Measurement,
                all_profiles: tuple[ShapeProfile, ...], calibration: Calibration, keep_io_types: bool,
-               tolerance: AppliedTolerance | None, named: bool = False) -> Cell:
+               tolerance: AppliedTolerance | None, named: bool = False, serving: ServingPlan | None = None) -> Cell:
     """The cell and its id: a hash of everything that changes its result (tests/test_plan.py pins it)."""
     shapes = {} if model.error else {i.name: i.concrete_shape(batch, model.dims) for i in model.inputs}
     identity = {
@@ -175,6 +194,8 @@ def _make_cell(sweep: str, model: ModelArtifact, precision: str, batch: int, pro
         identity["model_name"] = model.name
     if tolerance is not None:  # the verdict is part of the result
         identity["tolerance"] = tolerance.model_dump()
+    if serving is not None:  # a serving scenario's load (offline cells' ids are those from before scenarios)
+        identity["serving"] = dataclasses.asdict(serving)
     if all_profiles:  # engines may hold every profile: they are part of what is built
         identity["all_profiles"] = [dataclasses.asdict(p) for p in all_profiles]
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -183,7 +204,8 @@ def _make_cell(sweep: str, model: ModelArtifact, precision: str, batch: int, pro
                 MeasurementSettings(**measurement.model_dump()), shapes, calibration=calibration,
                 keep_io_types=keep_io_types, tolerance=record, all_profiles=all_profiles,
                 profile_shapes=profile_shapes(profile, model.inputs, shapes) if profile else None,
-                all_profile_shapes=tuple(profile_shapes(p, model.inputs, shapes) for p in all_profiles))
+                all_profile_shapes=tuple(profile_shapes(p, model.inputs, shapes) for p in all_profiles),
+                serving=serving)
 
 
 def profile_shapes(profile: ShapeProfile, inputs: tuple[InputSpec, ...],

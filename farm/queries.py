@@ -77,7 +77,7 @@ def cells_with_figures(select: str, where: str = "", order_by: str = "") -> str:
 # sweep_cells' columns: what `farm show` and the end-of-sweep table print of each cell
 SWEEP_CELL_COLUMNS = ("cell_id", "model", "precision", "batch", "profile", "backend", "status", "qps", "samples_per_s",
                       "p50", "p99", "p99_tail", "cv", "spread", "stable", "throttled", "accuracy", "build_s",
-                      "coverage", "note", "options", "run_id", "low", "high")
+                      "coverage", "note", "options", "run_id", "low", "high", "scenario")
 
 
 def sweep_cells(warehouse: Any, con: Any, sweep: str, cell_ids: list[str] | None = None,
@@ -93,6 +93,8 @@ def sweep_cells(warehouse: Any, con: Any, sweep: str, cell_ids: list[str] | None
     from farm.measure import MIN_TAIL_SAMPLES
 
     measured = {d[0] for d in con.execute("SELECT * FROM measurements LIMIT 0").description}
+    celled = {d[0] for d in con.execute("SELECT * FROM cells LIMIT 0").description}
+    scenario = "c.scenario" if "scenario" in celled else "CAST(NULL AS VARCHAR)"  # a warehouse from before scenarios
     built = {d[0] for d in con.execute("SELECT * FROM builds LIMIT 0").description}
     tail = "m.latency_p99_tail_samples" if "latency_p99_tail_samples" in measured else "CAST(NULL AS BIGINT)"
     coverage = "m.layer_coverage_percent" if "layer_coverage_percent" in measured else "CAST(NULL AS DOUBLE)"
@@ -105,7 +107,7 @@ def sweep_cells(warehouse: Any, con: Any, sweep: str, cell_ids: list[str] | None
             {VERDICT_TEXT}, b.build_s,
             CASE WHEN {coverage} < $partial THEN TRY_CAST(round({coverage}) AS BIGINT) || ' (partial)'
                  ELSE CAST(TRY_CAST(round({coverage}) AS BIGINT) AS VARCHAR) END,
-            {notes}, CAST(c.options AS VARCHAR), c.run_id, m.median_ci_low_ms, m.median_ci_high_ms""",
+            {notes}, CAST(c.options AS VARCHAR), c.run_id, m.median_ci_low_ms, m.median_ci_high_ms, {scenario}""",
         where="c.sweep_id = $sweep AND ($every OR list_contains($ids, c.cell_id))",
         order_by="c.model, c.backend, c.precision, c.batch, c.profile, c.options, c.cell_id"),  # ties: in one order
         {"few": MIN_TAIL_SAMPLES, "partial": COVERAGE_WARN_PERCENT, "sweep": sweep, "every": cell_ids is None,
@@ -298,6 +300,12 @@ def speedup(throughput_qps: Any, baseline_throughput_qps: Any) -> float | None:
 
 def _number(value: Any) -> bool:
     return value is not None and isinstance(value, (int, float)) and not math.isnan(value)
+
+
+def with_scenario(options: dict[str, Any], scenario: str | None) -> dict[str, Any]:
+    """A cell's options with its load (`cells.scenario`; None: offline) as one more, so that labels
+    name it where a sweep's cells differ in it (option_labels)."""
+    return {**options, "scenario": scenario or "offline"}
 
 
 def option_labels(cells: list[tuple[str, dict[str, Any]]], short: bool = False) -> list[str]:

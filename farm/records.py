@@ -1,11 +1,10 @@
-"""The records every layer passes around: plain dataclasses that import nothing from farm.
+"""The records every layer passes around: plain dataclasses (from farm: MeasurementRow, ServingPlan).
 
 A cell (what the planner made), what a backend receives to build it (`BuildRequest`), and what
 one cell produced (`CellResult`, with its build stats, samples and layer rows). Only plain data,
 so a record crosses process boundaries (Ray, the per-cell child process) as it is.
 
-Settings that the sweep file validates (pydantic models in farm.config) travel here as records of
-their own (`MeasurementSettings`, `Tolerance`, `Calibration`): the planner converts them once.
+Settings the sweep file validates (farm.config) travel as records (`MeasurementSettings`, `Tolerance`, ...).
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from farm.measurement_row import MeasurementRow
+from farm.scenario import ServingPlan
 
 # A dynamic dimension with one of these names (case-insensitive) is the batch, unless the model's
 # table names its batch with `batch_dim`. Documented in docs/config.md.
@@ -230,6 +230,7 @@ class Cell:
     profile_shapes: ProfileShapes | None = None  # `profile` per input
     all_profile_shapes: tuple[ProfileShapes, ...] = ()  # `all_profiles` per input
     accelerator_type: str | None = None  # a CUDA cell pinned to this GPU model (Ray's accelerator_type); None: any
+    serving: ServingPlan | None = None  # a serving scenario's load (farm.scenario); None: offline
 
     @property
     def label(self) -> str:
@@ -389,6 +390,7 @@ class CellResult:
     farm_commit: str | None = None
     worker: dict[str, Any] | None = None  # which executor worker ran it (pid, host, visible GPUs)
     accuracy: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # rows of the accuracy table
+    serving: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # rows of the serving table
     attempts: int = 1  # runs of the cell this result ends (more when its process died and it was retried)
     earlier_attempts: list[str] = dataclasses.field(default_factory=list)  # how each earlier run died
 

@@ -21,6 +21,9 @@ from tests.conftest import swept_tiny, tiny_sweep_text
 
 ROOT = Path(__file__).resolve().parent.parent
 SWEEP = tiny_sweep_text("tiny")
+# every table but `serving`, which only serving cells write (a per-cell table as `accuracy` is, read
+# and repaired by the same code): two offline cells here, each with a file in every other table
+DAMAGED_TABLES = tuple(t for t in TABLES if t != "serving")
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +31,7 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A base folder with models/, sweep.toml and results/: two ok cells with a file in every table."""
     base = tmp_path_factory.mktemp("damage")
     swept_tiny(base, SWEEP)
-    for table in TABLES:
+    for table in DAMAGED_TABLES:
         assert list((base / "results" / "tiny" / table).glob("*.parquet")), table
     return base
 
@@ -43,7 +46,7 @@ def counts(results: Path) -> dict[str, int]:
     return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}
 
 
-@pytest.mark.parametrize("table", TABLES)
+@pytest.mark.parametrize("table", DAMAGED_TABLES)
 def test_one_truncated_file_costs_only_its_cell(measured: Path, tmp_path: Path, table: str, capsys) -> None:
     base = copy_of(measured, tmp_path)
     results = base / "results"

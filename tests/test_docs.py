@@ -8,7 +8,17 @@ from pathlib import Path
 import pytest
 
 from farm.backends import BACKENDS, backend_class
-from farm.config import Axes, CalibrationSpec, InputOverride, Measurement, ModelSpec, PrecisionSettings, SweepConfig, Tolerance
+from farm.config import (
+    Axes,
+    CalibrationSpec,
+    InputOverride,
+    Measurement,
+    ModelSpec,
+    PrecisionSettings,
+    Serving,
+    SweepConfig,
+    Tolerance,
+)
 from farm.warehouse import SCHEMAS, Warehouse
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -17,7 +27,7 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 def config_keys() -> set[str]:
     # A new top-level table must be added here and to docs/config.md.
     assert set(SweepConfig.model_fields) == {"name", "description", "models", "axes", "profiles", "measurement",
-                                             "precision", "accuracy", "backends"}
+                                             "precision", "accuracy", "serving", "backends"}
     keys = {"name", "description", "profiles.NAME.DIM", "accuracy.enabled"}
     keys |= {f"models.{f}" for f in ModelSpec.model_fields if f not in ("inputs", "calibration")}
     keys |= {f"models.calibration.{f}" for f in CalibrationSpec.model_fields}
@@ -26,6 +36,7 @@ def config_keys() -> set[str]:
     keys |= {f"models.inputs.NAME.{f}" for f in InputOverride.model_fields}
     keys |= {f"axes.{f}" for f in Axes.model_fields}
     keys |= {f"measurement.{f}" for f in Measurement.model_fields}
+    keys |= {f"serving.{f}" for f in Serving.model_fields}
     for backend in BACKENDS:
         keys |= {f"backends.{backend}.{f}" for f in backend_class(backend).Options.model_fields}
     return keys

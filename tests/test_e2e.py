@@ -209,7 +209,9 @@ def test_query_ls_show(models_dir: Path, capsys) -> None:
 
 
 def test_every_table_is_queryable_after_a_sweep(models_dir: Path) -> None:
-    config = write_sweep(models_dir.parent, TINY_SWEEP)
+    """Offline cells and single-stream ones under LoadGen (`serving`): every table has rows."""
+    served = TINY_SWEEP.replace("batch_sizes = [1, 2]\n", 'batch_sizes = [1, 2]\nscenarios = ["offline", "single_stream"]\n')
+    config = write_sweep(models_dir.parent, served + "[serving]\nmin_duration_ms = 200\nmin_query_count = 20\n")
     results = models_dir.parent / "results"
     assert main(["sweep", str(config), "--results", str(results), "--executor", "local"]) == 0
     con = Warehouse(results).connect()

@@ -15,10 +15,14 @@ pytest.importorskip("mlperf_loadgen")
 
 from farm.backends.base import standalone_request
 from farm.backends.onnxruntime import OnnxRuntimeBackend
+from farm.cli import main
+from farm.config import load_config
+from farm.plan import plan_sweep
 from farm.serving import DynamicBatcher, loadgen_missing, run_scenario
 from farm.serving.loadgen import ScenarioRun
 from farm.serving.search import below_the_engine, highest_rate
-from tests.conftest import tiny_cnn
+from farm.warehouse import Warehouse
+from tests.conftest import tiny_cnn, write_sweep
 
 
 def served(query, max_batch: int, max_delay_ms: float, arrivals: list[list[int]], gap_s: float = 0.0):
@@ -103,3 +107,99 @@ def test_a_bound_below_the_engines_own_latency_is_one_line() -> None:
     why = below_the_engine(1.0, 2.5, 8)
     assert why == ("slo_ms = 1 is below the engine's own latency at batch 8 (2.5 ms a query, before any queueing): "
                    "no request rate can meet it; raise slo_ms, or serve a smaller max batch")
+
+
+SERVED = """name = "served"
+[[models]]
+source = "tiny.onnx"
+[axes]
+batch_sizes = [4]
+backends = ["onnxruntime", "trtexec"]
+scenarios = ["offline", "server", "single_stream"]
+[serving]
+slo_ms = SLO
+max_delay_ms = [0.5, 2.0]
+min_duration_ms = 300
+min_query_count = 100
+"""
+
+
+def served_sweep(tmp_path: Path, slo: str = "200") -> tuple[int, list[tuple], list[tuple]]:
+    """The sweep above on the CPU: (exit status, cells (backend, label, status, reason, notes), serving rows)."""
+    tiny_cnn(tmp_path / "tiny.onnx")
+    config = write_sweep(tmp_path, SERVED.replace("SLO", slo))
+    status = main(["sweep", str(config), "--results", str(tmp_path / "results"), "--executor", "local"])
+    con = Warehouse(tmp_path / "results").connect()
+    cells = con.execute("SELECT cell_id, backend, status, reason, notes FROM cells ORDER BY backend, notes").fetchall()
+    rows = con.execute("SELECT cell_id, scenario, max_delay_ms, valid, chosen, latency_p99_ms, target_qps, log_dir "
+                       "FROM serving ORDER BY cell_id, test").fetchall()
+    return status, cells, rows
+
+
+def test_a_sweep_runs_each_scenario_on_the_engine_its_offline_cell_builds(tmp_path: Path) -> None:
+    """Offline, Server at two batcher delays and SingleStream of one engine: the offline cell keeps
+    the id it had before scenarios existed, each serving cell's LoadGen tests are rows of `serving`
+    (the chosen Server rate VALID under its bound, LoadGen's logs kept), its answer a note; trtexec,
+    which times itself, cannot serve."""
+    status, cells, rows = served_sweep(tmp_path)
+    assert status == 0, cells
+    plain = plan_sweep(load_config(write_sweep(tmp_path, SERVED.split("scenarios")[0], "plain.toml")),
+                       tmp_path / "cache").cells
+    ort = [c for c in cells if c[1] == "onnxruntime"]
+    assert len(ort) == 4 and {c[2] for c in ort} == {"ok"}, ort
+    assert plain[0].cell_id in {c[0] for c in ort}  # the offline cell: the id of a sweep without scenarios
+    notes = {c[0]: c[4] or "" for c in ort}
+    server = [c for c in ort if notes[c[0]].startswith("server")]
+    assert len(server) == 2 and {n.split(":")[0] for n in (notes[c[0]] for c in server)} == {
+        "server (max delay 0.5 ms)", "server (max delay 2 ms)"}
+    for cell_id, *_ in server:
+        mine = [r for r in rows if r[0] == cell_id]
+        chosen = [r for r in mine if r[4]]
+        assert 1 <= len(mine) <= 8 and len(chosen) <= 1
+        for row in chosen:
+            assert row[3] and row[5] <= 200 and row[6] == max(r[6] for r in mine if r[3] and r[5] <= 200)
+            assert f"{row[6]:,.0f} queries/s under p99 200 ms" in notes[cell_id]
+        assert all((Path(r[7]) / "mlperf_log_detail.txt").is_file() for r in mine)
+    single = [r for r in rows if r[1] == "single_stream"]
+    assert len(single) == 1 and single[0][2] == 0.0
+    trtexec = [c[3] for c in cells if c[1] == "trtexec" and c[2] == "unsupported"]
+    assert sorted(trtexec) == [
+        f"trtexec times its own runs, and a {scenario} scenario needs an engine farm calls query by query (its batcher "
+        "feeds it): run the scenario on the tensorrt, onnxruntime or torch backend"
+        for scenario in ("server", "server", "single_stream")]
+
+
+def test_show_and_compare_keep_a_cells_scenario_apart(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """`farm show` names each cell's scenario where a sweep's cells differ in it, and farm compare
+    never pairs a serving cell with the offline cell of the same settings."""
+    import csv
+    import io
+
+    from farm.compare.match import config_key
+
+    status, cells, _ = served_sweep(tmp_path)
+    capsys.readouterr()
+    assert main(["show", "served", "--results", str(tmp_path / "results"), "--format", "csv"]) == 0
+    shown = [r for r in csv.DictReader(io.StringIO(capsys.readouterr().out)) if r["backend"] == "onnxruntime"]
+    assert sorted(r["variant"] for r in shown) == ["offline", "server delay=0.5ms", "server delay=2ms", "single_stream"]
+    assert sorted(r["scenario"] for r in shown) == ["", "server delay=0.5ms", "server delay=2ms", "single_stream"]
+    same = {"model": "tiny", "precision": "fp32", "batch": 4, "profile": None, "backend": "onnxruntime", "options": "{}"}
+    assert config_key({**same, "scenario": None}) != config_key({**same, "scenario": "server delay=2ms"})
+
+
+def test_a_bound_below_the_engines_query_makes_its_server_cells_unsupported(tmp_path: Path) -> None:
+    status, cells, rows = served_sweep(tmp_path, slo="0.000001")
+    assert status == 0
+    reasons = [c[3] for c in cells if c[1] == "onnxruntime" and c[2] == "unsupported"]
+    assert len(reasons) == 2 and all(r.startswith("slo_ms = 1e-06 is below the engine's own latency at batch 4 (")
+                                     for r in reasons), reasons
+    assert {r[1] for r in rows} == {"single_stream"}
+
+
+def test_server_without_a_bound_or_rates_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    config = write_sweep(tmp_path, SERVED.replace("slo_ms = SLO\n", ""))
+    assert main(["sweep", str(config), "--results", str(tmp_path / "results")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"farm: error: {config}: axes.scenarios has \"server\": set serving.slo_ms = MS (the p99 bound "
+                   "under which farm searches the highest rate) or serving.rates = [QPS, ...] (rates to measure)"]
+

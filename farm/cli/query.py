@@ -35,7 +35,7 @@ T = TypeVar("T")
 def add(add: AddCommand) -> None:
     """The `query` subparser (`add` gives it --results)."""
     p = add("query", "Run SQL over the warehouse (tables: sweeps, cells, builds, measurements, samples, "
-                     "layers, accuracy, devices; columns in docs/warehouse.md).")
+                     "layers, accuracy, serving, devices; columns in docs/warehouse.md).")
     p.add_argument("sql", help='e.g. "SELECT model, batch, throughput_qps FROM cells JOIN measurements USING (cell_id)"')
     p.add_argument("--format", choices=["table", "csv", "json", "markdown"], default="table", help="output format")
 

@@ -18,7 +18,7 @@ from farm.cli.common import (
 )
 from farm.display import footnoted, stable_text
 from farm.errors import UserError
-from farm.queries import joined_notes, option_labels, sweep_cells
+from farm.queries import joined_notes, option_labels, sweep_cells, with_scenario
 
 # What the table shows by default: what tells the cells apart and the figures a reader compares;
 # --wide adds the rest. Where the terminal is too narrow, DROP_ORDER's columns go first.
@@ -74,7 +74,7 @@ SHOWN = {"cell": "cell_id", "model": "model", "precision": "precision", "batch":
          "backend": "backend", "status": "status", "qps": "qps", "samples/s": "samples_per_s", "p50 ms": "p50",
          "p99 ms": "p99", "p99 tail": "p99_tail", "cv %": "cv", "repeats %": "spread", "stable": "stable",
          "throttled": "throttled", "accuracy": "accuracy", "build s": "build_s", "layers % of compute": "coverage",
-         "note": "note", "options": "options"}
+         "note": "note", "options": "options", "scenario": "scenario"}
 
 
 def _fetch(warehouse, con, sweep: str, plan: list[str] | None) -> tuple[list[str], list[tuple]]:
@@ -83,12 +83,15 @@ def _fetch(warehouse, con, sweep: str, plan: list[str] | None) -> tuple[list[str
 
 
 def _labelled(columns: list[str], rows: list[tuple]) -> tuple[list[str], list[tuple]]:
-    """`variant`: the options that tell this sweep's cells of one backend apart, as short labels
-    ('compile', 'cuda_graph', 'no-cuda_graph'); `options` stays for csv and json."""
+    """`variant`: the options (and the scenario) that tell this sweep's cells of one backend apart, as
+    short labels ('compile', 'cuda_graph', 'no-cuda_graph', 'server delay=2ms'); `options` and
+    `scenario` stay for csv and json."""
     import json
 
     at = columns.index("options")
-    labels = option_labels([(r[columns.index("backend")], json.loads(r[at] or "{}")) for r in rows], short=True)
+    scenario = columns.index("scenario")
+    labels = option_labels([(r[columns.index("backend")], with_scenario(json.loads(r[at] or "{}"), r[scenario]))
+                            for r in rows], short=True)
     variants = [label.partition(" ")[2] or None for label in labels]
     where = columns.index("backend") + 1
     return (columns[:where] + ["variant"] + columns[where:],
@@ -123,7 +126,7 @@ def _chosen(columns: list[str], rows: list[tuple], args: argparse.Namespace) -> 
     if args.columns:
         keep = [_column_index(columns, name) for name in args.columns.split(",") if name.strip()]
     elif args.wide or args.format in ("csv", "json"):
-        keep = [i for i, c in enumerate(columns) if c != "options" or args.format != "table"]
+        keep = [i for i, c in enumerate(columns) if c not in ("options", "scenario") or args.format != "table"]
     else:
         at = columns.index("backend"), columns.index("variant")
         rows = [tuple(r[:at[0]]) + (" ".join(filter(None, (r[at[0]], r[at[1]]))),) + tuple(r[at[0] + 1:])

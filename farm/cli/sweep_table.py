@@ -27,7 +27,7 @@ def summary_table(warehouse: Warehouse, outcome: SweepOutcome) -> tuple[list[str
     rows = sorted(sweep_cells(warehouse, warehouse.connect(), outcome.sweep, ids, throttled_note=True),
                   key=lambda r: order[r["cell_id"]])
     labels = backend_labels(outcome.cells)
-    same = [(r["model"], r["batch"], r["profile"], r["backend"], r["options"]) for r in rows]
+    same = [(r["model"], r["batch"], r["profile"], r["backend"], r["options"], r["scenario"]) for r in rows]
     bases = baseline_positions(same, [r["precision"] == "fp32" and r["qps"] is not None for r in rows])
     table_rows = []
     for r, base in zip(rows, bases):

@@ -105,7 +105,9 @@ def load_side(results: str | Path, sweep: str, flag: str = "--results") -> Side:
                         f"`farm ls --results {root}` lists them, {flag} DIR picks another warehouse")
     con = _sweep_tables(warehouse, sweep)
     figures = [f"m.{c}" for c in MEASURED]
-    select = ", ".join([*(f"c.{c}" for c in CELL_COLUMNS), "d.kind AS device_kind", "d.name AS device_name",
+    celled = {d[0] for d in con.execute("SELECT * FROM cells LIMIT 0").description}
+    scenario = "c.scenario" if "scenario" in celled else "CAST(NULL AS VARCHAR) AS scenario"  # before scenarios: offline
+    select = ", ".join([*(f"c.{c}" for c in CELL_COLUMNS), scenario, "d.kind AS device_kind", "d.name AS device_name",
                         *figures, "v.verdict AS accuracy_verdict", "v.failed_metric", "v.cosine_similarity",
                         "v.top1_agreement", "v.max_abs_error"])
     plan = warehouse.latest_plan(sweep)

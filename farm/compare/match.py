@@ -57,7 +57,7 @@ def config_key(cell: dict[str, Any]) -> tuple[Hashable, ...]:
     return values + (options_text(cell.get("options")),)
 
 
-_CONFIG_FIELDS = ("model", "precision", "batch", "profile", "backend")
+_CONFIG_FIELDS = ("model", "precision", "batch", "profile", "backend", "scenario")  # scenario: None offline
 
 
 def device_text(cell: dict[str, Any]) -> str:

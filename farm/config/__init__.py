@@ -44,6 +44,7 @@ from farm.config.schema import (
     Precision,
     PrecisionSettings,
     ProfileRange,
+    Serving,
     Strict,
     SweepConfig,
     Tolerance,
@@ -54,8 +55,8 @@ from farm.errors import ConfigError
 __all__ = ["AccuracySettings", "AppliedTolerance", "Axes", "CalibrationSpec", "DEFAULT_CONFIG_NAME",
            "DEFAULT_TOLERANCES", "INPUT_DTYPES", "INT32_MAX", "InputOverride", "LoadedConfig", "Measurement",
            "ModelSpec", "NATIVE_PREFIXES", "NATIVE_SOURCE", "Precision", "PrecisionSettings", "ProfileRange",
-           "Strict", "SweepConfig", "Tolerance", "ZOO_NAMES", "expand_option_axes", "load_config", "model_display_name",
-           "parse_config"]
+           "Serving", "Strict", "SweepConfig", "Tolerance", "ZOO_NAMES", "expand_option_axes", "load_config",
+           "model_display_name", "parse_config"]
 
 class LoadedConfig(typing.NamedTuple):
     """A validated sweep file and what is derived from it without looking at any model."""
@@ -172,6 +173,9 @@ def _check_semantics(config: SweepConfig, path: Path) -> dict[str, list[dict[str
              for backend in dict.fromkeys([*config.axes.backends, *config.backends])}
     grids = {backend: grids[backend] for backend in config.axes.backends}
 
+    if "server" in config.axes.scenarios and config.serving.slo_ms is None and not config.serving.rates:
+        raise ConfigError(f"{path}: axes.scenarios has \"server\": set serving.slo_ms = MS (the p99 bound under which "
+                          "farm searches the highest rate) or serving.rates = [QPS, ...] (rates to measure)")
     wanted = config.axes.profiles if config.axes.profiles is not None else list(config.profiles)
     for name in wanted:
         if name not in config.profiles:

@@ -9,6 +9,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, field_validator, model_validator
 
 Precision = Literal["fp32", "tf32", "fp16", "bf16", "int8", "fp8"]
+Scenario = Literal["offline", "server", "single_stream", "multi_stream"]  # farm.scenario.SCENARIOS
 INPUT_DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "int8", "uint8", "bool")
 DEFAULT_CONFIG_NAME = "sweep"
 NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
@@ -185,11 +186,13 @@ class Axes(Strict):
     batch_sizes: Annotated[list[Size], Field(min_length=1)] = [1]
     profiles: Annotated[list[str], Field(min_length=1)] | None = None
     backends: Annotated[list[str], Field(min_length=1)] = ["onnxruntime"]
+    # offline: farm's timing loop; the others: MLPerf LoadGen's scenarios through the batcher ([serving])
+    scenarios: Annotated[list[Scenario], Field(min_length=1)] = ["offline"]
     # GPU cells once per GPU model, each run only on that model (Ray's accelerator_type:<NAME>)
     accelerator_types: Annotated[list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$")]],
                                  Field(min_length=1)] | None = None
 
-    @field_validator("precisions", "batch_sizes", "profiles", "backends", "accelerator_types")
+    @field_validator("precisions", "batch_sizes", "profiles", "backends", "accelerator_types", "scenarios")
     @classmethod
     def _no_repeats(cls, values: list | None) -> list | None:
         if values is not None and len(set(values)) != len(values):
@@ -214,6 +217,22 @@ class Measurement(Strict):
     # Settings added after cell ids were in use: at their default they stay out of the cell id
     # (farm.plan), as backends' Options.added_later do.
     added_later: ClassVar[frozenset[str]] = frozenset({"max_repeat_spread_percent", "telemetry"})
+
+
+class Serving(Strict):
+    """`[serving]`: the load of the serving scenarios (axes.scenarios other than offline), which MLPerf
+    LoadGen makes; a serving cell's batch is the batcher's max batch."""
+
+    slo_ms: PositiveFloat | None = None  # server: the p99 latency bound the rate search holds
+    max_delay_ms: Annotated[float, Field(ge=0, le=60_000)] | Annotated[
+        list[Annotated[float, Field(ge=0, le=60_000)]], Field(min_length=1)] = 2.0  # a list: another axis
+    rates: list[PositiveFloat] = []  # server: measure at these rates (queries/s) instead of searching
+    min_duration_ms: DurationMs = 10_000.0  # LoadGen's minimum duration of each test
+    min_query_count: Annotated[int, Field(ge=1, le=MAX_ITERATIONS)] = 1000
+    samples_per_query: Annotated[int, Field(ge=1, le=4096)] = 8  # multi_stream
+
+    def delays(self) -> list[float]:
+        return self.max_delay_ms if isinstance(self.max_delay_ms, list) else [self.max_delay_ms]
 
 
 class PrecisionSettings(Strict):
@@ -273,6 +292,7 @@ class SweepConfig(Strict):
     measurement: Measurement = Measurement()
     precision: PrecisionSettings = PrecisionSettings()
     accuracy: AccuracySettings = AccuracySettings()
+    serving: Serving = Serving()
     backends: dict[str, dict[str, Any]] = {}
 
     @field_validator("name")

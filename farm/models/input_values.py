@@ -154,7 +154,7 @@ def default_range_note(input_name: str, key: str, reason: str, scalar: bool = Fa
 
 def input_values(input_name: str, model_dtype: str, dtype: str, shape: tuple[int | str, ...], override: Any,
                  zoo_ranges: dict[str, tuple[float, float]], where: str, hint: dict | None, onnx_error: str | None,
-                 notes: list[str]) -> tuple[tuple[float, float], str | None]:
+                 notes: list[str] | None) -> tuple[tuple[float, float], str | None]:
     """([low, high) of an input's seeded values, why no generated values fit it or None): `dtype` is
     the sweep file's (or the model's, `model_dtype`), `override` its inputs.NAME table, `hint` what
     the graph says of it (integer_hints); an integer input nothing tells takes DEFAULT_INT_RANGE,

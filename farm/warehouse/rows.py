@@ -41,6 +41,8 @@ def cell_tables(cell: Cell, result: CellResult, run_id: str, config_hash: str) -
         tables["samples"] = samples_table(cell, result)
     if result.accuracy and ok:
         tables["accuracy"] = [{"cell_id": cell.cell_id, **row} for row in result.accuracy]
+    if result.serving and ok:
+        tables["serving"] = [{"cell_id": cell.cell_id, **row} for row in result.serving]
     if result.layers and ok:
         tables["layers"] = layer_rows(cell, result)
     if result.device is not None:
@@ -66,7 +68,8 @@ def cell_row(cell: Cell, result: CellResult, run_id: str, config_hash: str) -> d
         "profile_ranges": cell.profile.describe() if cell.profile else None,
         "backend": cell.backend, "options": json.dumps(cell.options, sort_keys=True),
         "shapes": json.dumps({k: list(v) for k, v in cell.input_shapes.items()}),
-        "status": result.status, "reason": result.reason, "traceback": result.traceback, "notes": cell.notes,
+        "status": result.status, "reason": result.reason, "traceback": result.traceback,
+        "notes": "; ".join(filter(None, [cell.notes, serving_note(result.serving)])) or None,
         "device_id": result.device["device_id"] if result.device else None,
         "worker": describe_worker(result.worker),
         "host": result.host.get("host"), "cpu_model": result.host.get("cpu_model"),
@@ -75,7 +78,26 @@ def cell_row(cell: Cell, result: CellResult, run_id: str, config_hash: str) -> d
         "config_hash": config_hash, "started_at": result.started_at, "finished_at": result.finished_at,
         "duration_s": duration, "attempts": result.attempts,
         "earlier_attempts": "; ".join(result.earlier_attempts) or None,
+        "scenario": cell.serving.label if cell.serving else None,
     }
+
+
+def serving_note(rows: list[dict[str, Any]]) -> str | None:
+    """A serving cell's answer in words (its `chosen` LoadGen test), for the cell's notes."""
+    if not rows:
+        return None
+    first, chosen = rows[0], next((r for r in rows if r.get("chosen")), None)
+    policy = f" (max delay {first['max_delay_ms']:g} ms)" if first["scenario"] == "server" else ""
+    if chosen is None:
+        bound = f" under p99 {first['slo_ms']:g} ms" if first["scenario"] == "server" and first.get("slo_ms") else ""
+        return (f"{first['scenario']}{policy}: no test VALID{bound} in {len(rows)}: "
+                f"{rows[-1].get('why_invalid') or 'p99 over the bound'}")[:500]
+    if chosen["scenario"] == "server":
+        return (f"server{policy}: {chosen['target_qps']:,.0f} queries/s under p99 {chosen['slo_ms']:g} ms "
+                f"(p99 {chosen['latency_p99_ms']:.3g} ms, LoadGen VALID; {len(rows)} rates tried)"
+                if chosen.get("slo_ms") else f"server{policy}: {chosen['target_qps']:,.0f} queries/s VALID")
+    return (f"{chosen['scenario']}: p50 {chosen['latency_p50_ms']:.3g} ms, p99 {chosen['latency_p99_ms']:.3g} ms, "
+            f"{chosen['samples_per_s'] or 0:,.0f} samples/s, LoadGen VALID")
 
 
 def describe_worker(worker: dict[str, Any] | None) -> str | None:

@@ -59,6 +59,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("versions", pa.string()), ("farm_version", pa.string()), ("farm_commit", pa.string()),
         ("config_hash", pa.string()), ("started_at", _ts), ("finished_at", _ts), ("duration_s", pa.float64()),
         ("ingested_on", pa.string()), ("attempts", pa.int32()), ("earlier_attempts", pa.string()),
+        ("scenario", pa.string()),
     ),
     "builds": _schema(
         ("cell_id", pa.string()), ("build_s", pa.float64()),
@@ -102,6 +103,18 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("tolerance", pa.string()), ("verdict", pa.string()), ("worst_metric", pa.string()),
         ("worst_value", pa.float64()),
     ),
+    # one row per LoadGen test of a serving cell (farm.serving.cell): `chosen` marks the cell's answer
+    "serving": _schema(
+        ("cell_id", pa.string()), ("test", pa.int32()), ("scenario", pa.string()), ("max_delay_ms", pa.float64()),
+        ("slo_ms", pa.float64()), ("target_qps", pa.float64()), ("valid", pa.bool_()), ("why_invalid", pa.string()),
+        ("chosen", pa.bool_()), ("samples_per_s", pa.float64()), ("scheduled_per_s", pa.float64()),
+        ("latency_p50_ms", pa.float64()), ("latency_p90_ms", pa.float64()), ("latency_p95_ms", pa.float64()),
+        ("latency_p99_ms", pa.float64()), ("latency_p999_ms", pa.float64()), ("latency_mean_ms", pa.float64()),
+        ("latency_max_ms", pa.float64()), ("queries", pa.int64()), ("over_latency_queries", pa.int64()),
+        ("early_stopping", pa.string()), ("batch_sizes", pa.string()), ("queue_p50_ms", pa.float64()),
+        ("queue_p99_ms", pa.float64()), ("engine_ms", pa.float64()), ("engine_alone_ms", pa.float64()),
+        ("batcher_ms", pa.float64()), ("duration_s", pa.float64()), ("error", pa.string()), ("log_dir", pa.string()),
+    ),
     "devices": _schema(
         ("device_id", pa.string()), ("kind", pa.string()), ("name", pa.string()), ("host", pa.string()),
         ("uuid", pa.string()), ("compute_capability", pa.string()), ("sm_count", pa.int32()),
@@ -111,14 +124,15 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("os", pa.string()), ("visible_devices", pa.string()),
     ),
 }
-PER_CELL_TABLES = ("builds", "measurements", "samples", "layers", "accuracy")  # written before `cells`
+PER_CELL_TABLES = ("builds", "measurements", "samples", "layers", "accuracy", "serving")  # written before `cells`
 TABLES = tuple(SCHEMAS)
 KEY_COLUMNS = {"sweeps": ("run_id", "sweep_id"), "devices": ("device_id",)}  # every other table: cell_id
 # present and not null in every row written (docs/warehouse.md); every other column may be absent
 REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
     "sweeps": ("run_id", "sweep_id"), "cells": ("cell_id", "status"), "builds": ("cell_id",),
     "measurements": ("cell_id",), "samples": ("cell_id", "repeat", "iteration", "latency_ms"),
-    "layers": ("cell_id", "layer_index"), "accuracy": ("cell_id", "output_name"), "devices": ("device_id",),
+    "layers": ("cell_id", "layer_index"), "accuracy": ("cell_id", "output_name"), "serving": ("cell_id", "test"),
+    "devices": ("device_id",),
 }
 
 

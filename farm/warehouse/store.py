@@ -36,7 +36,7 @@ from farm.warehouse.schema import PER_CELL_TABLES, SCHEMA_VERSION, RowError, row
 
 Rows = list[dict[str, Any]] | pa.Table  # dicts; an Arrow table for a large table (samples)
 # the order a cell's tables are written in: `cells` last marks the cell done
-_CELL_WRITE_ORDER = ("builds", "measurements", "samples", "accuracy", "layers")
+_CELL_WRITE_ORDER = ("builds", "measurements", "samples", "accuracy", "serving", "layers")
 
 
 class Warehouse(WarehouseReader):
