@@ -12,6 +12,8 @@ import math
 from collections.abc import Hashable, Iterable
 from typing import Any
 
+from farm.serving.search import TOLERANCE as SEARCH_TOLERANCE
+
 # One row per cell that has accuracy rows: `verdict` 'fail' when an output failed, else 'unjudged'
 # when an output could not be judged (farm.accuracy: a degenerate reference, a check that could
 # not run), else 'pass'; `failed_metric`: the first, by name, of the failing (else unjudged)
@@ -335,3 +337,41 @@ def option_labels(cells: list[tuple[str, dict[str, Any]]], short: bool = False) 
 
     return [f"{name} {' '.join(shown(k, o.get(k)) for k in varying[name])}".strip()
             for name, o in zip(names, scalars)]
+
+
+SERVING_ANSWERS_SQL = """SELECT c.model, c.backend, CAST(c.options AS VARCHAR), c.precision, c.batch, s.max_delay_ms,
+       s.slo_ms, s.target_qps, s.latency_p99_ms
+FROM serving s JOIN cells c USING (cell_id)
+WHERE c.sweep_id = $sweep AND ($every OR list_contains($ids, c.cell_id)) AND s.chosen AND s.scenario = 'server'
+      AND s.slo_ms IS NOT NULL AND c.status = 'ok'
+ORDER BY c.model, s.slo_ms, s.target_qps DESC, c.cell_id"""
+
+
+def serving_answers(warehouse: Any, con: Any, sweep: str, cell_ids: list[str] | None = None) -> list[str]:
+    """Per model and p99 bound of a sweep's Server cells: the setup that served the highest rate under
+    it (engine and its options, precision, max batch, batcher delay), with the runner-up and the
+    margin, in words: `farm show` and the end-of-sweep summary print them."""
+    import json
+
+    _, rows = warehouse.fetch(con, SERVING_ANSWERS_SQL, {"sweep": sweep, "every": cell_ids is None, "ids": cell_ids or []})
+    engines = option_labels([(r[1], json.loads(r[2] or "{}")) for r in rows], short=True)
+    groups: dict[tuple, list[tuple]] = {}
+    for row, engine in zip(rows, engines):
+        groups.setdefault((row[0], row[6]), []).append((engine, *row[3:]))
+
+    def setup(e: tuple) -> str:
+        return f"{e[0]} at {e[1]}, max batch {e[2]}, delay {e[3]:g} ms"
+
+    answers = []
+    for (model, bound), found in groups.items():
+        best = found[0]
+        text = (f"{model}, p99 under {bound:g} ms: serve it on {setup(best)}: {best[5]:,.0f} queries/s "
+                f"(p99 {best[6]:.3g} ms)")
+        if len(found) > 1:
+            second = found[1]
+            fewer = 100 * (1 - second[5] / best[5])
+            text += f"; runner-up {setup(second)}: {second[5]:,.0f}/s, {fewer:.1f} % fewer"
+            if fewer < 100 * SEARCH_TOLERANCE:  # each search stops once its rates are this close
+                text += f" (within the rate search's {100 * SEARCH_TOLERANCE:g} % steps: not told apart)"
+        answers.append(text)
+    return answers

@@ -183,6 +183,17 @@ def test_show_and_compare_keep_a_cells_scenario_apart(tmp_path: Path, capsys: py
     shown = [r for r in csv.DictReader(io.StringIO(capsys.readouterr().out)) if r["backend"] == "onnxruntime"]
     assert sorted(r["variant"] for r in shown) == ["offline", "server delay=0.5ms", "server delay=2ms", "single_stream"]
     assert sorted(r["scenario"] for r in shown) == ["", "server delay=0.5ms", "server delay=2ms", "single_stream"]
+    chosen = Warehouse(tmp_path / "results").connect().execute(
+        "SELECT max_delay_ms, target_qps FROM serving WHERE chosen AND scenario = 'server' ORDER BY target_qps DESC, "
+        "cell_id").fetchall()
+    assert main(["show", "served", "--results", str(tmp_path / "results")]) == 0
+    answer = [line for line in capsys.readouterr().out.splitlines() if line.startswith("tiny, p99 under 200 ms")]
+    if chosen:  # the setup that served the most under the bound, with the runner-up and the margin
+        best = f"tiny, p99 under 200 ms: serve it on onnxruntime at fp32, max batch 4, delay {chosen[0][0]:g} ms: " \
+               f"{chosen[0][1]:,.0f} queries/s (p99 "
+        assert len(answer) == 1 and answer[0].startswith(best), answer
+        assert len(chosen) == 1 or f"; runner-up onnxruntime at fp32, max batch 4, delay {chosen[1][0]:g} ms: " \
+            f"{chosen[1][1]:,.0f}/s, " in answer[0]
     same = {"model": "tiny", "precision": "fp32", "batch": 4, "profile": None, "backend": "onnxruntime", "options": "{}"}
     assert config_key({**same, "scenario": None}) != config_key({**same, "scenario": "server delay=2ms"})
 

@@ -16,9 +16,9 @@ from farm.cli.common import (
     require_sweep,
     table_width,
 )
-from farm.display import footnoted, stable_text
+from farm.display import footnoted, printable, stable_text
 from farm.errors import UserError
-from farm.queries import joined_notes, option_labels, sweep_cells, with_scenario
+from farm.queries import joined_notes, option_labels, serving_answers, sweep_cells, with_scenario
 
 # What the table shows by default: what tells the cells apart and the figures a reader compares;
 # --wide adds the rest. Where the terminal is too narrow, DROP_ORDER's columns go first.
@@ -61,6 +61,9 @@ def run(args: argparse.Namespace) -> int:
         _print_table(columns, rows, explicit=bool(args.wide or args.columns))
     else:
         print_rows(columns, rows, args.format)
+    if args.format == "table":
+        for answer in serving_answers(warehouse, con, args.sweep, plan):
+            print(printable(answer))
     if plan is not None:
         total = con.execute("SELECT count(*) FROM cells WHERE sweep_id = ?", [args.sweep]).fetchone()[0]
         if total > len(rows):

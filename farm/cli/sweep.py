@@ -49,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
     from farm.cli.sweep_table import SUMMARY_DROP_ORDER, failed_cells, summary_table
     from farm.display import INCONCLUSIVE_ADVICE, SPEEDUP_LEGEND, fitted_table, printable
     from farm.executor import DEFAULT_CELL_TIMEOUT_S, DEFAULT_WORKER_MEMORY, parse_memory_limit
+    from farm.queries import serving_answers
     from farm.sweep import run_sweep
     from farm.warehouse import Warehouse
 
@@ -75,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
                         worker_memory=worker_memory, cell_timeout_s=timeout or None, only=args.cells,
                         sweep_name=args.sweep)
     out = console()
-    columns, rows, notes = summary_table(Warehouse(args.results), outcome)
+    warehouse = Warehouse(args.results)
+    columns, rows, notes = summary_table(warehouse, outcome)
     table, hidden = fitted_table(columns, rows, table_width(out), SUMMARY_DROP_ORDER, title=f"sweep {outcome.sweep}")
     out.print(table)
     if any(r[columns.index("speedup")] not in (None, "base") for r in rows) and "speedup" not in hidden:
@@ -87,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
                   highlight=False, markup=False)
     for number, note in enumerate(notes, 1):
         out.print(f"[{number}] {printable(capped(note))}", highlight=False, markup=False)
+    for answer in serving_answers(warehouse, warehouse.connect(), outcome.sweep, [c.cell_id for c in outcome.cells]):
+        out.print(printable(answer), highlight=False, markup=False)
     if outcome.failed:
         err = Console(stderr=True)
         err.print(f"[red]{len(outcome.failed)} cell(s) failed:[/red]")
