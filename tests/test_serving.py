@@ -214,3 +214,18 @@ def test_server_without_a_bound_or_rates_is_one_line(tmp_path: Path, capsys: pyt
     assert err == [f"farm: error: {config}: axes.scenarios has \"server\": set serving.slo_ms = MS (the p99 bound "
                    "under which farm searches the highest rate) or serving.rates = [QPS, ...] (rates to measure)"]
 
+
+def test_the_report_says_which_setup_serves_the_most(tmp_path: Path) -> None:
+    """`farm report` of a sweep with Server cells carries the same answer as `farm show`."""
+    pytest.importorskip("matplotlib")
+    from farm.queries import serving_answers
+
+    status, _, _ = served_sweep(tmp_path)
+    assert status == 0
+    reader = Warehouse(tmp_path / "results")
+    answers = serving_answers(reader, reader.connect(), "served")
+    assert main(["report", "served", "--results", str(tmp_path / "results"), "-o", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text()
+    assert ("<h2>Serving under a latency bound</h2>" in page) == bool(answers)
+    assert all(answer.replace("&", "&amp;") in page for answer in answers)
+

@@ -59,7 +59,7 @@ def write_report(results: str | Path, sweep: str, output: Path, baseline: str | 
     compared["pareto"] = pareto_front(compared)
     compared["colour"] = compared.series.map(series_colours(compared))
     compared["style"] = [s[len(p) + 3:] or p for s, p in zip(compared.series, compared.precision.astype(str))]
-    parts = [_header(snap, sweep, frame), _answers(snap, frame, baseline), changes]
+    parts = [_header(snap, sweep, frame), _answers(snap, frame, baseline), _serving(snap, sweep), changes]
     if compared.empty:
         parts.append("<p>No measured cell in this sweep.</p>")
     for model in sorted(compared.model.unique()):
@@ -303,6 +303,24 @@ def _top_layers(snap: Snapshot, rows: pd.DataFrame) -> str:
                 f"not fail accuracy; {summed}.{warning}</p>"
                 + _table(["#", "layer", "type", "mean ms", "share %", "memory moved"], body, {1, 2}))
     return ""
+
+
+def _serving(snap: Snapshot, sweep: str) -> str:
+    """Per model and p99 bound of the sweep's Server cells, the setup that served the most under it
+    (farm.queries.serving_answers, as farm show says it)."""
+    from farm.queries import serving_answers
+
+    reader = snap.warehouse
+    con = reader.connect()
+    try:
+        answers = serving_answers(reader, con, sweep, reader.latest_plan(sweep))
+    finally:
+        con.close()
+    if not answers:
+        return ""
+    return ("<h2>Serving under a latency bound</h2><p class=meta>MLPerf LoadGen's Server scenario through farm's "
+            "batcher: the highest rate whose test was VALID with p99 under the bound.</p><ul>"
+            + "".join(f"<li>{_e(a)}</li>" for a in answers) + "</ul>")
 
 
 def _not_measured(frame: pd.DataFrame) -> str:
