@@ -95,8 +95,7 @@ def sweep_cells(warehouse: Any, con: Any, sweep: str, cell_ids: list[str] | None
     from farm.measure import MIN_TAIL_SAMPLES
 
     measured = {d[0] for d in con.execute("SELECT * FROM measurements LIMIT 0").description}
-    celled = {d[0] for d in con.execute("SELECT * FROM cells LIMIT 0").description}
-    scenario = "c.scenario" if "scenario" in celled else "CAST(NULL AS VARCHAR)"  # a warehouse from before scenarios
+    scenario = cells_column(con, "scenario")  # NULL (offline) in a warehouse from before scenarios
     built = {d[0] for d in con.execute("SELECT * FROM builds LIMIT 0").description}
     tail = "m.latency_p99_tail_samples" if "latency_p99_tail_samples" in measured else "CAST(NULL AS BIGINT)"
     coverage = "m.layer_coverage_percent" if "layer_coverage_percent" in measured else "CAST(NULL AS DOUBLE)"
@@ -302,6 +301,13 @@ def speedup(throughput_qps: Any, baseline_throughput_qps: Any) -> float | None:
 
 def _number(value: Any) -> bool:
     return value is not None and isinstance(value, (int, float)) and not math.isnan(value)
+
+
+def cells_column(con: Any, column: str, sql_type: str = "VARCHAR") -> str:
+    """`c.COLUMN` where the warehouse's cells have it, else NULL under its name (a warehouse written
+    before the column existed)."""
+    present = {d[0] for d in con.execute("SELECT * FROM cells LIMIT 0").description}
+    return f"c.{column}" if column in present else f"CAST(NULL AS {sql_type}) AS {column}"
 
 
 def with_scenario(options: dict[str, Any], scenario: str | None) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import numpy as np
 
 from farm.compare.stats import MedianInterval
 from farm.errors import UserError
-from farm.queries import CELL_VERDICTS, CELLS_WITH_FIGURES
+from farm.queries import CELL_VERDICTS, CELLS_WITH_FIGURES, cells_column
 
 # measurements' columns a comparison reads (NULL where a warehouse's files have none of them)
 MEASURED = ("throughput_qps", "throughput_samples_per_s", "latency_median_ms", "latency_p99_ms", "median_ci_low_ms",
@@ -105,9 +105,8 @@ def load_side(results: str | Path, sweep: str, flag: str = "--results") -> Side:
                         f"`farm ls --results {root}` lists them, {flag} DIR picks another warehouse")
     con = _sweep_tables(warehouse, sweep)
     figures = [f"m.{c}" for c in MEASURED]
-    celled = {d[0] for d in con.execute("SELECT * FROM cells LIMIT 0").description}
-    scenario = "c.scenario" if "scenario" in celled else "CAST(NULL AS VARCHAR) AS scenario"  # before scenarios: offline
-    select = ", ".join([*(f"c.{c}" for c in CELL_COLUMNS), scenario, "d.kind AS device_kind", "d.name AS device_name",
+    select = ", ".join([*(f"c.{c}" for c in CELL_COLUMNS), cells_column(con, "scenario"),
+                        "d.kind AS device_kind", "d.name AS device_name",
                         *figures, "v.verdict AS accuracy_verdict", "v.failed_metric", "v.cosine_similarity",
                         "v.top1_agreement", "v.max_abs_error"])
     plan = warehouse.latest_plan(sweep)

@@ -7,7 +7,8 @@ LoadGen (`mlcommons-loadgen`, imported as `mlperf_loadgen`) makes the load and j
 (its minimum duration and query count, its early-stopping estimate: VALID or INVALID); farm only
 batches, runs the engine, completes the samples, and reads LoadGen's detail log."""
 
+from farm.scenario import SCENARIOS
 from farm.serving.batcher import BatchStats, DynamicBatcher
-from farm.serving.loadgen import SCENARIOS, ScenarioRun, loadgen_missing, run_scenario
+from farm.serving.loadgen import ScenarioRun, loadgen_missing, run_scenario
 
 __all__ = ["SCENARIOS", "BatchStats", "DynamicBatcher", "ScenarioRun", "loadgen_missing", "run_scenario"]

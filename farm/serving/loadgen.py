@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from farm.records import QueryFn
+from farm.scenario import SCENARIOS
 from farm.serving.batcher import DynamicBatcher
 
-SCENARIOS = ("single_stream", "multi_stream", "server", "offline")  # farm's names; `offline` is also a plain cell
 _LOADGEN_NAMES = {"single_stream": "SingleStream", "multi_stream": "MultiStream", "server": "Server",
                   "offline": "Offline"}
 PERCENTILES = ("50.00", "90.00", "95.00", "97.00", "99.00", "99.90")  # what LoadGen reports
