@@ -38,11 +38,11 @@ def _text_config(cls, **sizes):
     return getattr(transformers, cls)(**sizes)
 
 
-def bert(layers: int = 4, hidden: int = 256) -> nn.Module:
+def bert(layers: int = 4, hidden: int = 256, heads: int = 4) -> nn.Module:
     from transformers import BertModel
 
     config = _text_config("BertConfig", vocab_size=30522, hidden_size=hidden, num_hidden_layers=layers,
-                          num_attention_heads=4, intermediate_size=4 * hidden)
+                          num_attention_heads=heads, intermediate_size=4 * hidden)
     return Positional(BertModel(config), ["input_ids", "attention_mask"])
 
 

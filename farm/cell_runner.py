@@ -205,7 +205,9 @@ def _build_and_measure(backend: Backend, cell: Cell, cache_dir: Path, work_dir: 
         timing(True)  # LoadGen's tests are timed too: the watcher's costlier readings wait
         try:
             result.serving = serving_rows(backend.query_fn(feeds), cell.serving, cell.batch,
-                                          cache_dir / "serving" / cell.cell_id, log, cell.measurement.seed)
+                                          cache_dir / "serving" / cell.cell_id, log, cell.measurement.seed,
+                                          lambda: cell_window(cell.device_kind, cell.measurement.telemetry,
+                                                              (result.device or {}).get("uuid")))
         finally:
             timing(False)
         return

@@ -12,7 +12,7 @@ import math
 from collections.abc import Hashable, Iterable
 from typing import Any
 
-from farm.serving.search import TOLERANCE as SEARCH_TOLERANCE
+from farm.serving.search import RUN_TO_RUN
 
 # One row per cell that has accuracy rows: `verdict` 'fail' when an output failed, else 'unjudged'
 # when an output could not be judged (farm.accuracy: a degenerate reference, a check that could
@@ -377,7 +377,8 @@ def serving_answers(warehouse: Any, con: Any, sweep: str, cell_ids: list[str] | 
             second = found[1]
             fewer = 100 * (1 - second[5] / best[5])
             text += f"; runner-up {setup(second)}: {second[5]:,.0f}/s, {fewer:.1f} % fewer"
-            if fewer < 100 * SEARCH_TOLERANCE:  # each search stops once its rates are this close
-                text += f" (within the rate search's {100 * SEARCH_TOLERANCE:g} % steps: not told apart)"
+            if fewer < 100 * RUN_TO_RUN:  # what separates two runs of one search
+                text += (f" (two runs of one search have come up to {100 * RUN_TO_RUN:g} % apart: "
+                         "not told apart)")
         answers.append(text)
     return answers

@@ -20,7 +20,7 @@ from farm.config import load_config
 from farm.plan import plan_sweep
 from farm.serving import DynamicBatcher, loadgen_missing, run_scenario
 from farm.serving.loadgen import ScenarioRun
-from farm.serving.search import below_the_engine, highest_rate
+from farm.serving.search import MAX_TESTS, below_the_engine, highest_rate
 from farm.warehouse import Warehouse
 from tests.conftest import tiny_cnn, write_sweep
 
@@ -88,16 +88,35 @@ def test_loadgen_server_on_a_real_engine_is_read_back_from_its_own_log(tmp_path:
 
 def _run(rate: float, p99: float, valid: bool = True) -> ScenarioRun:
     return ScenarioRun("server", rate, valid, None if valid else "INVALID", rate, rate, {"p99.00": p99}, 1000, 0,
-                       None, {}, None, None, 1.0, 0.01, 1.0, Path("."), None)
+                       None, {}, None, None, 1.0, 1.0, 0.01, 1.0, Path("."), None)
 
 
 def test_the_search_finds_the_highest_passing_rate_within_its_tolerance() -> None:
-    """Bisection against a known edge (a rate passes up to 1234/s): the best rate passes, lies within
-    the tolerance of the edge, and every rate tried is kept."""
+    """Bisection against a known edge (a rate passes up to 1234/s): the best rate passes twice, lies
+    within the tolerance of the edge, and every rate tried is kept."""
     search = highest_rate(lambda rate: _run(rate, 5.0 if rate <= 1234 else 50.0), 10.0, 4000)
-    assert search.best is not None and search.best.target_qps <= 1234
-    assert search.best.target_qps >= 1234 * 0.95 - 1e-9 or len(search.tried) == 8
-    assert len(search.tried) <= 8 and search.why_none is None
+    assert search.best is not None and search.best.target_qps <= 1234 and search.confirmed
+    assert search.best.target_qps >= 1234 * 0.95 - 1e-9
+    assert [t.target_qps for t in search.tried].count(search.best.target_qps) == 2
+    assert len(search.tried) <= MAX_TESTS and search.why_none is None
+
+
+def test_a_rate_that_passes_once_by_luck_is_not_the_answer() -> None:
+    """The winner's curse: the edge is at 1000/s, but the first test at one rate above it passes (a
+    quiet moment of the machine). Its confirmation fails, and the answer is a rate below the edge,
+    passed twice."""
+    lucky: set[float] = set()
+
+    def run_at(rate: float) -> ScenarioRun:
+        if rate > 1000 and not lucky and rate < 1300:
+            lucky.add(rate)
+            return _run(rate, 9.0)
+        return _run(rate, 5.0 if rate <= 1000 else 50.0)
+
+    search = highest_rate(run_at, 10.0, 2000)
+    assert lucky and search.best is not None and search.confirmed
+    assert 950 <= search.best.target_qps <= 1000
+    assert [t.target_qps for t in search.tried].count(min(lucky)) == 2  # tried again, and failed
     nothing = highest_rate(lambda rate: _run(rate, 50.0), 10.0, 4000, max_tests=3)
     assert nothing.best is None and nothing.why_none == "no rate down to 900/s passed: p99 over the bound"
 
@@ -155,9 +174,13 @@ def test_a_sweep_runs_each_scenario_on_the_engine_its_offline_cell_builds(tmp_pa
     for cell_id, *_ in server:
         mine = [r for r in rows if r[0] == cell_id]
         chosen = [r for r in mine if r[4]]
-        assert 1 <= len(mine) <= 8 and len(chosen) <= 1
-        for row in chosen:
-            assert row[3] and row[5] <= 200 and row[6] == max(r[6] for r in mine if r[3] and r[5] <= 200)
+        assert 1 <= len(mine) <= MAX_TESTS and len(chosen) <= 1
+        passed = {r[6]: r[3] and r[5] <= 200 for r in mine}  # a rate, and whether every test of it passed
+        for r in mine:
+            passed[r[6]] &= r[3] and r[5] <= 200
+        for row in chosen:  # the highest rate whose every test passed, twice where the search had the tests
+            assert passed[row[6]] and row[6] == max(rate for rate, ok in passed.items() if ok)
+            assert [r[6] for r in mine].count(row[6]) == 2 or len(mine) == MAX_TESTS
             assert f"{row[6]:,.0f} queries/s under p99 200 ms" in notes[cell_id]
         assert all((Path(r[7]) / "mlperf_log_detail.txt").is_file() for r in mine)
     single = [r for r in rows if r[1] == "single_stream"]
@@ -231,3 +254,35 @@ def test_the_report_says_which_setup_serves_the_most(tmp_path: Path) -> None:
     assert ("<h2>Serving under a latency bound</h2>" in page) == bool(answers)
     assert all(html.escape(answer) in page for answer in answers), (answers, page)
 
+
+
+def test_each_loadgen_test_carries_the_boards_energy_per_query(tmp_path: Path, monkeypatch) -> None:
+    """A GPU cell's serving rows hold the energy over each LoadGen test from the telemetry window
+    (NVML here is tests.test_telemetry's double, checked against nvidia-ml-py's names): the
+    counter's two reads 700 mJ apart, divided by the test's queries; without a window, nulls and why."""
+    import sys
+
+    from farm.scenario import ServingPlan
+    from farm.serving.cell import serving_rows
+    from farm.telemetry import cell_window
+    from tests.test_telemetry import UUID, fake_nvml
+
+    model = tiny_cnn(tmp_path / "tiny.onnx")
+    feeds = {"x": np.random.default_rng(0).standard_normal((2, 3, 8, 8)).astype(np.float32)}
+    backend = OnnxRuntimeBackend({"intra_op_threads": 1})
+    backend.build(standalone_request(model, feeds, "fp32", tmp_path), feeds)
+    plan = ServingPlan("server", 1.0, slo_ms=1000, rates=(100.0,), min_duration_ms=300, min_query_count=50)
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml())
+    try:
+        measured = serving_rows(backend.query_fn(feeds), plan, 2, tmp_path / "gpu", lambda _: None,
+                                telemetry=lambda: cell_window("cuda", True, UUID))
+        plain = serving_rows(backend.query_fn(feeds), plan, 2, tmp_path / "cpu", lambda _: None,
+                             telemetry=lambda: cell_window("cpu", True, None))
+    finally:
+        backend.close()
+    (row,), (cpu,) = measured, plain
+    assert row["queries"] >= 50 and row["energy_j"] == pytest.approx(0.7)
+    assert row["energy_per_query_mj"] == pytest.approx(700 / row["queries"]) == row["energy_per_sample_mj"]
+    assert row["power_mean_w"] == pytest.approx(0.7 / row["duration_s"], rel=0.5)
+    assert cpu["energy_j"] is None and cpu["energy_per_query_mj"] is None
+    assert cpu["telemetry_note"] == "a CPU cell: GPU telemetry is for device cells"

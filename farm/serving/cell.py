@@ -17,6 +17,11 @@ from farm.records import QueryFn
 from farm.scenario import ServingPlan
 from farm.serving.loadgen import ScenarioRun, run_scenario
 from farm.serving.search import below_the_engine, highest_rate, passes
+from farm.telemetry import GpuTelemetry, unavailable_row
+
+# a test's GPU telemetry, as the `serving` table keeps it: the board's energy over the LoadGen test
+ENERGY_COLUMNS = ("energy_j", "energy_per_query_mj", "energy_per_sample_mj", "power_mean_w", "telemetry_note")
+OpenWindow = Callable[[], tuple[GpuTelemetry | None, str | None]]  # farm.telemetry.cell_window for the cell
 
 CEILING_MS = 500.0  # how long the engine's query runs back to back, after as long a warm-up, for its ceiling
 
@@ -36,20 +41,35 @@ def engine_ms(query: QueryFn, duration_ms: float = CEILING_MS) -> float:
 
 
 def serving_rows(query: QueryFn, plan: ServingPlan, batch: int, log_root: Path, log: Callable[[str], None],
-                 seed: int = 0) -> list[dict[str, Any]]:
-    """Every LoadGen test of the cell. Raises EngineUnsupported where the bound is below the engine's
-    own query (no rate can meet it)."""
+                 seed: int = 0, telemetry: OpenWindow | None = None) -> list[dict[str, Any]]:
+    """Every LoadGen test of the cell, each with the GPU's energy over the test where `telemetry`
+    opens a window (a GPU cell with NVML). Raises EngineUnsupported where the bound is below the
+    engine's own query (no rate can meet it)."""
     shutil.rmtree(log_root, ignore_errors=True)
     alone = engine_ms(query)
     log(f"the engine's query: {alone:.3f} ms back to back at batch {batch}")
     tests: list[ScenarioRun] = []
+    energy: list[dict[str, Any]] = []
 
     def run(scenario: str, rate: float | None = None) -> ScenarioRun:
-        done = run_scenario(query, batch, scenario, log_root / f"test-{len(tests):02d}", max_delay_ms=plan.max_delay_ms,
-                            target_qps=rate, latency_bound_ms=plan.slo_ms or 1e6, min_duration_ms=plan.min_duration_ms,
-                            min_query_count=plan.min_query_count, samples_per_query=plan.samples_per_query,
-                            expected_latency_ms=alone, seed=seed)
+        window, why = telemetry() if telemetry else (None, None)
+        try:
+            if window is not None:
+                window.start()
+            done = run_scenario(query, batch, scenario, log_root / f"test-{len(tests):02d}", max_delay_ms=plan.max_delay_ms,
+                                target_qps=rate, latency_bound_ms=plan.slo_ms or 1e6,
+                                min_duration_ms=plan.min_duration_ms, min_query_count=plan.min_query_count,
+                                samples_per_query=plan.samples_per_query, expected_latency_ms=alone, seed=seed)
+            if window is not None:
+                window.stop()
+            # a MultiStream query is `samples_per_query` samples, the others' one, whatever batches the batcher made
+            per_query = plan.samples_per_query if scenario == "multi_stream" else 1
+            reading = window.row(done.queries or 0, per_query) if window else unavailable_row(why)
+        finally:
+            if window is not None:
+                window.close()
         tests.append(done)
+        energy.append({name: reading[name] for name in ENERGY_COLUMNS})
         p99 = done.latency("99.00")
         log(f"{scenario}{f' at {rate:,.0f}/s' if rate else ''}: {'VALID' if done.valid else 'INVALID'}, "
             f"p99 {p99:.3f} ms" if p99 is not None else f"{scenario}: no latencies")
@@ -69,7 +89,7 @@ def serving_rows(query: QueryFn, plan: ServingPlan, batch: int, log_root: Path, 
     else:
         done = run(plan.scenario)
         chosen = done if done.valid and done.error is None else None
-    return [_row(t, plan, t is chosen, alone) for t in tests]
+    return [{**_row(t, plan, t is chosen, alone), **reading} for t, reading in zip(tests, energy)]
 
 
 def _row(run: ScenarioRun, plan: ServingPlan, chosen: bool, alone_ms: float) -> dict[str, Any]:
@@ -84,6 +104,7 @@ def _row(run: ScenarioRun, plan: ServingPlan, chosen: bool, alone_ms: float) -> 
         "latency_max_ms": latency.get("max"), "queries": run.queries, "over_latency_queries": run.over_latency,
         "early_stopping": run.early_stopping, "batch_sizes": json.dumps(run.batch_sizes),
         "queue_p50_ms": run.queue_ms_p50, "queue_p99_ms": run.queue_ms_p99, "engine_ms": run.engine_ms_median,
+        "engine_p99_ms": run.engine_ms_p99,
         "engine_alone_ms": alone_ms, "batcher_ms": run.overhead_ms_median, "duration_s": run.duration_s,
         "error": run.error, "log_dir": str(run.log_dir),
     }

@@ -45,6 +45,7 @@ class ScenarioRun:
     queue_ms_p50: float | None
     queue_ms_p99: float | None
     engine_ms_median: float | None  # the engine's own query, per batch
+    engine_ms_p99: float | None  # its slow end: a tail the queue behind it inherits
     overhead_ms_median: float | None  # the batcher's own work per batch (forming it, completing it)
     duration_s: float
     log_dir: Path
@@ -163,7 +164,13 @@ def _result(scenario: str, target_qps: float | None, detail: dict[str, Any], bat
         queries=detail.get("result_query_count"), over_latency=detail.get("result_overlatency_query_count"),
         early_stopping=detail.get("early_stopping_result"), batch_sizes=dict(sorted(stats.batch_sizes.items())),
         queue_ms_p50=queue[len(queue) // 2] if queue else None,
-        queue_ms_p99=queue[min(len(queue) - 1, int(0.99 * len(queue)))] if queue else None,
+        queue_ms_p99=_p99(queue),
         engine_ms_median=statistics.median(stats.engine_ms) if stats.engine_ms else None,
+        engine_ms_p99=_p99(stats.engine_ms),
         overhead_ms_median=statistics.median(stats.overhead_ms) if stats.overhead_ms else None,
         duration_s=duration, log_dir=log_dir, error=stats.error)
+
+
+def _p99(values: list[float]) -> float | None:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))] if ordered else None

@@ -112,8 +112,11 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("latency_p99_ms", pa.float64()), ("latency_p999_ms", pa.float64()), ("latency_mean_ms", pa.float64()),
         ("latency_max_ms", pa.float64()), ("queries", pa.int64()), ("over_latency_queries", pa.int64()),
         ("early_stopping", pa.string()), ("batch_sizes", pa.string()), ("queue_p50_ms", pa.float64()),
-        ("queue_p99_ms", pa.float64()), ("engine_ms", pa.float64()), ("engine_alone_ms", pa.float64()),
+        ("queue_p99_ms", pa.float64()), ("engine_ms", pa.float64()), ("engine_p99_ms", pa.float64()),
+        ("engine_alone_ms", pa.float64()),
         ("batcher_ms", pa.float64()), ("duration_s", pa.float64()), ("error", pa.string()), ("log_dir", pa.string()),
+        ("energy_j", pa.float64()), ("energy_per_query_mj", pa.float64()), ("energy_per_sample_mj", pa.float64()),
+        ("power_mean_w", pa.float64()), ("telemetry_note", pa.string()),
     ),
     "devices": _schema(
         ("device_id", pa.string()), ("kind", pa.string()), ("name", pa.string()), ("host", pa.string()),

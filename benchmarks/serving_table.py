@@ -1,0 +1,88 @@
+"""The serving table of docs/gpu-figures.md: for each engine and max batch, the highest LoadGen Server
+rate under the p99 bound in two runs of the same sweep, how far apart they came, and what the
+batcher cost beside the offline cell of the same batch, from the `serving` rows and cells that
+`farm query` wrote on the GPU machine (benchmarks/device/serving-*.toml, run twice):
+
+    python3 benchmarks/serving_table.py --markdown benchmarks/results/serving-h200-confirmed.csv ...
+
+Each SERVING file comes with SERVING's name ending -cells.csv: the cells, their offline latency
+and notes. The two runs of a sweep are its sweep names ending -1 and -2."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import re
+from pathlib import Path
+
+ENGINES = {"onnxruntime": "ONNX Runtime CUDA + CUDA graphs", "torch": "PyTorch CUDA graphs"}
+MODELS = {"resnet50": ("ResNet-50", 10), "bert-base": ("BERT-base (seq 128)", 30)}
+RUN = re.compile(r"^(?P<sweep>serving-(?P<model>[a-z0-9-]+?)(?:-b\d+)?(?P<search>-confirmed)?)-(?P<run>[12])$")
+
+
+def _read(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def answers(serving: Path) -> dict[tuple, dict[str, dict]]:
+    """(model, search, backend, batch) -> run ('1', '2') -> the chosen test's row, with the offline
+    cell's median latency of that sweep, model, backend and batch as `offline_ms`."""
+    offline = {(c["sweep_id"], c["backend"], c["batch"]): float(c["latency_median_ms"])
+               for c in _read(serving.with_name(serving.stem + "-cells.csv"))
+               if not c["scenario"] and c["status"] == "ok" and c["latency_median_ms"]}
+    found: dict[tuple, dict[str, dict]] = {}
+    for row in _read(serving):
+        name = RUN.match(row["sweep_id"])
+        if not name or row["chosen"] != "True" or name["model"] not in MODELS:
+            continue
+        row = {**row, "offline_ms": offline.get((row["sweep_id"], row["backend"], row["batch"]))}
+        row["tests"] = sum(1 for r in _read(serving) if (r["sweep_id"], r["backend"], r["batch"]) ==
+                           (row["sweep_id"], row["backend"], row["batch"]))
+        search = "confirmed" if name["search"] else "single pass"
+        found.setdefault((name["model"], search, row["backend"], int(row["batch"])), {})[name["run"]] = row
+    return found
+
+
+def markdown(files: list[Path]) -> str:
+    lines = [f"<!-- made by `python3 benchmarks/serving_table.py --markdown {' '.join(map(str, files))}`: edit there -->",
+             "| model, p99 bound | engine | max batch | search | run 1 /s | run 2 /s | apart | p99 at the answer, ms "
+             "| batcher ÷ offline query | engine in serving ÷ offline | energy a sample, mJ |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    found: dict[tuple, dict[str, dict]] = {}
+    for path in files:
+        found.update(answers(path))
+    order = list(MODELS)
+    for (model, search, backend, batch), runs in sorted(found.items(), key=lambda kv: (
+            order.index(kv[0][0]), kv[0][2], kv[0][3], kv[0][1] != "single pass")):
+        if set(runs) != {"1", "2"}:
+            continue
+        one, two = runs["1"], runs["2"]
+        rates = [float(one["target_qps"]), float(two["target_qps"])]
+        apart = abs(rates[0] - rates[1]) / max(rates) * 100
+        name, bound = MODELS[model]
+
+        def share(key: str, run: dict) -> str:
+            return f"{float(run[key]) / run['offline_ms'] * 100:.1f} %" if run["offline_ms"] and run[key] else "n/a"
+
+        def ratio(run: dict) -> str:
+            return f"{float(run['engine_ms']) / run['offline_ms']:.3f}" if run["offline_ms"] else "n/a"
+
+        lines.append(
+            f"| {name}, {bound} ms | {ENGINES[backend]} | {batch} | {search} | {rates[0]:,.0f} | {rates[1]:,.0f} "
+            f"| {'**' if apart > 5 else ''}{apart:.1f} %{'**' if apart > 5 else ''} "
+            f"| {float(one['latency_p99_ms']):.1f} / {float(two['latency_p99_ms']):.1f} "
+            f"| {share('batcher_ms', one)} / {share('batcher_ms', two)} | {ratio(one)} / {ratio(two)} "
+            f"| {float(one['energy_per_sample_mj']):.0f} / {float(two['energy_per_sample_mj']):.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--markdown", nargs="+", type=Path, required=True, metavar="SERVING",
+                        help="serving-rows CSV files (each beside its -cells.csv)")
+    print(markdown(parser.parse_args().markdown), end="")
+
+
+if __name__ == "__main__":
+    main()
