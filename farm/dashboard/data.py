@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,18 @@ class Snapshot:
         self.cell_frame = self.query(CELL_FRAME_SQL + " ORDER BY c.sweep_id, c.model, c.backend, c.precision, "
                                                       "c.batch, c.options, c.cell_id")
         self.cell_frame["label"] = cell_labels(self.cell_frame)
+        self._serving_loaded: set[str] = set()
+        self._serving_lock = threading.Lock()
+
+    def load_serving(self, sweeps: list[str]) -> None:
+        """Bring these sweeps' `serving` rows (LoadGen tests) into memory beside the small tables, on
+        first use: only the pages that show serving cells read that table's files."""
+        with self._serving_lock:
+            if not self._serving_loaded:
+                create_table(self.con, "serving", "serving")
+            for sweep in sorted(set(sweeps) - self._serving_loaded):
+                self.files_read += load_sweep_table(self.con, self.warehouse, sweep, "serving", "serving")
+                self._serving_loaded.add(sweep)
 
     @property
     def empty(self) -> bool:

@@ -308,12 +308,9 @@ def _top_layers(snap: Snapshot, rows: pd.DataFrame) -> str:
 def _serving(snap: Snapshot, sweep: str) -> str:
     """Per model and p99 bound of the sweep's Server cells, the setup that served the most under it
     (farm.queries.serving_answers, as farm show says it)."""
-    from farm.queries import serving_answers
-    from farm.warehouse.consolidated import create_table, load_sweep_table
+    from farm.dashboard.serving import answers_of
 
-    create_table(snap.con, "serving", "serving")  # beside the snapshot's cells: the report reads no other table
-    load_sweep_table(snap.con, snap.warehouse, sweep, "serving", "serving")
-    answers = serving_answers(snap.warehouse, snap.con, sweep, snap.warehouse.latest_plan(sweep))
+    answers = answers_of(snap, sweep)
     if not answers:
         return ""
     return ("<h2>Serving under a latency bound</h2><p class=meta>MLPerf LoadGen's Server scenario through farm's "

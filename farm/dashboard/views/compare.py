@@ -10,6 +10,7 @@ from farm.compare.stats import RULE_TEXT, UNDECIDED
 from farm.dashboard.common import compared_cells, downloads, latest_sweep, md, snapshot_or_stop
 from farm.dashboard.data import filter_cells, measured_only, series_labels
 from farm.dashboard.roofline import cell_roofline
+from farm.dashboard.serving import draw_curves, server_tests
 from farm.dashboard.summary import default_baseline, listed_backends, series_colours
 from farm.dashboard.telemetry import energy_frame
 from farm.measure import MIN_TAIL_SAMPLES
@@ -50,8 +51,12 @@ filters = {"model": models, "precision": precisions, "backend": backends, "devic
            "series": series_filter, "batch": batches}
 frame = filter_cells(frame, filters, stable_only)
 measured = measured_only(frame)
+served = server_tests(snap, frame)  # Server cells have LoadGen tests instead of a timing loop's figures
 if measured.empty:
-    st.warning("No measured (ok) cell matches: widen the filters or pick another sweep.")
+    if served.empty:
+        st.warning("No measured (ok) cell matches: widen the filters or pick another sweep.")
+    else:
+        draw_curves(served, log_y)
     st.stop()
 
 left, right = st.columns(2)
@@ -171,6 +176,9 @@ for model in charted_models:
         st.markdown("**Energy per inference against throughput**: board energy over the timed window ÷ "
                     "inferences; a cross marks a cell whose GPU clocks were slowed (throttled) while it was timed.")
         energy_chart(energy)
+
+if not served.empty:
+    draw_curves(served, log_y)
 
 st.subheader("Table")
 noise = compared[compared.vs_baseline.isin(UNDECIDED)]

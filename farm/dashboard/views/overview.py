@@ -16,6 +16,7 @@ from farm.dashboard.common import (
     summary_of,
     text_table,
 )
+from farm.dashboard.serving import answers_of
 from farm.queries import STATUS_COUNTS, sweeps_with_counts
 from farm.warehouse import TABLES
 
@@ -49,6 +50,14 @@ else:
         text_table(answers.set_index(answers.columns[0]))
     else:  # hundreds of models and batch sizes: a table that scrolls, quick to draw
         st.dataframe(answers, hide_index=True)
+
+serving = answers_of(snap, sweep)
+if serving:  # the sweep has Server cells with a p99 bound
+    st.subheader("Serving under a latency bound")
+    st.caption("MLPerf LoadGen's Server scenario through farm's batcher: per model and p99 bound, the setup that "
+               "served the highest rate whose test was VALID, twice, with p99 under the bound; the Compare page "
+               "draws every rate tried.")
+    st.markdown("\n".join(f"- {md(answer)}" for answer in serving))
 
 counts = cells.status.value_counts()
 columns = st.columns(6)
