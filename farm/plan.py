@@ -109,15 +109,17 @@ def _model_cells(loaded: LoadedConfig, index: int, model: ModelArtifact, profile
     batches = [*config.axes.batch_sizes, *([own] if own is not None else [])]
     own_note = (f"batch {own}: the only batch model {model.name!r} runs (its inputs fix it), which the sweep's "
                 "batch sizes do not list")
-    cells = []
+    cells: list[Cell] = []
+    seen: set[str] = set()  # a cell twice: an option list only some precisions read (Options.at_precision)
     for backend in config.axes.backends:
         cls = backend_class(backend)
         with_profiles = cls.capabilities.profiles
         cell_profiles: list[ShapeProfile | None] = profiles if (with_profiles and profiles) else [None]
         note = "; ".join(filter(None, [*model_notes, cls.profile_note() if profiles and not with_profiles else None]))
         note = note or None
-        for options in (cls.resolve_options(o) for o in loaded.backend_options[backend]):
+        for listed in (cls.resolve_options(o) for o in loaded.backend_options[backend]):
             for precision in config.axes.precisions:
+                options = cls.Options.at_precision(listed, precision)
                 applied = config.accuracy.tolerance(precision) if config.accuracy.enabled else None
                 for batch in batches:
                     for profile in cell_profiles:
@@ -131,7 +133,9 @@ def _model_cells(loaded: LoadedConfig, index: int, model: ModelArtifact, profile
                                 unsupported_reason=model.unsupported or model.batch_unsupported(batch)
                                 or (None if cls.capabilities.native_modules else model.onnx_unsupported(batch))
                                 or cls.unsupported_reason(precision, options) or _serving_refusal(serving, cls))
-                            cells += _pinned(cell, config.axes.accelerator_types)
+                            if cell.cell_id not in seen:
+                                seen.add(cell.cell_id)
+                                cells += _pinned(cell, config.axes.accelerator_types)
     return cells
 
 

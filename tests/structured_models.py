@@ -121,3 +121,11 @@ class _Warp(nn.Module):
 
 def warp(channels: int = 2) -> nn.Module:
     return _Warp(channels)
+
+
+def linear_and_conv(width: int = 16) -> nn.Module:
+    """A convolution, then Linear layers: what torchao's int8 and fp8 configs quantize (the Linear
+    layers) and what they leave (the convolution). Takes x [batch, 4, 16]."""
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv1d(4, 8, 3), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 14, width), nn.ReLU(),
+                         nn.Linear(width, 10)).eval()

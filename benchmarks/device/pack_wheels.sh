@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The wheelhouse of a GPU machine without network (bin/wheelhouse: Python 3.12, the gpu and serving extras),
+# The wheelhouse of a GPU machine without network (bin/wheelhouse: Python 3.12, the gpu, serving and quantization extras),
 # plus the dynamo exporter's onnxscript/onnx-ir, timm, scikit-learn and skl2onnx for the model corpus, cut into
 # parts of at most PART_MB (default 50) MiB, for a copy to the server that limits each file's size: the
 # parts land in .whl/parts/NN/ (ignored by git) with a manifest of their sha256. setup.sh, run
@@ -12,7 +12,7 @@ part_mb=${PART_MB:-50}  # the working tree (about 10 MiB) travels beside each pa
 rm -rf .whl/all && mkdir -p .whl/all
 # the versions measured there: ONNX Runtime's CUDA 13 build and the Ray the figures were taken with
 printf 'onnxruntime-gpu==1.31.1\nray==2.60.0\n' > .whl/constraints.txt
-PIP_CONSTRAINT=$PWD/.whl/constraints.txt bash bin/wheelhouse .whl/all 3.12 gpu,serving
+PIP_CONSTRAINT=$PWD/.whl/constraints.txt bash bin/wheelhouse .whl/all 3.12 gpu,serving,quantization
 rm -f .whl/all/farm-*.whl  # farm itself runs from the checkout there
 # without their dependencies: the machines' torch, torchvision and huggingface_hub are the ones to use
 python3 -m pip download -q --no-deps -d .whl/all onnxscript onnx-ir timm skl2onnx joblib threadpoolctl

@@ -64,6 +64,12 @@ class BackendOptions(BaseModel):
     # (farm.plan), so cells measured before they existed keep their ids and a rerun resumes.
     added_later: ClassVar[frozenset[str]] = frozenset()
 
+    @classmethod
+    def at_precision(cls, options: dict[str, Any], precision: str) -> dict[str, Any]:
+        """`options` as a cell of `precision` runs them: an option only some precisions read is at its
+        default for the others, so that a list of it does not measure their cells twice (farm.plan)."""
+        return options
+
 
 @dataclasses.dataclass(frozen=True)
 class Capabilities:

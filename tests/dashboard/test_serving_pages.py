@@ -12,12 +12,12 @@ import pytest
 
 pytest.importorskip("mlperf_loadgen")
 
-from farm.cli import main  # noqa: E402
-from farm.dashboard.data import Snapshot, series_labels  # noqa: E402
-from farm.dashboard.serving import answers_of, curve_layers, server_tests  # noqa: E402
-from farm.warehouse import Warehouse  # noqa: E402
-from tests.conftest import tiny_cnn, write_sweep  # noqa: E402
-from tests.dashboard.test_app import open_page, texts  # noqa: E402
+from farm.cli import main
+from farm.dashboard.data import Snapshot, series_labels
+from farm.dashboard.serving import answers_of, curve_layers, server_tests
+from farm.warehouse import Warehouse
+from tests.conftest import tiny_cnn, write_sweep
+from tests.dashboard.test_app import open_page, texts
 
 pytestmark = pytest.mark.slow
 

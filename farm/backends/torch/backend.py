@@ -13,23 +13,20 @@ import numpy as np
 from farm.backends.base import Capabilities, LoopTimedBackend, torch_profile
 from farm.backends.torch.missing_kernels import quantized_for_the_cpu, unsupported_kernel
 from farm.backends.torch.options import TorchOptions, set_cpu_threads
-from farm.backends.torch.profiler_rows import QUERY_RANGE, device_time_us, kernel_records
+from farm.backends.torch.profiler_rows import QUERY_RANGE, device_time_us, kernel_records, node_shapes
+from farm.backends.torch.quantize import QUANTIZED, compute_dtype, quantize
+from farm.backends.torch.quantize import unsupported as quantized_unsupported
 from farm.errors import EngineUnsupported, first_line
 from farm.layers.coverage import GRAPH_OP
-from farm.layers.memory import conv_macs, matmul_macs, tensor_bytes, total_bytes
 from farm.models.native import has_conv_4d, torch_module
 from farm.records import BuildRequest, BuildStats, LayerRecord, PhaseTimes, QueryFn
-
-_DTYPES = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfloat16"}
-_CONV_OPS = {"Conv"}
-_MATMUL_OPS = {"MatMul", "Gemm"}
 
 
 class TorchBackend(LoopTimedBackend):
     name = "torch"
     Options = TorchOptions
     # converts the module (weights and activations) itself: no transformed ONNX
-    capabilities = Capabilities(precisions=frozenset({"fp32", "tf32", "fp16", "bf16"}), onnx_precision=False,
+    capabilities = Capabilities(precisions=frozenset({"fp32", "tf32", "fp16", "bf16", "int8", "fp8"}), onnx_precision=False,
                                 native_modules=True)
     libraries = ("torch",)
 
@@ -60,6 +57,8 @@ class TorchBackend(LoopTimedBackend):
         if reason:
             return reason
         if options.get("device") == "cpu":
+            if precision == "fp8":
+                return quantized_unsupported(precision, "cpu")
             if precision == "tf32":
                 return "tf32 is a CUDA tensor-core mode; the torch backend on device = \"cpu\" cannot run it"
             if options.get("mode") == "cudagraphs":
@@ -94,8 +93,11 @@ class TorchBackend(LoopTimedBackend):
 
         precision, model_path = request.precision, request.model_path
         self.precision = precision
-        self.dtype = getattr(torch, _DTYPES[precision])
+        self.dtype = getattr(torch, compute_dtype(precision, self.options.device))
         self.dev = torch.device("cuda" if self.options.device == "cuda" else "cpu")
+        capability = torch.cuda.get_device_capability() if self.dev.type == "cuda" else None
+        if reason := quantized_unsupported(precision, self.options.device, capability):  # int8, fp8: torchao
+            raise EngineUnsupported(reason)
         cuda = self.dev.type == "cuda"
         if cuda:
             # TF32 only where asked: fp32 cells are true FP32.
@@ -111,6 +113,9 @@ class TorchBackend(LoopTimedBackend):
         if cuda and (reason := quantized_for_the_cpu(module)):
             raise EngineUnsupported(reason)
         module = module.to(self.dev).to(self.dtype).eval()
+        if precision in QUANTIZED:
+            summary, stats.transform_tool = quantize(module, precision, self.options.int8, self.native)
+            stats.transform_summary = "; ".join(filter(None, [stats.transform_summary, summary]))
         self.channels_last = self.memory_format(module) == "channels_last"
         if self.channels_last:  # 4-D weights too, so convolutions run NHWC kernels without conversions
             module = module.to(memory_format=torch.channels_last)
@@ -194,10 +199,11 @@ class TorchBackend(LoopTimedBackend):
         except Exception as exc:  # a limit of CUDA graphs for this model: the eager cell runs it
             from farm.errors import EngineUnsupported
 
-            what = "the module" if self.native else "farm's ONNX interpreter (shape arithmetic, control flow)"
+            what = ("the module" if self.native else "farm's ONNX interpreter (shape arithmetic, control flow)") + \
+                (" reads or copies host values during a query" if self.precision not in QUANTIZED else
+                 f" at {self.precision} runs torchao's quantization kernels, which did not capture")
             raise EngineUnsupported(f"PyTorch cannot capture this model in a CUDA graph ({type(exc).__name__}: "
-                                    f"{first_line(exc)[:200]}): {what} reads or copies "
-                                    'host values during a query; run it with mode = "eager" or "compile"') from exc
+                                    f"{first_line(exc)[:200]}): {what}; run it with mode = \"eager\" or \"compile\"") from exc
         self.graph = graph
 
         def replay(*_inputs):  # inputs are the captured static buffers; the query copies into them
@@ -307,7 +313,7 @@ class TorchBackend(LoopTimedBackend):
                             torch.cuda.synchronize()
             return kernel_records(prof, cuda, iterations)
 
-        shapes = self._node_shapes()
+        shapes = node_shapes(self.module, self.device_inputs, self.dtype)
         self.module.annotate = True
         try:
             for _ in range(2):
@@ -329,52 +335,6 @@ class TorchBackend(LoopTimedBackend):
             records.append(LayerRecord(index=index, name=name, type=info["op"], times_ms=times.get(name, []),
                                        tactic=f"torch {self.options.mode}", kind=GRAPH_OP, **info["memory"]))
         return records
-
-    def _node_shapes(self) -> dict[str, dict[str, Any]]:
-        """Run once recording each node's tensors; size them by the engine explorer's rule."""
-        import torch
-
-        weight_shapes = self.module.weight_shapes
-        dtype_name = str(self.dtype).removeprefix("torch.")
-        nodes: dict[str, dict[str, Any]] = {}
-        ops = {name: op for name, op, *_ in self.module.nodes}
-        output_names = {name: outs for name, _, _, outs, _ in self.module.nodes}
-
-        def describe(value) -> tuple[list[int], str] | None:
-            if isinstance(value, torch.Tensor):
-                return list(value.shape), str(value.dtype).removeprefix("torch.")
-            return None
-
-        def record(name: str, input_names: list[str], args: list, outputs: list) -> None:
-            op = ops[name]
-            ins = [(n, describe(a)) for n, a in zip(input_names, args)]
-            acts = [d for n, d in ins if d is not None and n not in weight_shapes]
-            weights = [weight_shapes[n] for n, d in ins[:2 if op in ("Conv", "Gemm") else None]
-                       if n in weight_shapes and d is not None]
-            outs = [d for d in (describe(o) for o in outputs) if d is not None]
-            out_shape = outs[0][0] if outs else None
-            macs = None
-            if op in _CONV_OPS and weights:
-                macs = conv_macs(out_shape, weights[0])
-            elif op in _MATMUL_OPS and acts:
-                macs = matmul_macs(out_shape, acts[0][0][-1] if acts[0][0] else None)
-            nodes[name] = {"op": op, "memory": {
-                "input_tensors": [n for n, d in ins if d is not None and n not in weight_shapes],
-                "output_tensors": list(output_names[name]),
-                "input_shapes": [s for s, _ in acts], "input_dtypes": [d for _, d in acts],
-                "output_shapes": [s for s, _ in outs], "output_dtypes": [d for _, d in outs],
-                "input_bytes": total_bytes(tensor_bytes(s, d) for s, d in acts),
-                "weight_bytes": total_bytes(tensor_bytes(w, dtype_name) for w in weights),
-                "output_bytes": total_bytes(tensor_bytes(s, d) for s, d in outs),
-                "macs": macs,
-            }}
-
-        self.module.record = record
-        try:
-            self.module(*self.device_inputs)
-        finally:
-            self.module.record = None
-        return nodes
 
     # --- devices ------------------------------------------------------------------------------
 

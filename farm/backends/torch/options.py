@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -21,6 +21,12 @@ class TorchOptions(BackendOptions):
     cudnn_benchmark: bool = True  # fixed shapes per cell: let cuDNN time its algorithms once
     threads: Annotated[int, Field(ge=0)] = 0  # CPU intra-op threads; 0: physical cores, as ONNX Runtime's 0
     interop_threads: Annotated[int, Field(ge=0)] = 0  # CPU inter-op threads; 0: PyTorch's
+    int8: Literal["dynamic", "weight_only"] = "dynamic"  # int8 cells: torchao's scheme (farm.backends.torch.quantize)
+    added_later: ClassVar[frozenset[str]] = frozenset({"int8"})
+
+    @classmethod
+    def at_precision(cls, options: dict[str, Any], precision: str) -> dict[str, Any]:
+        return options if precision == "int8" else {**options, "int8": cls.model_fields["int8"].default}
 
 
 def set_cpu_threads(torch, threads: int, interop: int) -> None:

@@ -1,0 +1,83 @@
+"""int8 and fp8 on the PyTorch backend through torchao (farm.backends.torch.quantize): on the CPU,
+int8 (dynamic and weight-only) quantizes a module's Linear layers, leaves its convolution, says
+both on the build row and is judged against fp32; fp8, which needs fp8 tensor cores, is
+`unsupported` with why; a model that reaches PyTorch as an ONNX file (farm's interpreter, no Linear
+layers) is `unsupported` at int8 saying what to give instead."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+torchao = pytest.importorskip("torchao")
+
+from farm.backends.torch.quantize import compute_dtype, unsupported  # noqa: E402
+from farm.cli import main  # noqa: E402
+from farm.warehouse import Warehouse  # noqa: E402
+from tests.conftest import tiny_cnn, write_sweep  # noqa: E402
+
+SWEEP = """name = "quantized"
+[[models]]
+name = "linear-and-conv"
+source = "module:tests.structured_models:linear_and_conv"
+inputs = { x = { shape = ["batch", 4, 16] } }
+[[models]]
+name = "onnx-file"
+source = "tiny.onnx"
+[axes]
+precisions = ["fp32", "int8", "fp8"]
+batch_sizes = [4]
+backends = ["torch"]
+[backends.torch]
+device = "cpu"
+int8 = ["dynamic", "weight_only"]
+[measurement]
+warmup_ms = 10
+min_iterations = 5
+min_duration_ms = 50
+repeats = 1
+layer_iterations = 0
+"""
+
+
+def test_int8_and_fp8_cells_say_what_torchao_did_or_why_not(tmp_path: Path) -> None:
+    tiny_cnn(tmp_path / "tiny.onnx")
+    status = main(["sweep", str(write_sweep(tmp_path, SWEEP)), "--results", str(tmp_path / "results"),
+                   "--executor", "local"])
+    assert status == 0
+    con = Warehouse(tmp_path / "results").connect()
+    rows = con.execute("""
+        SELECT c.model, c.precision, json_extract_string(c.options, '$.int8'), c.status, c.reason,
+               b.transform_summary, b.transform_tool, v.verdict
+        FROM cells c LEFT JOIN builds b USING (cell_id) LEFT JOIN accuracy v USING (cell_id)""").fetchall()
+    cells = {(m, p, scheme): rest for m, p, scheme, *rest in rows}
+    version = torchao.__version__
+    dynamic = cells["linear-and-conv", "int8", "dynamic"]
+    assert dynamic[0] == "ok" and dynamic[4] == "pass", dynamic
+    assert dynamic[2].endswith("; int8: 2 of 2 Linear layers quantized; left in fp32: 1 Conv1d "
+                               "(activations quantized per call, fp32 between)")
+    assert dynamic[3] == f"torchao {version} Int8DynamicActivationInt8WeightConfig"
+    weight_only = cells["linear-and-conv", "int8", "weight_only"]
+    assert weight_only[0] == "ok" and weight_only[4] == "pass", weight_only
+    assert weight_only[2].endswith("(weights only, activations in fp32)")
+    assert weight_only[3] == f"torchao {version} Int8WeightOnlyConfig"
+    fp8 = cells["linear-and-conv", "fp8", "dynamic"]
+    assert fp8[0] == "unsupported" and fp8[1].startswith("fp8 on PyTorch runs on the fp8 tensor cores of CUDA GPUs")
+    for scheme in ("dynamic", "weight_only"):
+        onnx = cells["onnx-file", "int8", scheme]
+        assert onnx[0] == "unsupported" and "farm's ONNX interpreter" in onnx[1] and "module: or torchvision:" in onnx[1]
+    # the int8 scheme is an axis of the int8 cells only: one fp32 cell and one fp8 cell per model, not two
+    counts = dict(con.execute("SELECT precision, count(*) FROM cells WHERE model = 'linear-and-conv' "
+                              "GROUP BY ALL").fetchall())
+    assert counts == {"fp32": 1, "int8": 2, "fp8": 1} and cells["linear-and-conv", "fp32", "dynamic"][0] == "ok"
+
+
+def test_fp8_needs_compute_capability_8_9() -> None:
+    assert unsupported("fp8", "cuda", (8, 0)) == (
+        "fp8 needs a GPU with compute capability 8.9 or newer (Ada, Hopper, Blackwell) for its fp8 tensor cores; "
+        "this one is 8.0: run int8 or bf16 on it")
+    assert unsupported("fp8", "cuda", (9, 0)) is None and unsupported("int8", "cuda", (8, 0)) is None
+    assert unsupported("bf16", "cpu") is None
+    assert compute_dtype("fp8", "cuda") == "bfloat16" and compute_dtype("int8", "cpu") == "float32"
