@@ -256,7 +256,8 @@ def _record_transform(result: CellResult, transformed: Transformed, cell: Cell) 
     build.precision_transform_cached = transformed.cached
     build.calibration = transformed.calibration
     note = backend_class(cell.backend).transform_note(cell.options, transformed)  # e.g. ONNX Runtime CPU's kernels
-    build.transform_summary = "; ".join(filter(None, [transformed.summary, note]))
+    # what the backend did to the file on top (a TensorRT backend's Q/DQ repair) stays after it
+    build.transform_summary = "; ".join(filter(None, [transformed.summary, note, build.transform_summary]))
     build.transform_tool = transformed.tool
     for name, count in transformed.counts.items():  # builds.transform_<name>
         setattr(build, f"transform_{name}", count)

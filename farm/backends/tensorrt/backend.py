@@ -48,8 +48,10 @@ class TensorRTBackend(BuildsTensorRTEngines, LoopTimedBackend):
         import tensorrt as trt
 
         from farm.cuda import CudaRuntime
+        from farm.precision.tensorrt_qdq import tensorrt_request
         from farm.trt_output import LogFactsFromTrtexecLog
 
+        request, qdq_note = tensorrt_request(request)  # int8/fp8: a Q/DQ model its parser takes
         self.trt, self.cuda = trt, CudaRuntime()
         logger = engine_build.make_logger(trt, self.log_lines)
         start = time.perf_counter()
@@ -63,7 +65,7 @@ class TensorRTBackend(BuildsTensorRTEngines, LoopTimedBackend):
         peak = LogFactsFromTrtexecLog("\n".join(line[4:] for line in self.log_lines)).builder_peak_device_bytes
         return BuildStats(build_s=build_s, artifact_bytes=len(plan), cache_hits=cache_hits,
                           builder_peak_memory_bytes=peak, layers_before_fusion=layers_before,
-                          layers_after_fusion=self.engine.num_layers)
+                          layers_after_fusion=self.engine.num_layers, transform_summary=qdq_note)
 
     def _bound(self, feeds: dict[str, np.ndarray]) -> list[runner.Binding]:
         """A context per stream (trtexec's --infStreams), made once per backend, whoever asks first."""

@@ -76,8 +76,10 @@ class TrtexecBackend(BuildsTensorRTEngines, Backend):
         return [c for c in cmd if c]
 
     def build_impl(self, request: BuildRequest, feeds: dict[str, np.ndarray]) -> BuildStats:
+        from farm.precision.tensorrt_qdq import tensorrt_request
         from farm.trt_output import BuildStatsFromLog, LayersFromInspectorJson, LogFactsFromTrtexecLog, ProfileFromProfileJson
 
+        request, qdq_note = tensorrt_request(request)  # int8/fp8: a Q/DQ model its parser takes
         version = self.version()
         work_dir = request.work_dir
         cmd = self.command(request, version)
@@ -94,7 +96,9 @@ class TrtexecBackend(BuildsTensorRTEngines, Backend):
         if (work_dir / "layers.json").is_file():
             self.layer_info = LayersFromInspectorJson((work_dir / "layers.json").read_text())
         engine = work_dir / "engine.plan"
-        return BuildStatsFromLog(self.facts, engine.stat().st_size if engine.is_file() else None)
+        stats = BuildStatsFromLog(self.facts, engine.stat().st_size if engine.is_file() else None)
+        stats.transform_summary = qdq_note
+        return stats
 
     def measure_impl(self, feeds: dict[str, np.ndarray]) -> tuple[Samples | None, MeasurementRow]:
         """trtexec's own per-query times (`--exportTimes`), else its printed summary."""
