@@ -88,7 +88,8 @@ def quantize(module: Any, precision: str, int8_scheme: str = "dynamic", native: 
                                if isinstance(m, (torch.nn.modules.conv._ConvNd, torch.nn.Embedding))
                                or (isinstance(m, torch.nn.Linear) and not _is_quantized(m.weight)))
     kept = ", ".join(f"{n} {name}" for name, n in sorted(left.items(), key=lambda kv: -kv[1]))
-    dtype = "bf16" if next(module.parameters()).dtype == torch.bfloat16 else "fp32"
+    compute = next((p.dtype for p in module.parameters() if not _is_quantized(p)), torch.float32)
+    dtype = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(compute, "fp32")
     how = (f"weights only, activations in {dtype}" if precision == "int8" and int8_scheme == "weight_only"
            else f"activations quantized per call, {dtype} between")
     summary = (f"{precision}: {done} of {len(linears)} Linear layers quantized"
