@@ -164,6 +164,18 @@ def _pinned(cell: Cell, accelerator_types: list[str] | None) -> list[Cell]:
         f"{cell.cell_id} on {name}".encode()).hexdigest()[:16]) for name in accelerator_types]
 
 
+def with_later_defaults(backend: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """A cell's stored backend options with every option its backend added later (`added_later`) at
+    its default where the cell predates it: how compare, history and labels see one configuration
+    in cells stored before and after an option existed (an unknown backend's: as they are)."""
+    from farm.backends.registry import BACKENDS
+
+    if backend not in BACKENDS:
+        return options
+    model = backend_class(backend).Options
+    return {**{k: model.model_fields[k].default for k in model.added_later if k in model.model_fields}, **options}
+
+
 def _identity(model: Any, values: dict[str, Any]) -> dict[str, Any]:
     """The settings of `model` (the measurement settings, a backend's options) a cell id covers:
     all of them, except those added after ids were in use (`model.added_later`) while at their

@@ -325,8 +325,11 @@ def option_labels(cells: list[tuple[str, dict[str, Any]]], short: bool = False) 
     'no-NAME', numbers as NAME=VALUE."""
     import json
 
-    scalars = [{k: v for k, v in options.items() if isinstance(v, (str, int, float, bool)) and len(str(v)) <= 24}
-               for _, options in cells]
+    from farm.plan import with_later_defaults
+
+    # cells stored before an option existed lack it: at its default, as the cells after
+    scalars = [{k: v for k, v in with_later_defaults(backend, options).items()
+                if isinstance(v, (str, int, float, bool)) and len(str(v)) <= 24} for backend, options in cells]
     names = [str(backend) for backend, _ in cells]  # str: a missing backend (NaN) groups with its kind
     varying: dict[str, list[str]] = {}
     for backend in dict.fromkeys(names):

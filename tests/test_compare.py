@@ -548,3 +548,16 @@ def test_a_change_timed_under_contention_is_inconclusive(runs: Path, tmp_path: P
     found = confirm(comparison, quiet, doctored, rounds=4)
     assert [f.verdict for f in found] == ["slower"] * len(comparison.pairs), found
     assert comparison.regressed and not any(CONTENDED_UNDECIDED in " ".join(p.notes) for p in comparison.pairs)
+
+
+def test_an_option_added_later_at_its_default_is_the_same_configuration() -> None:
+    """A PyTorch cell stored before `backends.torch.int8` existed and one stored with it at its
+    default are one configuration (farm.plan's id rule); at another value, another."""
+    from farm.compare.match import config_key
+
+    old = '{"device": "cuda", "mode": "eager", "threads": 0}'
+    cell = {"model": "m", "precision": "fp16", "batch": 8, "profile": None, "backend": "torch", "scenario": None}
+    assert config_key({**cell, "options": old}) == config_key(
+        {**cell, "options": '{"mode": "eager", "int8": "dynamic", "threads": 0, "device": "cuda"}'})
+    assert config_key({**cell, "options": old}) != config_key(
+        {**cell, "options": '{"device": "cuda", "mode": "eager", "threads": 0, "int8": "weight_only"}'})

@@ -31,18 +31,25 @@ class Pair:
     notes: list[str] = field(default_factory=list)
 
 
-def options_text(options: Any) -> str:
-    """A cell's backend options as canonical JSON (keys sorted), whatever order they were stored in."""
-    return _canonical(options) if isinstance(options, str) else "{}"
+def options_text(options: Any, backend: Any = None) -> str:
+    """A cell's backend options as canonical JSON (keys sorted), whatever order they were stored in,
+    with the options `backend` added later at their default where the cell predates them
+    (farm.plan.with_later_defaults): the same configuration before and after an option existed."""
+    return _canonical(options, backend if isinstance(backend, str) else None) if isinstance(options, str) else "{}"
 
 
 @lru_cache(maxsize=4096)
-def _canonical(options: str) -> str:
+def _canonical(options: str, backend: str | None) -> str:
     """options_text of stored text (a sweep's cells share a few option sets: parsed once each)."""
+    from farm.plan import with_later_defaults
+
     try:
-        return json.dumps(json.loads(options), sort_keys=True)
+        values = json.loads(options)
     except ValueError:
         return options
+    if isinstance(values, dict):
+        values = with_later_defaults(backend, values)
+    return json.dumps(values, sort_keys=True)
 
 
 def _missing(value: Any) -> bool:
@@ -54,7 +61,7 @@ def config_key(cell: dict[str, Any]) -> tuple[Hashable, ...]:
     values = tuple(map(cell.get, _CONFIG_FIELDS))
     if float in map(type, values):  # NaN (a float among these text and integer fields): missing, as None is
         values = tuple(None if _missing(v) else v for v in values)
-    return values + (options_text(cell.get("options")),)
+    return values + (options_text(cell.get("options"), cell.get("backend")),)
 
 
 _CONFIG_FIELDS = ("model", "precision", "batch", "profile", "backend", "scenario")  # scenario: None offline
