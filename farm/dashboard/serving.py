@@ -87,7 +87,7 @@ def draw_curves(tests: pd.DataFrame, log_y: bool = True) -> None:
     st.caption("Each Server cell's MLPerf LoadGen tests: p99 latency, the wait in farm's batcher included, against "
                "the rate LoadGen offered (the rate served is in each point's tooltip). A cross: the test failed "
                "(INVALID, or p99 over the bound, dashed); the large point: the cell's answer, the highest rate that "
-               "passed twice (docs/config.md#serving).")
+               "passed (twice where farm searched for it: docs/config.md#serving).")
     for model in sorted(tests.model.unique()):
         rows = tests[tests.model == model].drop(columns=["label", "series"])
         st.markdown(f"**{md(model)}**")

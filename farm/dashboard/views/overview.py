@@ -55,8 +55,8 @@ serving = answers_of(snap, sweep)
 if serving:  # the sweep has Server cells with a p99 bound
     st.subheader("Serving under a latency bound")
     st.caption("MLPerf LoadGen's Server scenario through farm's batcher: per model and p99 bound, the setup that "
-               "served the highest rate whose test was VALID, twice, with p99 under the bound; the Compare page "
-               "draws every rate tried.")
+               "served the highest rate whose test was VALID with p99 under the bound (twice where farm searched "
+               "for it); the Compare page draws every rate tried.")
     st.markdown("\n".join(f"- {md(answer)}" for answer in serving))
 
 counts = cells.status.value_counts()
