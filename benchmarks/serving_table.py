@@ -37,8 +37,6 @@ def answers(serving: Path) -> dict[tuple, dict[str, dict]]:
         if not name or row["chosen"] != "True" or name["model"] not in MODELS:
             continue
         row = {**row, "offline_ms": offline.get((row["sweep_id"], row["backend"], row["batch"]))}
-        row["tests"] = sum(1 for r in _read(serving) if (r["sweep_id"], r["backend"], r["batch"]) ==
-                           (row["sweep_id"], row["backend"], row["batch"]))
         search = "confirmed" if name["search"] else "single pass"
         found.setdefault((name["model"], search, row["backend"], int(row["batch"])), {})[name["run"]] = row
     return found

@@ -1,6 +1,6 @@
 """Serving cells on the dashboard and in the report: per model and p99 bound, which setup served the
 most (farm.queries.serving_answers, as `farm show` says it), and each Server cell's LoadGen tests as
-a latency-throughput curve: p99 against the rate served, one line per engine setup, the bound drawn."""
+a latency-throughput curve: p99 against the rate offered, one line per engine setup, the bound drawn."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from farm.dashboard.data import Snapshot
+from farm.serving.search import meets
 
 SERVER_TESTS_SQL = """SELECT s.cell_id, s.test, s.target_qps, s.samples_per_s, s.latency_p50_ms, s.latency_p99_ms,
        s.valid, s.chosen, s.slo_ms, s.max_delay_ms, s.energy_per_sample_mj, s.why_invalid
@@ -37,9 +38,8 @@ def server_tests(snap: Snapshot, cells: pd.DataFrame) -> pd.DataFrame:
     tests = tests.merge(cells[["cell_id", "model", "series", "batch", "label"]], on="cell_id")
     tests["setup"] = (tests.series + " · max batch " + tests.batch.astype(int).astype(str) + " · delay "
                       + tests.max_delay_ms.map(lambda d: f"{d:g} ms"))
-    bound = tests.slo_ms.fillna(float("inf"))
-    tests["result"] = (tests.valid.astype(bool) & (tests.latency_p99_ms <= bound)).map(
-        {True: "passed", False: "failed"})
+    tests["result"] = ["passed" if meets(bool(valid), None, p99, bound) else "failed"  # errors: left out above
+                       for valid, p99, bound in zip(tests.valid, tests.latency_p99_ms, tests.slo_ms)]
     tests["answer"] = tests.chosen.astype(bool)
     return tests
 

@@ -23,30 +23,22 @@ from typing import Any
 QUANTIZED_ORT_OPS = ("QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger", "DynamicQuantizeLinear")
 
 
-def _types() -> dict[str, set[int]]:
-    from onnx import TensorProto as T
-
-    low = {T.INT8, T.FLOAT8E4M3FN, T.INT4}
-    return {"dq_input": low, "q_output": low, "float": {T.FLOAT, T.FLOAT16, T.BFLOAT16}}
-
-
 def _constants(model: Any) -> dict[str, Any]:
-    """Every initializer and Constant value of the main graph, by name."""
-    from onnx import numpy_helper
-
+    """Every initializer and Constant tensor of the main graph, by name, as TensorProtos: a reader
+    converts only the few it looks at (zero points, scales, biases), never every weight."""
     values = {t.name: t for t in model.graph.initializer}
     for node in model.graph.node:
         if node.op_type == "Constant":
             for attribute in node.attribute:
                 if attribute.name == "value":
                     values[node.output[0]] = attribute.t
-    return {name: numpy_helper.to_array(t) for name, t in values.items()}
+    return values
 
 
 def problems(model: Any) -> list[str]:
     """What TensorRT's parser would reject in `model`'s Q/DQ form, one phrase each (empty: nothing)."""
     import numpy as np
-    from onnx import TensorProto
+    from onnx import TensorProto, numpy_helper
 
     constants = _constants(model)
     types = {t.name: t.data_type for t in model.graph.initializer}
@@ -63,7 +55,8 @@ def problems(model: Any) -> list[str]:
             add(f"{node.op_type} (an ONNX Runtime quantized operator TensorRT does not have)")
         if node.op_type not in ("QuantizeLinear", "DequantizeLinear"):
             continue
-        point = constants.get(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+        stored = constants.get(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+        point = numpy_helper.to_array(stored) if stored is not None else None
         if point is not None and np.any(point != 0):
             add(f"{node.op_type} with a zero point other than 0")
         if node.op_type == "DequantizeLinear":
@@ -91,8 +84,8 @@ def fold_int32_biases(model: Any) -> int:
             continue
         if initializers[node.input[0]].data_type != TensorProto.INT32 or node.input[1] not in constants:
             continue
-        scale = constants[node.input[1]].astype(np.float32)
-        value = constants[node.input[0]].astype(np.float64) * scale.astype(np.float64)
+        scale = numpy_helper.to_array(constants[node.input[1]]).astype(np.float64)
+        value = numpy_helper.to_array(initializers[node.input[0]]).astype(np.float64) * scale
         model.graph.initializer.append(numpy_helper.from_array(value.astype(np.float32), node.output[0]))
         folded.append(node)
     for node in folded:
