@@ -69,11 +69,12 @@ def gpt2(layers: int = 4, hidden: int = 256) -> nn.Module:
     return Positional(GPT2LMHeadModel(config), ["input_ids"])
 
 
-def llama(layers: int = 4, hidden: int = 256) -> nn.Module:
+def llama(layers: int = 4, hidden: int = 256, heads: int = 4, kv_heads: int = 2) -> nn.Module:
     from transformers import LlamaForCausalLM
 
     config = _text_config("LlamaConfig", vocab_size=32000, hidden_size=hidden, intermediate_size=3 * hidden,
-                          num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2, use_cache=False)
+                          num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
+                          use_cache=False)
     return Positional(LlamaForCausalLM(config), ["input_ids"])
 
 
@@ -85,10 +86,10 @@ def t5_encoder(layers: int = 4, hidden: int = 256) -> nn.Module:
     return Positional(T5EncoderModel(config), ["input_ids", "attention_mask"])
 
 
-def vit(layers: int = 4, hidden: int = 256) -> nn.Module:
+def vit(layers: int = 4, hidden: int = 256, heads: int = 4) -> nn.Module:
     from transformers import ViTModel
 
-    config = _text_config("ViTConfig", hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=4,
+    config = _text_config("ViTConfig", hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
                           intermediate_size=4 * hidden, image_size=224, patch_size=16)
     return Positional(ViTModel(config), ["pixel_values"])
 

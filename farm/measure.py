@@ -157,8 +157,8 @@ def warm_up_query(query: QueryFn, duration_ms: float) -> tuple[int, float]:
     return queries, (clock() - start) * 1e3
 
 
-def block_median_ms(query: QueryFn, min_queries: int, min_ms: float) -> float:
-    """The median latency (ms, the host clock, as a cell's latency) of one block of `query`: at least
+def block_latencies_ms(query: QueryFn, min_queries: int, min_ms: float) -> list[float]:
+    """The latencies (ms, the host clock, as a cell's latency) of one block of `query`: at least
     `min_queries` queries and `min_ms` long. For timing two engines in alternating blocks (farm
     compare --confirm), where drift of a second or more then falls on both alike."""
     clock, latencies = time.perf_counter, []
@@ -167,7 +167,7 @@ def block_median_ms(query: QueryFn, min_queries: int, min_ms: float) -> float:
         start = clock()
         query()
         latencies.append((clock() - start) * 1e3)
-    return float(np.median(latencies))
+    return latencies
 
 
 def host_probe_ms() -> float:

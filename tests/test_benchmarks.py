@@ -538,6 +538,24 @@ def test_verdicts_across_runs_quick(tmp_path: Path) -> None:
         assert re.search(rf"^  measured again: {len(again)} of 4 pairs, ", section, re.MULTILINE), section
 
 
+def test_confirm_rounds_quick(tmp_path: Path) -> None:
+    """--confirm's rounds kept whole and replayed: each pair's every round is in the CSV; the
+    report judges each kind four ways; the planted 12x pairs are found by farm's reading, in the
+    right direction; and judging the CSV again gives the same report."""
+    out = run_benchmark("confirm_rounds.py", "--quick", "--csv", str(tmp_path / "blocks.csv"), timeout=600)
+    with open(tmp_path / "blocks.csv", newline="") as f:
+        rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
+    assert collections.Counter(r["kind"] for r in rows) == {"identical": 8, "slower": 8, "faster": 8}
+    assert [int(r["base_first"]) for r in rows[:4]] == [1, 0, 1, 0]  # the order alternates as --confirm's
+    table = {tuple(line.split()[:2]): line.split()[2:] for line in out.strip().splitlines()[-12:]}
+    assert {key[1] for key in table} == {"farm", "ABBA", "mean", "p10"}, out
+    for kind in ("slower", "faster"):
+        pairs, right, wrong = map(int, table[kind, "farm"][:3])
+        assert (pairs, right, wrong) == (1, 1, 0), out
+    assert run_benchmark("confirm_rounds.py", "--judge", str(tmp_path / "blocks.csv"), timeout=120).strip() == \
+        "\n".join(out.strip().splitlines()[-14:])
+
+
 def test_history_series_quick(tmp_path: Path) -> None:
     """Measured series through farm history: the identical series and the stepped one each have both
     configurations; the stepped series' largest change point starts at its first planted run (a 12x

@@ -81,3 +81,29 @@ def test_fp8_needs_compute_capability_8_9() -> None:
     assert unsupported("fp8", "cuda", (9, 0)) is None and unsupported("int8", "cuda", (8, 0)) is None
     assert unsupported("bf16", "cpu") is None
     assert compute_dtype("fp8", "cuda") == "bfloat16" and compute_dtype("int8", "cpu") == "float32"
+
+
+def test_compare_across_precisions_pairs_each_int8_scheme_with_its_fp32_cell(tmp_path: Path, capsys) -> None:
+    """`farm compare q q --precisions fp32:int8`: each int8 cell (dynamic, weight-only) against the
+    fp32 cell of its model and batch, with a latency verdict and the accuracy change; no fp8 cell on
+    either side; precisions the sweep did not run are a one-line usage error."""
+    from farm.compare import compare_sweeps
+
+    tiny_cnn(tmp_path / "tiny.onnx")
+    results = tmp_path / "results"
+    assert main(["sweep", str(write_sweep(tmp_path, SWEEP)), "--results", str(results), "--executor", "local"]) == 0
+    comparison = compare_sweeps("quantized", "quantized", results, precisions=("fp32", "int8"))
+    cells = {cell_id: rest for cell_id, *rest in Warehouse(results).connect().execute(
+        "SELECT cell_id, model, precision, json_extract_string(options, '$.int8') FROM cells").fetchall()}
+    pairs = {(*cells[p.base_id][:2], *cells[p.new_id][1:]): p for p in comparison.pairs}
+    assert set(pairs) == {("linear-and-conv", "fp32", "int8", scheme) for scheme in ("dynamic", "weight_only")} | \
+        {("onnx-file", "fp32", "int8", scheme) for scheme in ("dynamic", "weight_only")}
+    ours = [p for key, p in pairs.items() if key[0] == "linear-and-conv"]
+    assert len({p.base_id for p in ours}) == 1  # one fp32 cell against both int8 schemes
+    assert all(p.verdict in ("slower", "faster", "within noise", "inconclusive") and p.accuracy["new"] == "pass"
+               for p in ours), [(p.verdict, p.accuracy) for p in ours]
+    assert not comparison.only_base and not comparison.only_new  # the fp8 cells are on neither side
+    assert main(["compare", "quantized", "quantized", "--results", str(results), "--precisions", "fp32:int8"]) in (0, 1)
+    assert "quantized at int8 against quantized at fp32" in capsys.readouterr().out
+    assert main(["compare", "quantized", "quantized", "--results", str(results), "--precisions", "fp16:int8"]) == 2
+    assert "--precisions BASE:NEW names precisions both sweeps ran" in capsys.readouterr().err

@@ -31,6 +31,10 @@ def add(add: AddCommand) -> None:
     p.add_argument("--allow-device-differences", action="store_true",
                    help="compare cells measured on different kinds of device (another GPU or CPU model) instead "
                         "of refusing")
+    p.add_argument("--precisions", type=_precisions, default=None, metavar="BASE:NEW",
+                   help="pair BASE's cells at one precision with NEW's at another, the rest of their configuration "
+                        "the same, e.g. `farm compare run run --precisions bf16:int8`: what a precision changes "
+                        "(speed, accuracy, layers), with the same verdicts")
     p.add_argument("--confirm", action="store_true",
                    help="measure each slower, faster or inconclusive pair again here, BASE and NEW built side by "
                         "side and timed in alternating blocks, so that the machine's drift falls on both alike; its "
@@ -51,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     comparison = compare_sweeps(args.base, args.new, results=args.results, base_results=args.base_results,
                                 min_effect_percent=args.min_effect,
                                 allow_timing_differences=args.allow_timing_differences,
-                                allow_device_differences=args.allow_device_differences)
+                                allow_device_differences=args.allow_device_differences, precisions=args.precisions)
     if args.confirm:
         from farm.compare.confirm import ROUNDS, confirm
 
@@ -66,6 +70,20 @@ def run(args: argparse.Namespace) -> int:
     return 1 if comparison.regressed else 0
 
 
+def _precisions(text: str) -> tuple[str, str]:
+    """'bf16:int8' -> ('bf16', 'int8'); argparse's one-line error for anything else."""
+    import typing
+
+    from farm.config.schema import Precision
+
+    names = typing.get_args(Precision)
+    parts = tuple(part.strip().lower() for part in text.split(":"))
+    if len(parts) != 2 or not all(p in names for p in parts) or parts[0] == parts[1]:
+        raise argparse.ArgumentTypeError(f"{text!r}: give two different precisions as BASE:NEW, e.g. bf16:int8 "
+                                         f"(precisions: {', '.join(names)})")
+    return parts[0], parts[1]
+
+
 def _print(comparison) -> None:
     from farm.cli.common import PLAIN_TABLE_ROWS, console, print_plain_table, table_width
     from farm.compare.render import COLUMNS, layer_lines, pair_row, summary_line
@@ -73,7 +91,7 @@ def _print(comparison) -> None:
 
     out = console()
     width = table_width(out)
-    title = f"{comparison.new_sweep} against {comparison.base_sweep}"
+    title = comparison.title
     rows = [tuple(pair_row(pair)[c] for c in COLUMNS) for pair in comparison.pairs]
     rows, notes = footnoted(rows, COLUMNS.index("notes"))  # a note once, below the table, its words whole
     columns = COLUMNS if notes else COLUMNS[:-1]  # no column of blanks

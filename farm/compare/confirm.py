@@ -18,8 +18,12 @@ compared; a cell whose model file changed since plans to another id, and is said
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import itertools
 import math
+import statistics
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -114,8 +118,7 @@ def _interleaved(pair: Any, base: Any, new: Any, cache_dir: Path, rounds: int, m
     from farm.backends.registry import backend_class
 
     if all(issubclass(backend_class(c.backend), LoopTimedBackend) for c in (base, new)):
-        ratios, why = _blocks(base, new, cache_dir, rounds,
-                              lambda so_far: judged(so_far, min_effect, look_of(len(so_far), rounds))[0] == INCONCLUSIVE)
+        ratios, why = _blocks(base, new, cache_dir, rounds, min_effect)
     else:
         ratios, why = _whole_runs(base, new, cache_dir, rounds)
     if why:
@@ -132,6 +135,22 @@ def _interleaved(pair: Any, base: Any, new: Any, cache_dir: Path, rounds: int, m
 # 8.75 % of the time with no minimum effect at all (Bonferroni: 5 + 2.5 + 1.25 %; tests/test_compare.py
 # draws it), and with the 3 % minimum effect about as rarely as one look does.
 LOOK_CONFIDENCES = (0.95, 0.975, 0.9875)
+
+
+def another_look(ratios: list[float], rounds: int, min_effect: float) -> bool:
+    """After a look (each `rounds` rounds): whether the pair is still inconclusive with a look left,
+    so that `rounds` more are timed."""
+    return (len(ratios) < len(LOOK_CONFIDENCES) * rounds
+            and judged(ratios, min_effect, look_of(len(ratios), rounds))[0] == INCONCLUSIVE)
+
+
+def rounds_timed(ratios: list[float], rounds: int, min_effect: float) -> int:
+    """How many of a pair's rounds `--confirm` would time had they come out `ratios` (all it could
+    time, or more): where it stops, by another_look. For replaying recorded rounds."""
+    count = min(rounds, len(ratios))
+    while count + rounds <= len(ratios) and another_look(ratios[:count], rounds, min_effect):
+        count += rounds
+    return count
 
 
 def look_of(count: int, rounds: int) -> int:
@@ -152,32 +171,49 @@ def judged(ratios: list[float], min_effect: float, look: int = 1) -> tuple[str, 
     return verdict(low, high, min_effect), math.exp(mean) - 1, low, high
 
 
-def _blocks(base: Any, new: Any, cache_dir: Path, rounds: int,
-            undecided: Any = None) -> tuple[list[float], str | None]:
+def _blocks(base: Any, new: Any, cache_dir: Path, rounds: int, min_effect: float) -> tuple[list[float], str | None]:
     """Both cells built side by side, timed in alternating blocks: each round's log(NEW / BASE) of
-    the block medians; or why they could not be. Where `undecided(ratios)` holds after each `rounds`,
-    `rounds` more, up to one look per LOOK_CONFIDENCES."""
-    from farm.cell_runner import built_backend
+    the block medians; or why they could not be. After each `rounds`, `rounds` more where
+    another_look says so."""
     from farm.errors import describe
-    from farm.measure import block_median_ms, warm_up_query
 
     ratios: list[float] = []
     try:
-        with built_backend(base, cache_dir) as (a, feeds_a), built_backend(new, cache_dir) as (b, feeds_b):
-            queries = (a.query_fn(feeds_a), b.query_fn(feeds_b))
-            for query, cell in zip(queries, (base, new)):
-                warm_up_query(query, cell.measurement.warmup_ms)
+        with side_by_side(base, new, cache_dir) as queries:
             target = rounds
-            while len(ratios) < target:
-                medians = {side: block_median_ms(queries[side], BLOCK_QUERIES, BLOCK_MS)
-                           for side in ((0, 1) if len(ratios) % 2 == 0 else (1, 0))}
-                ratios.append(math.log(medians[1] / medians[0]))
-                if (len(ratios) == target and target < len(LOOK_CONFIDENCES) * rounds and undecided is not None
-                        and undecided(ratios)):
+            for base_ms, new_ms in block_rounds(queries):
+                ratios.append(math.log(statistics.median(new_ms) / statistics.median(base_ms)))
+                if len(ratios) == target:
+                    if not another_look(ratios, rounds, min_effect):
+                        break
                     target += rounds
     except Exception as exc:  # noqa: BLE001 - a pair that cannot be measured again says why; the rest go on
         return ratios, f"building or timing them side by side failed: {describe(exc)[:300]}"
     return ratios, None
+
+
+@contextlib.contextmanager
+def side_by_side(base: Any, new: Any, cache_dir: Path) -> Iterator[tuple[Any, Any]]:
+    """Both cells built in this process, each warmed up: their query functions (BASE, NEW)."""
+    from farm.cell_runner import built_backend
+    from farm.measure import warm_up_query
+
+    with built_backend(base, cache_dir) as (a, feeds_a), built_backend(new, cache_dir) as (b, feeds_b):
+        queries = (a.query_fn(feeds_a), b.query_fn(feeds_b))
+        for query, cell in zip(queries, (base, new)):
+            warm_up_query(query, cell.measurement.warmup_ms)
+        yield queries
+
+
+def block_rounds(queries: tuple[Any, Any]) -> Iterator[tuple[list[float], list[float]]]:
+    """Rounds of one timed block of each side (BASE, NEW), the order alternating (A B, B A, A B,
+    ...): each round's (BASE latencies, NEW latencies), ms. Endless: the caller stops."""
+    from farm.measure import block_latencies_ms
+
+    for number in itertools.count():
+        latencies = {side: block_latencies_ms(queries[side], BLOCK_QUERIES, BLOCK_MS)
+                     for side in ((0, 1) if number % 2 == 0 else (1, 0))}
+        yield latencies[0], latencies[1]
 
 
 def _whole_runs(base: Any, new: Any, cache_dir: Path, rounds: int) -> tuple[list[float], str | None]:

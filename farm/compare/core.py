@@ -80,6 +80,14 @@ class Comparison:
     only_base: list[str]
     only_new: list[str]
     allowed: list[str] = field(default_factory=list)
+    precisions: tuple[str, str] | None = None  # BASE's and NEW's, where cells were paired across them
+
+    @property
+    def title(self) -> str:
+        """'NEW against BASE', or 'NEW at int8 against BASE at bf16'."""
+        if self.precisions is None:
+            return f"{self.new_sweep} against {self.base_sweep}"
+        return f"{self.new_sweep} at {self.precisions[1]} against {self.base_sweep} at {self.precisions[0]}"
 
     @property
     def regressed(self) -> list[PairResult]:
@@ -135,18 +143,21 @@ def _cycle_collector_paused():
 
 def compare_sweeps(base_sweep: str, new_sweep: str, results: str | Path = "results",
                    base_results: str | Path | None = None, min_effect_percent: float = MIN_EFFECT_PERCENT,
-                   allow_timing_differences: bool = False, allow_device_differences: bool = False) -> Comparison:
+                   allow_timing_differences: bool = False, allow_device_differences: bool = False,
+                   precisions: tuple[str, str] | None = None) -> Comparison:
     """Compare NEW (`new_sweep` in `results`) against BASE (`base_sweep` in `base_results`, default
-    `results`). UserError (one line, how to fix) for an unknown sweep, no matched cells, or
-    matched cells whose timing definitions or devices differ unless allowed."""
+    `results`); with `precisions` (BASE's, NEW's), BASE's cells at one precision against NEW's at
+    another (the same sweep twice: what a precision changes). UserError (one line, how to fix) for
+    an unknown sweep, no matched cells, or matched cells whose timing definitions or devices differ
+    unless allowed."""
     with _cycle_collector_paused():
         return _compare_sweeps(base_sweep, new_sweep, results, base_results, min_effect_percent,
-                               allow_timing_differences, allow_device_differences)
+                               allow_timing_differences, allow_device_differences, precisions)
 
 
 def _compare_sweeps(base_sweep: str, new_sweep: str, results: str | Path, base_results: str | Path | None,
                     min_effect_percent: float, allow_timing_differences: bool,
-                    allow_device_differences: bool) -> Comparison:
+                    allow_device_differences: bool, precisions: tuple[str, str] | None) -> Comparison:
     if not (isinstance(min_effect_percent, (int, float)) and 0 <= min_effect_percent < 1000):
         raise UserError(f"--min-effect {min_effect_percent}: give a percentage from 0 to 1000, e.g. --min-effect 3")
     base_flag = "--base-results" if base_results is not None else "--results"
@@ -156,7 +167,11 @@ def _compare_sweeps(base_sweep: str, new_sweep: str, results: str | Path, base_r
         computing = [pool.submit(_side_intervals, loaded[0], base_results if base_results is not None else results,
                                  base_sweep, base_flag), pool.submit(_side_intervals, loaded[1], results, new_sweep)]
         base, new = loaded[0].result(), loaded[1].result()  # BASE's error first, as a reader would
-        pairs, only_base, only_new = match_cells(base.cells, new.cells)
+        pairs, only_base, only_new = match_cells(base.cells, new.cells, precisions)
+        if not pairs and precisions is not None:
+            raise UserError(f"no cell of sweep {new_sweep!r} at {precisions[1]} has the configuration of one of "
+                            f"{base_sweep!r}'s at {precisions[0]}: --precisions BASE:NEW names precisions both "
+                            f"sweeps ran (see `farm ls`)")
         if not pairs:
             raise UserError(f"no cell of sweep {new_sweep!r} has the configuration of one of {base_sweep!r}'s "
                             f"({len(new.cells)} and {len(base.cells)} cells): compare runs of the same sweep file")
@@ -174,7 +189,8 @@ def _compare_sweeps(base_sweep: str, new_sweep: str, results: str | Path, base_r
     _explain_slower(pairs, results_, base, new)
     results_.sort(key=_severity)
     return Comparison(base_sweep, new_sweep, base.results, new.results, float(min_effect_percent), results_,
-                      [_unmatched(c, labels) for c in only_base], [_unmatched(c, labels) for c in only_new], allowed)
+                      [_unmatched(c, labels) for c in only_base], [_unmatched(c, labels) for c in only_new], allowed,
+                      precisions)
 
 
 def _side_intervals(loaded: Future, results: str | Path, sweep: str, flag: str = "--results"

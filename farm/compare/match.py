@@ -76,16 +76,46 @@ def _device_text(kind: Any, name: Any) -> str:
     return " ".join(str(p) for p in (kind, name) if not _missing(p)) or "no device recorded"
 
 
-def match_cells(base: list[dict[str, Any]], new: list[dict[str, Any]]) -> tuple[list[Pair], list[dict], list[dict]]:
+def at_precision(cell: dict[str, Any], precision: str) -> dict[str, Any]:
+    """The cell's configuration as if measured at `precision`: its backend's options as that
+    precision reads them (Options.at_precision: an int8 cell's int8 scheme is no option of a bf16
+    cell), for pairing cells across precisions."""
+    from farm.backends.registry import BACKENDS, backend_class
+
+    options = cell.get("options")
+    if cell.get("backend") in BACKENDS and isinstance(options, str):
+        try:
+            values = json.loads(options)
+        except ValueError:
+            values = None
+        if isinstance(values, dict):
+            options = json.dumps(backend_class(cell["backend"]).Options.at_precision(values, precision))
+    return {**cell, "precision": precision, "options": options}
+
+
+def match_cells(base: list[dict[str, Any]], new: list[dict[str, Any]],
+                precisions: tuple[str, str] | None = None) -> tuple[list[Pair], list[dict], list[dict]]:
     """(pairs, BASE cells with no match, NEW cells with no match). Cells pair on configuration and
     device (kind and model) first; cells left over pair on configuration alone, marked
-    `device_differs`. Where a side holds several cells of one key, they pair in id order."""
-    config = {id(c): config_key(c) for c in (*base, *new)}  # each cell's keys once
+    `device_differs`. Where a side holds several cells of one key, they pair in id order. With
+    `precisions` (BASE's, NEW's): BASE's cells at the first pair with NEW's at the second, the
+    rest of their configuration the same (other precisions' cells are left out of both sides)."""
+    if precisions is not None:
+        base = [c for c in base if c.get("precision") == precisions[0]]
+        new = [c for c in new if c.get("precision") == precisions[1]]
+        config = {id(c): config_key(at_precision(c, precisions[0])) for c in (*base, *new)}
+    else:
+        config = {id(c): config_key(c) for c in (*base, *new)}  # each cell's keys once
     device = {id(c): device_text(c) for c in (*base, *new)}
     pairs: list[Pair] = []
     left_base, left_new = list(base), list(new)
     for key in (lambda c: (config[id(c)], device[id(c)]), lambda c: config[id(c)]):
-        found, left_base, left_new = _pair_by(left_base, left_new, key)
+        if precisions is None:
+            found, left_base, left_new = _pair_by(left_base, left_new, key)
+        else:  # one BASE cell for each NEW variant of it (int8 dynamic and weight-only against one bf16)
+            found, left_new = _each_with_its_base(base, left_new, key)
+            paired = {id(p.base) for p in found}
+            left_base = [c for c in left_base if id(c) not in paired]
         pairs += found
     for pair in pairs:
         if pair.base.get("status") != "ok" or pair.new.get("status") != "ok":
@@ -113,6 +143,15 @@ def _pair_by(base: list[dict], new: list[dict], key) -> tuple[list[Pair], list[d
         else:
             unmatched.append(cell)
     return pairs, unmatched, [c for group in by_key.values() for c in group]
+
+
+def _each_with_its_base(base: list[dict], new: list[dict], key) -> tuple[list[Pair], list[dict]]:
+    """Each NEW cell paired with the first BASE cell of its key (a BASE cell may pair more than once)."""
+    first: dict[Hashable, dict] = {}
+    for cell in base:
+        first.setdefault(key(cell), cell)
+    pairs = [Pair(first[key(cell)], cell) for cell in new if key(cell) in first]
+    return pairs, [cell for cell in new if key(cell) not in first]
 
 
 def timing_difference(base: dict[str, Any], new: dict[str, Any]) -> str | None:

@@ -135,7 +135,7 @@ def _md(text: str) -> str:
 def render_markdown(comparison: Comparison) -> str:
     """The comparison as Markdown: a heading, the summary, the table (worst regression first), the
     explaining layers of each slower cell, and the unmatched cells."""
-    lines = [f"## farm compare: {_md(comparison.new_sweep)} against {_md(comparison.base_sweep)}", "",
+    lines = [f"## farm compare: {_md(comparison.title)}", "",
              _md(summary_line(comparison)) + ".", ""]
     lines += [f"- {_md(a)}" for a in comparison.allowed]
     lines += ["| " + " | ".join(COLUMNS) + " |", "|" + " --- |" * len(COLUMNS)]
@@ -155,7 +155,7 @@ def render_markdown(comparison: Comparison) -> str:
 def render_html(comparison: Comparison) -> str:
     """The comparison as a self-contained HTML <section> (no scripts, no external styles)."""
     e = html.escape
-    parts = [f"<section class='farm-compare'><h2>{e(comparison.new_sweep)} against {e(comparison.base_sweep)}</h2>",
+    parts = [f"<section class='farm-compare'><h2>{e(comparison.title)}</h2>",
              f"<p>{e(summary_line(comparison))}.</p>"]
     parts += [f"<p>{e(a)}</p>" for a in comparison.allowed]
     parts.append("<table><thead><tr>" + "".join(f"<th>{e(c)}</th>" for c in COLUMNS) + "</tr></thead><tbody>")

@@ -215,6 +215,19 @@ def _types(model) -> dict[str, int]:
     return types
 
 
+def quantized_run_note(where: str, quantized_model, optimized) -> str | None:
+    """How ONNX Runtime ran an int8 Q/DQ model, from the graph it optimized: the Q/DQ groups it
+    fused into integer kernels, and the DequantizeLinear left feeding float kernels (their
+    arithmetic is float: the cell's latency is not int8 arithmetic's)."""
+    quantized = census(quantized_model).quantized_nodes
+    if not quantized:
+        return None
+    fused = sum(1 for n in nodes(optimized.graph) if n.op_type in INTEGER_KERNELS and n.op_type != "MaxPool")
+    left = sum(1 for n in nodes(optimized.graph) if n.op_type == "DequantizeLinear")
+    return (f"on {where}: {fused} integer kernels (QLinearConv, QLinearMatMul, MatMulInteger, ...) "
+            f"for {quantized} quantized nodes; {left} DequantizeLinear left feed fp32 kernels")
+
+
 def onnxruntime_cpu_note(transformed, optimized) -> str | None:
     """What ONNX Runtime's CPU EP makes of the transformed model, from the graph it optimized."""
     from onnx import TensorProto, shape_inference
@@ -227,13 +240,7 @@ def onnxruntime_cpu_note(transformed, optimized) -> str | None:
     optimized_nodes = {n.name: n for n in nodes(optimized.graph) if n.name}
     census_before = census(transformed)
     if census_before.qdq_pairs or census_before.quantized_weights:
-        fused = sum(1 for n in nodes(optimized.graph) if n.op_type in INTEGER_KERNELS and n.op_type != "MaxPool")
-        quantized = census_before.quantized_nodes
-        left = sum(1 for n in nodes(optimized.graph) if n.op_type == "DequantizeLinear")
-        if not quantized:
-            return None
-        return (f"on ONNX Runtime CPU: {fused} integer kernels (QLinearConv, QLinearMatMul, MatMulInteger, ...) "
-                f"for {quantized} quantized nodes; {left} DequantizeLinear left feed fp32 kernels")
+        return quantized_run_note("ONNX Runtime CPU", transformed, optimized)
     fp16_nodes = fp32_in_ort = 0
     for node in nodes(transformed.graph):
         if node.op_type in ("Cast", "Constant", "If", "Loop", "Scan") or not node.name:

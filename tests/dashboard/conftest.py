@@ -4,6 +4,7 @@ precisions and three batch sizes, one model that fails to build, and an unsuppor
 
 from __future__ import annotations
 
+import http.client
 import os
 import signal
 import socket
@@ -120,7 +121,7 @@ class Dashboard:
                 with urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=5) as response:
                     if response.read() == b"ok":
                         return True
-            except OSError:
+            except (OSError, http.client.HTTPException):  # not up yet, or another program answered on the port
                 time.sleep(0.3)
         return False
 

@@ -73,8 +73,7 @@ def lacking_operator(exc: BaseException, version: str) -> str | None:
 class OnnxRuntimeBackend(LoopTimedBackend):
     name = "onnxruntime"
     Options = OnnxRuntimeOptions
-    # with its default options (the CPU); on CUDA `unsupported_reason` adds tf32 and, on the CUDA EP,
-    # takes int8 away (see there)
+    # with its default options (the CPU); on CUDA `unsupported_reason` adds tf32 (see there)
     capabilities = Capabilities(precisions=frozenset({"fp32", "fp16", "int8"}))
     libraries = ("onnxruntime", "onnx")
 
@@ -131,12 +130,9 @@ class OnnxRuntimeBackend(LoopTimedBackend):
             if precision in ("tf32", "fp16", "int8"):
                 return None
             return f"onnxruntime's TensorRT EP runs tf32, fp16 and int8 here; {precision} is not supported"
-        if precision in ("fp32", "tf32", "fp16"):
+        if precision in ("fp32", "tf32", "fp16", "int8"):  # int8: the Q/DQ model, as far as its kernels go
             return None
-        if precision == "int8":
-            return ("onnxruntime's CUDA EP has no int8 convolution or GEMM kernels for QDQ models (it would run "
-                    "them in float between QuantizeLinear/DequantizeLinear): use provider = \"tensorrt\"")
-        return f"onnxruntime's CUDA EP runs fp32, tf32 and fp16 here; {precision} is not supported"
+        return f"onnxruntime's CUDA EP runs fp32, tf32, fp16 and int8 (Q/DQ) here; {precision} is not supported"
 
     def unavailable_reason(self) -> str | None:
         try:
@@ -239,11 +235,17 @@ class OnnxRuntimeBackend(LoopTimedBackend):
         saved = optimized_path.exists()
         self.optimized = onnx.load(str(optimized_path), load_external_data=False) if saved else None
         # kept: the per-layer run adds the CPU provider's time per run to it (cpu_provider_node_ms)
+        ran_as = None
+        if self.cuda and saved and self.precision == "int8":  # the CPU EP's own: the transform's check says it
+            from farm.precision.checks import quantized_run_note
+
+            ran_as = quantized_run_note("ONNX Runtime CUDA", original, self.optimized)
         self.build_stats = BuildStats(
             build_s=build_s,
             artifact_bytes=optimized_path.stat().st_size if saved else None,
             layers_before_fusion=len(original.graph.node),
             layers_after_fusion=len(self.optimized.graph.node) if saved else None,
+            transform_summary=ran_as,
             **(placement.build_facts(placed, self.cuda) if placed else {}),
         )
         return self.build_stats
