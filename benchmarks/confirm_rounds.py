@@ -54,6 +54,7 @@ def main() -> int:
     parser.add_argument("--looks", type=int, default=None, help="looks timed whole (default: --confirm's most)")
     parser.add_argument("--csv", type=Path, help="write every round's blocks here")
     parser.add_argument("--judge", type=Path, help="judge a CSV this wrote, measuring nothing")
+    parser.add_argument("--markdown", action="store_true", help="with --judge: the table docs/results.md holds")
     parser.add_argument("--min-effect", type=float, default=3.0, help="percent (default: farm compare's, 3)")
     parser.add_argument("--quick", action="store_true", help="the suite's check that it runs: a tiny CNN, CPU")
     args = parser.parse_args()
@@ -64,7 +65,10 @@ def main() -> int:
         rows = list(csv.DictReader(line for line in args.judge.open() if not line.startswith("#")))
         rounds = args.rounds or int(next((line.split("rounds=")[1].split()[0] for line in args.judge.open()
                                           if "rounds=" in line), ROUNDS))
-        print(report(rows, rounds, args.min_effect))
+        if args.markdown:
+            print(markdown(args.judge, rows, rounds, args.min_effect), end="")
+        else:
+            print(report(rows, rounds, args.min_effect))
         return 0
     with tempfile.TemporaryDirectory(prefix="confirm-rounds.") as scratch:
         if args.quick:
@@ -144,36 +148,59 @@ def readings(rows: list[dict], rounds: int) -> dict[str, tuple[list[float], int]
             "mean": (ratio["mean"], rounds), "p10": (ratio["p10"], rounds)}
 
 
-def report(rows: list[dict], rounds: int, min_effect: float) -> str:
-    """Per kind and reading: the verdicts, as --confirm would stop, and the rounds that took."""
+def judged_readings(rows: list[dict], rounds: int, min_effect: float) -> list[dict]:
+    """Per kind and reading: the pairs, the right verdicts (a change found; 'within noise' for
+    identical pairs), the wrong ones (a change the wrong way, or any on identical pairs), the
+    inconclusive ones, as --confirm would stop; the mean rounds timed, the median change, and the
+    pooled standard deviation of one value of the series (%)."""
     from farm.compare.confirm import judged, look_of, rounds_timed
 
     by_pair: dict[tuple[int, str], list[dict]] = collections.defaultdict(list)
     for row in rows:
         by_pair[(int(row["pair"]), row["kind"])].append(row)
-    lines = [f"rounds a look: {rounds}; minimum effect {min_effect:g} %",
-             "kind       reading  pairs  right  wrong direction/false  inconclusive  rounds timed (mean)  effect (median)"
-             "  spread of a value (pooled sd, %)"]
+    found = []
     for kind in KINDS:
         pairs = [mine for (_, k), mine in sorted(by_pair.items()) if k == kind]
-        if not pairs:
-            continue
-        for reading in ("farm", "ABBA", "mean", "p10"):
+        for reading in ("farm", "ABBA", "mean", "p10") if pairs else ():
             verdicts, timed, effects, variances = collections.Counter(), [], [], []
             for mine in pairs:
                 series, per_look = readings(mine, rounds)[reading]
                 variances.append(statistics.variance(series))
                 used = rounds_timed(series, per_look, min_effect)
-                found, effect, _, _ = judged(series[:used], min_effect, look_of(used, per_look))
-                verdicts[found] += 1
+                verdict, effect, _, _ = judged(series[:used], min_effect, look_of(used, per_look))
+                verdicts[verdict] += 1
                 timed.append(used * (2 if reading == "ABBA" else 1))
                 effects.append(effect)
-            right = sum(verdicts[v] for v in WANTED[kind]) if WANTED[kind] else verdicts["within noise"]
-            wrong = sum(n for v, n in verdicts.items() if v in ("slower", "faster") and v not in WANTED[kind])
-            lines.append(f"{kind:10} {reading:8} {len(pairs):5}  {right:5}  {wrong:21}  {verdicts['inconclusive']:12}  "
-                         f"{statistics.fmean(timed):19.1f}  {100 * statistics.median(effects):+14.1f} %"
-                         f"  {100 * math.sqrt(statistics.fmean(variances)):32.2f}")
+            found.append({
+                "kind": kind, "reading": reading, "pairs": len(pairs),
+                "right": sum(verdicts[v] for v in WANTED[kind]) if WANTED[kind] else verdicts["within noise"],
+                "wrong": sum(n for v, n in verdicts.items() if v in ("slower", "faster") and v not in WANTED[kind]),
+                "inconclusive": verdicts["inconclusive"], "rounds": statistics.fmean(timed),
+                "effect": 100 * statistics.median(effects), "spread": 100 * math.sqrt(statistics.fmean(variances))})
+    return found
+
+
+def report(rows: list[dict], rounds: int, min_effect: float) -> str:
+    """Per kind and reading: the verdicts, as --confirm would stop, and the rounds that took."""
+    lines = [f"rounds a look: {rounds}; minimum effect {min_effect:g} %",
+             "kind       reading  pairs  right  wrong direction/false  inconclusive  rounds timed (mean)  effect (median)"
+             "  spread of a value (pooled sd, %)"]
+    for r in judged_readings(rows, rounds, min_effect):
+        lines.append(f"{r['kind']:10} {r['reading']:8} {r['pairs']:5}  {r['right']:5}  {r['wrong']:21}  "
+                     f"{r['inconclusive']:12}  {r['rounds']:19.1f}  {r['effect']:+14.1f} %  {r['spread']:32.2f}")
     return "\n".join(lines)
+
+
+def markdown(path: Path, rows: list[dict], rounds: int, min_effect: float) -> str:
+    """The table docs/results.md holds: each kind and reading of one results file."""
+    name = path.resolve().relative_to(ROOT) if path.resolve().is_relative_to(ROOT) else path
+    lines = [f"<!-- made by `python3 benchmarks/confirm_rounds.py --judge {name} --markdown`: edit there -->",
+             "| pairs | reading | right | wrong | inconclusive | rounds timed, mean | change, median | a value's spread |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in judged_readings(rows, rounds, min_effect):
+        lines.append(f"| {r['kind']} | {r['reading']} | {r['right']} of {r['pairs']} | {r['wrong']} | "
+                     f"{r['inconclusive']} | {r['rounds']:.1f} | {r['effect']:+.1f} % | {r['spread']:.1f} % |")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
-"""The H200 precision table of docs/precision.md: bf16, int8 and fp8 on PyTorch (torchao) per model,
-batch and mode, each with its samples/s, the ratio to bf16 and the accuracy verdict against fp32,
-from benchmarks/results/quantized-torch-h200.csv (benchmarks/device/quantized-torch.toml on one H200):
+"""The H200 precision tables of docs/precision.md: bf16, int8 (torchao's dynamic scheme, and
+weight-only where a file has it) and fp8 on PyTorch (torchao) per model, batch and mode, each with
+its samples/s, the ratio to bf16 and the accuracy verdict against fp32, from a results CSV of
+benchmarks/device/quantized-torch*.toml's cells on one H200 ('#' lines: how it was made):
 
     python3 benchmarks/precision_table.py --markdown benchmarks/results/quantized-torch-h200.csv"""
 
@@ -10,20 +11,26 @@ import argparse
 import csv
 from pathlib import Path
 
-PRECISIONS = ("bf16", "int8", "fp8")
+COLUMNS = ("bf16", "int8", "int8 weight-only", "fp8")
+
+
+def column(row: dict) -> str:
+    """The table's column of a cell: its precision, int8's weight-only scheme a column of its own."""
+    return "int8 weight-only" if row["precision"] == "int8" and row.get("int8") == "weight_only" else row["precision"]
 
 
 def markdown(path: Path) -> str:
     with path.open(newline="") as f:
-        rows = list(csv.DictReader(f))
-    cells = {(r["model"], r["mode"], int(r["batch"]), r["precision"]): r for r in rows}
+        rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
+    cells = {(r["model"], r["mode"], int(r["batch"]), column(r)): r for r in rows}
+    precisions = [c for c in COLUMNS if any(k[3] == c for k in cells)]
     lines = [f"<!-- made by `python3 benchmarks/precision_table.py --markdown {path}`: edit there -->",
-             "| model | mode | batch | " + " | ".join(PRECISIONS) + " |",
-             "| --- | --- | --- | " + " | ".join("---" for _ in PRECISIONS) + " |"]
+             "| model | mode | batch | " + " | ".join(precisions) + " |",
+             "| --- | --- | --- | " + " | ".join("---" for _ in precisions) + " |"]
     for model, mode, batch in sorted({k[:3] for k in cells}, key=lambda k: (k[0], k[1] != "cudagraphs", k[2])):
         base = cells.get((model, mode, batch, "bf16"))
         shown = []
-        for precision in PRECISIONS:
+        for precision in precisions:
             cell = cells.get((model, mode, batch, precision))
             if cell is None:
                 shown.append("not run")

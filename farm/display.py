@@ -44,7 +44,8 @@ def backend_labels(cells: Sequence[Cell]) -> dict[str, str]:
     """Per cell id, its backend with the options that vary between the plan's cells of that
     backend (`onnxruntime device=cuda`), and its scenario where those vary (`onnxruntime
     scenario=server delay=2ms`), so two rows that differ only there can be told apart."""
-    labels = option_labels([(c.backend, with_scenario(c.options, c.serving and c.serving.label)) for c in cells])
+    labels = option_labels([(c.backend, with_scenario(c.options, c.serving and c.serving.label)) for c in cells],
+                           precisions=[c.precision for c in cells])
     return {cell.cell_id: label for cell, label in zip(cells, labels)}
 
 

@@ -176,6 +176,16 @@ def with_later_defaults(backend: Any, options: dict[str, Any]) -> dict[str, Any]
     return {**{k: model.model_fields[k].default for k in model.added_later if k in model.model_fields}, **options}
 
 
+def options_read(backend: Any, options: Any, precision: Any) -> Any:
+    """A cell's backend options less those its precision does not read (Options.read_at): a bf16
+    cell's label names no int8 scheme. Anything but a known backend's dict: as it is."""
+    from farm.backends.registry import BACKENDS
+
+    if backend not in BACKENDS or not isinstance(options, dict) or not isinstance(precision, str):
+        return options
+    return backend_class(backend).Options.read_at(options, precision)
+
+
 def _identity(model: Any, values: dict[str, Any]) -> dict[str, Any]:
     """The settings of `model` (the measurement settings, a backend's options) a cell id covers:
     all of them, except those added after ids were in use (`model.added_later`) while at their

@@ -316,20 +316,24 @@ def with_scenario(options: dict[str, Any], scenario: str | None) -> dict[str, An
     return {**options, "scenario": scenario or "offline"}
 
 
-def option_labels(cells: list[tuple[str, dict[str, Any]]], short: bool = False) -> list[str]:
+def option_labels(cells: list[tuple[str, dict[str, Any]]], short: bool = False,
+                  precisions: list[Any] | None = None) -> list[str]:
     """Per (backend, options) pair, the backend plus the options that vary between that backend's
     pairs: 'torch mode=compile', 'onnxruntime device=cuda'. Only short scalar options name a cell;
     lists and tables (an ingested engine's file names, trtexec's settings) are left out. One
     rule for the end-of-sweep table, `farm show` and the dashboard's series. `short` (terminal
     tables): a text option by its value alone ('torch compile'), a true/false one as 'NAME' /
-    'no-NAME', numbers as NAME=VALUE."""
+    'no-NAME', numbers as NAME=VALUE. With each pair's `precisions`, an option its precision does
+    not read is not named (farm.plan.options_read: a bf16 cell has no int8 scheme)."""
     import json
 
-    from farm.plan import with_later_defaults
+    from farm.plan import options_read, with_later_defaults
 
     # cells stored before an option existed lack it: at its default, as the cells after
-    scalars = [{k: v for k, v in with_later_defaults(backend, options).items()
-                if isinstance(v, (str, int, float, bool)) and len(str(v)) <= 24} for backend, options in cells]
+    precisions = precisions if precisions is not None else [None] * len(cells)
+    scalars = [{k: v for k, v in options_read(backend, with_later_defaults(backend, options), precision).items()
+                if isinstance(v, (str, int, float, bool)) and len(str(v)) <= 24}
+               for (backend, options), precision in zip(cells, precisions)]
     names = [str(backend) for backend, _ in cells]  # str: a missing backend (NaN) groups with its kind
     varying: dict[str, list[str]] = {}
     for backend in dict.fromkeys(names):
@@ -344,7 +348,7 @@ def option_labels(cells: list[tuple[str, dict[str, Any]]], short: bool = False) 
             return value
         return f"{key}={value if isinstance(value, str) else json.dumps(value, sort_keys=True)}"
 
-    return [f"{name} {' '.join(shown(k, o.get(k)) for k in varying[name])}".strip()
+    return [f"{name} {' '.join(shown(k, o[k]) for k in varying[name] if k in o)}".strip()
             for name, o in zip(names, scalars)]
 
 

@@ -568,3 +568,16 @@ def test_an_option_added_later_at_its_default_is_the_same_configuration() -> Non
         {**cell, "options": '{"mode": "eager", "int8": "dynamic", "threads": 0, "device": "cuda"}'})
     assert config_key({**cell, "options": old}) != config_key(
         {**cell, "options": '{"device": "cuda", "mode": "eager", "threads": 0, "int8": "weight_only"}'})
+
+
+def test_partial_layers_are_said_once_for_both_sides() -> None:
+    """Both cells' layers cover too little of compute: the line names both shares and the reason
+    once (it read 'per-layer times are partial; per-layer times are partial' on an H200 int8 pair)."""
+    from types import SimpleNamespace
+
+    from farm.compare.layer_changes import LayerExplanation
+    from farm.compare.render import layer_lines
+
+    found = LayerExplanation(kind="kernel", note="no rows", coverage_base=30.0, coverage_new=13.0)
+    line = layer_lines(SimpleNamespace(layers=found))[0]
+    assert line == "no rows; layers cover 30 % (BASE) and 13 % (NEW) of compute; per-layer times are partial"

@@ -107,3 +107,16 @@ def test_compare_across_precisions_pairs_each_int8_scheme_with_its_fp32_cell(tmp
     assert "quantized at int8 against quantized at fp32" in capsys.readouterr().out
     assert main(["compare", "quantized", "quantized", "--results", str(results), "--precisions", "fp16:int8"]) == 2
     assert "--precisions BASE:NEW names precisions both sweeps ran" in capsys.readouterr().err
+
+
+def test_labels_name_the_int8_scheme_on_int8_cells_only() -> None:
+    """A bf16 cell reads no int8 scheme: where a sweep lists two, only its int8 cells' labels name one."""
+    from farm.compare.core import cell_labels
+
+    options = '{{"device": "cuda", "mode": "eager", "int8": "{}"}}'
+    cells = [{"cell_id": cell_id, "model": "m", "precision": precision, "batch": 8, "backend": "torch",
+              "options": options.format(scheme)}
+             for cell_id, precision, scheme in (("a", "bf16", "dynamic"), ("b", "int8", "dynamic"),
+                                                ("c", "int8", "weight_only"))]
+    assert cell_labels(cells) == {"a": "m · bf16 · b8 · torch", "b": "m · int8 · b8 · torch int8=dynamic",
+                                  "c": "m · int8 · b8 · torch int8=weight_only"}

@@ -70,6 +70,12 @@ class BackendOptions(BaseModel):
         default for the others, so that a list of it does not measure their cells twice (farm.plan)."""
         return options
 
+    @classmethod
+    def read_at(cls, options: dict[str, Any], precision: str) -> dict[str, Any]:
+        """`options` less those a cell of `precision` does not read (their default is no setting of
+        its): what a label names."""
+        return options
+
 
 @dataclasses.dataclass(frozen=True)
 class Capabilities:

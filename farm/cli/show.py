@@ -94,7 +94,7 @@ def _labelled(columns: list[str], rows: list[tuple]) -> tuple[list[str], list[tu
     at = columns.index("options")
     scenario = columns.index("scenario")
     labels = option_labels([(r[columns.index("backend")], with_scenario(json.loads(r[at] or "{}"), r[scenario]))
-                            for r in rows], short=True)
+                            for r in rows], short=True, precisions=[r[columns.index("precision")] for r in rows])
     variants = [label.partition(" ")[2] or None for label in labels]
     where = columns.index("backend") + 1
     return (columns[:where] + ["variant"] + columns[where:],

@@ -110,9 +110,11 @@ def cell_labels(cells: list[dict[str, Any]], wanted: set[str] | None = None) -> 
     from farm.queries import option_labels
 
     # option_labels over the distinct (backend, options) pairs: what varies is the same, each parsed once
-    keys = [(str(c.get("backend")), options_text(c.get("options"), c.get("backend"))) for c in cells]
+    keys = [(str(c.get("backend")), options_text(c.get("options"), c.get("backend")), str(c.get("precision")))
+            for c in cells]
     first = {key: cell for key, cell in reversed(list(zip(keys, cells)))}
-    found = dict(zip(first, option_labels([(cell.get("backend"), json.loads(key[1])) for key, cell in first.items()])))
+    found = dict(zip(first, option_labels([(cell.get("backend"), json.loads(key[1])) for key, cell in first.items()],
+                                          precisions=[key[2] for key in first])))
     labels = {}
     for cell, key in zip(cells, keys):
         if wanted is not None and str(cell["cell_id"]) not in wanted:

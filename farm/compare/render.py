@@ -56,8 +56,10 @@ def layer_lines(pair: PairResult) -> list[str]:
         return []
     coverage = (f"layers cover {_share(found.coverage_base)} (BASE) and {_share(found.coverage_new)} (NEW) of "
                 "compute")
-    notes = {coverage_note(percent) for percent in (found.coverage_base, found.coverage_new)} - {None}
-    coverage = "; ".join([coverage, *(note.split(": ", 1)[1] for note in sorted(notes))])  # each reason once
+    # each reason once: both sides' notes name their own percentages, the reason after them is shared
+    reasons = {note.split(": ", 1)[1] for percent in (found.coverage_base, found.coverage_new)
+               if (note := coverage_note(percent))}
+    coverage = "; ".join([coverage, *sorted(reasons)])
     if found.note and not found.rows:
         return [f"{found.note}; {coverage}"]
     statistic = "median" if found.statistic == "time_median_ms" else "mean"

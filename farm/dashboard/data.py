@@ -198,9 +198,11 @@ def variant_labels(frame: pd.DataFrame) -> pd.Series:
     """Backend plus the options that vary between its cells: 'torch mode=compile'. Only short
     scalar options name a series; lists and tables (an ingested engine's file names, trtexec's
     settings) stay on the Cell page."""
-    keys = list(zip(frame["backend"].astype(str), frame["options"].where(frame["options"].notna(), None)))
+    precision = frame["precision"] if "precision" in frame else [None] * len(frame)  # without it: every option
+    keys = list(zip(frame["backend"].astype(str), frame["options"].where(frame["options"].notna(), None), precision))
     unique = list(dict.fromkeys(keys))  # a few distinct pairs among 100,000 cells: label each once
-    labels = dict(zip(unique, option_labels([(b, _options(o)) for b, o in unique])))  # farm.queries: one rule
+    labels = dict(zip(unique, option_labels([(b, _options(o)) for b, o, _ in unique],
+                                            precisions=[p for _, _, p in unique])))  # farm.queries: one rule
     return pd.Series([labels[k] for k in keys], index=frame.index, dtype=object)
 
 

@@ -151,7 +151,8 @@ def test_the_sweep_summary_names_cells_by_the_same_rule() -> None:
     pairs = [("onnxruntime", {"device": "cpu", "files": ["a.json", "b.json"]}),
              ("onnxruntime", {"device": "cuda", "files": ["c.json"]}), ("torch", {"mode": "eager"})]
     assert option_labels(pairs) == ["onnxruntime device=cpu", "onnxruntime device=cuda", "torch"]
-    cells = [SimpleNamespace(cell_id=str(i), backend=b, options=o, serving=None) for i, (b, o) in enumerate(pairs)]
+    cells = [SimpleNamespace(cell_id=str(i), backend=b, options=o, serving=None, precision="fp32")
+             for i, (b, o) in enumerate(pairs)]
     assert backend_labels(cells) == {"0": "onnxruntime device=cpu", "1": "onnxruntime device=cuda", "2": "torch"}
 
 

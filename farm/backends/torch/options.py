@@ -28,6 +28,10 @@ class TorchOptions(BackendOptions):
     def at_precision(cls, options: dict[str, Any], precision: str) -> dict[str, Any]:
         return options if precision == "int8" else {**options, "int8": cls.model_fields["int8"].default}
 
+    @classmethod
+    def read_at(cls, options: dict[str, Any], precision: str) -> dict[str, Any]:
+        return options if precision == "int8" else {k: v for k, v in options.items() if k != "int8"}
+
 
 def set_cpu_threads(torch, threads: int, interop: int) -> None:
     """Intra-op threads: `threads`, or (0) the physical cores this process may use, which is what
