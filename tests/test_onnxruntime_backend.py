@@ -502,3 +502,7 @@ def test_a_graph_onnx_runtime_cannot_capture_is_unsupported(message: str) -> Non
     assert str(info.value).startswith("ONNX Runtime cannot capture this model in a CUDA graph ([ONNXRuntimeError]")
     assert str(info.value).endswith("run it with cuda_graph = false")
     raise_if_uncapturable(RuntimeError("CUDA out of memory"))  # anything else is left to fail as it is
+    with pytest.raises(EngineUnsupported) as info:  # the nodes a session without the graph gave the CPU, where known
+        raise_if_uncapturable(RuntimeError(message), "2 of 318 nodes (QuantizeLinear ×2)")
+    assert str(info.value).endswith("; 2 of 318 nodes (QuantizeLinear ×2) run on the CPU provider, which a CUDA "
+                                    "graph cannot hold: run it with cuda_graph = false")

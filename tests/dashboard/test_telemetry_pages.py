@@ -70,7 +70,7 @@ def test_show_and_summary_say_throttled(throttled, capsys) -> None:
     shown = capsys.readouterr().out.splitlines()
     header, row = shown[0].split(","), shown[1].split(",")
     assert row[header.index("throttled")] == "yes: sw_power_cap"
-    cell = SimpleNamespace(cell_id=cell_id, backend="onnxruntime", options={}, serving=None)
+    cell = SimpleNamespace(cell_id=cell_id, backend="onnxruntime", options={}, serving=None, precision="fp32")
     outcome = SimpleNamespace(cells=[cell], sweep="gpu", run_id="another run")
     _, _, notes = summary_table(Warehouse(results), outcome)
     assert any("GPU clocks slowed during the timed window: sw_power_cap" in n for n in notes), notes

@@ -187,9 +187,9 @@ class OnnxRuntimeBackend(LoopTimedBackend):
             session = ort.InferenceSession(str(self.model_path), opts, providers=self._providers(cuda_graph))
         except Exception as exc:
             if cuda_graph is not False and self.options.cuda_graph:
-                from farm.backends.onnxruntime.cuda import raise_if_uncapturable
+                from farm.backends.onnxruntime.cuda import NOT_PARTITIONED, raise_if_uncapturable
 
-                raise_if_uncapturable(exc)
+                raise_if_uncapturable(exc, self._on_cpu_without_graph(opts) if NOT_PARTITIONED in str(exc) else None)
             reason = lacking_operator(exc, ort.__version__)
             if reason:
                 raise EngineUnsupported(reason) from exc
@@ -200,6 +200,19 @@ class OnnxRuntimeBackend(LoopTimedBackend):
                 raise RuntimeError(f"onnxruntime did not start {wanted} (the session runs on "
                                    f"{', '.join(session.get_providers())}): see ONNX Runtime's log above")
         return session
+
+    def _on_cpu_without_graph(self, opts) -> str | None:
+        """'2 of 318 nodes (QuantizeLinear ×2)': what the CPU provider takes in a session of the
+        model without CUDA graphs, for the reason a capture was refused; None where it cannot say."""
+        try:
+            placed = placement.assignment(self._new_session(opts, cuda_graph=False))
+        except Exception:  # noqa: BLE001 - the refusal is said without it
+            return None
+        facts = placement.build_facts(placed, device=True) if placed else {}
+        if not facts.get("cpu_provider_nodes"):
+            return None
+        total = sum(sum(ops.values()) for ops in placed.values())
+        return f"{facts['cpu_provider_nodes']} of {total} nodes ({facts['cpu_provider_ops']})"
 
     def build_impl(self, request: BuildRequest, feeds: dict[str, np.ndarray]) -> BuildStats:
         import onnx

@@ -375,13 +375,18 @@ _UNCAPTURABLE = re.compile(r"cannot use the (CUDA Graph|graph capture) feature|C
                            r"cudaStreamBeginCapture|graph capture is not supported", re.IGNORECASE)
 
 
-def raise_if_uncapturable(exc: BaseException) -> None:
+NOT_PARTITIONED = "have not been partitioned"  # ONNX Runtime's words where some nodes went to another provider
+
+
+def raise_if_uncapturable(exc: BaseException, on_cpu: str | None = None) -> None:
     """EngineUnsupported where `exc` is ONNX Runtime refusing to capture the model in a CUDA graph:
-    a limit of the engine for this model, not an accident; the cell without CUDA graphs runs."""
+    a limit of the engine for this model, not an accident; the cell without CUDA graphs runs.
+    `on_cpu`: the nodes the CPU provider took, where a session without the graph could say."""
     from farm.errors import EngineUnsupported
 
     text = str(exc)
     if _UNCAPTURABLE.search(text):
         first = next((line.strip() for line in text.splitlines() if _UNCAPTURABLE.search(line)), text.strip())
-        raise EngineUnsupported(f"ONNX Runtime cannot capture this model in a CUDA graph ({first[:300]}): "
+        which = f"; {on_cpu} run on the CPU provider, which a CUDA graph cannot hold" if on_cpu else ""
+        raise EngineUnsupported(f"ONNX Runtime cannot capture this model in a CUDA graph ({first[:300]}){which}: "
                                 "run it with cuda_graph = false") from exc
