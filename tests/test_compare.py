@@ -581,3 +581,17 @@ def test_partial_layers_are_said_once_for_both_sides() -> None:
     found = LayerExplanation(kind="kernel", note="no rows", coverage_base=30.0, coverage_new=13.0)
     line = layer_lines(SimpleNamespace(layers=found))[0]
     assert line == "no rows; layers cover 30 % (BASE) and 13 % (NEW) of compute; per-layer times are partial"
+
+
+def test_cells_timed_by_different_executors_say_so(runs: Path, tmp_path: Path) -> None:
+    """A pair whose BASE ran in the sweep's own process (--executor local: no worker recorded) and
+    NEW in a Ray worker's cell process carries a note saying so; two local runs do not."""
+    from farm.compare.match import EXECUTORS_DIFFER
+
+    assert not any("different executors" in note for pair in compare_sweeps("base", "again", runs).pairs
+                   for note in pair.notes)
+    ray = copy_sweep(runs, "again", tmp_path / "ray")
+    rewrite(ray / "again" / "cells", "worker", "cuda worker pid 7 on vm, cell process pid 9, Ray GPU 0")
+    comparison = compare_sweeps("base", "again", ray, base_results=runs)
+    said = EXECUTORS_DIFFER.format("the sweep's own process (--executor local)", "a Ray worker's cell process")
+    assert comparison.pairs and all(said in pair.notes for pair in comparison.pairs)

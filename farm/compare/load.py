@@ -22,7 +22,7 @@ MEASURED = ("throughput_qps", "throughput_samples_per_s", "latency_median_ms", "
             "timing_spin_wait", "timing_streams", "throttled", "median_ci_method", "enqueue_median_ms",
             "host_probe_median_ms", "cpu_others_percent", "cpu_steal_percent")
 CELL_COLUMNS = ("cell_id", "sweep_id", "model", "model_sha256", "precision", "batch", "profile", "backend", "options",
-                "status", "reason", "device_id")
+                "status", "reason", "device_id", "worker")
 
 
 @dataclass

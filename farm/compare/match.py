@@ -128,7 +128,17 @@ def match_cells(base: list[dict[str, Any]], new: list[dict[str, Any]],
     for pair in pairs:
         if pair.base.get("model_sha256") != pair.new.get("model_sha256"):
             pair.notes.append("model file differs")
+        if pair.base.get("status") == pair.new.get("status") == "ok" and \
+                _missing(pair.base.get("worker")) != _missing(pair.new.get("worker")):
+            pair.notes.append(EXECUTORS_DIFFER.format(*("the sweep's own process (--executor local)" if _missing(
+                cell.get("worker")) else "a Ray worker's cell process" for cell in (pair.base, pair.new))))
     return pairs, left_base, left_new
+
+
+# A host-bound cell times slower in the sweep's own process than in a Ray worker's cell process
+# (docs/gpu-figures.md: compiled batch-1 cells at 2.6-4.2 ms in-process, 1.7 ms in a cell process):
+# a change between them can be the executor's.
+EXECUTORS_DIFFER = "timed by different executors (BASE: {}; NEW: {}): a host-bound latency moves with that"
 
 
 def _pair_by(base: list[dict], new: list[dict], key) -> tuple[list[Pair], list[dict], list[dict]]:
