@@ -103,6 +103,8 @@ def test_compare_across_precisions_pairs_each_int8_scheme_with_its_fp32_cell(tmp
     assert all(p.verdict in ("slower", "faster", "within noise", "inconclusive") and p.accuracy["new"] == "pass"
                for p in ours), [(p.verdict, p.accuracy) for p in ours]
     assert not comparison.only_base and not comparison.only_new  # the fp8 cells are on neither side
+    refused = [p for key, p in pairs.items() if key[0] == "onnx-file"]  # the reason whole, to what it says to do
+    assert all(any(n.startswith("NEW unsupported: ") and "module: or torchvision:" in n for n in p.notes) for p in refused)
     assert main(["compare", "quantized", "quantized", "--results", str(results), "--precisions", "fp32:int8"]) in (0, 1)
     assert "quantized at int8 against quantized at fp32" in capsys.readouterr().out
     assert main(["compare", "quantized", "quantized", "--results", str(results), "--precisions", "fp16:int8"]) == 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import math
+import textwrap
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -240,7 +241,8 @@ def _compare_pair(pair: Pair, labels: dict[str, str]) -> PairResult:
     a, b = pair.base, pair.new
     notes = [n for n in (pair.timing_differs, pair.device_differs) if n] + pair.notes
     if b.get("status") != "ok" and b.get("reason"):
-        notes.append(f"NEW {b.get('status')}: {str(b['reason']).splitlines()[0][:120]}")
+        # the reason's whole first line: its end says what to do (notes print below the table, wrapped)
+        notes.append(f"NEW {b.get('status')}: {textwrap.shorten(str(b['reason']).splitlines()[0], 500, placeholder=' …')}")
     if b.get("throttled"):
         notes.append("NEW's GPU clocks slowed during its timed window")
     if host := _host_bound_note(a, b):
