@@ -158,3 +158,14 @@ def cell_picker(snap: Snapshot, label: str, key: str, default: str | None = None
     if st.query_params.get(key) != cell_id:
         st.query_params[key] = cell_id
     return cell_id
+
+
+SAME_PRECISION = "the same in both"  # the Regressions page's precisions choice of two runs compared
+PRECISION_ORDER = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")  # the choices' order: the reference first
+
+
+def precision_choices(precisions: list[str]) -> list[str]:
+    """SAME_PRECISION, then each ordered pair of the warehouse's precisions ('fp32 → fp16'), the
+    reference first: what the Regressions page offers (farm compare --precisions)."""
+    order = sorted(set(precisions), key=lambda p: (PRECISION_ORDER.index(p) if p in PRECISION_ORDER else 99, p))
+    return [SAME_PRECISION] + [f"{a} → {b}" for a in order for b in order if a != b]

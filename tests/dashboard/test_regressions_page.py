@@ -66,3 +66,24 @@ def test_regressions_page_without_two_sweeps(monkeypatch, runs: Path, tmp_path: 
         assert at.title[0].value == "Regressions" and "Comparing needs two sweeps" in at.info[0].value
     at = open_page(monkeypatch, copy_sweep(runs, "base", tmp_path / "one"), "regressions")
     assert at.title[0].value == "Regressions" and "Comparing needs two sweeps" in at.info[0].value
+
+
+def test_regressions_page_compares_one_precision_with_another_in_one_sweep(monkeypatch, tmp_path: Path) -> None:
+    """A warehouse of one sweep at fp32 and fp16: the page no longer stops (two precisions are something
+    to compare), offers 'fp32 → fp16' first, and shows what `farm compare --precisions fp32:fp16` finds."""
+    from farm.dashboard.common import SAME_PRECISION as SAME
+    from farm.dashboard.common import precision_choices
+    from tests.conftest import swept_tiny, tiny_sweep_text
+
+    assert precision_choices(["fp16", "int8", "fp32", "fp16"]) == [
+        SAME, "fp32 → fp16", "fp32 → int8", "fp16 → fp32", "fp16 → int8", "int8 → fp32", "int8 → fp16"]
+    results = swept_tiny(tmp_path, tiny_sweep_text("mixed", batch_sizes=(1,), precisions=("fp32", "fp16")))
+    at = open_page(monkeypatch, results, "regressions")
+    assert not at.exception and not at.info, [i.value for i in at.info]
+    assert at.selectbox(key="reg-precisions").value == "fp32 → fp16"
+    expected = compare_sweeps("mixed", "mixed", results, precisions=("fp32", "fp16"))
+    table = at.dataframe[0].value
+    assert list(table.cell) == [p.new_id[:8] for p in expected.pairs] and len(table) == 1
+    assert list(table.verdict) == [p.verdict for p in expected.pairs]
+    at.selectbox(key="reg-precisions").set_value(SAME).run()  # the sweep against itself: nothing changed
+    assert metrics(at)["Regressed"] == "0" and (at.dataframe[0].value["latency change %"] == 0).all()

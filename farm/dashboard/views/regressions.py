@@ -1,5 +1,6 @@
-"""Regressions: two runs of a sweep compared cell by cell (`farm compare` in the dashboard): the
-verdict table, worst regression first, and the layers that explain each slower cell."""
+"""Regressions: two runs of a sweep compared cell by cell (`farm compare` in the dashboard), or one
+precision against another (`--precisions`): the verdict table, worst regression first, and the
+layers that explain each slower cell."""
 
 import json
 
@@ -9,7 +10,7 @@ import streamlit as st
 
 from farm.compare import compare_sweeps, render_markdown, summary_line, to_dict
 from farm.compare.render import accuracy_text, layer_lines
-from farm.dashboard.common import md, results_root, snapshot_or_stop
+from farm.dashboard.common import SAME_PRECISION, md, precision_choices, results_root, snapshot_or_stop
 from farm.dashboard.data import fingerprint
 from farm.errors import UserError
 
@@ -18,13 +19,13 @@ SHOWN_LAYER_TABLES = 20  # slower cells whose layers the page lists (each table 
 
 @st.cache_resource(max_entries=16, show_spinner="Comparing…")
 def _compare(root: str, stamp: tuple, base: str, new: str, min_effect: float, timing: bool,
-             device: bool):
+             device: bool, precisions: tuple[str, str] | None = None):
     """(the comparison, its verdict table), or the one-line reason there is none (stamp: part of
     the cache key). A resource, not data: 25,000 pairs cost a second to pickle and unpickle at
     every visit; the page only reads them."""
     try:
-        comparison = compare_sweeps(base, new, root, min_effect_percent=min_effect,
-                                    allow_timing_differences=timing, allow_device_differences=device)
+        comparison = compare_sweeps(base, new, root, min_effect_percent=min_effect, allow_timing_differences=timing,
+                                    allow_device_differences=device, precisions=precisions)
     except UserError as exc:
         return str(exc)
     return comparison, verdict_frame(comparison)
@@ -54,23 +55,29 @@ def verdict_frame(comparison) -> pd.DataFrame:
 snap = snapshot_or_stop()
 st.title("Regressions")
 sweeps = snap.sweep_names
-if len(sweeps) < 2:
+choices = precision_choices(snap.cell_frame["precision"].dropna().astype(str).tolist())
+if len(sweeps) < 2 and len(choices) == 1:
     st.info("Comparing needs two sweeps (two runs of the same sweep file under different names, e.g. "
-            "`name = \"nightly-2\"`); this warehouse has one. `farm compare --base-results DIR` compares "
-            "sweeps of two warehouses.")
+            "`name = \"nightly-2\"`), or one sweep with two precisions; this warehouse has one sweep of one "
+            "precision. `farm compare --base-results DIR` compares sweeps of two warehouses.")
     st.stop()
-left, right, third = st.columns([2, 2, 1])
-base = left.selectbox("BASE", sweeps, index=len(sweeps) - 2, key="reg-base")
+left, right, middle, third = st.columns([2, 2, 2, 1])
+base = left.selectbox("BASE", sweeps, index=max(len(sweeps) - 2, 0), key="reg-base")
 new = right.selectbox("NEW", sweeps, index=len(sweeps) - 1, key="reg-new")
+chosen = middle.selectbox("precisions (BASE → NEW)", choices, index=0 if len(sweeps) > 1 else 1, key="reg-precisions",
+                          help="the same in both: two runs compared; 'bf16 → int8': each NEW cell at int8 against "
+                               "BASE's bf16 cell of the same configuration (farm compare --precisions)")
 min_effect = third.number_input("minimum effect %", min_value=0.0, max_value=1000.0, value=3.0, step=1.0,
                                 key="reg-min-effect")
 allow_timing = st.checkbox("compare cells whose timing definitions differ", key="reg-timing")
 allow_device = st.checkbox("compare cells measured on different devices", key="reg-device")
 root = results_root()
-found = _compare(str(root), fingerprint(root), base, new, float(min_effect), allow_timing, allow_device)
+precisions = None if chosen == SAME_PRECISION else tuple(chosen.split(" → "))
+found = _compare(str(root), fingerprint(root), base, new, float(min_effect), allow_timing, allow_device, precisions)
 if isinstance(found, str):
     st.error(md(found.replace("pass --allow-timing-differences", "tick the timing box above")
-                .replace("pass --allow-device-differences", "tick the device box above")))
+                .replace("pass --allow-device-differences", "tick the device box above")
+                .replace("--precisions BASE:NEW names", "the precisions chosen above name")))
     st.stop()
 comparison, frame = found
 counts = comparison.counts()
