@@ -87,7 +87,7 @@ def test_too_few_runs_and_no_history_say_so(tmp_path: Path, capsys, monkeypatch:
 
 def test_measured_runs_with_a_planted_slowdown_name_its_run_and_layer(tmp_path: Path, capsys) -> None:
     """Real sweeps, each run kept as a sweep of its own name (farm sweep --sweep): five of the tiny
-    CNN, then five whose convolution does twelve times the work (several times the latency: other
+    CNN, then five whose convolution does thirty times the work (several times the latency: other
     work on a shared box moves a tiny model's runs too, and may add a change point of its own). The
     largest change point is the first planted run's, explained by the planted convolution."""
     import importlib.util
@@ -96,7 +96,7 @@ def test_measured_runs_with_a_planted_slowdown_name_its_run_and_layer(tmp_path: 
     plant = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(plant)
     tiny_cnn(tmp_path / "tiny.onnx", channels=32, spatial=32)
-    assert plant.plant_file(tmp_path / "tiny.onnx", tmp_path / "planted.onnx", factor=12) == "conv"
+    assert plant.plant_file(tmp_path / "tiny.onnx", tmp_path / "planted.onnx", factor=30) == "conv"
     results = tmp_path / "results"
     for run in range(10):  # five a side: four left a suite's busy workers without a significant change
         source = "tiny.onnx" if run < 5 else "planted.onnx"
