@@ -12,6 +12,7 @@ side of it, joined as farm compare joins them). docs/results.md says what a seri
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,7 @@ class Point:
     high_ms: float | None
     stable: bool | None
     contended: bool | None = None  # timed while other programs used a quarter or more of the CPU time
+    taken_percent: float | None = None  # the CPU time they took (their share and the hypervisor's steal)
 
 
 @dataclass
@@ -104,7 +106,7 @@ def history(results: str | Path, sweeps: list[str] | None = None, filters: dict[
             continue
         points = [Point(str(c["sweep_id"]), str(c["cell_id"]), c["finished_at"], float(c["latency_median_ms"]),
                         finite(c["median_ci_low_ms"]), finite(c["median_ci_high_ms"]), c["stable"],
-                        c.get("contended")) for c in members]
+                        c.get("contended"), finite(c.get("cpu_taken_percent"))) for c in members]
         series = Series(labels[str(members[0]["cell_id"])], device, points, cell=members[0])
         # runs timed under contention carry other programs' load, which moves a CPU cell tens of
         # percent: they stay in the series, and out of the change points where enough runs were
@@ -115,12 +117,34 @@ def history(results: str | Path, sweeps: list[str] | None = None, filters: dict[
         if len(judged) >= MIN_RUNS:
             detected, _ = compute_change_points([points[i].median_ms for i in judged], window_len=WINDOW,
                                                 max_pvalue=max_pvalue, min_magnitude=min_effect_percent / 100)
-            series.changes = [ChangePoint(judged[cp.index], points[judged[cp.index]].sweep, float(cp.stats.mean_1),
-                                          float(cp.stats.mean_2), float(cp.stats.pvalue)) for cp in detected]
+            starts = [_first_run_of(points, judged, cp.index, float(cp.stats.mean_1), float(cp.stats.mean_2))
+                      for cp in detected]
+            series.changes = [ChangePoint(start, points[start].sweep, float(cp.stats.mean_1), float(cp.stats.mean_2),
+                                          float(cp.stats.pvalue)) for start, cp in zip(starts, detected)]
         found.append(series)
     if explain_layers:
         _explain(warehouse, found)
     return sorted(found, key=lambda s: (not s.changes, s.label, s.device))
+
+
+def _first_run_of(points: list[Point], judged: list[int], at: int, before: float, after: float) -> int:
+    """The run a change found on the quiet runs (`judged`, the change at judged[at]) starts at: the
+    contended runs just before that quiet run belong to the change where they are nearer its new
+    level than its old and other programs' share of the CPU cannot explain that (slower by more
+    than 1 / (1 - share)^2: farm compare's rule; faster at all, which others' work never makes a
+    run): a step whose first runs were timed on a busy evening is named at its first run."""
+    start = judged[at]
+    previous = judged[at - 1] if at > 0 else -1
+    for index in range(start - 1, previous, -1):
+        point = points[index]
+        median = point.median_ms
+        nearer_after = abs(math.log(median / after)) < abs(math.log(median / before))
+        share = min((point.taken_percent or 0.0) / 100, 0.9)
+        beyond = median > before / (1 - share) ** 2 if after > before else True
+        if not (nearer_after and beyond):
+            break
+        start = index
+    return start
 
 
 def _explain(warehouse: Any, found: list[Series]) -> None:

@@ -47,7 +47,8 @@ LEFT JOIN devices d USING (device_id)"""
 # wanted; every model?, the models wanted.
 CONFIGURATION_RUNS_SQL = """SELECT c.sweep_id, c.cell_id, c.model, c.precision, c.batch, c.profile, c.backend,
        CAST(c.options AS VARCHAR) AS options, c.finished_at, m.latency_median_ms, m.median_ci_low_ms,
-       m.median_ci_high_ms, m.stable, d.kind AS device_kind, d.name AS device_name, {contended} AS contended
+       m.median_ci_high_ms, m.stable, d.kind AS device_kind, d.name AS device_name, {contended} AS contended,
+       {taken} AS cpu_taken_percent
 FROM cells c JOIN measurements m USING (cell_id) LEFT JOIN devices d USING (device_id)
 WHERE c.status = 'ok' AND m.latency_median_ms > 0 AND (? OR list_contains(?, c.sweep_id))
   AND (? OR list_contains(?, c.model))
@@ -59,10 +60,12 @@ def configuration_runs_sql(measurement_columns: Iterable[str]) -> str:
     CONTENDED_PERCENT of the CPU time or more (or the hypervisor gave CONTENDED_STEAL_PERCENT to
     other guests); NULL where the warehouse's files are older than those columns."""
     columns = set(measurement_columns)
+    known = {"cpu_others_percent", "cpu_steal_percent"} <= columns
     contended = (f"coalesce(m.cpu_others_percent >= {CONTENDED_PERCENT} OR m.cpu_steal_percent >= "
-                 f"{CONTENDED_STEAL_PERCENT}, false)"
-                 if {"cpu_others_percent", "cpu_steal_percent"} <= columns else "CAST(NULL AS BOOLEAN)")
-    return CONFIGURATION_RUNS_SQL.format(contended=contended)
+                 f"{CONTENDED_STEAL_PERCENT}, false)" if known else "CAST(NULL AS BOOLEAN)")
+    # the share of the CPU time others took, the hypervisor's steal with them (farm compare's rule)
+    taken = "m.cpu_others_percent + coalesce(m.cpu_steal_percent, 0)" if known else "CAST(NULL AS DOUBLE)"
+    return CONFIGURATION_RUNS_SQL.format(contended=contended, taken=taken)
 
 def cells_with_figures(select: str, where: str = "", order_by: str = "") -> str:
     """`SELECT select FROM` every cell with its figures (`CELLS_WITH_FIGURES`: aliases c, m, b, v,

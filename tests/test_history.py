@@ -19,9 +19,10 @@ from tests.conftest import tiny_cnn, write_sweep
 START = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
 
 
-def write_series(results: Path, medians: dict[str, list[float]]) -> None:
+def write_series(results: Path, medians: dict[str, list[float]], taken: dict[int, float] | None = None) -> None:
     """Sweeps night-00, night-01, ... each with one ok cell per configuration (`medians`: model ->
-    its median latency in each sweep), measured a day apart."""
+    its median latency in each sweep), measured a day apart; `taken`: run -> the % of the CPU time
+    other programs took while it was timed (0 for the others)."""
     warehouse = Warehouse(results)
     runs = len(next(iter(medians.values())))
     for run in range(runs):
@@ -33,7 +34,9 @@ def write_series(results: Path, medians: dict[str, list[float]]) -> None:
                            "batch": 1, "backend": "onnxruntime", "options": "{}",
                            "finished_at": START + dt.timedelta(days=run)}],
                 "measurements": [{"cell_id": cell_id, "latency_median_ms": values[run],
-                                  "median_ci_low_ms": values[run] * 0.99, "median_ci_high_ms": values[run] * 1.01}]})
+                                  "median_ci_low_ms": values[run] * 0.99, "median_ci_high_ms": values[run] * 1.01,
+                                  **({"cpu_others_percent": taken.get(run, 0.0), "cpu_steal_percent": 0.0}
+                                     if taken is not None else {})}]})
 
 
 def noisy(seed: int, runs: int = 30, step_at: int | None = None, step: float = 0.10) -> list[float]:
@@ -130,9 +133,27 @@ def test_measured_runs_with_a_planted_slowdown_name_its_run_and_layer(tmp_path: 
     [series] = history(results)
     assert [p.contended for p in series.points] == [False] * 5 + [True] * 2 + [False] * 3
     change = max(series.changes, key=lambda c: abs(c.change))
-    assert change.sweep == "run-7" and change.change > 1.0, [(c.sweep, c.change) for c in series.changes]
+    # runs 5 and 6 are many times slower than 60 % of the CPU could make them: the step is theirs
+    assert change.sweep == "run-5" and change.change > 1.0, [(c.sweep, c.change) for c in series.changes]
     main(["history", "--results", str(results), "--all"])
     assert "10 (2 contended)" in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_step_whose_first_runs_were_contended_is_named_at_its_first_run(tmp_path: Path) -> None:
+    """Runs 20 and 21 timed while other programs took 60 % of the CPU, the rest quiet: the change
+    points come from the quiet runs, and start at run 20 where runs 20 and 21 are at the new level
+    beyond what that load could make (a 10x slowdown; a speedup, which load never makes), at run
+    22, the first quiet one, where the load could have made them (a 10 % slowdown)."""
+    busy = {20: 60.0, 21: 60.0}
+    for name, factor, expected in (("tenfold", 10.0, "night-20"), ("faster", 0.9, "night-20"),
+                                   ("ten-percent", 1.1, "night-22")):
+        values = noisy(4, runs=30)
+        values[20:] = [v * factor for v in values[20:]]
+        results = tmp_path / name
+        write_series(results, {name: values}, taken=busy)
+        [series] = history(results)
+        assert [p.contended for p in series.points] == [i in busy for i in range(30)]
+        assert [c.sweep for c in series.changes] == [expected], (name, [(c.sweep, c.change) for c in series.changes])
 
 
 def test_a_slowdown_fixed_since_does_not_fail_history(tmp_path: Path) -> None:
