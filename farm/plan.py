@@ -179,11 +179,21 @@ def with_later_defaults(backend: Any, options: dict[str, Any]) -> dict[str, Any]
 def options_read(backend: Any, options: Any, precision: Any) -> Any:
     """A cell's backend options less those its precision does not read (Options.read_at): a bf16
     cell's label names no int8 scheme. Anything but a known backend's dict: as it is."""
+    return _by_precision("read_at", backend, options, precision)
+
+
+def options_at(backend: Any, options: Any, precision: Any) -> Any:
+    """A cell's backend options as a cell of `precision` would run them (Options.at_precision): how
+    an int8 cell pairs with its bf16 cell. Anything but a known backend's dict: as it is."""
+    return _by_precision("at_precision", backend, options, precision)
+
+
+def _by_precision(method: str, backend: Any, options: Any, precision: Any) -> Any:
     from farm.backends.registry import BACKENDS
 
     if backend not in BACKENDS or not isinstance(options, dict) or not isinstance(precision, str):
         return options
-    return backend_class(backend).Options.read_at(options, precision)
+    return getattr(backend_class(backend).Options, method)(options, precision)
 
 
 def _identity(model: Any, values: dict[str, Any]) -> dict[str, Any]:

@@ -63,18 +63,22 @@ class BackendOptions(BaseModel):
     # Options added after cell ids were in use: at their default they stay out of the cell id
     # (farm.plan), so cells measured before they existed keep their ids and a rerun resumes.
     added_later: ClassVar[frozenset[str]] = frozenset()
+    # Options only cells of one precision read (option -> that precision): the torch backend's int8
+    # scheme. The two methods below are that one rule, for planning and for labels.
+    read_only_at: ClassVar[dict[str, str]] = {}
 
     @classmethod
     def at_precision(cls, options: dict[str, Any], precision: str) -> dict[str, Any]:
         """`options` as a cell of `precision` runs them: an option only some precisions read is at its
         default for the others, so that a list of it does not measure their cells twice (farm.plan)."""
-        return options
+        return {**options, **{k: cls.model_fields[k].default for k, p in cls.read_only_at.items() if p != precision}}
 
     @classmethod
     def read_at(cls, options: dict[str, Any], precision: str) -> dict[str, Any]:
         """`options` less those a cell of `precision` does not read (their default is no setting of
         its): what a label names."""
-        return options
+        unread = {k for k, p in cls.read_only_at.items() if p != precision}
+        return {k: v for k, v in options.items() if k not in unread}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -80,16 +80,15 @@ def at_precision(cell: dict[str, Any], precision: str) -> dict[str, Any]:
     """The cell's configuration as if measured at `precision`: its backend's options as that
     precision reads them (Options.at_precision: an int8 cell's int8 scheme is no option of a bf16
     cell), for pairing cells across precisions."""
-    from farm.backends.registry import BACKENDS, backend_class
+    from farm.plan import options_at
 
     options = cell.get("options")
-    if cell.get("backend") in BACKENDS and isinstance(options, str):
-        try:
-            values = json.loads(options)
-        except ValueError:
-            values = None
-        if isinstance(values, dict):
-            options = json.dumps(backend_class(cell["backend"]).Options.at_precision(values, precision))
+    try:
+        values = json.loads(options) if isinstance(options, str) else None
+    except ValueError:
+        values = None
+    if isinstance(values, dict):
+        options = json.dumps(options_at(cell.get("backend"), values, precision))
     return {**cell, "precision": precision, "options": options}
 
 

@@ -161,11 +161,16 @@ def cell_picker(snap: Snapshot, label: str, key: str, default: str | None = None
 
 
 SAME_PRECISION = "the same in both"  # the Regressions page's precisions choice of two runs compared
-PRECISION_ORDER = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")  # the choices' order: the reference first
 
 
 def precision_choices(precisions: list[str]) -> list[str]:
-    """SAME_PRECISION, then each ordered pair of the warehouse's precisions ('fp32 → fp16'), the
-    reference first: what the Regressions page offers (farm compare --precisions)."""
-    order = sorted(set(precisions), key=lambda p: (PRECISION_ORDER.index(p) if p in PRECISION_ORDER else 99, p))
+    """SAME_PRECISION, then each ordered pair of the warehouse's precisions ('fp32 → fp16'), in the
+    sweep file's order of precisions (the reference, fp32, first): what the Regressions page offers
+    (farm compare --precisions)."""
+    import typing
+
+    from farm.config.schema import Precision
+
+    known = typing.get_args(Precision)
+    order = sorted(set(precisions), key=lambda p: (known.index(p) if p in known else len(known), p))
     return [SAME_PRECISION] + [f"{a} → {b}" for a in order for b in order if a != b]

@@ -215,11 +215,10 @@ def _types(model) -> dict[str, int]:
     return types
 
 
-def quantized_run_note(where: str, quantized_model, optimized) -> str | None:
-    """How ONNX Runtime ran an int8 Q/DQ model, from the graph it optimized: the Q/DQ groups it
-    fused into integer kernels, and the DequantizeLinear left feeding float kernels (their
-    arithmetic is float: the cell's latency is not int8 arithmetic's)."""
-    quantized = census(quantized_model).quantized_nodes
+def quantized_run_note(where: str, quantized: int, optimized) -> str | None:
+    """How ONNX Runtime ran an int8 Q/DQ model of `quantized` quantized nodes (its census), from the
+    graph it optimized: the Q/DQ groups it fused into integer kernels, and the DequantizeLinear left
+    feeding float kernels (their arithmetic is float: the cell's latency is not int8 arithmetic's)."""
     if not quantized:
         return None
     fused = sum(1 for n in nodes(optimized.graph) if n.op_type in INTEGER_KERNELS and n.op_type != "MaxPool")
@@ -240,7 +239,7 @@ def onnxruntime_cpu_note(transformed, optimized) -> str | None:
     optimized_nodes = {n.name: n for n in nodes(optimized.graph) if n.name}
     census_before = census(transformed)
     if census_before.qdq_pairs or census_before.quantized_weights:
-        return quantized_run_note("ONNX Runtime CPU", transformed, optimized)
+        return quantized_run_note("ONNX Runtime CPU", census_before.quantized_nodes, optimized)
     fp16_nodes = fp32_in_ort = 0
     for node in nodes(transformed.graph):
         if node.op_type in ("Cast", "Constant", "If", "Loop", "Scan") or not node.name:

@@ -250,9 +250,9 @@ class OnnxRuntimeBackend(LoopTimedBackend):
         # kept: the per-layer run adds the CPU provider's time per run to it (cpu_provider_node_ms)
         ran_as = None
         if self.cuda and saved and self.precision == "int8":  # the CPU EP's own: the transform's check says it
-            from farm.precision.checks import quantized_run_note
+            from farm.precision.checks import census, quantized_run_note
 
-            ran_as = quantized_run_note("ONNX Runtime CUDA", original, self.optimized)
+            ran_as = quantized_run_note("ONNX Runtime CUDA", census(original).quantized_nodes, self.optimized)
         self.build_stats = BuildStats(
             build_s=build_s,
             artifact_bytes=optimized_path.stat().st_size if saved else None,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field
 
@@ -23,14 +23,7 @@ class TorchOptions(BackendOptions):
     interop_threads: Annotated[int, Field(ge=0)] = 0  # CPU inter-op threads; 0: PyTorch's
     int8: Literal["dynamic", "weight_only"] = "dynamic"  # int8 cells: torchao's scheme (farm.backends.torch.quantize)
     added_later: ClassVar[frozenset[str]] = frozenset({"int8"})
-
-    @classmethod
-    def at_precision(cls, options: dict[str, Any], precision: str) -> dict[str, Any]:
-        return options if precision == "int8" else {**options, "int8": cls.model_fields["int8"].default}
-
-    @classmethod
-    def read_at(cls, options: dict[str, Any], precision: str) -> dict[str, Any]:
-        return options if precision == "int8" else {k: v for k, v in options.items() if k != "int8"}
+    read_only_at: ClassVar[dict[str, str]] = {"int8": "int8"}
 
 
 def set_cpu_threads(torch, threads: int, interop: int) -> None:
