@@ -10,7 +10,7 @@ other readings of the same blocks, so that a change of reading is chosen on meas
 
     python3 benchmarks/confirm_rounds.py --sweep benchmarks/device/verdicts-resnet50-b1.toml \\
         --planted benchmarks/device/verdicts-resnet50-b1-planted.toml --pairs 30 --csv blocks.csv   # a GPU
-    python3 benchmarks/confirm_rounds.py --judge blocks.csv
+    python3 benchmarks/confirm_rounds.py --judge blocks.csv [more.csv ...]   # several runs' pairs together
     .venv/bin/python benchmarks/confirm_rounds.py --quick   # the suite: a tiny CNN and a 12x planted twin, CPU
 """
 
@@ -53,7 +53,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=None, help="rounds a look (default: --confirm's, 20)")
     parser.add_argument("--looks", type=int, default=None, help="looks timed whole (default: --confirm's most)")
     parser.add_argument("--csv", type=Path, help="write every round's blocks here")
-    parser.add_argument("--judge", type=Path, help="judge a CSV this wrote, measuring nothing")
+    parser.add_argument("--judge", type=Path, nargs="+", help="judge CSVs this wrote, their pairs together; measure nothing")
     parser.add_argument("--markdown", action="store_true", help="with --judge: the table docs/results.md holds")
     parser.add_argument("--min-effect", type=float, default=3.0, help="percent (default: farm compare's, 3)")
     parser.add_argument("--quick", action="store_true", help="the suite's check that it runs: a tiny CNN, CPU")
@@ -62,9 +62,7 @@ def main() -> int:
 
     rounds, looks = args.rounds or ROUNDS, args.looks or len(LOOK_CONFIDENCES)
     if args.judge:
-        rows = list(csv.DictReader(line for line in args.judge.open() if not line.startswith("#")))
-        rounds = args.rounds or int(next((line.split("rounds=")[1].split()[0] for line in args.judge.open()
-                                          if "rounds=" in line), ROUNDS))
+        rows, rounds = recorded(args.judge, args.rounds)
         if args.markdown:
             print(markdown(args.judge, rows, rounds, args.min_effect), end="")
         else:
@@ -85,6 +83,24 @@ def main() -> int:
             writer.writerows(rows)
     print(report(rows, rounds, args.min_effect))
     return 0
+
+
+def recorded(paths: list[Path], rounds: int | None) -> tuple[list[dict], int]:
+    """The blocks of every file, their pairs numbered on from the file before, and the rounds a look
+    they were recorded with (files recorded with different looks cannot be judged as one)."""
+    from farm.compare.confirm import ROUNDS
+
+    rows: list[dict] = []
+    looks = set()
+    for path in paths:
+        text = path.read_text().splitlines()
+        looks.add(int(next((line.split("rounds=")[1].split()[0] for line in text if "rounds=" in line), ROUNDS)))
+        first = 1 + max((int(row["pair"]) for row in rows), default=-1)
+        for row in csv.DictReader(line for line in text if not line.startswith("#")):
+            rows.append({**row, "pair": str(first + int(row["pair"]))})
+    if rounds is None and len(looks) > 1:
+        sys.exit(f"confirm_rounds.py: the files were recorded with {sorted(looks)} rounds a look; give --rounds")
+    return rows, rounds or looks.pop()
 
 
 def quick_sweeps(folder: Path) -> tuple[Path, Path]:
@@ -191,10 +207,10 @@ def report(rows: list[dict], rounds: int, min_effect: float) -> str:
     return "\n".join(lines)
 
 
-def markdown(path: Path, rows: list[dict], rounds: int, min_effect: float) -> str:
-    """The table docs/results.md holds: each kind and reading of one results file."""
-    name = path.resolve().relative_to(ROOT) if path.resolve().is_relative_to(ROOT) else path
-    lines = [f"<!-- made by `python3 benchmarks/confirm_rounds.py --judge {name} --markdown`: edit there -->",
+def markdown(paths: list[Path], rows: list[dict], rounds: int, min_effect: float) -> str:
+    """The table docs/results.md holds: each kind and reading of the results files' pairs."""
+    names = " ".join(str(p.resolve().relative_to(ROOT) if p.resolve().is_relative_to(ROOT) else p) for p in paths)
+    lines = [f"<!-- made by `python3 benchmarks/confirm_rounds.py --judge {names} --markdown`: edit there -->",
              "| pairs | reading | right | wrong | inconclusive | rounds timed, mean | change, median | a value's spread |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in judged_readings(rows, rounds, min_effect):

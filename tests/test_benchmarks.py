@@ -541,7 +541,8 @@ def test_verdicts_across_runs_quick(tmp_path: Path) -> None:
 def test_confirm_rounds_quick(tmp_path: Path) -> None:
     """--confirm's rounds kept whole and replayed: each pair's every round is in the CSV; the
     report judges each kind four ways; the planted 12x pairs are found by farm's reading, in the
-    right direction; and judging the CSV again gives the same report."""
+    right direction; judging the CSV again gives the same report, and judging it twice over counts
+    each pair twice."""
     out = run_benchmark("confirm_rounds.py", "--quick", "--csv", str(tmp_path / "blocks.csv"), timeout=600)
     with open(tmp_path / "blocks.csv", newline="") as f:
         rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
@@ -554,6 +555,11 @@ def test_confirm_rounds_quick(tmp_path: Path) -> None:
         assert (pairs, right, wrong) == (1, 1, 0), out
     assert run_benchmark("confirm_rounds.py", "--judge", str(tmp_path / "blocks.csv"), timeout=120).strip() == \
         "\n".join(out.strip().splitlines()[-14:])
+    twice = run_benchmark("confirm_rounds.py", "--judge", str(tmp_path / "blocks.csv"), str(tmp_path / "blocks.csv"),
+                          timeout=120)  # two runs' files judged as one: each file's pairs counted on
+    table = {tuple(line.split()[:2]): line.split()[2:] for line in twice.strip().splitlines()[-12:]}
+    assert {kind: int(table[kind, "farm"][0]) for kind in ("identical", "slower", "faster")} == \
+        {"identical": 2, "slower": 2, "faster": 2}, twice
 
 
 def test_history_series_quick(tmp_path: Path) -> None:
