@@ -1,7 +1,8 @@
 """The H200 precision tables of docs/precision.md: bf16, int8 (torchao's dynamic scheme, and
-weight-only where a file has it) and fp8 on PyTorch (torchao) per model, batch and mode, each with
-its samples/s, the ratio to bf16 and the accuracy verdict against fp32, from a results CSV of
-benchmarks/device/quantized-torch*.toml's cells on one H200 ('#' lines: how it was made):
+weight-only where a file has it) and fp8 on PyTorch (torchao) per model, batch and mode, or fp16 and
+int8 (farm's Q/DQ model) on ONNX Runtime CUDA without and with CUDA graphs, each with its samples/s,
+the ratio to the half-precision cell (bf16, else fp16) and the accuracy verdict against fp32, from a
+results CSV of benchmarks/device/quantized-*.toml's cells on one H200 ('#' lines: how it was made):
 
     python3 benchmarks/precision_table.py --markdown benchmarks/results/quantized-torch-h200.csv"""
 
@@ -9,9 +10,11 @@ from __future__ import annotations
 
 import argparse
 import csv
+import re
 from pathlib import Path
 
-COLUMNS = ("bf16", "int8", "int8 weight-only", "fp8")
+COLUMNS = ("bf16", "fp16", "int8", "int8 weight-only", "fp8")
+CPU_NODES = re.compile(r"(\d+) of (\d+) nodes \(([^)]*)\) run on the CPU provider")
 
 
 def column(row: dict) -> str:
@@ -24,27 +27,35 @@ def markdown(path: Path) -> str:
         rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
     cells = {(r["model"], r["mode"], int(r["batch"]), column(r)): r for r in rows}
     precisions = [c for c in COLUMNS if any(k[3] == c for k in cells)]
+    half = next(c for c in ("bf16", "fp16", *precisions) if c in precisions)  # what the others are held against
     lines = [f"<!-- made by `python3 benchmarks/precision_table.py --markdown {path}`: edit there -->",
              "| model | mode | batch | " + " | ".join(precisions) + " |",
              "| --- | --- | --- | " + " | ".join("---" for _ in precisions) + " |"]
-    for model, mode, batch in sorted({k[:3] for k in cells}, key=lambda k: (k[0], k[1] != "cudagraphs", k[2])):
-        base = cells.get((model, mode, batch, "bf16"))
+    for model, mode, batch in sorted({k[:3] for k in cells}, key=lambda k: (k[0], k[1] != "cudagraphs", k[1], k[2])):
+        base = cells.get((model, mode, batch, half))
         shown = []
         for precision in precisions:
             cell = cells.get((model, mode, batch, precision))
             if cell is None:
                 shown.append("not run")
             elif cell["status"] != "ok":
-                shown.append(f"{cell['status']}: CUDA graph capture failed" if "CUDA graph" in cell["reason"]
-                             else cell["status"])
+                shown.append(f"{cell['status']}: {refusal(cell['reason'])}")
             else:
                 rate = float(cell["samples_per_s"])
-                ratio = f" ({rate / float(base['samples_per_s']):.2f}× bf16)" if base and precision != "bf16" else ""
+                ratio = f" ({rate / float(base['samples_per_s']):.2f}× {half})" if base and precision != half else ""
                 judged = cell["min_cosine"] and cell["verdict"] in ("pass", "fail")  # unjudged: no figure decided it
                 accuracy = cell["verdict"] + (f", cosine {float(cell['min_cosine']):.4f}" if judged else "")
                 shown.append(f"{rate:,.0f}/s{ratio}, {accuracy}")
         lines.append(f"| {model} | {mode} | {batch} | " + " | ".join(shown) + " |")
     return "\n".join(lines) + "\n"
+
+
+def refusal(reason: str) -> str:
+    """A cell's reason in a few words: a CUDA graph that could not hold the model, and why."""
+    nodes = CPU_NODES.search(reason)
+    if nodes:
+        return f"CUDA graph refused: {nodes[1]} of {nodes[2]} nodes on the CPU provider ({nodes[3]})"
+    return "CUDA graph capture failed" if "CUDA graph" in reason else reason.split(":")[0][:80]
 
 
 def main() -> None:
