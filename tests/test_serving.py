@@ -286,3 +286,37 @@ def test_each_loadgen_test_carries_the_boards_energy_per_query(tmp_path: Path, m
     assert row["power_mean_w"] == pytest.approx(0.7 / row["duration_s"], rel=0.5)
     assert cpu["energy_j"] is None and cpu["energy_per_query_mj"] is None
     assert cpu["telemetry_note"] == "a CPU cell: GPU telemetry is for device cells"
+
+
+def test_each_loadgen_test_starts_on_an_engine_warmed_just_before_it(tmp_path: Path) -> None:
+    """Between one LoadGen test and the next the engine idles (logs written, the next rate chosen):
+    each test is preceded by the query back to back, so that no test's first queries meet an
+    engine gone cold. Counted from the engine's own calls: between two tests' ends, the calls the
+    batcher made for the second test's batches, and the warm-up's on top."""
+    import json as json_module
+
+    from farm.scenario import ServingPlan
+    from farm.serving.cell import serving_rows
+
+    model = tiny_cnn(tmp_path / "tiny.onnx")
+    feeds = {"x": np.random.default_rng(0).standard_normal((2, 3, 8, 8)).astype(np.float32)}
+    backend = OnnxRuntimeBackend({"intra_op_threads": 1})
+    backend.build(standalone_request(model, feeds, "fp32", tmp_path), feeds)
+    events: list[str] = []
+    engine = backend.query_fn(feeds)
+
+    def query():
+        events.append("call")
+        return engine()
+
+    plan = ServingPlan("server", 1.0, slo_ms=1000, rates=(100.0, 150.0), min_duration_ms=300, min_query_count=50)
+    try:
+        rows = serving_rows(query, plan, 2, tmp_path / "logs", lambda line: events.append("log"))
+    finally:
+        backend.close()
+    ends = [i for i, event in enumerate(events) if event == "log"]  # the engine's ceiling, then each test's end
+    assert len(ends) == 3 and len(rows) == 2
+    for (start, end), row in zip(zip(ends, ends[1:]), rows):
+        batches = sum(json_module.loads(row["batch_sizes"]).values())
+        assert batches >= 25  # 50 queries or more, at most 2 a batch
+        assert end - start - 1 >= batches + 3, (end - start - 1, batches)  # 3 warm-up queries at least

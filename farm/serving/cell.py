@@ -24,27 +24,33 @@ ENERGY_COLUMNS = ("energy_j", "energy_per_query_mj", "energy_per_sample_mj", "po
 OpenWindow = Callable[[], tuple[GpuTelemetry | None, str | None]]  # farm.telemetry.cell_window for the cell
 
 CEILING_MS = 500.0  # how long the engine's query runs back to back, after as long a warm-up, for its ceiling
+# the engine's query back to back right before each LoadGen test (outside its energy window): a test
+# starts on an engine as warm as a served one, not on one idle since the test before (its logs
+# written, the next rate chosen), whose first queries a short test's p99 would count
+WARMUP_MS = 300.0
+
+
+def back_to_back(query: QueryFn, duration_ms: float) -> float:
+    """Run the query back to back for `duration_ms` (3 queries at least): ms a query."""
+    count, start = 0, time.perf_counter()
+    while count < 3 or (time.perf_counter() - start) * 1000 < duration_ms:
+        query()
+        count += 1
+    return (time.perf_counter() - start) * 1000 / count
 
 
 def engine_ms(query: QueryFn, duration_ms: float = CEILING_MS) -> float:
     """The engine's query back to back (ms a query), after a warm-up as long: the fastest the
     batcher can be fed, and the latency no load can beat."""
-    def lap() -> float:
-        count, start = 0, time.perf_counter()
-        while count < 3 or (time.perf_counter() - start) * 1000 < duration_ms:
-            query()
-            count += 1
-        return (time.perf_counter() - start) * 1000 / count
-
-    lap()  # the warm-up
-    return lap()
+    back_to_back(query, duration_ms)  # the warm-up
+    return back_to_back(query, duration_ms)
 
 
 def serving_rows(query: QueryFn, plan: ServingPlan, batch: int, log_root: Path, log: Callable[[str], None],
                  seed: int = 0, telemetry: OpenWindow | None = None) -> list[dict[str, Any]]:
     """Every LoadGen test of the cell, each with the GPU's energy over the test where `telemetry`
-    opens a window (a GPU cell with NVML). Raises EngineUnsupported where the bound is below the
-    engine's own query (no rate can meet it)."""
+    opens a window (a GPU cell with NVML), each right after WARMUP_MS of the query back to back.
+    Raises EngineUnsupported where the bound is below the engine's own query (no rate can meet it)."""
     shutil.rmtree(log_root, ignore_errors=True)
     alone = engine_ms(query)
     log(f"the engine's query: {alone:.3f} ms back to back at batch {batch}")
@@ -53,6 +59,7 @@ def serving_rows(query: QueryFn, plan: ServingPlan, batch: int, log_root: Path, 
 
     def run(scenario: str, rate: float | None = None) -> ScenarioRun:
         window, why = telemetry() if telemetry else (None, None)
+        back_to_back(query, WARMUP_MS)
         try:
             if window is not None:
                 window.start()
