@@ -22,6 +22,17 @@ def tiny_decoder(use_cache: bool | None = None, layers: int = 2):
     return AutoModelForCausalLM.from_config(config)
 
 
+def tiny_moe(layers: int = 2):
+    """A transformers mixture-of-experts causal LM (Mixtral) from a config, no download: its experts
+    run through transformers' grouped_mm, a custom operator no ONNX exporter converts."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.for_model("mixtral", hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
+                                  num_attention_heads=4, num_key_value_heads=2, num_local_experts=4,
+                                  num_experts_per_tok=2, vocab_size=VOCAB, max_position_embeddings=64)
+    return AutoModelForCausalLM.from_config(config)
+
+
 class _Structured(nn.Module):
     """Outputs as a pytree: a dict holding a nested list, a tuple, None and a Python int."""
 

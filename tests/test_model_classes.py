@@ -71,6 +71,22 @@ def test_structured_outputs_are_named_tensors_and_a_cache_is_turned_off(tmp_path
            for name in ("logits", "parts.0", "parts.1.0", "extra.scale")])
 
 
+def test_a_mixture_of_experts_exports_through_an_implementation_onnx_can_hold(tmp_path: Path) -> None:
+    """A transformers mixture of experts (Mixtral, as Qwen2-MoE, OLMoE and the rest) runs its experts
+    through grouped_mm, which no exporter converts: its ONNX engines' cells were unsupported. The
+    export is made again with transformers' batched_mm experts (the same products); both engines'
+    cells run and pass, the ONNX cell's build row says so and the PyTorch cell runs the model's own."""
+    status, cells, accuracy = sweep(tmp_path, {
+        "tiny_moe": 'inputs = { input_ids = { shape = ["batch", 8], dtype = "int64", range = [0, 128] } }'},
+        '["torch", "onnxruntime"]', "[3]")
+    assert status == 0
+    assert {key: s for key, (s, _, _) in cells.items()} == {("tiny_moe", b, "fp32", 3): "ok" for b in ("torch", "onnxruntime")}
+    note = "experts exported as transformers' batched_mm (the model's grouped_mm has no ONNX form)"
+    assert note in cells["tiny_moe", "onnxruntime", "fp32", 3][2]
+    assert "experts" not in cells["tiny_moe", "torch", "fp32", 3][2]
+    assert accuracy == [("tiny_moe", b, 3, "logits", "pass") for b in ("onnxruntime", "torch")]
+
+
 def test_a_cache_that_cannot_be_opened_is_dropped_with_a_note() -> None:
     """A real transformers Cache object among the outputs (pytree cannot open it): the tensors are
     named, the cache is named in the note, nothing raises."""

@@ -89,6 +89,30 @@ def export_onnx(torch, wrapper, examples: list, inputs: list, outputs: list[str]
     raise ExportFailed("; ".join(failures), "\n".join(logs))
 
 
+# transformers' mixture-of-experts layers run their experts through an implementation chosen on the
+# model's config; its default (grouped_mm, a custom operator) has no ONNX form, and "eager" loops
+# over the experts a batch reached (data-dependent: torch.export refuses it). "batched_mm" gathers
+# each token's experts' weights and multiplies in one batched matmul: the same products, exportable.
+EXPORTABLE_EXPERTS = "batched_mm"
+
+
+def exportable_experts(net) -> str | None:
+    """Where `net` holds a transformers model whose experts run through another implementation than
+    EXPORTABLE_EXPERTS, switch it to that one for the export: a note saying so, else None."""
+    for module in net.modules():
+        config = getattr(module, "config", None)
+        current = getattr(config, "_experts_implementation", None)
+        if current is None or current == EXPORTABLE_EXPERTS or not hasattr(module, "set_experts_implementation"):
+            continue
+        try:
+            module.set_experts_implementation(EXPORTABLE_EXPERTS)
+        except (ValueError, ImportError, AttributeError):  # a class that does not let it be set
+            continue
+        return (f"experts exported as transformers' {EXPORTABLE_EXPERTS} (the model's {current} has no ONNX form); "
+                "PyTorch cells run the model's own")
+    return None
+
+
 def batch_check(torch, wrapper, inputs: list[tuple[str, tuple, str]], examples: list, outputs: list[str],
                 batch: int) -> Callable[[bytes], str | None] | None:
     """What checks an exported file at `batch` (`examples`: the inputs at it), a batch it was not

@@ -7,7 +7,9 @@ fails (`native.json` says which ran; the exporters' output goes to `export.log` 
 the terminal). The file is run at batch 1 before any cell relies on its batch being dynamic: where
 the exporter fixed it, `native.json` says so and ONNX engines' cells at other batches are
 `unsupported` with why. Outputs are flattened to named tensors, a cache turned off
-(farm.models.outputs). ONNX engines run that file, and the model's sha256 is the file's. A module neither
+(farm.models.outputs); a transformers mixture of experts whose export fails is exported again with
+experts ONNX can hold (farm.models.export.exportable_experts). ONNX engines run that file, and the
+model's sha256 is the file's. A module neither
 exporter takes keeps its PyTorch cells (the model's sha256 is then its weights'), and its ONNX
 engines' cells are `unsupported` with the reason; a factory that raises fails that model's cells
 only. Either way the rest of the sweep runs. The torch backend builds the module
@@ -35,7 +37,7 @@ import numpy as np
 from farm.config import NATIVE_SOURCE, ModelSpec
 from farm.errors import ConfigError, describe, first_line
 from farm.files import TEMP_DIR_NAME, write_atomic
-from farm.models.export import ExportFailed, batch_check, captured_output, export_onnx
+from farm.models.export import ExportFailed, batch_check, captured_output, export_onnx, exportable_experts
 from farm.models.outputs import without_cache, wrap_module
 from farm.records import BATCH_NAMES, BuildStats, axis_key
 
@@ -112,7 +114,14 @@ def native_model(spec: ModelSpec, where: str, base_dir: Path, cache_dir: Path, s
     check = batch_check(torch, wrapper, inputs, _example_inputs(torch, inputs, spec.dims, seed, CHECK_BATCH),
                         outputs, CHECK_BATCH)
     try:
-        data, exporter, log, fixed = export_onnx(torch, wrapper, examples, inputs, outputs, check)
+        try:
+            data, exporter, log, fixed = export_onnx(torch, wrapper, examples, inputs, outputs, check)
+        except ExportFailed as first:
+            if not (switched := exportable_experts(net)):
+                raise
+            notes.append(switched)
+            data, exporter, log, fixed = export_onnx(torch, wrapper, examples, inputs, outputs, check)
+            log = f"{first.log}\n--- again, {switched} ---\n{log}"
         meta["exporter"] = "; ".join([exporter, *notes])  # what the ONNX cells' build rows say of the export
         if fixed:
             meta["fixed_batch"] = [EXPORT_BATCH, fixed]
