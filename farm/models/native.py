@@ -41,7 +41,7 @@ from farm.models.export import ExportFailed, batch_check, captured_output, expor
 from farm.models.outputs import without_cache, wrap_module
 from farm.records import BATCH_NAMES, BuildStats, axis_key
 
-NATIVE_VERSION = 3  # bump when the export changes, so cached exports are made again
+NATIVE_VERSION = 4  # bump when the export changes, so cached exports are made again (4: experts a failed export retries)
 EXPORT_BATCH = 2  # traced at batch 2, so that no batch-1 squeeze is baked into the graph
 CHECK_BATCH = 1  # and run again at batch 1 before any cell relies on its batch being dynamic
 TORCHVISION_MODULE = "torchvision.models"
