@@ -4,8 +4,9 @@ Why not onnx2torch: it imports torchvision at import time, and the torchvision w
 match the torch builds available to this project do not import beside them; it also renames
 nodes into a module tree, while farm joins per-layer rows across backends by ONNX node name.
 This interpreter covers the operators of the zoo models and common CNN/transformer graphs
-(farm.onnx_torch.ops); an operator it lacks makes the cell fail with the operator's name
-(UnsupportedOperator).
+(farm.onnx_torch.ops), detection, OCR and control flow (shape_and_control_ops), recurrent layers,
+ai.onnx.ml's classical models (ml_ops) and sequences (sequence_ops); an operator it lacks makes the
+cell `unsupported` with the operator's name (UnsupportedOperator).
 
 Everything that does not depend on the inputs is done once, at build: initializers and Constant
 nodes are decoded into buffers (floating point, moved and cast with the module) or host numpy
@@ -32,10 +33,12 @@ from farm.onnx_torch.math_and_recurrent_ops import MATH_AND_RECURRENT_OPS
 from farm.onnx_torch.ml_ops import ML_OPS
 from farm.onnx_torch.ml_ops import prepare as prepare_ml
 from farm.onnx_torch.ops import OPS, UnsupportedOperator
+from farm.onnx_torch.sequence_ops import SEQUENCE_OPS
 from farm.onnx_torch.shape_and_control_ops import SHAPE_AND_CONTROL_OPS
 
 OPS.update(SHAPE_AND_CONTROL_OPS)
 OPS.update(MATH_AND_RECURRENT_OPS)
+OPS.update(SEQUENCE_OPS)
 OPS.update(ML_OPS)  # ai.onnx.ml's: _graph_nodes takes them from that domain only
 
 __all__ = ["OPS", "SMALL_INT_CONSTANT", "UnsupportedOperator", "build_module", "forward_source"]
