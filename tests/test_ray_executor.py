@@ -326,6 +326,25 @@ def test_model_bytes_travel_to_nodes_without_the_file(ray_two_gpus, tmp_path: Pa
     assert local.model.path.stat().st_size == cell.model.size_bytes
 
 
+def test_a_model_file_gone_before_its_cells_are_sent_fails_them_and_the_sweep_goes_on(ray_two_gpus,
+                                                                                     tmp_path: Path) -> None:
+    """A model file deleted after planning (a careless clean-up while the sweep starts): its cells
+    fail with what happened and what to do, the other model's cells run, the driver does not crash."""
+    tiny_cnn(tmp_path / "kept.onnx", channels=6)  # other bytes than tiny.onnx's: another model
+    plan = make_plan(tmp_path, '[[models]]\nsource = "tiny.onnx"\n[[models]]\nsource = "kept.onnx"\n'
+                               '[axes]\nbatch_sizes = [1, 2]\n')
+    (tmp_path / "tiny.onnx").unlink()
+    recorder = Recorder()
+    RayExecutor().run(plan.cells, tmp_path / "cache", recorder)
+    by_model = {}
+    for cell in plan.cells:
+        by_model.setdefault(cell.model.path.name, []).append(recorder.results[cell.cell_id])
+    assert [r.status for r in by_model["kept.onnx"]] == ["ok", "ok"], [r.reason for r in by_model["kept.onnx"]]
+    assert [r.status for r in by_model["tiny.onnx"]] == ["failed", "failed"]
+    assert all(r.reason.startswith(f"the model file {tmp_path / 'tiny.onnx'} could not be read when its cells were sent")
+               and r.reason.endswith("Restore it and run the sweep again") for r in by_model["tiny.onnx"])
+
+
 STARTS_RAY = """
 import time
 from farm.executor.ray_farm import RayExecutor

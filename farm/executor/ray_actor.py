@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from farm.cpus import TIMING_CPUS_VARIABLE, cpu_list, timing_and_shared_cores
+from farm.errors import describe
 from farm.executor import MemoryLimit
 from farm.executor.cell_process import CellDeath, CellProcess
 from farm.files import write_atomic
@@ -128,6 +130,26 @@ def _take_cores(index: int, workers: int, timing_cores: bool = False) -> list[in
     for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TORCHINDUCTOR_COMPILE_THREADS"):
         os.environ[variable] = str(len(cores))
     return cores
+
+
+def shipped_models(cells: list[Cell], put: Callable[[bytes], Any]) -> tuple[list[Cell], dict[str, Any]]:
+    """(the cells, each model's bytes put in Ray's object store by sha256): what with_local_model
+    writes on a node that cannot see the driver's file. A model file that cannot be read any more
+    (moved or deleted since planning) fails its cells with why; the sweep goes on."""
+    refs: dict[str, Any] = {}
+    unreadable: dict[str, str] = {}
+    for cell in cells:
+        model = cell.model
+        if not (model.error or model.onnx_error) and model.sha256 not in refs | unreadable:
+            try:
+                refs[model.sha256] = put(model.path.read_bytes())
+            except OSError as exc:
+                unreadable[model.sha256] = (f"the model file {model.path} could not be read when its cells were sent "
+                                            f"to the workers ({describe(exc)}): was it moved or deleted during the "
+                                            "sweep? Restore it and run the sweep again")
+    cells = [dataclasses.replace(c, model=dataclasses.replace(c.model, error=unreadable[c.model.sha256]))
+             if c.model.sha256 in unreadable else c for c in cells]
+    return cells, refs
 
 
 def with_local_model(cell: Cell, cache_dir: Path, model_ref: list) -> Cell:

@@ -33,7 +33,7 @@ from farm.errors import first_line
 from farm.executor import CellEvents, MemoryLimit
 from farm.executor.cell_process import CellDeath
 from farm.executor.deaths import LOW_MEMORY_WORDS, actor_death, await_node_memory, node_memory_threshold
-from farm.executor.ray_actor import CellWorker
+from farm.executor.ray_actor import CellWorker, shipped_models
 from farm.records import Cell, CellResult, now
 from farm.scheduler import (
     Attempt,
@@ -112,10 +112,7 @@ class RayExecutor:
             self._ensure_ray()
             import ray
 
-            model_refs = {}
-            for cell in cells:
-                if not (cell.model.error or cell.model.onnx_error) and cell.model.sha256 not in model_refs:
-                    model_refs[cell.model.sha256] = ray.put(cell.model.path.read_bytes())
+            cells, model_refs = shipped_models(cells, ray.put)
             gpu_cells = [c for c in cells if c.device_kind == "cuda"]
             if gpu_cells and self._gpu_slots is None:
                 self._gpu_slots = self._start_slots("cuda", self._log_queue)
