@@ -27,11 +27,12 @@ def markdown(path: Path) -> str:
         rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
     cells = {(r["model"], r["mode"], int(r["batch"]), column(r)): r for r in rows}
     precisions = [c for c in COLUMNS if any(k[3] == c for k in cells)]
-    half = next(c for c in ("bf16", "fp16", *precisions) if c in precisions)  # what the others are held against
     lines = [f"<!-- made by `python3 benchmarks/precision_table.py --markdown {path}`: edit there -->",
              "| model | mode | batch | " + " | ".join(precisions) + " |",
              "| --- | --- | --- | " + " | ".join("---" for _ in precisions) + " |"]
     for model, mode, batch in sorted({k[:3] for k in cells}, key=lambda k: (k[0], k[1] != "cudagraphs", k[1], k[2])):
+        # what the row's other precisions are held against: its bf16 cell, else its fp16 one
+        half = next((c for c in ("bf16", "fp16") if (model, mode, batch, c) in cells), None)
         base = cells.get((model, mode, batch, half))
         shown = []
         for precision in precisions:

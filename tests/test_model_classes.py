@@ -87,6 +87,19 @@ def test_a_mixture_of_experts_exports_through_an_implementation_onnx_can_hold(tm
     assert accuracy == [("tiny_moe", b, 3, "logits", "pass") for b in ("onnxruntime", "torch")]
 
 
+def test_a_model_without_experts_is_not_exported_again() -> None:
+    """Every transformers config names an experts implementation ("eager" on a dense decoder), and
+    setting one on a model without experts changes nothing: no second export, no note."""
+    from farm.models.export import exportable_experts
+    from tests.structured_models import tiny_decoder, tiny_moe
+
+    dense = tiny_decoder()
+    assert exportable_experts(dense) is None and dense.config._experts_implementation != "batched_mm"
+    moe = tiny_moe()
+    assert exportable_experts(moe).startswith("experts exported as transformers' batched_mm")
+    assert moe.config._experts_implementation == "batched_mm"
+
+
 def test_a_cache_that_cannot_be_opened_is_dropped_with_a_note() -> None:
     """A real transformers Cache object among the outputs (pytree cannot open it): the tensors are
     named, the cache is named in the note, nothing raises."""

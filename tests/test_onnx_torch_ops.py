@@ -349,23 +349,28 @@ SEQ_X = RNG.standard_normal((6, 3)).astype(np.float32)
     [helper.make_node("SequenceConstruct", ["x", "y", "x"], ["s"]), helper.make_node("SequenceErase", ["s"], ["e"]),
      helper.make_node("SequenceAt", ["e", "one"], ["out"])],
     [helper.make_node("SequenceConstruct", ["x", "y"], ["s"]), helper.make_node("SequenceErase", ["s", "minus_one"], ["e"]),
-     helper.make_node("SequenceInsert", ["e", "y", "zero"], ["i"]), helper.make_node("SequenceInsert", ["i", "x"], ["j"]),
-     helper.make_node("SequenceAt", ["j", "minus_one"], ["out"])],
+     helper.make_node("SequenceInsert", ["e", "y", "zero"], ["i"]),
+     helper.make_node("SequenceInsert", ["i", "z", "one"], ["j"]),
+     helper.make_node("SequenceInsert", ["j", "z", "minus_one"], ["k"]), helper.make_node("SequenceInsert", ["k", "x"], ["l"]),
+     helper.make_node("ConcatFromSequence", ["l"], ["out"], axis=-1, new_axis=1)],  # every element, in order
     # split into a sequence by sizes, by one size (the last part shorter), in parts of one without the axis
     [helper.make_node("SplitToSequence", ["x", "sizes"], ["s"]), helper.make_node("SequenceAt", ["s", "one"], ["out"])],
     [helper.make_node("SplitToSequence", ["x", "four"], ["s"]), helper.make_node("SequenceAt", ["s", "minus_one"], ["out"])],
     [helper.make_node("SplitToSequence", ["x"], ["s"], axis=1, keepdims=0),
      helper.make_node("SequenceAt", ["s", "zero"], ["out"])],
+    [helper.make_node("SplitToSequence", ["x", "one"], ["s"], axis=-1, keepdims=0),  # a size of 1 reads as none
+     helper.make_node("ConcatFromSequence", ["s"], ["out"], axis=0, new_axis=1)],
     # its length, and the sequence concatenated or stacked back
     [helper.make_node("SplitToSequence", ["x", "sizes"], ["s"]), helper.make_node("SequenceLength", ["s"], ["out"])],
     [helper.make_node("SplitToSequence", ["x", "sizes"], ["s"]),
      helper.make_node("ConcatFromSequence", ["s"], ["out"], axis=0)],
     [helper.make_node("SequenceConstruct", ["x", "y"], ["s"]),
      helper.make_node("ConcatFromSequence", ["s"], ["out"], axis=1, new_axis=1)],
-], ids=["erase", "insert", "split-sizes", "split-one-size", "split-ones", "length", "concat", "stack"])
+], ids=["erase", "insert", "split-sizes", "split-one-size", "split-ones", "split-size-1", "length", "concat", "stack"])
 def test_sequence_operators(nodes) -> None:
     constants = [numpy_helper.from_array(np.array(v, np.int64), n)
                  for n, v in (("one", 1), ("zero", 0), ("minus_one", -1), ("sizes", [2, 4]), ("four", 4))]
+    constants.append(numpy_helper.from_array(RNG.standard_normal(SEQ_X.shape).astype(np.float32), "z"))
     out = TensorProto.INT64 if nodes[-1].op_type == "SequenceLength" else F
     proto = model(nodes, [("x", F, SEQ_X.shape), ("y", F, SEQ_X.shape)], [("out", out)], constants)
     check(proto, {"x": SEQ_X, "y": SEQ_X[::-1].copy() * 2})

@@ -319,4 +319,4 @@ def test_each_loadgen_test_starts_on_an_engine_warmed_just_before_it(tmp_path: P
     for (start, end), row in zip(zip(ends, ends[1:]), rows):
         batches = sum(json_module.loads(row["batch_sizes"]).values())
         assert batches >= 25  # 50 queries or more, at most 2 a batch
-        assert end - start - 1 >= batches + 3, (end - start - 1, batches)  # 3 warm-up queries at least
+        assert end - start - 1 > batches, (end - start - 1, batches)  # and the warm-up's, one at least

@@ -137,16 +137,20 @@ def shipped_models(cells: list[Cell], put: Callable[[bytes], Any]) -> tuple[list
     writes on a node that cannot see the driver's file. A model file that cannot be read any more
     (moved or deleted since planning) fails its cells with why; the sweep goes on."""
     refs: dict[str, Any] = {}
-    unreadable: dict[str, str] = {}
+    unreadable: dict[str, str] = {}  # by sha256, until another file of the same bytes is read
+    tried: set[Path] = set()
     for cell in cells:
         model = cell.model
-        if not (model.error or model.onnx_error) and model.sha256 not in refs | unreadable:
-            try:
-                refs[model.sha256] = put(model.path.read_bytes())
-            except OSError as exc:
-                unreadable[model.sha256] = (f"the model file {model.path} could not be read when its cells were sent "
-                                            f"to the workers ({describe(exc)}): was it moved or deleted during the "
-                                            "sweep? Restore it and run the sweep again")
+        if model.error or model.onnx_error or model.sha256 in refs or model.path in tried:
+            continue
+        tried.add(model.path)
+        try:
+            refs[model.sha256] = put(model.path.read_bytes())
+            unreadable.pop(model.sha256, None)
+        except OSError as exc:
+            unreadable.setdefault(model.sha256, f"the model file {model.path} could not be read when its cells were "
+                                                f"sent to the workers ({describe(exc)}): was it moved or deleted during "
+                                                "the sweep? Restore it and run the sweep again")
     cells = [dataclasses.replace(c, model=dataclasses.replace(c.model, error=unreadable[c.model.sha256]))
              if c.model.sha256 in unreadable else c for c in cells]
     return cells, refs

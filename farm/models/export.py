@@ -106,8 +106,10 @@ def exportable_experts(net) -> str | None:
             continue
         try:
             module.set_experts_implementation(EXPORTABLE_EXPERTS)
-        except (ValueError, ImportError, AttributeError):  # a class that does not let it be set
+        except (ValueError, ImportError, AttributeError, RuntimeError):  # a class that does not let it be set
             continue
+        if getattr(module.config, "_experts_implementation", None) != EXPORTABLE_EXPERTS:
+            continue  # a model without experts: every transformers config names an implementation
         return (f"experts exported as transformers' {EXPORTABLE_EXPERTS} (the model's {current} has no ONNX form); "
                 "PyTorch cells run the model's own")
     return None

@@ -119,8 +119,12 @@ def native_model(spec: ModelSpec, where: str, base_dir: Path, cache_dir: Path, s
         except ExportFailed as first:
             if not (switched := exportable_experts(net)):
                 raise
-            notes.append(switched)
-            data, exporter, log, fixed = export_onnx(torch, wrapper, examples, inputs, outputs, check)
+            try:
+                data, exporter, log, fixed = export_onnx(torch, wrapper, examples, inputs, outputs, check)
+            except ExportFailed as again:  # both attempts' reasons and logs
+                raise ExportFailed(f"{first.reason}; again with {switched.split(' (')[0]}: {again.reason}",
+                                   f"{first.log}\n--- again, {switched} ---\n{again.log}") from None
+            notes = [*notes, switched]
             log = f"{first.log}\n--- again, {switched} ---\n{log}"
         meta["exporter"] = "; ".join([exporter, *notes])  # what the ONNX cells' build rows say of the export
         if fixed:

@@ -1,7 +1,7 @@
 """ONNX's sequence operators (opset 11 on): a sequence is a Python list of tensors (or host
 values) between nodes, as ONNX Runtime keeps a std::vector. Graphs that split a tensor into a
-sequence, edit it and read elements back (exports of TensorFlow and Keras models, the onnx
-wheel's `sequence_model*` tests) run node for node. Tested against ONNX Runtime
+sequence, edit it and read elements back (the onnx wheel's `sequence_model*` tests) run node for
+node; a sequence built inside a `Loop` still waits for that operator. Tested against ONNX Runtime
 (tests/test_onnx_torch_ops.py). A graph input or output that is itself a sequence stays refused
 (farm.onnx_torch._check_values): cells time and compare tensors."""
 
@@ -34,6 +34,8 @@ def _at(m, a, sequence, position):
 
 
 def _erase(m, a, sequence, position=None):
+    if not sequence:
+        raise IndexError("SequenceErase of an empty sequence")
     index = len(sequence) - 1 if position is None else _position(position, len(sequence))
     return sequence[:index] + sequence[index + 1:]
 
@@ -52,13 +54,16 @@ def _split_to_sequence(m, a, x, split=None):
     axis = a.get("axis", 0)
     host = not isinstance(x, torch.Tensor)
     length = (np.shape(x) if host else x.shape)[axis]
+    scalar = split is not None and (split.dim() if isinstance(split, torch.Tensor) else np.ndim(split)) == 0
+    if scalar and ints(split)[0] == 1:
+        split = None  # as ONNX Runtime (farm's reference) reads it: parts of one, keepdims applies
     if split is None:  # parts of one, the axis kept or dropped as keepdims says
         parts = [np.take(np.asarray(x), [i], axis=axis) if host else x.narrow(axis, i, 1) for i in range(length)]
         if not a.get("keepdims", 1):
             parts = [np.squeeze(p, axis=axis) if host else p.squeeze(axis) for p in parts]
         return parts
     sizes = ints(split)
-    if (split.dim() if isinstance(split, torch.Tensor) else np.ndim(split)) == 0:  # one size: equal parts, the last shorter
+    if scalar:  # one size: equal parts, the last shorter
         sizes = [min(sizes[0], length - start) for start in range(0, length, sizes[0])]
     if host:
         return list(np.split(np.asarray(x), np.cumsum(sizes)[:-1], axis=axis))
