@@ -665,3 +665,14 @@ def test_serving_search_quick(tmp_path: Path) -> None:
     passing = [t["rate"] for t in row["tried"] if t["valid"] and t["p99_ms"] <= 1000]
     assert row["best_rate"] == (max(passing) if passing else None), row
     assert row["best_rate"] is None or row["best_rate"] < row["ceiling_per_s"]
+
+
+def test_int8_placement_quick() -> None:
+    """farm's int8 placement against quantize_static's default on a small MatMul model: farm puts
+    fewer Q/DQ nodes (none around the Add and Relu), both files close to fp32; a ratio is printed."""
+    out = run_benchmark("int8_placement.py", "--quick", timeout=300)
+    row = next(line for line in out.splitlines() if line.startswith("quick.onnx")).split()
+    farm_nodes, default_nodes = map(int, row[2].split("/"))
+    assert 0 < farm_nodes < default_nodes, out
+    assert all(float(c) > 0.99 for c in row[3].split("/")), out
+    assert float(row[5]) > 0, out
