@@ -91,20 +91,20 @@ def recorded(paths: list[Path], rounds: int | None) -> tuple[list[dict], int]:
     from farm.compare.confirm import ROUNDS
 
     rows: list[dict] = []
-    looks = set()
+    rounds_seen = set()
     for path in paths:
         if not path.is_file():
             sys.exit(f"confirm_rounds.py: no such file {path}: give the CSVs --csv wrote")
         text = path.read_text().splitlines()
         if not any(line.startswith("pair,kind,round,") for line in text):
             sys.exit(f"confirm_rounds.py: {path} has no blocks (no 'pair,kind,round,...' header): give a CSV --csv wrote")
-        looks.add(int(next((line.split("rounds=")[1].split()[0] for line in text if "rounds=" in line), ROUNDS)))
+        rounds_seen.add(int(next((line.split("rounds=")[1].split()[0] for line in text if "rounds=" in line), ROUNDS)))
         first = 1 + max((int(row["pair"]) for row in rows), default=-1)
         for row in csv.DictReader(line for line in text if not line.startswith("#")):
             rows.append({**row, "pair": str(first + int(row["pair"]))})
-    if rounds is None and len(looks) > 1:
-        sys.exit(f"confirm_rounds.py: the files were recorded with {sorted(looks)} rounds a look; give --rounds")
-    return rows, rounds or looks.pop()
+    if rounds is None and len(rounds_seen) > 1:
+        sys.exit(f"confirm_rounds.py: the files were recorded with {sorted(rounds_seen)} rounds a look; give --rounds")
+    return rows, rounds or rounds_seen.pop()
 
 
 def quick_sweeps(folder: Path) -> tuple[Path, Path]:

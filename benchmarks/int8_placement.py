@@ -1,9 +1,10 @@
 """Where farm's int8 Q/DQ pairs go, measured: on the inputs of the weighted operators only (farm's
 placement, farm.precision.int8.WEIGHTED_OPS) against ONNX Runtime quantize_static's default (every
-operator it has a quantized form for: Add, Mul, Reshape, Transpose, Gather, Softmax ...), same
-options and calibration otherwise. For each model: both files' Q/DQ node counts, their lowest
-cosine against the fp32 model over seeded inputs, and their latency on ONNX Runtime CPU (one
-thread) in alternating rounds, as the median ratio farm / default with its range.
+operator it has a quantized form for: Add, Mul, Reshape, Transpose, Gather, Softmax ...), both made
+by farm's own transform (farm.precision.int8.quantize_qdq), same options and calibration otherwise.
+For each model: both files' Q/DQ node counts, their lowest cosine against the fp32 model over
+seeded inputs, and their latency on ONNX Runtime CPU (one thread) in alternating rounds, as the
+median ratio farm / default with its range.
 
     python3 benchmarks/int8_placement.py model.onnx [more.onnx ...] --batch 1
     python3 benchmarks/int8_placement.py --quick      # a small MatMul model: the suite
@@ -23,7 +24,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from farm.precision.int8 import WEIGHTED_OPS  # noqa: E402
+from farm.precision.int8 import WEIGHTED_OPS, quantize_qdq  # noqa: E402
 
 
 def feeds_for(session, batch: int, rng) -> dict[str, np.ndarray]:
@@ -38,24 +39,6 @@ def feeds_for(session, batch: int, rng) -> dict[str, np.ndarray]:
     return feeds
 
 
-def quantized(model: Path, out: Path, calibration: list[dict], ops: tuple[str, ...] | None) -> Path:
-    import onnx
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
-
-    class Reader(CalibrationDataReader):
-        def __init__(self) -> None:
-            self.items = iter(calibration)
-
-        def get_next(self):
-            return next(self.items, None)
-
-    chosen = {"op_types_to_quantize": list(ops)} if ops else {}
-    quantize_static(onnx.load(str(model)), str(out), Reader(), quant_format=QuantFormat.QDQ,
-                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
-                    extra_options={"ActivationSymmetric": True, "WeightSymmetric": True}, **chosen)
-    return out
-
-
 def compared(model: Path, batch: int, rounds: int, round_s: float, work: Path) -> dict:
     import onnx
     import onnxruntime as ort
@@ -65,8 +48,9 @@ def compared(model: Path, batch: int, rounds: int, round_s: float, work: Path) -
     options.intra_op_num_threads = 1
     fp32 = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
     calibration = [feeds_for(fp32, batch, rng) for _ in range(8)]
-    files = {"farm": quantized(model, work / f"{model.stem}-farm.onnx", calibration, WEIGHTED_OPS),
-             "default": quantized(model, work / f"{model.stem}-default.onnx", calibration, None)}
+    files = {"farm": work / f"{model.stem}-farm.onnx", "default": work / f"{model.stem}-default.onnx"}
+    for name, path in files.items():  # farm's own transform, its placement or quantize_static's default
+        quantize_qdq(model, path, calibration, work, WEIGHTED_OPS if name == "farm" else None)
     sessions = {k: ort.InferenceSession(str(p), options, providers=["CPUExecutionProvider"]) for k, p in files.items()}
     tests = [feeds_for(fp32, batch, rng) for _ in range(4)]
     reference = [fp32.run(None, f)[0].ravel() for f in tests]

@@ -37,7 +37,7 @@ import numpy as np
 from farm.config import NATIVE_SOURCE, ModelSpec
 from farm.errors import ConfigError, describe, first_line
 from farm.files import TEMP_DIR_NAME, write_atomic
-from farm.models.export import ExportFailed, batch_check, captured_output, export_onnx, exportable_experts
+from farm.models.export import EXPORTABLE_EXPERTS, ExportFailed, batch_check, captured_output, export_onnx, exportable_experts
 from farm.models.outputs import without_cache, wrap_module
 from farm.records import BATCH_NAMES, BuildStats, axis_key
 
@@ -122,7 +122,7 @@ def native_model(spec: ModelSpec, where: str, base_dir: Path, cache_dir: Path, s
             try:
                 data, exporter, log, fixed = export_onnx(torch, wrapper, examples, inputs, outputs, check)
             except ExportFailed as again:  # both attempts' reasons and logs
-                raise ExportFailed(f"{first.reason}; again with {switched.split(' (')[0]}: {again.reason}",
+                raise ExportFailed(f"{first.reason}; again with {EXPORTABLE_EXPERTS} experts: {again.reason}",
                                    f"{first.log}\n--- again, {switched} ---\n{again.log}") from None
             notes = [*notes, switched]
             log = f"{first.log}\n--- again, {switched} ---\n{log}"

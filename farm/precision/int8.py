@@ -28,7 +28,7 @@ def to_int8(model_path: Path, output: Path, batches: list[dict[str, np.ndarray]]
     import onnx
 
     label = transform_label("int8")
-    _quantize(model_path, output, batches, temp_area)
+    quantize_qdq(model_path, output, batches, temp_area)
     before, after = census(onnx.load(str(model_path))), census(onnx.load(str(output)))
     inside = (f"; {before.subgraph_nodes} of its {before.nodes} nodes are inside If/Loop/Scan subgraphs, "
               "which quantize_static does not enter") if before.subgraph_nodes else ""
@@ -49,10 +49,13 @@ def to_int8(model_path: Path, output: Path, batches: list[dict[str, np.ndarray]]
         "subgraphs": before.subgraphs, "qdq_pairs": after.qdq_pairs, "quantized_nodes": after.quantized_nodes}}
 
 
-def _quantize(model_path: Path, output: Path, batches: list[dict[str, np.ndarray]], temp_area: Path) -> None:
+def quantize_qdq(model_path: Path, output: Path, batches: list[dict[str, np.ndarray]], temp_area: Path,
+                 op_types: tuple[str, ...] | None = WEIGHTED_OPS) -> None:
     """ONNX Runtime's static Q/DQ quantization, its temporary files (the model with shapes
     inferred, the augmented calibration model: easily tens of MB) in a folder of the warehouse's
-    temp area that is removed afterwards, whatever happens, instead of the system's temp folder."""
+    temp area that is removed afterwards, whatever happens, instead of the system's temp folder.
+    `op_types`: the operators whose inputs get Q/DQ pairs (None: quantize_static's own default,
+    what benchmarks/int8_placement.py holds farm's placement against)."""
     import onnx
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
@@ -76,8 +79,8 @@ def _quantize(model_path: Path, output: Path, batches: list[dict[str, np.ndarray
         # close to fp32 (benchmarks/int8_placement.py; docs/precision.md).
         quantize_static(onnx.load(str(model_path)), str(output), Reader(), quant_format=QuantFormat.QDQ,
                         activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
-                        op_types_to_quantize=list(WEIGHTED_OPS),
-                        extra_options={"ActivationSymmetric": True, "WeightSymmetric": True})
+                        extra_options={"ActivationSymmetric": True, "WeightSymmetric": True},
+                        **({"op_types_to_quantize": list(op_types)} if op_types else {}))
     finally:
         tempfile.tempdir = saved
         shutil.rmtree(folder, ignore_errors=True)
