@@ -22,6 +22,7 @@ from farm.serving import DynamicBatcher, loadgen_missing, run_scenario
 from farm.serving.loadgen import ScenarioRun
 from farm.serving.search import MAX_TESTS, below_the_engine, highest_rate
 from farm.warehouse import Warehouse
+from farm.warehouse.rows import serving_note
 from tests.conftest import tiny_cnn, write_sweep
 
 
@@ -119,6 +120,28 @@ def test_a_rate_that_passes_once_by_luck_is_not_the_answer() -> None:
     assert [t.target_qps for t in search.tried].count(min(lucky)) == 2  # tried again, and failed
     nothing = highest_rate(lambda rate: _run(rate, 50.0), 10.0, 4000, max_tests=3)
     assert nothing.best is None and nothing.why_none == "no rate down to 900/s passed: p99 over the bound"
+
+
+def test_an_answer_says_where_tests_above_it_disagreed() -> None:
+    """The lucky search above, as the cell's note: the rate that passed and then failed is named with
+    its count (runs of such a search come further apart); a search whose tests all agree says nothing."""
+    lucky: set[float] = set()
+
+    def run_at(rate: float) -> ScenarioRun:
+        if rate > 1000 and not lucky and rate < 1300:
+            lucky.add(rate)
+            return _run(rate, 9.0)
+        return _run(rate, 5.0 if rate <= 1000 else 50.0)
+
+    def rows(search) -> list[dict]:
+        return [{"scenario": "server", "max_delay_ms": 2.0, "slo_ms": 10.0, "target_qps": t.target_qps, "valid": t.valid,
+                 "error": t.error, "latency_p99_ms": t.latency("99.00"), "chosen": t is search.best}
+                for t in search.tried]
+
+    note = serving_note(rows(highest_rate(run_at, 10.0, 2000)))
+    assert f"above it {min(lucky):,.0f}/s (1 of 2) passed some tests, not all" in note
+    clean = serving_note(rows(highest_rate(lambda rate: _run(rate, 5.0 if rate <= 1234 else 50.0), 10.0, 4000)))
+    assert "LoadGen VALID twice" in clean and "above it" not in clean
 
 
 def test_a_bound_below_the_engines_own_latency_is_one_line() -> None:
