@@ -16,7 +16,6 @@ import argparse
 import json
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +26,7 @@ sys.path.insert(0, str(ROOT))
 from farm.backends import backend_class  # noqa: E402
 from farm.backends.base import standalone_request  # noqa: E402
 from farm.models import zoo_model_path  # noqa: E402
+from farm.serving.cell import back_to_back  # noqa: E402
 from farm.serving.loadgen import run_scenario  # noqa: E402
 from farm.serving.search import below_the_engine, highest_rate  # noqa: E402
 
@@ -52,15 +52,6 @@ def input_feeds(model: Path, batch: int) -> dict[str, np.ndarray]:
     return feeds
 
 
-def back_to_back_ms(query, queries: int) -> float:
-    for _ in range(max(2, queries // 4)):  # warm-up
-        query()
-    start = time.perf_counter()
-    for _ in range(queries):
-        query()
-    return (time.perf_counter() - start) * 1000 / queries
-
-
 def searched(args: argparse.Namespace, model: Path, batch: int, logs: Path) -> list[dict]:
     feeds = input_feeds(model, batch)
     backend = backend_class(args.backend)(json.loads(args.options))
@@ -69,7 +60,8 @@ def searched(args: argparse.Namespace, model: Path, batch: int, logs: Path) -> l
     rows = []
     try:
         query = backend.query_fn(feeds)
-        engine_ms = back_to_back_ms(query, args.queries)
+        back_to_back(query, 0, at_least=max(2, args.queries // 4))  # the warm-up
+        engine_ms = back_to_back(query, 0, at_least=args.queries)
         ceiling = batch / engine_ms * 1000
         print(f"max batch {batch}: the engine's query {engine_ms:.3f} ms back to back, ceiling {ceiling:,.0f}/s",
               flush=True)

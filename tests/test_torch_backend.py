@@ -91,6 +91,37 @@ def test_torch_compile_on_cpu(tmp_path: Path) -> None:
     assert all(layer.kind == "kernel" and layer.calls == 3 and len(layer.times_ms) == 3 for layer in result.layers)
 
 
+def test_a_compiled_cell_says_how_many_graphs_came_from_inductors_cache(tmp_path: Path) -> None:
+    """The same cell compiled twice in one process: the second build takes its graph from inductor's
+    cache (its build time is then not a compile's), and its build row counts it."""
+    first = run_cell(torch_cell(tmp_path, "fp32", mode="compile"), tmp_path / "cache")
+    second = run_cell(torch_cell(tmp_path, "fp32", mode="compile"), tmp_path / "cache")
+    assert first.status == second.status == "ok", (first.traceback, second.traceback)
+    assert isinstance(first.build.cache_hits, int) and second.build.cache_hits >= 1
+
+
+def test_a_weight_only_product_lowered_by_inductor_is_named() -> None:
+    """inductor's weight-only pattern (bf16 activations by int8 weights and bf16 scales) fires on the
+    CPU too: the counts the backend reads see each product, and the note names them (on CUDA with
+    why it is slow); a compile without it says nothing."""
+    pytest.importorskip("torchao")
+    from torchao.quantization import Int8WeightOnlyConfig, quantize_
+
+    from farm.backends.torch.backend import inductor_counts, lowering_note
+
+    module = torch.nn.Sequential(torch.nn.Linear(64, 96), torch.nn.ReLU(), torch.nn.Linear(96, 32)).to(torch.bfloat16).eval()
+    quantize_(module, Int8WeightOnlyConfig())
+    torch._dynamo.reset()
+    before = inductor_counts()
+    with torch.no_grad(), torch._inductor.config.patch(fx_graph_cache=False):  # lowered here, not read from disk
+        torch.compile(module, dynamic=False)(torch.randn(8, 64, dtype=torch.bfloat16))
+    compiled = inductor_counts(before)
+    assert compiled["woq_matcher_count"] == 2
+    assert lowering_note(compiled, cuda=False) == "torch.compile ran 2 int8 weight-only products as aten._weight_int8pack_mm"
+    assert "without tensor cores" in lowering_note(compiled, cuda=True)
+    assert lowering_note(inductor_counts(inductor_counts()), cuda=True) is None
+
+
 def test_eager_rows_are_graph_ops_and_coverage_is_stored(tmp_path: Path) -> None:
     import pyarrow.parquet as pq
 
