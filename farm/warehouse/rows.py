@@ -104,9 +104,9 @@ def serving_note(rows: list[dict[str, Any]]) -> str | None:
 
 
 def split_verdicts(rows: list[dict[str, Any]], answer_qps: float) -> str:
-    """'; 4,538/s above it passed 1 of 2 tests ...' where a rate over the answer both passed and failed
-    the bound: the rate at which p99 meets it moved between tests of one search, so another run of
-    the search can come apart from this one by more than the engine's speed moved."""
+    """'; above it 4,539/s (1 of 2) passed some tests, not all: ...' where a rate over the answer both
+    passed and failed the bound: the rate at which p99 meets it moved between tests of one search, so
+    another run of the search can come apart from this one by more than the engine's speed moved."""
     from farm.serving.search import meets
 
     verdicts: dict[float, list[bool]] = {}
