@@ -132,7 +132,7 @@ def reference_evaluation(model_path: Path, model_sha256: str, evaluation: Evalua
     """The FP32 reference over the evaluation set, in the same chunks as the cell (cached on disk)."""
     key = hashlib.sha256(f"{model_sha256}:{batch}:{evaluation.digest()}".encode()).hexdigest()[:24]
     return _cached(cache_dir / "reference" / f"eval-{key}.npz",
-                   lambda: evaluate(_reference_session(model_path), evaluation, batch))
+                   lambda: evaluate(_reference_session(model_path, cache_dir), evaluation, batch))
 
 
 def reference_outputs(model_path: Path, model_sha256: str, feeds: dict[str, np.ndarray],
@@ -143,15 +143,21 @@ def reference_outputs(model_path: Path, model_sha256: str, feeds: dict[str, np.n
         digest.update(name.encode())
         digest.update(as_bytes(feeds[name]))
     return _cached(cache_dir / "reference" / f"{digest.hexdigest()[:24]}.npz",
-                   lambda: _reference_session(model_path)(feeds))
+                   lambda: _reference_session(model_path, cache_dir)(feeds))
 
 
-def _reference_session(model_path: Path) -> Run:
+def _reference_session(model_path: Path, cache_dir: Path) -> Run:
     import onnxruntime as ort
+
+    from farm.models.opset import ConversionFailed, for_onnxruntime
 
     options = ort.SessionOptions()
     options.log_severity_level = 3  # errors only: an old opset's optimizer warnings are not the user's news
-    session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+    try:
+        runnable, _ = for_onnxruntime(model_path, cache_dir)  # a model older than opset 7: its conversion
+    except ConversionFailed:
+        runnable = model_path  # as given, which ONNX Runtime may still run (reference_name says which)
+    session = ort.InferenceSession(str(runnable), options, providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
     return comparable(lambda feeds: dict(zip(names, session.run(names, feeds))))
 
@@ -193,10 +199,23 @@ def check(run: Run, cell: Cell, feeds: dict[str, np.ndarray], cache_dir: Path,
         log("the backend's outputs do not follow their inputs: accuracy on the cell's own inputs")
         reference = reference_outputs(model.path, model.sha256, feeds, cache_dir)
         n = next((np.shape(feeds[s.name])[s.batch_axis] for s in model.inputs if s.batch_axis is not None), 1)
-        return compare(run(feeds), reference, tolerance, margin, n=int(n))
+        return compare(run(feeds), reference, tolerance, margin, n=int(n),
+                       reference_name=reference_name(model.path, cache_dir))
     log(f"on {evaluation.source} ({evaluation.n} inputs) in chunks of {cell.batch}")
     reference = reference_evaluation(model.path, model.sha256, evaluation, cell.batch, cache_dir)
-    return compare(evaluate(run, evaluation, cell.batch), reference, tolerance, margin, n=evaluation.n)
+    return compare(evaluate(run, evaluation, cell.batch), reference, tolerance, margin, n=evaluation.n,
+                   reference_name=reference_name(model.path, cache_dir))
+
+
+def reference_name(model_path: Path, cache_dir: Path) -> str:
+    """The `reference` of the model's accuracy rows: ONNX Runtime CPU at fp32, on the model converted
+    to opset 7 where it is older and the converter took it (farm.models.opset)."""
+    from farm.models.opset import ORT_OPSET_FLOOR, conversion_note, converted_file, default_opset
+
+    opset = default_opset(model_path)
+    if opset is None or opset >= ORT_OPSET_FLOOR or not converted_file(model_path, cache_dir).is_file():
+        return REFERENCE
+    return f"{REFERENCE}, {conversion_note(opset)}"
 
 
 def _same(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
@@ -243,12 +262,13 @@ def top_k_agreement(got: np.ndarray, expected: np.ndarray, tie_margin: float = D
 
 
 def compare(outputs: dict[str, np.ndarray], reference: dict[str, np.ndarray], tolerance,
-            tie_margin: float = DEFAULT_TIE_MARGIN, n: int | None = None) -> list[dict[str, Any]]:
+            tie_margin: float = DEFAULT_TIE_MARGIN, n: int | None = None,
+            reference_name: str = REFERENCE) -> list[dict[str, Any]]:
     """One `accuracy` row per reference output, each with its verdict; `n`: inputs compared."""
     rows = []
     for name, expected in reference.items():
         got = outputs.get(name)
-        row: dict[str, Any] = {"output_name": name, "reference": REFERENCE, "n": n,
+        row: dict[str, Any] = {"output_name": name, "reference": reference_name, "n": n,
                                "tolerance": tolerance_text(tolerance)}
         why = not_compared(expected)
         if why is not None:  # what the reference gave no array holds (`comparable`)
@@ -264,6 +284,16 @@ def compare(outputs: dict[str, np.ndarray], reference: dict[str, np.ndarray], to
             continue
         a = np.asarray(got, dtype=np.float64).reshape(-1)
         b = np.asarray(expected, dtype=np.float64).reshape(-1)
+        defined = np.isfinite(b)
+        undefined = int(a.size - defined.sum())
+        if undefined:  # NaN or inf in the reference itself (Pow of a negative base, log of 0, ...)
+            if undefined == a.size:
+                rows.append(row | {"verdict": "unjudged", "elements": int(a.size), "worst_value": None,
+                                   "worst_metric": "the reference is NaN or infinite at every element: nothing to "
+                                                   "judge on these inputs (give [models.calibration] data the model "
+                                                   "is defined on)"})
+                continue
+            a, b = a[defined], b[defined]  # judged where the reference has a value
         finite = bool(np.isfinite(a).all())
         norm = np.linalg.norm(a) * np.linalg.norm(b)
         noise = float(np.sum((a - b) ** 2))
@@ -278,11 +308,14 @@ def compare(outputs: dict[str, np.ndarray], reference: dict[str, np.ndarray], to
         }
         if a.size:
             row |= _polygraphy_errors(a, b)
-        if np.ndim(expected) == 2 and np.shape(expected)[1] >= 5 and finite:
+        if np.ndim(expected) == 2 and np.shape(expected)[1] >= 5 and finite and not undefined:
             row |= top_k_agreement(got, expected, tie_margin)
-        degenerate = degenerate_reference(expected)
+        degenerate = degenerate_reference(b if undefined else expected)
         row |= ({"verdict": "unjudged", "worst_metric": degenerate, "worst_value": None} if degenerate
                 else _verdict(row, tolerance, finite))
+        if undefined and row["verdict"] == "pass":  # said on the row, which no failure's metric takes
+            row["worst_metric"] = (f"judged on the {a.size} of {a.size + undefined} elements where the reference "
+                                   "is finite (it is NaN or infinite at the rest)")
         rows.append(row)
     return rows
 
@@ -321,7 +354,7 @@ def tolerance_text(tolerance: Any) -> str:
 
 def _verdict(row: dict[str, Any], tolerance, finite: bool) -> dict[str, Any]:
     if not finite:
-        return {"verdict": "fail", "worst_metric": "non-finite outputs", "worst_value": None}
+        return {"verdict": "fail", "worst_metric": "non-finite outputs where the reference is finite", "worst_value": None}
     checks = [("cosine_similarity", row["cosine_similarity"], tolerance.min_cosine, "min")]
     if tolerance.min_top1 is not None and row["top1_agreement"] is not None:
         checks.append(("top1_agreement", row["top1_agreement"], tolerance.min_top1, "min"))

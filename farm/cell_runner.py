@@ -293,8 +293,9 @@ def _accuracy_rows(backend: Backend, cell: Cell, feeds: dict[str, np.ndarray], c
         raise
     except Exception as exc:  # noqa: BLE001 - an accuracy check that cannot run is said, never a failed cell
         from farm.backends.onnxruntime import lacking_operator
+        from farm.models.opset import ConversionFailed
 
-        lacks = lacking_operator(exc, "")
+        lacks = str(exc) if isinstance(exc, ConversionFailed) else lacking_operator(exc, "")
         why = f"the fp32 reference cannot run: {lacks}" if lacks else f"{type(exc).__name__}: {first_line(exc)}"
         log(f"accuracy could not be checked: {why}")
         return unchecked(why)

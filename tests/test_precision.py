@@ -97,7 +97,18 @@ def test_tolerance_breach_is_a_failing_verdict() -> None:
     (strict,) = compare(close, reference, Tolerance(min_cosine=0.9, max_abs=1e-6))
     assert strict["verdict"] == "fail" and strict["worst_metric"] == "max_abs_error"
     (nan,) = compare({"logits": np.full((8, 10), np.nan)}, reference, DEFAULT_TOLERANCES["fp32"])
-    assert nan["verdict"] == "fail" and nan["worst_metric"] == "non-finite outputs"
+    assert nan["verdict"] == "fail" and nan["worst_metric"] == "non-finite outputs where the reference is finite"
+    # NaN in the reference itself (inputs outside the model's domain): judged where it has a value
+    holes = {"logits": reference["logits"].copy()}
+    holes["logits"][0, :3] = np.nan
+    (same,) = compare({"logits": holes["logits"] + 1e-6}, holes, DEFAULT_TOLERANCES["fp32"])
+    assert same["verdict"] == "pass" and same["elements"] == holes["logits"].size - 3
+    assert same["worst_metric"] == f"judged on the {holes['logits'].size - 3} of {holes['logits'].size} elements " \
+        "where the reference is finite (it is NaN or infinite at the rest)"
+    (wrong,) = compare({"logits": -holes["logits"]}, holes, DEFAULT_TOLERANCES["fp32"])
+    assert wrong["verdict"] == "fail" and wrong["worst_metric"] == "cosine_similarity"
+    (none,) = compare({"logits": np.zeros((8, 10))}, {"logits": np.full((8, 10), np.inf)}, DEFAULT_TOLERANCES["fp32"])
+    assert none["verdict"] == "unjudged" and none["worst_metric"].startswith("the reference is NaN or infinite at every")
     (shape,) = compare({"logits": np.zeros((8, 5))}, reference, DEFAULT_TOLERANCES["fp32"])
     assert shape["verdict"] == "fail" and shape["worst_metric"] == "shape"
 

@@ -16,6 +16,7 @@ from farm.backends.onnxruntime import placement
 from farm.backends.onnxruntime.options import CUDA_ONLY_OPTIONS, OnnxRuntimeOptions
 from farm.backends.onnxruntime.profile import QUERY_RANGE, kernel_layers, layers_from_profile
 from farm.errors import EngineUnsupported
+from farm.models.opset import ConversionFailed, for_onnxruntime
 from farm.records import BuildRequest, BuildStats, LayerRecord, QueryFn
 
 _OPTIMIZATION_LEVELS = {
@@ -33,6 +34,8 @@ _NO_KERNEL = re.compile(r"(?:Could not find an implementation for|Failed to find
 # the CPU it says _NO_KERNEL's words (Mul at opset 6 in the onnx wheel's PoissonNLLLoss model)
 _NO_PROVIDER = re.compile(r"Provider type for (\w+) node with name '([^']*)' is not set")
 _NO_OP = re.compile(r"Fatal error: ([\w.]*):(\w+)\((-?\d+)\) is not a registered function/op")
+# an operator the model's own opset does not define yet (a graph stamped with an older opset than it uses)
+_NOT_AT_OPSET = re.compile(r"No Op registered for (\w+) with domain_version of (\d+)")
 # StringNormalizer's locale (en_US.UTF-8 when the model names none), which the C library must have
 _NO_LOCALE = re.compile(r"Failed to construct locale with name:\s*([^\s:]+)")
 
@@ -62,6 +65,10 @@ def lacking_operator(exc: BaseException, version: str) -> str | None:
         return (f"ONNX Runtime {version}placed {match[1]}{node} on none of its providers: none has a kernel for it "
                 "at the model's opset; convert the model to a newer opset (onnx.version_converter.convert_version), "
                 "or run it on another engine")
+    if match := _NOT_AT_OPSET.search(text):
+        return (f"the model uses {match[1]}, which ONNX does not define at the model's opset {match[2]} (its "
+                "opset_import is older than its operators): export it again, or stamp it with an opset that defines "
+                f"{match[1]}")
     if (match := _NO_OP.search(text)) and _defined(match[2], match[1]):
         domain, op = match[1] or "ai.onnx", match[2]
         return (f"ONNX Runtime {version}does not implement {op} of the domain {domain}: export the model "
@@ -93,6 +100,7 @@ class OnnxRuntimeBackend(LoopTimedBackend):
         self.work_dir: Path | None = None
         self.optimized = None
         self.precision = "fp32"
+        self.conversion_refused: str | None = None  # why a model older than opset 7 runs as given (farm.models.opset)
         self.memory = None  # CUDA: farm.backends.onnxruntime.cuda.DeviceMemory
         self.bound = None  # CUDA: farm.backends.onnxruntime.cuda.BoundSession
 
@@ -192,7 +200,7 @@ class OnnxRuntimeBackend(LoopTimedBackend):
                 raise_if_uncapturable(exc, self._on_cpu_without_graph(opts) if NOT_PARTITIONED in str(exc) else None)
             reason = lacking_operator(exc, ort.__version__)
             if reason:
-                raise EngineUnsupported(reason) from exc
+                raise EngineUnsupported("; ".join(filter(None, [reason, self.conversion_refused]))) from exc
             raise
         if self.cuda:
             wanted = self._providers()[0][0]
@@ -218,6 +226,10 @@ class OnnxRuntimeBackend(LoopTimedBackend):
         import onnx
 
         self.model_path, self.work_dir, self.precision = request.model_path, request.work_dir, request.precision
+        try:
+            self.model_path, converted = for_onnxruntime(self.model_path, request.cache_dir or self.work_dir)
+        except ConversionFailed as exc:  # the file as given, which ONNX Runtime may still run
+            converted, self.conversion_refused = None, str(exc)
         optimized_path = self.work_dir / "optimized.onnx"
         opts = self._session_options()
         if self.options.provider == "default":  # a TensorRT EP session holds compiled nodes: nothing to save
@@ -258,7 +270,7 @@ class OnnxRuntimeBackend(LoopTimedBackend):
             artifact_bytes=optimized_path.stat().st_size if saved else None,
             layers_before_fusion=len(original.graph.node),
             layers_after_fusion=len(self.optimized.graph.node) if saved else None,
-            transform_summary=ran_as,
+            transform_summary="; ".join(filter(None, [converted, ran_as])) or None,
             **(placement.build_facts(placed, self.cuda) if placed else {}),
         )
         return self.build_stats

@@ -160,15 +160,7 @@ class TorchBackend(LoopTimedBackend):
         if self.options.mode == "eager":
             self.run = module
         elif self.options.mode == "compile":
-            # Every cell compiles the same forward code object; without a reset, dynamo's per-code
-            # cache limit would quietly send later cells of this worker back to eager.
-            torch._dynamo.reset()
-            self.run = torch.compile(module, mode=self.options.compile_mode, dynamic=False)
-            before = inductor_counts()
-            self._call_once()  # compilation happens on the first call: part of the build
-            compiled = inductor_counts(before)
-            stats.cache_hits = compiled["fxgraph_cache_hit"]
-            stats.transform_summary = "; ".join(filter(None, [stats.transform_summary, lowering_note(compiled, cuda)]))
+            self._compile(torch, module, stats)
         else:
             self.run = self._capture_graph(torch)
         if cuda:
@@ -201,6 +193,20 @@ class TorchBackend(LoopTimedBackend):
             conv_4d = any(op == "Conv" and len(ins) > 1 and len(module.weight_shapes.get(ins[1], ())) == 4
                           for _, op, ins, _, _ in module.nodes)
         return "channels_last" if conv_4d and self.dev.type == "cuda" else "contiguous"
+
+    def _compile(self, torch, module, stats: BuildStats) -> None:
+        """torch.compile the module and call it once (the compile happens then: part of the build);
+        the build row counts the graphs inductor took from its cache and says what it lowered."""
+        # Every cell compiles the same forward code object; without a reset, dynamo's per-code
+        # cache limit would quietly send later cells of this worker back to eager.
+        torch._dynamo.reset()
+        self.run = torch.compile(module, mode=self.options.compile_mode, dynamic=False)
+        before = inductor_counts()
+        self._call_once()
+        compiled = inductor_counts(before)
+        stats.cache_hits = compiled["fxgraph_cache_hit"]
+        note = lowering_note(compiled, self.dev.type == "cuda")
+        stats.transform_summary = "; ".join(filter(None, [stats.transform_summary, note])) or None
 
     def _call_once(self) -> None:
         import torch

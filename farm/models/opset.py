@@ -1,0 +1,72 @@
+"""ONNX files older than opset 7 (the onnx wheel's backend-test graphs at opsets 1-6, early model-zoo
+exports), which ONNX Runtime does not promise to run ("only guarantees support for models stamped with
+opset version 7 or above") and for several operators of which it has no kernel (Add, Mul and PRelu at
+opset 6, AveragePool at opset 1): ONNX Runtime runs them, and the fp32 reference is taken from them,
+converted to opset 7 by ONNX's own version converter. The converter rewrites each operator to its newer
+definition (opset 6's Add with `broadcast` and `axis` attributes becomes numpy broadcasting, ...);
+the graph computes the same values. The converted file is cached by the original's bytes; the cells
+that ran it and the accuracy rows judged against it say so."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from pathlib import Path
+
+from farm.errors import first_line
+from farm.files import write_atomic
+
+ORT_OPSET_FLOOR = 7  # the oldest opset of the default domain ONNX Runtime guarantees
+
+
+class ConversionFailed(ValueError):
+    """ONNX's version converter could not take the model to ORT_OPSET_FLOOR (the message says why)."""
+
+
+def default_opset(path: Path) -> int | None:
+    """The model's opset of the default ONNX domain (None: it imports none)."""
+    stat = Path(path).stat()
+    return _default_opset(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _default_opset(path: str, _mtime_ns: int, _size: int) -> int | None:
+    # cached by the file's identity: a large model is parsed once a process, not at every check
+    import onnx
+
+    model = onnx.load(path, load_external_data=False)
+    return next((entry.version for entry in model.opset_import if entry.domain in ("", "ai.onnx")), None)
+
+
+def conversion_note(before: int) -> str:
+    return (f"opset {before} converted to {ORT_OPSET_FLOOR} by onnx.version_converter: ONNX Runtime guarantees "
+            f"opset {ORT_OPSET_FLOOR} and newer")
+
+
+def converted_file(path: Path, cache_dir: Path) -> Path:
+    """Where the conversion of the model at `path` is cached (it exists once made)."""
+    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:24]
+    return cache_dir / "opset" / f"{digest}.opset{ORT_OPSET_FLOOR}.onnx"
+
+
+def for_onnxruntime(path: Path, cache_dir: Path) -> tuple[Path, str | None]:
+    """(the file ONNX Runtime runs for the model at `path`, what was done in words or None): the
+    model itself at opset 7 or newer, else its conversion (made once, cached under `cache_dir`).
+    Raises ConversionFailed saying why where the converter cannot take it."""
+    before = default_opset(path)
+    if before is None or before >= ORT_OPSET_FLOOR:
+        return path, None
+    converted = converted_file(path, cache_dir)
+    if not converted.is_file():
+        import onnx
+        from onnx import version_converter
+
+        try:
+            model = version_converter.convert_version(onnx.load(str(path)), ORT_OPSET_FLOOR)
+            onnx.checker.check_model(model)
+        except Exception as exc:  # the converter's own error, said in one line
+            raise ConversionFailed(f"the model is at opset {before}, older than ONNX Runtime guarantees "
+                             f"({ORT_OPSET_FLOOR}), and ONNX's version converter could not convert it: "
+                             f"{first_line(exc)[:200]}") from exc
+        write_atomic(converted, lambda tmp: onnx.save(model, str(tmp)), make_parents=True)
+    return converted, conversion_note(before)
