@@ -66,7 +66,7 @@ def for_onnxruntime(path: Path, cache_dir: Path) -> tuple[Path, str | None]:
             onnx.checker.check_model(model)
         except Exception as exc:  # the converter's own error, said in one line
             raise ConversionFailed(f"the model is at opset {before}, older than ONNX Runtime guarantees "
-                             f"({ORT_OPSET_FLOOR}), and ONNX's version converter could not convert it: "
-                             f"{first_line(exc)[:200]}") from exc
+                                   f"({ORT_OPSET_FLOOR}), and ONNX's version converter could not convert it: "
+                                   f"{first_line(exc)[:200]}") from exc
         write_atomic(converted, lambda tmp: onnx.save(model, str(tmp)), make_parents=True)
     return converted, conversion_note(before)

@@ -65,7 +65,7 @@ def lacking_operator(exc: BaseException, version: str) -> str | None:
         return (f"ONNX Runtime {version}placed {match[1]}{node} on none of its providers: none has a kernel for it "
                 "at the model's opset; convert the model to a newer opset (onnx.version_converter.convert_version), "
                 "or run it on another engine")
-    if match := _NOT_AT_OPSET.search(text):
+    if (match := _NOT_AT_OPSET.search(text)) and _defined(match[1], ""):  # ONNX defines it, at a later opset
         return (f"the model uses {match[1]}, which ONNX does not define at the model's opset {match[2]} (its "
                 "opset_import is older than its operators): export it again, or stamp it with an opset that defines "
                 f"{match[1]}")
