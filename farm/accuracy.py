@@ -313,9 +313,9 @@ def compare(outputs: dict[str, np.ndarray], reference: dict[str, np.ndarray], to
         degenerate = degenerate_reference(b if undefined else expected)
         row |= ({"verdict": "unjudged", "worst_metric": degenerate, "worst_value": None} if degenerate
                 else _verdict(row, tolerance, finite))
-        if undefined and row["verdict"] == "pass":  # said on the row, which no failure's metric takes
-            row["worst_metric"] = (f"judged on the {a.size} of {a.size + undefined} elements where the reference "
-                                   "is finite (it is NaN or infinite at the rest)")
+        if undefined and row["verdict"] == "pass":  # after the metric closest to its bound
+            row["worst_metric"] = (f"{row['worst_metric']} (judged on the {a.size} of {a.size + undefined} elements "
+                                   "where the reference is finite: it is NaN or infinite at the rest)")
         rows.append(row)
     return rows
 
