@@ -28,6 +28,7 @@ from farm.config import NATIVE_PREFIXES
 from farm.errors import EngineUnsupported, describe, first_line
 from farm.measurement_row import MeasurementRow
 from farm.models import make_feeds
+from farm.models.opset import ConversionFailed, for_onnxruntime
 from farm.precision import TRANSFORMS, Transformed, TransformUnsupported, transform
 from farm.provenance import farm_commit, host_info, library_versions
 from farm.records import BuildRequest, Cell, CellResult, Samples, now
@@ -156,7 +157,10 @@ def _transformed(backend: Backend, cell: Cell, cache_dir: Path, log: Log) -> Tra
     if not (backend.capabilities.onnx_precision and cell.precision in TRANSFORMS):
         return None
     log(f"converting to {cell.precision}")
-    return transform(cell.model.path, cell.model.sha256, cell.precision, cell.model.inputs, cell.input_shapes,
+    source = cell.model.path
+    with contextlib.suppress(ConversionFailed):  # else the file as given: its engine says what it cannot run
+        source, _ = for_onnxruntime(source, cache_dir)  # the transforms run ONNX Runtime, as of opset 7
+    return transform(source, cell.model.sha256, cell.precision, cell.model.inputs, cell.input_shapes,
                      cell.calibration, cell.keep_io_types, cache_dir, cell.measurement.seed)
 
 
@@ -293,7 +297,6 @@ def _accuracy_rows(backend: Backend, cell: Cell, feeds: dict[str, np.ndarray], c
         raise
     except Exception as exc:  # noqa: BLE001 - an accuracy check that cannot run is said, never a failed cell
         from farm.backends.onnxruntime import lacking_operator
-        from farm.models.opset import ConversionFailed
 
         lacks = str(exc) if isinstance(exc, ConversionFailed) else lacking_operator(exc, "")
         why = f"the fp32 reference cannot run: {lacks}" if lacks else f"{type(exc).__name__}: {first_line(exc)}"

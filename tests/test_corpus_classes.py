@@ -122,6 +122,22 @@ def test_slice_of_opset_1_runs_on_the_interpreter(tmp_path: Path) -> None:
     assert verdicts(tmp_path, "c.backend = 'torch'") == [("pass",)]
 
 
+def test_the_precision_transforms_of_a_model_older_than_opset_7_start_from_its_conversion(tmp_path: Path) -> None:
+    """Gemm at opset 6 at fp16 and int8 on ONNX Runtime: the transforms run ONNX Runtime (fp16's range
+    probe, int8's calibration), which could not open the file as given, so they start from its
+    conversion. fp16 runs and passes; int8's quantizer makes a model the ONNX checker refuses at this
+    old IR version, which is unsupported saying so, never failed."""
+    source = shipped(tmp_path, "pytorch-converted/test_Linear")
+    config = write_sweep(tmp_path, f'name = "old"\n[[models]]\nsource = "{source}"\n[axes]\nprecisions = ["fp16", "int8"]\n'
+                                   'backends = ["onnxruntime"]\n')
+    assert main(["sweep", str(config), "--results", str(tmp_path / "results"), "--executor", "local"]) == 0
+    con = Warehouse(tmp_path / "results").connect()
+    rows = dict(con.execute("SELECT c.precision, c.status || ': ' || coalesce(c.reason, a.verdict) FROM cells c "
+                            "LEFT JOIN accuracy a USING (cell_id) WHERE c.batch = 4").fetchall())
+    assert rows["fp16"] == "ok: pass", rows
+    assert rows["int8"].startswith("unsupported: int8 transform (onnxruntime.quantization"), rows
+
+
 def test_a_reference_onnx_runtime_cannot_run_says_why_in_the_accuracy_row(tmp_path: Path) -> None:
     """A graph stamped opset 6 that uses Mish (an operator of opset 18), as a hand-edited model can be:
     ONNX's converter refuses to take it to opset 7, and ONNX Runtime refuses it as given, so neither
