@@ -130,7 +130,8 @@ def evaluate(run: Run, evaluation: EvaluationSet, batch: int) -> dict[str, np.nd
 def reference_evaluation(model_path: Path, model_sha256: str, evaluation: EvaluationSet, batch: int,
                          cache_dir: Path) -> dict[str, np.ndarray]:
     """The FP32 reference over the evaluation set, in the same chunks as the cell (cached on disk)."""
-    key = hashlib.sha256(f"{model_sha256}:{batch}:{evaluation.digest()}".encode()).hexdigest()[:24]
+    key = hashlib.sha256(f"{model_sha256}:{batch}:{evaluation.digest()}{_converted_mark(model_path, cache_dir)}"
+                         .encode()).hexdigest()[:24]
     return _cached(cache_dir / "reference" / f"eval-{key}.npz",
                    lambda: evaluate(_reference_session(model_path, cache_dir), evaluation, batch))
 
@@ -138,7 +139,7 @@ def reference_evaluation(model_path: Path, model_sha256: str, evaluation: Evalua
 def reference_outputs(model_path: Path, model_sha256: str, feeds: dict[str, np.ndarray],
                       cache_dir: Path) -> dict[str, np.ndarray]:
     """Outputs of the original model on ONNX Runtime CPU for these feeds (cached on disk)."""
-    digest = hashlib.sha256(model_sha256.encode())
+    digest = hashlib.sha256(f"{model_sha256}{_converted_mark(model_path, cache_dir)}".encode())
     for name in sorted(feeds):
         digest.update(name.encode())
         digest.update(as_bytes(feeds[name]))
@@ -146,17 +147,17 @@ def reference_outputs(model_path: Path, model_sha256: str, feeds: dict[str, np.n
                    lambda: _reference_session(model_path, cache_dir)(feeds))
 
 
+def _converted_mark(model_path: Path, cache_dir: Path) -> str:
+    """Part of a cached reference's key: the outputs of a converted model are not those of the file."""
+    return ":opset7" if _reference_file(model_path, cache_dir)[1] else ""
+
+
 def _reference_session(model_path: Path, cache_dir: Path) -> Run:
     import onnxruntime as ort
 
-    from farm.models.opset import ConversionFailed, for_onnxruntime
-
     options = ort.SessionOptions()
     options.log_severity_level = 3  # errors only: an old opset's optimizer warnings are not the user's news
-    try:
-        runnable, _ = for_onnxruntime(model_path, cache_dir)  # a model older than opset 7: its conversion
-    except ConversionFailed:
-        runnable = model_path  # as given, which ONNX Runtime may still run (reference_name says which)
+    runnable, _ = _reference_file(model_path, cache_dir)
     session = ort.InferenceSession(str(runnable), options, providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
     return comparable(lambda feeds: dict(zip(names, session.run(names, feeds))))
@@ -209,13 +210,19 @@ def check(run: Run, cell: Cell, feeds: dict[str, np.ndarray], cache_dir: Path,
 
 def reference_name(model_path: Path, cache_dir: Path) -> str:
     """The `reference` of the model's accuracy rows: ONNX Runtime CPU at fp32, on the model converted
-    to opset 7 where it is older and the converter took it (farm.models.opset)."""
-    from farm.models.opset import ORT_OPSET_FLOOR, conversion_note, converted_file, default_opset
+    to opset 7 where it is older and the converter takes it (farm.models.opset), as `_reference_session`
+    runs it; the cached outputs' keys carry the same (`_reference_key`)."""
+    _, converted = _reference_file(model_path, cache_dir)
+    return f"{REFERENCE}, {converted}" if converted else REFERENCE
 
-    opset = default_opset(model_path)
-    if opset is None or opset >= ORT_OPSET_FLOOR or not converted_file(model_path, cache_dir).is_file():
-        return REFERENCE
-    return f"{REFERENCE}, {conversion_note(opset)}"
+
+def _reference_file(model_path: Path, cache_dir: Path) -> tuple[Path, str | None]:
+    from farm.models.opset import ConversionFailed, for_onnxruntime
+
+    try:
+        return for_onnxruntime(model_path, cache_dir)  # a model older than opset 7: its conversion
+    except ConversionFailed:
+        return model_path, None  # as given, which ONNX Runtime may still run
 
 
 def _same(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
@@ -308,8 +315,10 @@ def compare(outputs: dict[str, np.ndarray], reference: dict[str, np.ndarray], to
         }
         if a.size:
             row |= _polygraphy_errors(a, b)
-        if np.ndim(expected) == 2 and np.shape(expected)[1] >= 5 and finite and not undefined:
-            row |= top_k_agreement(got, expected, tie_margin)
+        if np.ndim(expected) == 2 and np.shape(expected)[1] >= 5 and finite:
+            whole = np.isfinite(np.asarray(expected, dtype=np.float64)).all(axis=1)  # rows with every logit
+            if whole.any():
+                row |= top_k_agreement(np.asarray(got)[whole], np.asarray(expected)[whole], tie_margin)
         degenerate = degenerate_reference(b if undefined else expected)
         row |= ({"verdict": "unjudged", "worst_metric": degenerate, "worst_value": None} if degenerate
                 else _verdict(row, tolerance, finite))

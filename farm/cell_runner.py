@@ -157,11 +157,12 @@ def _transformed(backend: Backend, cell: Cell, cache_dir: Path, log: Log) -> Tra
     if not (backend.capabilities.onnx_precision and cell.precision in TRANSFORMS):
         return None
     log(f"converting to {cell.precision}")
-    source = cell.model.path
+    source, converted = cell.model.path, None
     with contextlib.suppress(ConversionFailed):  # else the file as given: its engine says what it cannot run
-        source, _ = for_onnxruntime(source, cache_dir)  # the transforms run ONNX Runtime, as of opset 7
-    return transform(source, cell.model.sha256, cell.precision, cell.model.inputs, cell.input_shapes,
+        source, converted = for_onnxruntime(source, cache_dir)  # the transforms run ONNX Runtime, as of opset 7
+    done = transform(source, cell.model.sha256, cell.precision, cell.model.inputs, cell.input_shapes,
                      cell.calibration, cell.keep_io_types, cache_dir, cell.measurement.seed)
+    return dataclasses.replace(done, summary="; ".join(filter(None, [converted, done.summary]))) if converted else done
 
 
 @contextlib.contextmanager
@@ -298,7 +299,7 @@ def _accuracy_rows(backend: Backend, cell: Cell, feeds: dict[str, np.ndarray], c
     except Exception as exc:  # noqa: BLE001 - an accuracy check that cannot run is said, never a failed cell
         from farm.backends.onnxruntime import lacking_operator
 
-        lacks = str(exc) if isinstance(exc, ConversionFailed) else lacking_operator(exc, "")
+        lacks = lacking_operator(exc, "")
         why = f"the fp32 reference cannot run: {lacks}" if lacks else f"{type(exc).__name__}: {first_line(exc)}"
         log(f"accuracy could not be checked: {why}")
         return unchecked(why)

@@ -103,7 +103,8 @@ def test_tolerance_breach_is_a_failing_verdict() -> None:
     holes["logits"][0, :3] = np.nan
     (same,) = compare({"logits": holes["logits"] + 1e-6}, holes, DEFAULT_TOLERANCES["fp32"])
     assert same["verdict"] == "pass" and same["elements"] == holes["logits"].size - 3
-    assert same["worst_metric"] == f"cosine_similarity (judged on the {holes['logits'].size - 3} of " \
+    assert same["top1_agreement"] == 1.0  # on the 7 rows whose every logit the reference has
+    assert same["worst_metric"] == f"top1_agreement (judged on the {holes['logits'].size - 3} of " \
         f"{holes['logits'].size} elements where the reference is finite: it is NaN or infinite at the rest)"
     (wrong,) = compare({"logits": -holes["logits"]}, holes, DEFAULT_TOLERANCES["fp32"])
     assert wrong["verdict"] == "fail" and wrong["worst_metric"] == "cosine_similarity"

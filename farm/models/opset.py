@@ -46,7 +46,7 @@ def conversion_note(before: int) -> str:
 def converted_file(path: Path, cache_dir: Path) -> Path:
     """Where the conversion of the model at `path` is cached (it exists once made)."""
     digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:24]
-    return cache_dir / "opset" / f"{digest}.opset{ORT_OPSET_FLOOR}.onnx"
+    return cache_dir / "opset" / f"{digest}.opset{ORT_OPSET_FLOOR}.ir4.onnx"
 
 
 def for_onnxruntime(path: Path, cache_dir: Path) -> tuple[Path, str | None]:
@@ -63,6 +63,9 @@ def for_onnxruntime(path: Path, cache_dir: Path) -> tuple[Path, str | None]:
 
         try:
             model = version_converter.convert_version(onnx.load(str(path)), ORT_OPSET_FLOOR)
+            # IR 4 lets initializers be other than graph inputs, which ONNX Runtime's quantizer makes;
+            # the IR 3 of these old files is kept by the converter
+            model.ir_version = max(model.ir_version, 4)
             onnx.checker.check_model(model)
         except Exception as exc:  # the converter's own error, said in one line
             raise ConversionFailed(f"the model is at opset {before}, older than ONNX Runtime guarantees "

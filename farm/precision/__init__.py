@@ -35,7 +35,7 @@ from farm.records import Calibration  # moved to farm.records
 
 __all__ = ["TRANSFORMS", "Calibration", "Transformed", "TransformUnsupported", "calibration_batches", "transform"]
 
-TRANSFORM_VERSION = 6  # bump when a transform changes, so cached models are made again (6: int8 Q/DQ on weighted ops only)
+TRANSFORM_VERSION = 7  # bump when a transform changes, so cached models are made again (7: old opsets converted first)
 TRANSFORMS = ("fp16", "int8")
 
 

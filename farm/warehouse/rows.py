@@ -111,7 +111,7 @@ def split_verdicts(rows: list[dict[str, Any]], answer_qps: float) -> str:
 
     verdicts: dict[float, list[bool]] = {}
     for r in rows:
-        if r["target_qps"] is not None and r["target_qps"] > answer_qps:
+        if r["target_qps"] is not None and r["target_qps"] > answer_qps and not r.get("error"):  # the engine ran
             verdicts.setdefault(r["target_qps"], []).append(
                 meets(bool(r.get("valid")), r.get("error"), r.get("latency_p99_ms"), r.get("slo_ms")))
     split = sorted(rate for rate, passed in verdicts.items() if any(passed) and not all(passed))

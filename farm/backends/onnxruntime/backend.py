@@ -48,6 +48,12 @@ def _defined(op: str, domain: str) -> bool:
     return onnx.defs.has(op, domain)
 
 
+def _node_domain(text: str, op: str) -> str:
+    """The domain of the node ONNX Runtime's error names ('In Node, ("name", Op, "domain", -1)'), or ''."""
+    match = re.search(rf'\("[^"]*", {re.escape(op)}, "([^"]*)"', text)
+    return match[1] if match else ""
+
+
 def lacking_operator(exc: BaseException, version: str) -> str | None:
     """Why ONNX Runtime cannot run a model at all, where that is an operator ONNX defines and ONNX
     Runtime lacks, or a locale this machine lacks (the cell is unsupported, with what to do), or
@@ -65,7 +71,7 @@ def lacking_operator(exc: BaseException, version: str) -> str | None:
         return (f"ONNX Runtime {version}placed {match[1]}{node} on none of its providers: none has a kernel for it "
                 "at the model's opset; convert the model to a newer opset (onnx.version_converter.convert_version), "
                 "or run it on another engine")
-    if (match := _NOT_AT_OPSET.search(text)) and _defined(match[1], ""):  # ONNX defines it, at a later opset
+    if (match := _NOT_AT_OPSET.search(text)) and _defined(match[1], "") and _node_domain(text, match[1]) in ("", "ai.onnx"):
         return (f"the model uses {match[1]}, which ONNX does not define at the model's opset {match[2]} (its "
                 "opset_import is older than its operators): export it again, or stamp it with an opset that defines "
                 f"{match[1]}")
