@@ -35,7 +35,8 @@ def inductor_counts(before: dict[str, int] | None = None) -> collections.Counter
 def lowering_note(compiled: collections.Counter, cuda: bool) -> str | None:
     """What the build row says of a compile that turned int8 weight-only products into
     aten._weight_int8pack_mm (inductor's pattern for bf16 activations by int8 weights), or None.
-    A graph taken from inductor's cache is not lowered again, so it is not seen there."""
+    The pattern pass counts each product it rewrites (on torch 2.13 also for a graph then found in
+    inductor's cache)."""
     rewritten = compiled["woq_matcher_count"]
     if not rewritten:
         return None
