@@ -211,7 +211,7 @@ def check(run: Run, cell: Cell, feeds: dict[str, np.ndarray], cache_dir: Path,
 def reference_name(model_path: Path, cache_dir: Path) -> str:
     """The `reference` of the model's accuracy rows: ONNX Runtime CPU at fp32, on the model converted
     to opset 7 where it is older and the converter takes it (farm.models.opset), as `_reference_session`
-    runs it; the cached outputs' keys carry the same (`_reference_key`)."""
+    runs it; the cached outputs' keys carry the same (`_converted_mark`)."""
     _, converted = _reference_file(model_path, cache_dir)
     return f"{REFERENCE}, {converted}" if converted else REFERENCE
 
