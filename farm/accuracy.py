@@ -217,12 +217,9 @@ def reference_name(model_path: Path, cache_dir: Path) -> str:
 
 
 def _reference_file(model_path: Path, cache_dir: Path) -> tuple[Path, str | None]:
-    from farm.models.opset import ConversionFailed, for_onnxruntime
+    from farm.models.opset import runnable
 
-    try:
-        return for_onnxruntime(model_path, cache_dir)  # a model older than opset 7: its conversion
-    except ConversionFailed:
-        return model_path, None  # as given, which ONNX Runtime may still run
+    return runnable(model_path, cache_dir)  # a model older than opset 7: its conversion
 
 
 def _same(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:

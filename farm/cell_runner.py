@@ -28,7 +28,7 @@ from farm.config import NATIVE_PREFIXES
 from farm.errors import EngineUnsupported, describe, first_line
 from farm.measurement_row import MeasurementRow
 from farm.models import make_feeds
-from farm.models.opset import ConversionFailed, for_onnxruntime
+from farm.models.opset import runnable
 from farm.precision import TRANSFORMS, Transformed, TransformUnsupported, transform
 from farm.provenance import farm_commit, host_info, library_versions
 from farm.records import BuildRequest, Cell, CellResult, Samples, now
@@ -157,9 +157,7 @@ def _transformed(backend: Backend, cell: Cell, cache_dir: Path, log: Log) -> Tra
     if not (backend.capabilities.onnx_precision and cell.precision in TRANSFORMS):
         return None
     log(f"converting to {cell.precision}")
-    source, converted = cell.model.path, None
-    with contextlib.suppress(ConversionFailed):  # else the file as given: its engine says what it cannot run
-        source, converted = for_onnxruntime(source, cache_dir)  # the transforms run ONNX Runtime, as of opset 7
+    source, converted = runnable(cell.model.path, cache_dir)  # the transforms run ONNX Runtime, as of opset 7
     done = transform(source, cell.model.sha256, cell.precision, cell.model.inputs, cell.input_shapes,
                      cell.calibration, cell.keep_io_types, cache_dir, cell.measurement.seed)
     return dataclasses.replace(done, summary="; ".join(filter(None, [converted, done.summary]))) if converted else done

@@ -73,3 +73,12 @@ def for_onnxruntime(path: Path, cache_dir: Path) -> tuple[Path, str | None]:
                                    f"{first_line(exc)[:200]}") from exc
         write_atomic(converted, lambda tmp: onnx.save(model, str(tmp)), make_parents=True)
     return converted, conversion_note(before)
+
+
+def runnable(path: Path, cache_dir: Path) -> tuple[Path, str | None]:
+    """`for_onnxruntime`, or the file as given where the converter refuses it: ONNX Runtime may still
+    run it, and where it cannot, its own error says why."""
+    try:
+        return for_onnxruntime(path, cache_dir)
+    except ConversionFailed:
+        return path, None
