@@ -156,6 +156,21 @@ def test_a_step_whose_first_runs_were_contended_is_named_at_its_first_run(tmp_pa
         assert [c.sweep for c in series.changes] == [expected], (name, [(c.sweep, c.change) for c in series.changes])
 
 
+def test_contended_runs_at_a_quiet_runs_level_are_judged_so_a_step_keeps_its_runs_before_it(tmp_path: Path) -> None:
+    """Ten runs: the first four timed while other programs took 60 % of the CPU yet at the quiet
+    fifth's level, then a threefold step with 12 % noise between runs. Left out, the contended
+    runs would leave one quiet run before the step, too few to find it at p < 0.001; at their
+    quiet neighbour's level the load did not move them, so they are judged and the step is found."""
+    values = noisy(0, runs=10)
+    spread = np.random.default_rng(50).normal(0, 0.12, 5)
+    values[5:] = [3.0 * v * (1 + e) for v, e in zip(values[5:], spread)]
+    results = tmp_path / "results"
+    write_series(results, {"step": values}, taken={run: 60.0 for run in range(4)})
+    [series] = history(results, explain_layers=False)
+    assert [p.contended for p in series.points] == [True] * 4 + [False] * 6
+    assert [c.sweep for c in series.changes] == ["night-05"], [(c.sweep, c.change) for c in series.changes]
+
+
 def test_a_slowdown_fixed_since_does_not_fail_history(tmp_path: Path) -> None:
     results = tmp_path / "results"
     values = noisy(5, runs=36)
