@@ -53,6 +53,28 @@ def test_build_query_and_layers(tmp_path: Path) -> None:
     backend.close()
 
 
+@pytest.mark.parametrize("spinning", [True, False])
+def test_spinning_off_is_the_sessions_own_setting(tmp_path: Path, spinning: bool) -> None:
+    """`spinning = false` is ONNX Runtime's allow_spinning 0 on both thread pools (onnxruntime_perf_test
+    -D), read back from the built session; the default leaves ONNX Runtime's own (spinning)."""
+    tiny_cnn(tmp_path / "tiny.onnx", channels=4, spatial=8)
+    backend = backend_class("onnxruntime")({"intra_op_threads": 2, "spinning": spinning})
+    feeds = {"x": np.ones((2, 3, 8, 8), np.float32)}
+    backend.build(standalone_request(tmp_path / "tiny.onnx", feeds, "fp32", tmp_path), feeds)
+    entries = backend.session.get_session_options()
+
+    def entry(key: str) -> str | None:
+        try:
+            return entries.get_session_config_entry(key)
+        except RuntimeError:  # ONNX Runtime's answer for a key never set
+            return None
+
+    read = [entry(f"session.{pool}.allow_spinning") for pool in ("intra_op", "inter_op")]
+    assert read == ([None, None] if spinning else ["0", "0"])
+    assert backend.query_fn(feeds)() is None
+    backend.close()
+
+
 def test_layers_describe_the_optimized_graph(tmp_path: Path) -> None:
     """At level "all" the CPU provider may run convolutions in NCHWc layout, channels padded to a
     whole block whose size depends on the CPU (8 with AVX2, 16 with AVX-512): the per-layer rows

@@ -179,6 +179,9 @@ class OnnxRuntimeBackend(LoopTimedBackend):
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = self.options.intra_op_threads
         opts.inter_op_num_threads = self.options.inter_op_threads
+        if not self.options.spinning:  # threads that wait for work block instead of burning a core
+            for pool in ("intra_op", "inter_op"):
+                opts.add_session_config_entry(f"session.{pool}.allow_spinning", "0")
         opts.graph_optimization_level = getattr(ort.GraphOptimizationLevel,
                                                 _OPTIMIZATION_LEVELS[self.options.graph_optimization])
         opts.execution_mode = (ort.ExecutionMode.ORT_PARALLEL if self.options.execution_mode == "parallel"

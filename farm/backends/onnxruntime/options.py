@@ -21,6 +21,7 @@ class OnnxRuntimeOptions(BackendOptions):
     provider: Literal["default", "tensorrt"] = "default"
     intra_op_threads: Annotated[int, Field(ge=0)] = 0
     inter_op_threads: Annotated[int, Field(ge=0)] = 0
+    spinning: bool = True
     graph_optimization: Literal["disable", "basic", "extended", "all"] = "all"
     execution_mode: Literal["sequential", "parallel"] = "sequential"
     cudnn_conv_algo_search: Literal["EXHAUSTIVE", "HEURISTIC", "DEFAULT"] = "EXHAUSTIVE"
@@ -31,5 +32,5 @@ class OnnxRuntimeOptions(BackendOptions):
 
     added_later: ClassVar[frozenset[str]] = frozenset({
         "device", "provider", "cudnn_conv_algo_search", "prefer_nhwc", "cuda_graph", "transfers",
-        "trt_builder_optimization_level"})
+        "trt_builder_optimization_level", "spinning"})
 
