@@ -110,6 +110,7 @@ def test_measured_runs_with_a_planted_slowdown_name_its_run_and_layer(tmp_path: 
     capsys.readouterr()
     [series] = history(results)
     assert [p.sweep for p in series.points] == [f"run-{run}" for run in range(10)]
+    assert series.changes, [(p.median_ms, p.contended, p.taken_percent) for p in series.points]
     change = max(series.changes, key=lambda c: abs(c.change))
     assert change.sweep == "run-5" and change.change > 1.0, [(c.sweep, c.change) for c in series.changes]
     assert change.layers is not None and change.layers.rows

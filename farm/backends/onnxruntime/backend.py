@@ -19,10 +19,6 @@ from farm.errors import EngineUnsupported
 from farm.models.opset import ConversionFailed, for_onnxruntime
 from farm.records import BuildRequest, BuildStats, LayerRecord, QueryFn
 
-_OPTIMIZATION_LEVELS = {
-    "disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC",
-    "extended": "ORT_ENABLE_EXTENDED", "all": "ORT_ENABLE_ALL",
-}
 _WARMUP_RUNS = 2  # profiled runs dropped before the counted ones
 
 
@@ -173,22 +169,6 @@ class OnnxRuntimeBackend(LoopTimedBackend):
 
     # --- build --------------------------------------------------------------------------------
 
-    def _session_options(self):
-        import onnxruntime as ort
-
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = self.options.intra_op_threads
-        opts.inter_op_num_threads = self.options.inter_op_threads
-        if not self.options.spinning:  # threads that wait for work block instead of burning a core
-            for pool in ("intra_op", "inter_op"):
-                opts.add_session_config_entry(f"session.{pool}.allow_spinning", "0")
-        opts.graph_optimization_level = getattr(ort.GraphOptimizationLevel,
-                                                _OPTIMIZATION_LEVELS[self.options.graph_optimization])
-        opts.execution_mode = (ort.ExecutionMode.ORT_PARALLEL if self.options.execution_mode == "parallel"
-                               else ort.ExecutionMode.ORT_SEQUENTIAL)
-        opts.log_severity_level = 3  # errors only: the NCHWc "hardware specific" warning is expected
-        return opts
-
     def _providers(self, cuda_graph: bool | None = None) -> list:
         if not self.cuda:
             return ["CPUExecutionProvider"]
@@ -240,7 +220,7 @@ class OnnxRuntimeBackend(LoopTimedBackend):
         except ConversionFailed as exc:  # the file as given, which ONNX Runtime may still run
             converted, self.conversion_refused = None, str(exc)
         optimized_path = self.work_dir / "optimized.onnx"
-        opts = self._session_options()
+        opts = self.options.session_options()
         if self.options.provider == "default":  # a TensorRT EP session holds compiled nodes: nothing to save
             opts.optimized_model_filepath = str(optimized_path)
         recorded = placement.record(opts)
@@ -344,7 +324,7 @@ class OnnxRuntimeBackend(LoopTimedBackend):
         """CPU: one row per node from ONNX Runtime's profile. CUDA: one row per GPU kernel from the
         CUPTI trace (a node's profile event times only its launch), in a session without CUDA graphs;
         no rows where PyTorch's profiler is not installed."""
-        opts = self._session_options()
+        opts = self.options.session_options()
         opts.enable_profiling = True
         opts.profile_file_prefix = str(self.work_dir / "ort_profile")
         session = self._new_session(opts, cuda_graph=False)
