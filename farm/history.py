@@ -110,8 +110,8 @@ def history(results: str | Path, sweeps: list[str] | None = None, filters: dict[
         series = Series(labels[str(members[0]["cell_id"])], device, points, cell=members[0])
         # runs timed under contention carry other programs' load, which moves a CPU cell tens of
         # percent: they stay in the series, and out of the change points where enough runs were
-        # quiet and the load can explain them (on a machine always busy, every run counts)
-        judged = [i for i, p in enumerate(points) if not p.contended or not _load_explains(points, i)]
+        # quiet (on a machine always busy, every run counts)
+        judged = [i for i, p in enumerate(points) if not p.contended]
         if len(judged) < MIN_RUNS:
             judged = list(range(len(points)))
         if len(judged) >= MIN_RUNS:
@@ -127,27 +127,6 @@ def history(results: str | Path, sweeps: list[str] | None = None, filters: dict[
     return sorted(found, key=lambda s: (not s.changes, s.label, s.device))
 
 
-def _most_load_makes(point: Point) -> float:
-    """How many times slower the load `point` was timed under can make a run: 1 / (1 - share)^2,
-    share the part of the CPU time other programs took (farm compare's rule)."""
-    share = min((point.taken_percent or 0.0) / 100, 0.9)
-    return 1 / (1 - share) ** 2
-
-
-def _load_explains(points: list[Point], index: int) -> bool:
-    """Whether the contended run `index` is slower than the nearest quiet run before or after it
-    by a change farm would report (MIN_EFFECT_PERCENT) that its load could have made, or has no
-    quiet run to be held against. One at a quiet neighbour's level, or faster, or slower beyond
-    what its load makes, shows the configuration's own level and is judged: leaving it out could
-    leave a step too few quiet runs on one side to be found."""
-    before = next((p for p in reversed(points[:index]) if not p.contended), None)
-    after = next((p for p in points[index + 1:] if not p.contended), None)
-    point = points[index]
-    quiet = [p.median_ms for p in (before, after) if p is not None]
-    effect = 1 + MIN_EFFECT_PERCENT / 100
-    return not quiet or any(q * effect < point.median_ms <= q * _most_load_makes(point) for q in quiet)
-
-
 def _first_run_of(points: list[Point], judged: list[int], at: int, before: float, after: float) -> int:
     """The run a change found on the quiet runs (`judged`, the change at judged[at]) starts at: the
     contended runs just before that quiet run belong to the change where they are nearer its new
@@ -160,7 +139,8 @@ def _first_run_of(points: list[Point], judged: list[int], at: int, before: float
         point = points[index]
         median = point.median_ms
         nearer_after = abs(math.log(median / after)) < abs(math.log(median / before))
-        beyond = median > before * _most_load_makes(point) if after > before else True
+        share = min((point.taken_percent or 0.0) / 100, 0.9)
+        beyond = median > before / (1 - share) ** 2 if after > before else True
         if not (nearer_after and beyond):
             break
         start = index

@@ -92,7 +92,10 @@ def test_measured_runs_with_a_planted_slowdown_name_its_run_and_layer(tmp_path: 
     """Real sweeps, each run kept as a sweep of its own name (farm sweep --sweep): five of the tiny
     CNN, then five whose convolution does thirty times the work (several times the latency: other
     work on a shared box moves a tiny model's runs too, and may add a change point of its own). The
-    largest change point is the first planted run's, explained by the planted convolution."""
+    largest change point is the first planted run's, explained by the planted convolution. ONNX
+    Runtime runs on one thread: two, on two cores beside a busy test worker, made a quiet run's
+    latency twice another's as the other core came and went, too noisy for p < 0.001 on the few
+    runs a side left where the contended ones are left out."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("plant", Path(__file__).parents[1] / "benchmarks" / "plant_slowdown.py")
@@ -104,7 +107,8 @@ def test_measured_runs_with_a_planted_slowdown_name_its_run_and_layer(tmp_path: 
     for run in range(10):  # five a side: four left a suite's busy workers without a significant change
         source = "tiny.onnx" if run < 5 else "planted.onnx"
         config = write_sweep(tmp_path, f'name = "h"\n[[models]]\nname = "tiny"\nsource = "{source}"\n'
-                                       '[axes]\nbatch_sizes = [1]\nprecisions = ["fp32"]\n', name="h.toml")
+                                       '[axes]\nbatch_sizes = [1]\nprecisions = ["fp32"]\n'
+                                       '[backends.onnxruntime]\nintra_op_threads = 1\n', name="h.toml")
         assert main(["sweep", str(config), "--sweep", f"run-{run}", "--results", str(results),
                      "--executor", "local"]) == 0
     capsys.readouterr()
@@ -155,21 +159,6 @@ def test_a_step_whose_first_runs_were_contended_is_named_at_its_first_run(tmp_pa
         [series] = history(results)
         assert [p.contended for p in series.points] == [i in busy for i in range(30)]
         assert [c.sweep for c in series.changes] == [expected], (name, [(c.sweep, c.change) for c in series.changes])
-
-
-def test_contended_runs_at_a_quiet_runs_level_are_judged_so_a_step_keeps_its_runs_before_it(tmp_path: Path) -> None:
-    """Ten runs: the first four timed while other programs took 60 % of the CPU yet at the quiet
-    fifth's level, then a threefold step with 12 % noise between runs. Left out, the contended
-    runs would leave one quiet run before the step, too few to find it at p < 0.001; at their
-    quiet neighbour's level the load did not move them, so they are judged and the step is found."""
-    values = noisy(0, runs=10)
-    spread = np.random.default_rng(50).normal(0, 0.12, 5)
-    values[5:] = [3.0 * v * (1 + e) for v, e in zip(values[5:], spread)]
-    results = tmp_path / "results"
-    write_series(results, {"step": values}, taken={run: 60.0 for run in range(4)})
-    [series] = history(results, explain_layers=False)
-    assert [p.contended for p in series.points] == [True] * 4 + [False] * 6
-    assert [c.sweep for c in series.changes] == ["night-05"], [(c.sweep, c.change) for c in series.changes]
 
 
 def test_a_slowdown_fixed_since_does_not_fail_history(tmp_path: Path) -> None:
