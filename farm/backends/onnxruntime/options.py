@@ -38,7 +38,6 @@ class OnnxRuntimeOptions(BackendOptions):
         "device", "provider", "cudnn_conv_algo_search", "prefer_nhwc", "cuda_graph", "transfers",
         "trt_builder_optimization_level", "spinning"})
 
-
     def session_options(self):
         """onnxruntime.SessionOptions with these options' threads, graph optimization and scheduling."""
         import onnxruntime as ort
