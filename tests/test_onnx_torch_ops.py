@@ -53,6 +53,32 @@ def test_conv_transpose(attrs) -> None:
                 [w, b]), {"x": X})
 
 
+@pytest.mark.parametrize("op, attrs", [
+    ("MaxPool", {"kernel_shape": [3, 3], "dilations": [2, 1], "pads": [1, 1, 1, 1]}),
+    ("MaxPool", {"kernel_shape": [2, 3], "dilations": [2, 2], "strides": [2, 2], "pads": [1, 2, 1, 2]}),
+    ("MaxPool", {"kernel_shape": [3, 3], "pads": [2, 2, 2, 2], "strides": [2, 2]}),  # beyond half the window
+    ("MaxPool", {"kernel_shape": [3, 3], "pads": [0, 1, 2, 1], "strides": [2, 1]}),
+    ("AveragePool", {"kernel_shape": [3, 3], "pads": [0, 1, 2, 1]}),  # asymmetric, padding not counted
+    ("AveragePool", {"kernel_shape": [3, 3], "pads": [0, 1, 2, 1], "count_include_pad": 1}),
+    ("AveragePool", {"kernel_shape": [3, 3], "pads": [2, 2, 2, 2], "strides": [2, 2]}),
+])
+def test_pools_with_dilations_and_any_pads_match_onnx_runtime(op: str, attrs: dict) -> None:
+    """A pool's dilations and pads torch cannot take as they are (one side only, or beyond half the
+    window) give ONNX Runtime's output shape and values; the corpus's MaxPool with dilations 10 came
+    out of the interpreter at another shape."""
+    check(model([helper.make_node(op, ["x"], ["y"], **attrs)], [("x", F, X.shape)], [("y", F)], opset=19), {"x": X})
+
+
+@pytest.mark.parametrize("op, attrs, why", [("MaxPool", {"kernel_shape": [2, 2], "auto_pad": "SAME_UPPER"}, "auto_pad"),
+                                            ("AveragePool", {"kernel_shape": [2, 2], "dilations": [2, 2]}, "dilations")])
+def test_pools_the_interpreter_cannot_reproduce_are_refused_with_why(op: str, attrs: dict, why: str) -> None:
+    from farm.onnx_torch.ops import UnsupportedOperator
+
+    proto = model([helper.make_node(op, ["x"], ["y"], **attrs)], [("x", F, X.shape)], [("y", F)], opset=19)
+    with pytest.raises(UnsupportedOperator, match=f"{op} with {why}"):
+        build_module(proto).eval()(torch.from_numpy(X))
+
+
 @pytest.mark.parametrize("mode, coords, nearest", [("nearest", "asymmetric", "floor"),
                                                     ("linear", "half_pixel", None), ("linear", "align_corners", None),
                                                     ("cubic", "half_pixel", None)])

@@ -92,21 +92,34 @@ def _conv(m, a, x, w, b=None):
 
 
 def _pool(kind):
+    name = "MaxPool" if kind == "max" else "AveragePool"
+
     def op(m, a, x):
         F = lazy_torch().nn.functional
         n = x.dim() - 2
-        pads = a.get("pads", [0] * (2 * n))
-        kernel, strides = a["kernel_shape"], a.get("strides", [1] * n)
-        if pads[:n] != pads[n:]:
-            x = F.pad(x, [p for i in reversed(range(n)) for p in (pads[i], pads[i + n])],
-                      value=-math.inf if kind == "max" else 0.0)
+        if a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+            raise UnsupportedOperator(f"{name} with auto_pad is not supported by the PyTorch backend")
+        pads = list(a.get("pads", [0] * (2 * n)))
+        kernel, strides, dilations = a["kernel_shape"], a.get("strides", [1] * n), list(a.get("dilations", [1] * n))
+        ceil, include_pad = bool(a.get("ceil_mode", 0)), bool(a.get("count_include_pad", 0))
+        if kind == "avg" and dilations != [1] * n:
+            raise UnsupportedOperator("AveragePool with dilations is not supported by the PyTorch backend (torch's "
+                                      "avg_pool has none)")
+        # torch pads both sides alike, and by at most half the kernel: other pads are explicit
+        half = [k // 2 for k in kernel]
+        divisor = None
+        if pads[:n] != pads[n:] or any(p > h for p, h in zip(pads, half + half)):
+            widths = [p for i in reversed(range(n)) for p in (pads[i], pads[i + n])]
+            if kind == "avg" and not include_pad:  # the mean of the window's own elements: padding not counted
+                divisor = F.pad(lazy_torch().ones_like(x[:1, :1]), widths)
+            x = F.pad(x, widths, value=-math.inf if kind == "max" else 0.0)
             pads = [0] * (2 * n)
         if kind == "max":
             return {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}[n](
-                x, kernel, strides, pads[:n], ceil_mode=bool(a.get("ceil_mode", 0)))
-        return {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}[n](
-            x, kernel, strides, pads[:n], ceil_mode=bool(a.get("ceil_mode", 0)),
-            count_include_pad=bool(a.get("count_include_pad", 0)))
+                x, kernel, strides, pads[:n], dilation=dilations, ceil_mode=ceil)
+        pool = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}[n]
+        y = pool(x, kernel, strides, pads[:n], ceil_mode=ceil, count_include_pad=include_pad)
+        return y if divisor is None else y / pool(divisor, kernel, strides, 0, ceil_mode=ceil)
     return op
 
 
