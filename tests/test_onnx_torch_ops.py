@@ -79,6 +79,19 @@ def test_pools_the_interpreter_cannot_reproduce_are_refused_with_why(op: str, at
         build_module(proto).eval()(torch.from_numpy(X))
 
 
+def test_an_output_the_interpreter_does_not_compute_is_refused_where_the_model_reads_it() -> None:
+    """MaxPool's Indices: declared and unread, the pooled values still run; read (a graph output), the
+    model is refused naming the output, where it used to give None."""
+    from farm.onnx_torch.ops import UnsupportedOperator
+
+    unread = model([helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 2])], [("x", F, X.shape)], [("y", F)])
+    check(unread, {"x": X})
+    read = model([helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 2])], [("x", F, X.shape)],
+                 [("y", F), ("i", TensorProto.INT64)])
+    with pytest.raises(UnsupportedOperator, match="reads output 2 of MaxPool"):
+        build_module(read).eval()(torch.from_numpy(X))
+
+
 @pytest.mark.parametrize("mode, coords, nearest", [("nearest", "asymmetric", "floor"),
                                                     ("linear", "half_pixel", None), ("linear", "align_corners", None),
                                                     ("cubic", "half_pixel", None)])

@@ -299,6 +299,7 @@ def _generate_forward(module) -> tuple[str, Callable]:
     for name, attr in module.buffer_of.items():
         names[name] = f"self.{attr}"
     lines = [f"def forward(self{''.join(', ' + names[n] for n in module.input_names)}):"]
+    read = set(module.output_names) | {i for node in module.nodes for i in node[2]}  # values something reads
     for index, (name, op, ins, outs, attrs) in enumerate(module.nodes):
         if op == "Constant":  # its value is already named K<k> or self.c<index>
             continue
@@ -320,7 +321,8 @@ def _generate_forward(module) -> tuple[str, Callable]:
         if len(outs) == 1:
             lines.append(f"    {targets[0]} = {call}  # {name}")
         else:
-            lines.append(f"    {', '.join(targets)}, *_rest = _outputs({call}, {len(outs)})  # {name}")
+            needed = tuple(j for j, out in enumerate(outs) if out and out in read)
+            lines.append(f"    {', '.join(targets)}, *_rest = _outputs({call}, {len(outs)}, {needed!r}, {op!r})  # {name}")
     lines.append(f"    return ({''.join(names[o] + ', ' for o in module.output_names)})")
     source = "\n".join(lines) + "\n"
     filename = f"<onnx_torch forward {id(module):x}>"
@@ -373,7 +375,12 @@ def _missing(fn, given: int) -> int:
     return max(0, len(params) - given)
 
 
-def _outputs(result, count: int) -> tuple:
-    """A multi-output node's results, padded with None where the operator returned fewer."""
+def _outputs(result, count: int, needed: tuple = (), op: str = "") -> tuple:
+    """A multi-output node's results, padded with None where the operator returned fewer: outputs
+    nothing reads. One the graph reads (`needed`) and the operator does not make is refused."""
     result = result if isinstance(result, tuple) else (result,)
+    missing = [j for j in needed if j >= len(result) or result[j] is None]
+    if missing:
+        raise UnsupportedOperator(f"the model reads output {missing[0] + 1} of {op}, which the PyTorch backend's "
+                                  f"interpreter of ONNX files does not compute: run the model on onnxruntime")
     return tuple(result) + (None,) * (count - len(result) + 1)
