@@ -61,18 +61,21 @@ def test_an_operator_onnx_runtime_lacks_is_unsupported_with_what_to_do(tmp_path:
 
 
 @pytest.mark.parametrize("case", ["pytorch-operator/test_operator_add_broadcast", "pytorch-converted/test_Linear",
-                                  "pytorch-operator/test_operator_pow"])
+                                  "pytorch-operator/test_operator_pow", "pytorch-converted/test_PReLU_2d_multiparam"])
 def test_a_model_older_than_opset_7_runs_on_onnx_runtime_converted(tmp_path: Path, case: str) -> None:
     """Add and Gemm at opset 6, Pow at opset 1: ONNX Runtime has no kernel for them as defined there
     (these cells were unsupported). ONNX's version converter takes the model to opset 7; ONNX Runtime
-    runs that, its build row says so, and its outputs and the interpreter's (which runs the file as
-    given) both pass against the reference, which runs the converted model and says so too."""
+    runs that, its build row says so, and its outputs and the interpreter's (which runs the conversion
+    too) both pass against the reference, which runs the converted model and says so too. PRelu at
+    opset 6 with a slope per channel: the converter keeps the slope's shape, which broadcasts from
+    the right at 7; farm reshapes it (both engines' cells had failed)."""
     code, cells = sweep_cells(tmp_path, [shipped(tmp_path, case)], BOTH_CPU)
     assert code == 0 and cells[("m0", "onnxruntime")] == ("ok", None) and cells[("m0", "torch")] == ("ok", None), cells
     con = Warehouse(tmp_path / "results").connect()
-    [(summary,)] = con.execute("SELECT DISTINCT b.transform_summary FROM builds b JOIN cells c USING (cell_id) "
-                               "WHERE c.backend = 'onnxruntime' AND c.status = 'ok'").fetchall()
-    assert re.match(r"opset [16] converted to 7 by onnx.version_converter", summary), summary
+    summaries = con.execute("SELECT c.backend, b.transform_summary FROM builds b JOIN cells c USING (cell_id) "
+                            "WHERE c.status = 'ok'").fetchall()
+    assert {backend for backend, _ in summaries} == {"onnxruntime", "torch"}, summaries
+    assert all(re.match(r"opset [16] converted to 7 by onnx.version_converter", s) for _, s in summaries), summaries
     judged = con.execute("SELECT DISTINCT c.backend, a.verdict, a.reference FROM accuracy a JOIN cells c USING (cell_id) "
                          "WHERE c.status = 'ok'").fetchall()
     assert {(backend, verdict) for backend, verdict, _ in judged} == {("onnxruntime", "pass"), ("torch", "pass")}, judged

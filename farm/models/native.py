@@ -362,10 +362,11 @@ def native_module(model_path: Path, meta: dict[str, Any]):
     return module
 
 
-def torch_module(model_path: Path, dtype) -> tuple[Any, BuildStats, bool]:
+def torch_module(model_path: Path, dtype, cache_dir: Path) -> tuple[Any, BuildStats, bool]:
     """The module the torch backend runs for a model file, its build row, and whether it is native:
     the source's own nn.Module where the file was exported from a PyTorch source, else farm's ONNX
-    interpreter over the file (the row's transform_summary says which)."""
+    interpreter over the file, converted as for ONNX Runtime where older than opset 7 (farm.models.opset:
+    the interpreter follows today's operators; the row's transform_summary says which)."""
     native = read_native(model_path)
     if native is not None:
         module = native_module(model_path, native)
@@ -374,13 +375,15 @@ def torch_module(model_path: Path, dtype) -> tuple[Any, BuildStats, bool]:
                                   transform_summary=summary), True
     import onnx
 
+    from farm.models.opset import runnable
     from farm.onnx_torch import build_module
 
+    model_path, converted = runnable(model_path, cache_dir)
     model = onnx.load(str(model_path))
     module = build_module(model, dtype)
+    summary = "; ".join(filter(None, [converted, "PyTorch: ONNX interpreter (farm.onnx_torch)"]))
     return module, BuildStats(build_s=None, layers_before_fusion=len(model.graph.node),
-                              layers_after_fusion=len(module.nodes),
-                              transform_summary="PyTorch: ONNX interpreter (farm.onnx_torch)"), False
+                              layers_after_fusion=len(module.nodes), transform_summary=summary), False
 
 
 def leaf_modules(net) -> int:

@@ -4,8 +4,10 @@ opset version 7 or above") and for several operators of which it has no kernel (
 opset 6, AveragePool at opset 1): ONNX Runtime runs them, and the fp32 reference is taken from them,
 converted to opset 7 by ONNX's own version converter. The converter rewrites each operator to its newer
 definition (opset 6's Add with `broadcast` and `axis` attributes becomes numpy broadcasting, ...);
-the graph computes the same values. The converted file is cached by the original's bytes; the cells
-that ran it and the accuracy rows judged against it say so."""
+the graph computes the same values, once farm gives a per-channel PRelu slope the shape opset 7
+broadcasts (the converter does not). farm's interpreter runs the conversion too. The converted file
+is cached by the original's bytes; the cells that ran it and the accuracy rows judged against it say
+so."""
 
 from __future__ import annotations
 
@@ -46,7 +48,7 @@ def conversion_note(before: int) -> str:
 def converted_file(path: Path, cache_dir: Path) -> Path:
     """Where the conversion of the model at `path` is cached (it exists once made)."""
     digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:24]
-    return cache_dir / "opset" / f"{digest}.opset{ORT_OPSET_FLOOR}.ir4.onnx"
+    return cache_dir / "opset" / f"{digest}.opset{ORT_OPSET_FLOOR}.ir4.v2.onnx"  # v2: PRelu's slopes per channel
 
 
 def for_onnxruntime(path: Path, cache_dir: Path) -> tuple[Path, str | None]:
@@ -62,7 +64,9 @@ def for_onnxruntime(path: Path, cache_dir: Path) -> tuple[Path, str | None]:
         from onnx import version_converter
 
         try:
-            model = version_converter.convert_version(onnx.load(str(path)), ORT_OPSET_FLOOR)
+            original = onnx.load(str(path))
+            model = version_converter.convert_version(original, ORT_OPSET_FLOOR)
+            _prelu_slopes_per_channel(model, original)
             # IR 4 lets initializers be other than graph inputs, which ONNX Runtime's quantizer makes;
             # the IR 3 of these old files is kept by the converter
             model.ir_version = max(model.ir_version, 4)
@@ -82,3 +86,25 @@ def runnable(path: Path, cache_dir: Path) -> tuple[Path, str | None]:
         return for_onnxruntime(path, cache_dir)
     except ConversionFailed:
         return path, None
+
+
+def _prelu_slopes_per_channel(model, original) -> None:
+    """Before opset 7 PRelu applies a slope of shape [C] per channel (axis 1, as PyTorch's PReLU);
+    from 7 a slope broadcasts from the right, and the version converter leaves it as it was, which
+    fails for any input of rank 3 or more. Such a slope (an initializer) becomes [C, 1, ...]."""
+    from onnx import numpy_helper, shape_inference
+
+    inferred = shape_inference.infer_shapes(original).graph
+    ranks = {v.name: len(v.type.tensor_type.shape.dim) for v in [*inferred.input, *inferred.value_info]
+             if v.type.tensor_type.HasField("shape")}
+    initializers = {t.name: t for t in model.graph.initializer}
+    for node in (n for n in model.graph.node if n.op_type == "PRelu" and len(n.input) == 2):
+        slope, rank = initializers.get(node.input[1]), ranks.get(node.input[0], 0)
+        if slope is None or rank < 3 or len(slope.dims) != 1 or slope.dims[0] == 1:
+            continue
+        name = f"{slope.name}_per_channel"
+        if name not in initializers:
+            values = numpy_helper.to_array(slope).reshape([slope.dims[0]] + [1] * (rank - 2))
+            initializers[name] = numpy_helper.from_array(values, name)
+            model.graph.initializer.append(initializers[name])
+        node.input[1] = name

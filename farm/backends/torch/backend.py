@@ -134,7 +134,7 @@ class TorchBackend(LoopTimedBackend):
         else:
             set_cpu_threads(torch, self.options.threads, self.options.interop_threads)
         start = time.perf_counter()
-        module, stats, self.native = torch_module(model_path, self.dtype)
+        module, stats, self.native = torch_module(model_path, self.dtype, request.cache_dir or request.work_dir)
         if cuda and (reason := quantized_for_the_cpu(module)):
             raise EngineUnsupported(reason)
         module = module.to(self.dev).to(self.dtype).eval()
