@@ -4,6 +4,7 @@ batcher cost beside the offline cell of the same batch, from the `serving` rows 
 `farm query` wrote on the GPU machine (benchmarks/device/serving-*.toml, run twice):
 
     python3 benchmarks/serving_table.py --markdown benchmarks/results/serving-h200-confirmed.csv ...
+    python3 benchmarks/serving_table.py --every bert-base onnxruntime 32 benchmarks/results/serving-h200-*.csv
 
 Each SERVING file comes with SERVING's name ending -cells.csv: the cells, their offline latency
 and notes. The two runs of a sweep are its sweep names ending -1 and -2."""
@@ -78,11 +79,52 @@ def markdown(files: list[Path]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def every_answer(files: list[Path], model: str, backend: str, batch: int) -> str:
+    """One row per sweep of `files` that searched `model` on `backend` at max `batch`: its answer, p99
+    there, the offline query of the same sweep, the answer as a share of what that query serves back
+    to back, how many tests the search ran, and the rates above the answer that passed a test."""
+    lines = [f"<!-- made by `python3 benchmarks/serving_table.py --every {model} {backend} {batch} "
+             f"{' '.join(map(str, files))}`: edit there -->",
+             "| sweep | answer /s | p99 there, ms | offline query, ms | answer ÷ back to back | tests "
+             "| above the answer, passed a test |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for path in files:
+        offline = {c["sweep_id"]: float(c["latency_median_ms"]) for c in _read(path.with_name(path.stem + "-cells.csv"))
+                   if not c["scenario"] and c["status"] == "ok" and c["latency_median_ms"]
+                   and (c["model"], c["backend"], int(c["batch"])) == (model, backend, batch)}
+        tests: dict[str, list[dict]] = {}
+        for row in _read(path):
+            if (row["model"], row["backend"], int(row["batch"])) == (model, backend, batch):
+                tests.setdefault(row["sweep_id"], []).append(row)
+        for sweep, rows in tests.items():
+            chosen = next((r for r in rows if r["chosen"] == "True"), None)
+            if chosen is None:
+                continue
+            answer = float(chosen["target_qps"])
+            above = sorted({round(float(r["target_qps"])) for r in rows
+                            if r["valid"] == "True" and float(r["target_qps"]) > answer})
+            query = offline.get(sweep)
+            share = f"{answer / (batch * 1000 / query) * 100:.0f} %" if query else "n/a"
+            lines.append(f"| {sweep} | {answer:,.0f} | {float(chosen['latency_p99_ms']):.1f} "
+                         f"| {f'{query:.2f}' if query else 'n/a'} | {share} | {len(rows)} "
+                         f"| {', '.join(f'{r:,}' for r in above) or 'none'} |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--markdown", nargs="+", type=Path, required=True, metavar="SERVING",
+    parser.add_argument("--markdown", nargs="+", type=Path, metavar="SERVING",
                         help="serving-rows CSV files (each beside its -cells.csv)")
-    print(markdown(parser.parse_args().markdown), end="")
+    parser.add_argument("--every", nargs="+", metavar=("MODEL BACKEND BATCH", "SERVING"),
+                        help="every sweep's answer for one model, backend and max batch, from these files")
+    args = parser.parse_args()
+    if args.every:
+        model, backend, batch, *files = args.every
+        print(every_answer([Path(f) for f in files], model, backend, int(batch)), end="")
+    elif args.markdown:
+        print(markdown(args.markdown), end="")
+    else:
+        parser.error("give --markdown SERVING... or --every MODEL BACKEND BATCH SERVING...")
 
 
 if __name__ == "__main__":

@@ -262,7 +262,6 @@ class BuildRequest:
 
 
 # --- what a cell produced ------------------------------------------------------------------------
-
 @dataclasses.dataclass
 class BuildStats:
     """What building the artifact (engine, optimized session) cost and produced."""
@@ -275,7 +274,7 @@ class BuildStats:
     layers_after_fusion: int | None = None
     layers_with_reformats: int | None = None
     builder_peak_host_memory_bytes: int | None = None
-    host_persistent_bytes: int | None = None
+    host_persistent_bytes: int | None = None  # TensorRT's engine memory: builds.engine_*
     device_persistent_bytes: int | None = None
     scratch_bytes: int | None = None
     precision_transform_s: float | None = None
@@ -290,6 +289,7 @@ class BuildStats:
     transform_subgraphs: int | None = None
     transform_qdq_pairs: int | None = None
     transform_quantized_nodes: int | None = None
+    transform_layers: str | None = None  # PyTorch int8/fp8: each layer's precision (JSON, torch.quantize)
     # ONNX Runtime: where its nodes ran (farm.backends.onnxruntime.placement)
     provider_nodes: str | None = None
     cpu_provider_nodes: int | None = None
@@ -365,7 +365,7 @@ class LayerRecord:
     time_median_ms: float | None = None
     time_share_percent: float | None = None
     calls: int | None = None
-    host_persistent_bytes: int | None = None
+    host_persistent_bytes: int | None = None  # TensorRT's engine memory: builds.engine_*
     device_persistent_bytes: int | None = None
     scratch_bytes: int | None = None
 

@@ -1,11 +1,13 @@
 """int8 and fp8 on the PyTorch backend through torchao (farm.backends.torch.quantize): on the CPU,
 int8 (dynamic and weight-only) quantizes a module's Linear layers, leaves its convolution, says
-both on the build row and is judged against fp32; fp8, which needs fp8 tensor cores, is
+both on the build row (in one line, and layer by layer, which the dashboard's cell page shows) and
+is judged against fp32; fp8, which needs fp8 tensor cores, is
 `unsupported` with why; a model that reaches PyTorch as an ONNX file (farm's interpreter, no Linear
 layers) is `unsupported` at int8 saying what to give instead."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from farm.backends.torch.quantize import compute_dtype, unsupported  # noqa: E40
 from farm.cli import main  # noqa: E402
 from farm.warehouse import Warehouse  # noqa: E402
 from tests.conftest import tiny_cnn, write_sweep  # noqa: E402
+from tests.dashboard.test_app import open_page  # noqa: E402
 
 SWEEP = """name = "quantized"
 [[models]]
@@ -42,7 +45,7 @@ layer_iterations = 0
 """
 
 
-def test_int8_and_fp8_cells_say_what_torchao_did_or_why_not(tmp_path: Path) -> None:
+def test_int8_and_fp8_cells_say_what_torchao_did_or_why_not(monkeypatch, tmp_path: Path) -> None:
     tiny_cnn(tmp_path / "tiny.onnx")
     status = main(["sweep", str(write_sweep(tmp_path, SWEEP)), "--results", str(tmp_path / "results"),
                    "--executor", "local"])
@@ -68,6 +71,24 @@ def test_int8_and_fp8_cells_say_what_torchao_did_or_why_not(tmp_path: Path) -> N
     for scheme in ("dynamic", "weight_only"):
         onnx = cells["onnx-file", "int8", scheme]
         assert onnx[0] == "unsupported" and "farm's ONNX interpreter" in onnx[1] and "module: or torchvision:" in onnx[1]
+    # each layer with weights and the precision it ran in: what a kernel profile cannot say under a CUDA graph
+    by_layer = dict(con.execute("""SELECT json_extract_string(c.options, '$.int8'), b.transform_layers FROM cells c
+        JOIN builds b USING (cell_id) WHERE c.model = 'linear-and-conv' AND c.precision = 'int8'""").fetchall())
+    for scheme, runs in (("dynamic", "int8"), ("weight_only", "int8 weight-only")):
+        layers = json.loads(by_layer[scheme])
+        assert [(r["layer"], r["type"], r["precision"]) for r in layers] == [
+            ("0", "Conv1d", "fp32"), ("3", "Linear", runs), ("5", "Linear", runs)], layers
+        assert layers[0]["weights"] == "fp32" and layers[1]["weights"].startswith(("Int8", "Affine")), layers
+    assert con.execute("SELECT count(transform_layers) FROM builds b JOIN cells c USING (cell_id) "
+                       "WHERE c.precision = 'fp32'").fetchone()[0] == 0  # nothing quantized: no listing
+    # the dashboard's cell page shows it
+    cell = con.execute("SELECT cell_id FROM cells WHERE model = 'linear-and-conv' AND precision = 'int8' "
+                       "AND json_extract_string(options, '$.int8') = 'dynamic'").fetchone()[0]
+    at = open_page(monkeypatch, tmp_path / "results", "cell", cell=cell)
+    expander = [e for e in at.expander if e.label.startswith("Precision by layer")]
+    assert [e.label for e in expander] == ["Precision by layer: 2 int8, 1 fp32"]
+    table = expander[0].table[0].value
+    assert table["precision"].tolist() == ["fp32", "int8", "int8"] and table["type"].tolist()[0] == "Conv1d"
     # the int8 scheme is an axis of the int8 cells only: one fp32 cell and one fp8 cell per model, not two
     counts = dict(con.execute("SELECT precision, count(*) FROM cells WHERE model = 'linear-and-conv' "
                               "GROUP BY ALL").fetchall())

@@ -72,7 +72,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("transform_summary", pa.string()), ("transform_tool", pa.string()), ("transform_tensors_fp16", pa.int32()),
         ("transform_nodes_kept_fp32", pa.int32()), ("transform_nodes_kept_fp32_range", pa.int32()),
         ("transform_subgraphs", pa.int32()), ("transform_qdq_pairs", pa.int32()),
-        ("transform_quantized_nodes", pa.int32()),
+        ("transform_quantized_nodes", pa.int32()), ("transform_layers", pa.string()),
         ("provider_nodes", pa.string()), ("cpu_provider_nodes", pa.int32()), ("cpu_provider_ops", pa.string()),
         ("cpu_provider_node_ms", pa.float64()),
     ),

@@ -139,7 +139,8 @@ class TorchBackend(LoopTimedBackend):
             raise EngineUnsupported(reason)
         module = module.to(self.dev).to(self.dtype).eval()
         if precision in QUANTIZED:
-            summary, stats.transform_tool = quantize(module, precision, self.options.int8, self.native)
+            summary, stats.transform_tool, stats.transform_layers = quantize(
+                module, precision, self.options.int8, self.native)
             stats.transform_summary = "; ".join(filter(None, [stats.transform_summary, summary]))
         self.channels_last = self.memory_format(module) == "channels_last"
         if self.channels_last:  # 4-D weights too, so convolutions run NHWC kernels without conversions

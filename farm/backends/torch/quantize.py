@@ -17,6 +17,7 @@ No calibration: dynamic quantization measures each activation as it comes, so
 from __future__ import annotations
 
 import collections
+import json
 from typing import Any
 
 QUANTIZED = frozenset({"int8", "fp8"})
@@ -63,9 +64,10 @@ def _is_quantized(weight: Any) -> bool:
     return type(weight).__module__.startswith("torchao")
 
 
-def quantize(module: Any, precision: str, int8_scheme: str = "dynamic", native: bool = True) -> tuple[str, str]:
+def quantize(module: Any, precision: str, int8_scheme: str = "dynamic", native: bool = True) -> tuple[str, str, str]:
     """Quantize `module`'s Linear layers in place for `precision`: (the build row's summary, the
-    tool). Raises EngineUnsupported where nothing could be quantized."""
+    tool, the precision of each layer as JSON: `builds.transform_layers`). Raises EngineUnsupported
+    where nothing could be quantized."""
     import torch
     import torchao
     from torchao.quantization import quantize_
@@ -94,4 +96,27 @@ def quantize(module: Any, precision: str, int8_scheme: str = "dynamic", native: 
            else f"activations quantized per call, {dtype} between")
     summary = (f"{precision}: {done} of {len(linears)} Linear layers quantized"
                + (f"; left in {dtype}: {kept}" if kept else "") + f" ({how})")
-    return summary, f"torchao {torchao.__version__} {type(config).__name__}"
+    return summary, f"torchao {torchao.__version__} {type(config).__name__}", layer_precisions(module, precision, int8_scheme)
+
+
+def layer_precisions(module: Any, precision: str, int8_scheme: str) -> str:
+    """Each layer that holds weights (Linear, convolution, embedding) and the precision it runs in, as
+    JSON rows {"layer", "type", "precision", "weights"}: a quantized layer's precision is the cell's
+    (`int8 weight-only` for that scheme), its weights torchao's tensor type; every other layer runs in
+    the compute dtype of its weights. What a kernel profile cannot say under a CUDA graph."""
+    import torch
+
+    names = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
+    rows = []
+    root = getattr(module, "net", module)  # the user's module inside farm's wrapper: its own layer names
+    for name, layer in root.named_modules():
+        if not isinstance(layer, (torch.nn.Linear, torch.nn.modules.conv._ConvNd, torch.nn.Embedding)):
+            continue
+        weight = layer.weight
+        if _is_quantized(weight):
+            runs = "int8 weight-only" if precision == "int8" and int8_scheme == "weight_only" else precision
+            rows.append({"layer": name, "type": type(layer).__name__, "precision": runs, "weights": type(weight).__name__})
+        else:
+            dtype = names.get(weight.dtype, str(weight.dtype).removeprefix("torch."))
+            rows.append({"layer": name, "type": type(layer).__name__, "precision": dtype, "weights": dtype})
+    return json.dumps(rows)

@@ -346,6 +346,12 @@ if len(build):
 text_table(pd.DataFrame({"value": [str(v) if v is not None and not (isinstance(v, float) and pd.isna(v)) else "–"
                                     for v in facts.values()]},
                         index=pd.Index(list(facts), name="fact")))
+if len(build) and "transform_layers" in build and pd.notna(build.iloc[0].transform_layers):
+    # PyTorch int8/fp8: which layers torchao quantized and which stayed in the compute dtype
+    by_layer = pd.DataFrame(json.loads(build.iloc[0].transform_layers)).set_index("layer")
+    counts = by_layer["precision"].value_counts()
+    with st.expander("Precision by layer: " + ", ".join(f"{n} {p}" for p, n in counts.items())):
+        text_table(by_layer)
 with st.expander("Library versions"):
     st.json(json.loads(row.versions or "{}"))
 if len(device):
