@@ -262,6 +262,7 @@ class BuildRequest:
 
 
 # --- what a cell produced ------------------------------------------------------------------------
+
 @dataclasses.dataclass
 class BuildStats:
     """What building the artifact (engine, optimized session) cost and produced."""
@@ -290,8 +291,7 @@ class BuildStats:
     transform_qdq_pairs: int | None = None
     transform_quantized_nodes: int | None = None
     transform_layers: str | None = None  # PyTorch int8/fp8: each layer's precision (JSON, torch.quantize)
-    # ONNX Runtime: where its nodes ran (farm.backends.onnxruntime.placement)
-    provider_nodes: str | None = None
+    provider_nodes: str | None = None  # ONNX Runtime: where its nodes ran (farm.backends.onnxruntime.placement)
     cpu_provider_nodes: int | None = None
     cpu_provider_ops: str | None = None
     cpu_provider_node_ms: float | None = None
@@ -365,7 +365,7 @@ class LayerRecord:
     time_median_ms: float | None = None
     time_share_percent: float | None = None
     calls: int | None = None
-    host_persistent_bytes: int | None = None  # TensorRT's engine memory: builds.engine_*
+    host_persistent_bytes: int | None = None
     device_persistent_bytes: int | None = None
     scratch_bytes: int | None = None
 
