@@ -452,6 +452,17 @@ def test_model_corpus_quick(tmp_path: Path) -> None:
     assert re.search(rf"onnxruntime cpu b1\s+{NUMBER}\s+{NUMBER}", out), out
 
 
+def test_onnx_conformance_quick(tmp_path: Path) -> None:
+    """ONNX's own operator tests on farm's interpreter, a fixed sample: each case's outcome printed
+    and written, none a wrong answer or a crash."""
+    out = run_benchmark("onnx_conformance.py", "--quick", "--json", str(tmp_path / "cases.json"), timeout=300)
+    data = json.loads((tmp_path / "cases.json").read_text())
+    assert data["cases"] == len(data["results"]) >= 10, out
+    assert data["counts"].get("differ", 0) == 0 and data["counts"].get("error", 0) == 0, out
+    assert data["results"]["test_training_dropout"]["outcome"] == "unsupported", out
+    assert re.search(r"pass\s+\d+", out), out
+
+
 def test_isolation_quick(tmp_path: Path) -> None:
     """Each ok cell of a sweep measured inside it and alone (`farm sweep --cells ID --force`), the
     eager batch-1 cell beside the bare loop; the rows land in a CSV that names the machine."""

@@ -36,7 +36,11 @@ def _default_opset(path: str, _mtime_ns: int, _size: int) -> int | None:
     # cached by the file's identity: a large model is parsed once a process, not at every check
     import onnx
 
-    model = onnx.load(path, load_external_data=False)
+    return model_opset(onnx.load(path, load_external_data=False))
+
+
+def model_opset(model) -> int | None:
+    """A loaded model's opset of the default ONNX domain (None: it imports none)."""
     return next((entry.version for entry in model.opset_import if entry.domain in ("", "ai.onnx")), None)
 
 

@@ -29,10 +29,11 @@ from typing import Any
 
 import numpy as np
 
+from farm.onnx_torch.graph_facts import default_opset, widened_inputs
 from farm.onnx_torch.math_and_recurrent_ops import MATH_AND_RECURRENT_OPS
 from farm.onnx_torch.ml_ops import ML_OPS
 from farm.onnx_torch.ml_ops import prepare as prepare_ml
-from farm.onnx_torch.ops import OPS, UnsupportedOperator
+from farm.onnx_torch.ops import OPS, OPSET_SENSITIVE, UnsupportedOperator
 from farm.onnx_torch.sequence_ops import SEQUENCE_OPS
 from farm.onnx_torch.shape_and_control_ops import SHAPE_AND_CONTROL_OPS
 
@@ -57,31 +58,37 @@ def _attrs(node) -> dict[str, Any]:
             for k, v in values.items()}
 
 
-def _prepare(node, attrs: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+def _prepare(node, attrs: dict[str, Any], opset: int) -> tuple[dict[str, Any], list[str]]:
     """What some operators need from the graph at build: Split its output count, If's branches and
     Scan's body (nodes, constants, outputs) and the outer values they read, passed as extra inputs;
-    an ai.onnx.ml node's attributes as arrays (farm.onnx_torch.ml_ops.prepare)."""
+    the model's opset where an operator's meaning changed with it (OPSET_SENSITIVE); an ai.onnx.ml
+    node's attributes as arrays (farm.onnx_torch.ml_ops.prepare)."""
+    if node.op_type in OPSET_SENSITIVE and node.domain in ("", "ai.onnx"):
+        return {**attrs, "_opset": opset}, []
     if node.domain == "ai.onnx.ml":  # its attributes made tensors once (farm.onnx_torch.ml_ops)
         return prepare_ml(node.op_type, attrs), []
     if node.op_type == "Split":
         return {**attrs, "_outputs": len(node.output)}, []
+    if node.op_type == "Scan" and opset < 9:
+        raise UnsupportedOperator("Scan before opset 9 (a batch axis and sequence_lens): the PyTorch backend runs "
+                                  "Scan 9 and later")
     if node.op_type == "Scan":  # its body, and the outer values the body reads, passed as extra inputs
-        body = _branch(attrs["body"])
+        body = _branch(attrs["body"], opset)
         inputs = [i.name for i in attrs["body"].input]
         free = [f for f in body["free"] if f not in inputs]
         rest = {k: v for k, v in attrs.items() if k != "body"}
         return {**rest, "_body": body, "_body_inputs": inputs, "_free": free}, free
     if node.op_type != "If":
         return attrs, []
-    branches = {key: _branch(attrs[name]) for key, name in (("_then", "then_branch"), ("_else", "else_branch"))}
+    branches = {key: _branch(attrs[name], opset) for key, name in (("_then", "then_branch"), ("_else", "else_branch"))}
     free = sorted(set(branches["_then"]["free"]) | set(branches["_else"]["free"]))
     return {**branches, "_free": free}, free
 
 
-def _branch(graph) -> dict[str, Any]:
+def _branch(graph, opset: int) -> dict[str, Any]:
     from onnx import numpy_helper
 
-    nodes = _graph_nodes(graph, {})
+    nodes = _graph_nodes(graph, {}, opset)
     constants = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
     made = set(constants)
     free = []
@@ -112,15 +119,18 @@ def build_module(model, float_dtype=None):
             self.weight_shapes: dict[str, list[int]] = {}
             self.branch_buffers: list[str] = []  # If branches' float constants, as buffers
             _load_initializers(self, graph, torch)
-            self.nodes = _graph_nodes(graph, self.weight_shapes)
+            self.nodes = _graph_nodes(graph, self.weight_shapes, default_opset(model))
             _check_values(graph)
             _branch_buffers(self, self.nodes, torch)
             _fold_constants(self, torch)
             self.source, self._straight = _generate_forward(self)
+            self.widen = widened_inputs(graph, self.input_names, torch)
             self.record: Callable[[str, list, list, list], None] | None = None  # set while profiling
             self.annotate = False
 
         def forward(self, *inputs):
+            if self.widen:  # uint16/uint32 inputs as the signed type that holds their values
+                inputs = tuple(x if t is None else x.to(t) for x, t in zip(inputs, self.widen))
             if self.annotate or self.record is not None:
                 return self._interpret(*inputs)
             return self._straight(self, *inputs)
@@ -252,7 +262,7 @@ def _fold_constants(module, torch) -> None:
         module.nodes[index] = (name, op, ins, outs, held)
 
 
-def _graph_nodes(graph, weight_shapes: dict[str, list[int]]) -> list[tuple]:
+def _graph_nodes(graph, weight_shapes: dict[str, list[int]], opset: int) -> list[tuple]:
     """(name, op, inputs, outputs, attributes) per node; UnsupportedOperator names every missing op.
     A float Constant node's value is a weight, as an initializer is (added to `weight_shapes`)."""
     for node in graph.node:
@@ -266,7 +276,7 @@ def _graph_nodes(graph, weight_shapes: dict[str, list[int]]) -> list[tuple]:
                 (node.domain not in ("", "ai.onnx") or node.op_type not in OPS or node.op_type in ML_OPS):
             missing.add(f"{node.domain + '.' if node.domain else ''}{node.op_type}")
             continue
-        attrs, extra = _prepare(node, _attrs(node))
+        attrs, extra = _prepare(node, _attrs(node), opset)
         nodes.append((node.name or f"{node.op_type}_{index}", node.op_type, list(node.input) + extra,
                       list(node.output), attrs))
     if missing:

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from farm.onnx_torch.ops import UnsupportedOperator, binary, ints, lazy_torch, tensor_like
+from farm.onnx_torch.ops import UnsupportedOperator, binary, ints, lazy_torch, softmax_like, tensor_like, unary
 
 
 def host(value) -> np.ndarray:
@@ -22,12 +22,12 @@ def host(value) -> np.ndarray:
     return np.asarray(value)
 
 
-def unary(torch_fn, numpy_fn=None):
-    def op(m, a, x):
-        if numpy_fn is not None and not isinstance(x, lazy_torch().Tensor):
-            return numpy_fn(np.asarray(x))
-        return torch_fn(lazy_torch(), x)
-    return op
+def _mod(m, a, x, y):
+    """Mod: the remainder with the divisor's sign (Python's %) by default; with fmod=1 C's fmod,
+    with the dividend's sign (ONNX requires it for floats)."""
+    if not a.get("fmod", 0):
+        return binary(lambda u, v: u % v)(m, a, x, y)
+    return binary(lambda u, v: np.fmod(u, v) if isinstance(u, np.ndarray) else lazy_torch().fmod(u, v))(m, a, x, y)
 
 
 def _text(value) -> str:
@@ -77,6 +77,14 @@ def _reduce(kind):
             for dim in sorted(dims, reverse=True):
                 x = x.prod(dim=dim, keepdim=keep)
             return x
+        if any(x.shape[d] == 0 for d in dims):  # over nothing: ONNX's identity, where torch raises
+            shape = [1 if d in dims else n for d, n in enumerate(x.shape) if keep or d not in dims]
+            if x.is_floating_point():
+                return x.new_full(shape, float("-inf") if kind == "max" else float("inf"))
+            if x.dtype == torch.bool:
+                return x.new_full(shape, kind != "max")
+            info = torch.iinfo(x.dtype)
+            return x.new_full(shape, info.min if kind == "max" else info.max)
         return x.amax(dim=dims, keepdim=keep) if kind == "max" else x.amin(dim=dims, keepdim=keep)
     return op
 
@@ -125,9 +133,14 @@ def _tile(m, a, x, repeats):
 
 
 def _top_k(m, a, x, k):
-    values, indices = x.topk(ints(k)[0], dim=a.get("axis", -1), largest=bool(a.get("largest", 1)),
-                             sorted=bool(a.get("sorted", 1)))
-    return values, indices.long()
+    """TopK. Of equal values ONNX takes the lower index first, which torch.topk does not promise:
+    where the output is sorted, a stable sort gives ONNX's order."""
+    count, axis, largest = ints(k)[0], a.get("axis", -1), bool(a.get("largest", 1))
+    if not a.get("sorted", 1):
+        values, indices = x.topk(count, dim=axis, largest=largest, sorted=False)
+        return values, indices.long()
+    values, indices = x.sort(dim=axis, descending=largest, stable=True)
+    return values.narrow(axis, 0, count), indices.narrow(axis, 0, count).long()
 
 
 def _cum_sum(m, a, x, axis):
@@ -153,12 +166,11 @@ def _prelu(m, a, x, slope):
     return torch.where(x >= 0, x, x * slope)
 
 
-def _log_softmax(m, a, x):
-    return lazy_torch().log_softmax(x, dim=a.get("axis", -1))
-
-
 def _dropout(m, a, x, ratio=None, training=None):
-    return x  # inference: the identity (a mask output, where asked for, is not supported)
+    """Inference: the identity (a mask output, where the model reads it, is refused by _outputs)."""
+    if training is not None and not isinstance(training, lazy_torch().Tensor) and bool(np.asarray(training)):
+        raise UnsupportedOperator("Dropout in training mode (training_mode true: a random mask each call)")
+    return x
 
 
 # --- recurrent layers: ONNX's gate order and weights, run by PyTorch's own kernels --------------
@@ -294,7 +306,7 @@ MATH_AND_RECURRENT_OPS = {
     "LessOrEqual": binary(lambda x, y: x <= y),
     "Greater": binary(lambda x, y: x > y),
     "GreaterOrEqual": binary(lambda x, y: x >= y),
-    "Mod": binary(lambda x, y: x % y),
+    "Mod": _mod,
     "Where": _where,
     "Neg": unary(lambda t, x: -x, np.negative),
     "Abs": unary(lambda t, x: x.abs(), np.abs),
@@ -310,7 +322,8 @@ MATH_AND_RECURRENT_OPS = {
     "HardSwish": unary(lambda t, x: t.nn.functional.hardswish(x)),
     "Mish": unary(lambda t, x: t.nn.functional.mish(x)),
     "Elu": lambda m, a, x: lazy_torch().nn.functional.elu(x, a.get("alpha", 1.0)),
-    "Selu": lambda m, a, x: lazy_torch().nn.functional.selu(x),
+    "Selu": lambda m, a, x: a.get("gamma", 1.05070102214813232421875) * lazy_torch().where(
+        x > 0, x, a.get("alpha", 1.67326319217681884765625) * lazy_torch().expm1(x)),
     "PRelu": _prelu,
     "Min": lambda m, a, *xs: _fold(xs, lambda x, y: lazy_torch().minimum(x, y), np.minimum),
     "Max": lambda m, a, *xs: _fold(xs, lambda x, y: lazy_torch().maximum(x, y), np.maximum),
@@ -332,7 +345,7 @@ MATH_AND_RECURRENT_OPS = {
     "CumSum": _cum_sum,
     "GatherElements": _gather_elements,
     "InstanceNormalization": _instance_norm,
-    "LogSoftmax": _log_softmax,
+    "LogSoftmax": softmax_like("log_softmax"),
     "Dropout": _dropout,
     "LSTM": _rnn("lstm"),
     "GRU": _rnn("gru"),

@@ -67,6 +67,19 @@ def tensor_like(value, like=None):
     return cached
 
 
+def unary(torch_fn, numpy_fn=None):
+    """An elementwise operator; a host value (shape arithmetic) stays on the host: through `numpy_fn`,
+    else through torch on the CPU and back (the 1/sqrt(head size) of an attention export)."""
+    def op(m, a, x):
+        torch = lazy_torch()
+        if not isinstance(x, torch.Tensor):
+            if numpy_fn is not None:
+                return numpy_fn(np.asarray(x))
+            return torch_fn(torch, torch.as_tensor(np.array(x))).numpy()
+        return torch_fn(torch, x)
+    return op
+
+
 def binary(fn):
     def op(m, a, x, y):
         torch = lazy_torch()
@@ -75,6 +88,18 @@ def binary(fn):
         like = x if isinstance(x, torch.Tensor) else y
         return fn(tensor_like(x, like), tensor_like(y, like))
     return op
+
+
+def _divide(x, y):
+    """Div: integers divide to an integer, truncated toward zero as ONNX Runtime does (shape arithmetic:
+    (size - crop) / 2 is not half a pixel)."""
+    if isinstance(x, np.ndarray):
+        if x.dtype.kind in "iu" and np.asarray(y).dtype.kind in "iu":
+            return ((np.abs(x) // np.abs(y)) * np.sign(x) * np.sign(y)).astype(np.result_type(x, y))
+        return x / y
+    if not x.is_floating_point() and not y.is_floating_point():
+        return lazy_torch().div(x, y, rounding_mode="trunc")
+    return x / y
 
 
 def _conv(m, a, x, w, b=None):
@@ -153,6 +178,7 @@ def _gather(m, a, data, indices):
         picked = torch.cat([data.narrow(axis, int(i) % data.shape[axis], 1) for i in flat], dim=axis)
         return picked.reshape((*data.shape[:axis], *np.asarray(indices).shape, *data.shape[axis + 1:]))
     index = indices.long()
+    index = lazy_torch().where(index < 0, index + data.shape[axis], index)  # ONNX counts negative ones from the end
     if axis == 0 and data.dim() == 2 and index.dim() >= 1:
         return torch.nn.functional.embedding(index, data)
     axis = axis % data.dim()
@@ -216,16 +242,28 @@ def _reshape(m, a, x, shape):
     return x.reshape(dims)
 
 
+# ONNX's integer types as torch holds them: uint16 and uint32 in the next signed type up, whose
+# values are the same (torch has few kernels for its own unsigned types beyond uint8)
+_CAST_INTEGERS = {2: "uint8", 3: "int8", 4: "int32", 5: "int16", 6: "int32", 7: "int64", 9: "bool", 12: "int64"}
+
+
 def _cast(m, a, x):
+    """Cast. Floats become the module's float type, double too (one float type meets another in no
+    operator), rounded through fp16 or bf16 where the model casts to them; on the host, float32."""
     torch = lazy_torch()
     to = a["to"]
-    floating = {1: m.float_dtype, 10: m.float_dtype, 16: m.float_dtype, 11: torch.float64}
-    integer = {6: torch.int32, 7: torch.int64, 9: torch.bool, 3: torch.int8, 2: torch.uint8}
+    if to not in _CAST_INTEGERS and to not in (1, 10, 11, 16):
+        from onnx import TensorProto
+
+        raise UnsupportedOperator(f"Cast to {TensorProto.DataType.Name(to)}: farm's interpreter has no such tensor type")
     if not isinstance(x, torch.Tensor):
-        return np.asarray(x).astype({6: np.int32, 7: np.int64, 9: bool}.get(to, np.float32))
-    if to in floating:
-        return x.to(floating[to])
-    return x.to(integer[to])
+        return np.asarray(x).astype(_CAST_INTEGERS.get(to, "float32"))  # host floats: float32 (tensor_like)
+    if to in _CAST_INTEGERS:
+        return x.to(getattr(torch, _CAST_INTEGERS[to]))
+    narrow = {10: torch.float16, 16: torch.bfloat16}.get(to)
+    if narrow is not None and m.float_dtype in (torch.float32, torch.float64) and x.dtype != narrow:
+        x = x.to(narrow)  # rounded as the model asks, then held in the module's type like every float
+    return x.to(m.float_dtype)
 
 
 def _unsqueeze(m, a, x, axes=None):
@@ -275,6 +313,8 @@ def _concat(m, a, *xs):
 def _clip(m, a, x, low=None, high=None):
     low = a.get("min") if low is None else low
     high = a.get("max") if high is None else high
+    if low is None and high is None:  # no bounds: the identity
+        return x
     return x.clamp(min=None if low is None else float(low), max=None if high is None else float(high))
 
 
@@ -289,6 +329,23 @@ def _transpose(m, a, x):
     return x.permute(*a["perm"]) if "perm" in a else x.permute(*reversed(range(x.dim())))
 
 
+# Operators whose meaning changed with the opset: their attributes carry the model's (`_opset`)
+OPSET_SENSITIVE = frozenset({"Softmax", "LogSoftmax"})
+
+
+def softmax_like(name: str):
+    """Softmax and LogSoftmax: over `axis` (default -1) from opset 13; before it over the input
+    flattened to 2-D at `axis` (default 1), [prod(dims[:axis]), prod(dims[axis:])], which differs
+    wherever `axis` is not the last dimension (a segmentation map's classes at axis 1)."""
+    def op(m, a, x):
+        fn = getattr(lazy_torch(), name)
+        if a.get("_opset", 13) >= 13:
+            return fn(x, dim=a.get("axis", -1))
+        axis = a.get("axis", 1) % max(x.dim(), 1)
+        return fn(x.flatten(axis), dim=-1).reshape(x.shape)
+    return op
+
+
 def _constant(m, a):
     """Decoded once at build (farm.onnx_torch._fold_constants): a host array or a buffer's name."""
     return a["array"] if "array" in a else getattr(m, a["buffer"])
@@ -297,12 +354,12 @@ def _constant(m, a):
 OPS: dict[str, Callable] = {
     "Conv": _conv,
     "BatchNormalization": _batch_norm,
-    "Relu": lambda m, a, x: lazy_torch().relu(x),
-    "Sigmoid": lambda m, a, x: lazy_torch().sigmoid(x),
-    "Tanh": lambda m, a, x: lazy_torch().tanh(x),
-    "Erf": lambda m, a, x: lazy_torch().erf(x),
-    "Sqrt": lambda m, a, x: lazy_torch().sqrt(x),
-    "Exp": lambda m, a, x: lazy_torch().exp(x),
+    "Relu": unary(lambda t, x: t.relu(x)),
+    "Sigmoid": unary(lambda t, x: t.sigmoid(x)),
+    "Tanh": unary(lambda t, x: t.tanh(x)),
+    "Erf": unary(lambda t, x: t.erf(x)),
+    "Sqrt": unary(lambda t, x: t.sqrt(x)),
+    "Exp": unary(lambda t, x: t.exp(x)),
     "Gelu": lambda m, a, x: lazy_torch().nn.functional.gelu(
         x, approximate="tanh" if a.get("approximate") in (b"tanh", "tanh") else "none"),
     "LeakyRelu": lambda m, a, x: lazy_torch().nn.functional.leaky_relu(x, a.get("alpha", 0.01)),
@@ -318,9 +375,9 @@ OPS: dict[str, Callable] = {
     "Add": binary(lambda x, y: x + y),
     "Sub": binary(lambda x, y: x - y),
     "Mul": binary(lambda x, y: x * y),
-    "Div": binary(lambda x, y: x / y),
+    "Div": binary(_divide),
     "Pow": binary(lambda x, y: x ** y),
-    "Softmax": lambda m, a, x: lazy_torch().softmax(x, dim=a.get("axis", -1)),
+    "Softmax": softmax_like("softmax"),
     "Transpose": _transpose,
     "Reshape": _reshape,
     "Gather": _gather,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from farm.onnx_torch.ops import UnsupportedOperator, binary, ints, lazy_torch
+from farm.onnx_torch.ops import UnsupportedOperator, binary, ints, lazy_torch, tensor_like
 
 
 def _device(m):
@@ -38,32 +38,85 @@ _LINEAR = {1: "linear", 2: "bilinear", 3: "trilinear"}
 
 
 def _resize(m, a, x, roi=None, scales=None, sizes=None):
+    """Resize of the spatial axes. nearest by ONNX's own rule for every coordinate transform and
+    rounding (source indices, then a gather); linear and cubic through torch's interpolate where it
+    computes what ONNX does; what it does not is refused, never approximated."""
     F = lazy_torch().nn.functional
     mode = _text(a.get("mode", "nearest"))
     coords = _text(a.get("coordinate_transformation_mode", "half_pixel"))
+    for key, plain in (("antialias", 0), ("exclude_outside", 0), ("keep_aspect_ratio_policy", "stretch")):
+        if _text(a.get(key, plain)) != str(plain):
+            raise UnsupportedOperator(f"Resize with {key}={_text(a[key])} is not supported by the PyTorch backend")
+    out, scale = _resize_target(a, x, scales, sizes)
     n = x.dim() - 2
-    size = scale = None
-    if sizes is not None and np.size(ints(sizes)):
-        size = ints(sizes)[2:]
-    elif scales is not None and _floats(scales):
-        values = _floats(scales)
-        if values[:2] != [1.0, 1.0]:
-            raise UnsupportedOperator("Resize of the batch or channel axis is not supported by the PyTorch backend")
-        scale = values[2:]
     if mode == "nearest":
         nearest = _text(a.get("nearest_mode", "round_prefer_floor"))
-        if coords == "asymmetric" and nearest == "floor":
-            return F.interpolate(x, size=size, scale_factor=scale, mode="nearest")
-        if coords in ("half_pixel", "pytorch_half_pixel") and nearest in ("round_prefer_ceil", "round_prefer_floor"):
-            return F.interpolate(x, size=size, scale_factor=scale, mode="nearest-exact")
-    elif mode in ("linear", "cubic") and (mode == "linear" or n == 2):
+        # torch's own kernels where they compute ONNX's indices: floor(x / scale) and floor((x + 0.5) / scale),
+        # with the scale given (scale_factor) or out / in (size)
+        fast = {("asymmetric", "floor"): "nearest", ("half_pixel", "round_prefer_ceil"): "nearest-exact"}.get(
+            (coords, nearest))
+        if fast:
+            given = sizes is None or not np.size(ints(sizes))
+            return F.interpolate(x, size=None if given else out, scale_factor=scale if given else None, mode=fast)
+        for axis in range(n):
+            index = _nearest_source(x.shape[2 + axis], out[axis], scale[axis], coords, nearest)
+            x = x.index_select(2 + axis, tensor_like(index, x))
+        return x
+    if mode in ("linear", "cubic") and (mode == "linear" or n == 2) and \
+            coords in ("half_pixel", "pytorch_half_pixel", "align_corners"):
+        if mode == "cubic" and a.get("cubic_coeff_a", -0.75) != -0.75:
+            raise UnsupportedOperator("Resize cubic_coeff_a other than -0.75 is not supported by the PyTorch backend")
+        if coords == "align_corners" and sizes is None and any(
+                x.shape[2 + i] * scale[i] != out[i] for i in range(n)):  # ONNX maps by the unrounded length
+            raise UnsupportedOperator("Resize align_corners with scales that give no whole output length is not "
+                                      "supported by the PyTorch backend")
+        if coords == "pytorch_half_pixel":  # an output of length 1 takes the first pixel, not the centre
+            for axis in [i for i in range(n) if out[i] == 1]:
+                x = x.narrow(2 + axis, 0, 1)
         kind = _LINEAR[n] if mode == "linear" else "bicubic"
-        if coords in ("half_pixel", "pytorch_half_pixel", "align_corners"):
-            if mode == "cubic" and a.get("cubic_coeff_a", -0.75) != -0.75:
-                raise UnsupportedOperator("Resize cubic_coeff_a other than -0.75 is not supported by the PyTorch backend")
-            return F.interpolate(x, size=size, scale_factor=scale, mode=kind, align_corners=coords == "align_corners")
+        given = None if sizes is not None or coords == "pytorch_half_pixel" and 1 in out else scale
+        return F.interpolate(x, size=None if given else out, scale_factor=given, mode=kind,
+                             align_corners=coords == "align_corners")
     raise UnsupportedOperator(f"Resize mode={mode} coordinate_transformation_mode={coords} is not supported by "
                               f"the PyTorch backend")
+
+
+def _resize_target(a, x, scales, sizes) -> tuple[list[int], list[float]]:
+    """The spatial axes' output lengths and scales (sizes / input where sizes are given), with
+    `axes` (opset 18) naming the axes the scales or sizes are for."""
+    rank = x.dim()
+    axes = [ax % rank for ax in a.get("axes", range(rank))]
+    full_sizes, full_scales = list(x.shape), [1.0] * rank
+    if sizes is not None and np.size(ints(sizes)):
+        for axis, size in zip(axes, ints(sizes)):
+            full_sizes[axis], full_scales[axis] = size, size / x.shape[axis]
+    elif scales is not None and _floats(scales):
+        for axis, value in zip(axes, _floats(scales)):
+            full_scales[axis], full_sizes[axis] = value, int(np.floor(x.shape[axis] * value))
+    if full_sizes[:2] != list(x.shape[:2]):
+        raise UnsupportedOperator("Resize of the batch or channel axis is not supported by the PyTorch backend")
+    return full_sizes[2:], full_scales[2:]
+
+
+def _nearest_source(length: int, out: int, scale: float, coords: str, nearest: str) -> np.ndarray:
+    """ONNX's source index of each output position of one axis in nearest mode."""
+    x = np.arange(out, dtype=np.float64)
+    if coords == "half_pixel" or (coords == "pytorch_half_pixel" and out > 1):
+        source = (x + 0.5) / scale - 0.5
+    elif coords == "pytorch_half_pixel":
+        source = np.zeros(out)
+    elif coords == "align_corners":
+        source = x * (length - 1) / (out - 1) if out > 1 else np.zeros(out)
+    elif coords == "asymmetric":
+        source = x / scale
+    else:
+        raise UnsupportedOperator(f"Resize nearest with coordinate_transformation_mode={coords} is not supported "
+                                  "by the PyTorch backend")
+    rounding = {"round_prefer_floor": lambda v: np.ceil(v - 0.5), "round_prefer_ceil": lambda v: np.floor(v + 0.5),
+                "floor": np.floor, "ceil": np.ceil}
+    if nearest not in rounding:
+        raise UnsupportedOperator(f"Resize nearest_mode={nearest} is not supported by the PyTorch backend")
+    return np.clip(rounding[nearest](source), 0, length - 1).astype(np.int64)
 
 
 def _floats(value) -> list[float]:
@@ -189,7 +242,32 @@ def _scan(m, a, *args):
     return result if len(result) > 1 else result[0]
 
 
+def _cast_like(m, a, x, like):
+    """CastLike: `x` in `like`'s type (a float in the module's float type, as Cast makes every float)."""
+    torch = lazy_torch()
+    if not isinstance(like, torch.Tensor):
+        return np.asarray(host_value(x)).astype(np.asarray(like).dtype)
+    x = x if isinstance(x, torch.Tensor) else tensor_like(x, like)
+    return x.to(m.float_dtype if like.is_floating_point() else like.dtype)
+
+
+def _trilu(m, a, x, k=None):
+    """Trilu: the upper (default) or lower triangle of the last two axes, from diagonal k."""
+    diagonal = ints(k)[0] if k is not None else 0
+    upper = bool(a.get("upper", 1))
+    if not isinstance(x, lazy_torch().Tensor):
+        return (np.triu if upper else np.tril)(np.asarray(x), diagonal)
+    return x.triu(diagonal) if upper else x.tril(diagonal)
+
+
+def host_value(value):
+    """A value as numpy (a tensor copied to the host)."""
+    return value.detach().cpu().numpy() if isinstance(value, lazy_torch().Tensor) else value
+
+
 SHAPE_AND_CONTROL_OPS = {
+    "CastLike": _cast_like,
+    "Trilu": _trilu,
     "ConvTranspose": _conv_transpose,
     "Resize": _resize,
     "Expand": _expand,

@@ -1,0 +1,79 @@
+"""farm's ONNX interpreter on ONNX's own operator tests (onnx.backend.test.case.node: a model, its
+inputs and the outputs ONNX's reference computes), case by case for each class of fault the whole
+set found (benchmarks/onnx_conformance.py runs all 1,884): a wrong answer is never acceptable, a
+setting the interpreter lacks is refused with why, never approximated."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+torch = pytest.importorskip("torch")
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper  # noqa: E402
+from onnx.backend.test.case import node  # noqa: E402
+
+from benchmarks.onnx_conformance import run_case  # noqa: E402
+from farm.onnx_torch import build_module  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def cases() -> dict:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the generators divide by zero on purpose
+        return {c.name: c for c in node.collect_testcases(None)}
+
+
+@pytest.mark.parametrize("name", [
+    "test_mod_mixed_sign_float32", "test_mod_int64_fmod",  # Mod's fmod attribute (C's fmod: the dividend's sign)
+    "test_selu",  # Selu's alpha and gamma
+    "test_top_k_same_values", "test_top_k_same_values_largest",  # of equal values, the lower index first
+    "test_gather_negative_indices",  # indices counted from the end
+    "test_clip_default_inbounds",  # a Clip without bounds
+    "test_resize_downsample_sizes_nearest", "test_resize_upsample_sizes_nearest",  # nearest's ties: round_prefer_floor
+    "test_resize_upsample_sizes_nearest_axes_2_3",  # Resize's axes
+    "test_resize_downsample_sizes_linear_pytorch_half_pixel",  # an output of length 1 takes the first pixel
+    "test_center_crop_pad_crop_axes_chw_expanded",  # integer Div truncates: (size - crop) / 2 is not half a pixel
+    "test_flexattention_expanded_ver26",  # Sqrt of a shape (the attention scale) on the host
+    "test_reduce_max_empty_set",  # a reduction over nothing is the identity
+    "test_greater_uint32", "test_add_uint16",  # unsigned inputs torch has no kernels for
+    "test_cast_FLOAT_to_BFLOAT16",  # a cast to bf16 rounds, though the module holds fp32
+    "test_flexattention_double_expanded_ver26",  # a cast to double meets the module's floats: one type
+    "test_triu", "test_tril_neg", "test_castlike_FLOAT16_to_FLOAT",  # Trilu and CastLike
+])
+def test_the_interpreter_gives_onnx_s_expected_outputs(cases: dict, name: str) -> None:
+    assert run_case(cases[name]) == ("pass", "")
+
+
+@pytest.mark.parametrize("name, why", [
+    ("test_training_dropout", "Dropout in training mode"),
+    ("test_resize_downsample_scales_linear_antialias", "Resize with antialias=1"),
+    ("test_resize_upsample_scales_cubic_A_n0p5_exclude_outside", "Resize with exclude_outside=1"),
+    ("test_resize_downsample_scales_linear_align_corners", "Resize align_corners with scales that give no whole"),
+    ("test_add_uint64", "uint64 inputs"),
+    ("test_scan_sum", "Scan before opset 9"),
+])
+def test_what_the_interpreter_cannot_reproduce_is_refused_with_why(cases: dict, name: str, why: str) -> None:
+    outcome, detail = run_case(cases[name])
+    assert outcome == "unsupported" and detail.startswith(why), (outcome, detail)
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("opset, axis", [(11, None), (11, 1), (11, 0), (12, -1), (13, None), (13, 1)])
+def test_softmax_before_opset_13_flattens_at_its_axis(op: str, opset: int, axis: int | None) -> None:
+    """Before opset 13 Softmax ran over the input flattened to 2-D at `axis` (default 1); the
+    interpreter took every model's as opset 13's (over one axis, default -1) and differed from ONNX
+    Runtime by up to 0.55 wherever the axis was not the last."""
+    node_ = helper.make_node(op, ["x"], ["y"], **({} if axis is None else {"axis": axis}))
+    spec = [2, 3, 4]
+    graph = helper.make_graph([node_], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, spec)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, spec)])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    proto.ir_version = 7
+    x = np.random.default_rng(0).standard_normal(spec).astype(np.float32)
+    expected = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    got = build_module(proto)(torch.from_numpy(x))[0].numpy()
+    np.testing.assert_allclose(got, expected, atol=1e-6)
