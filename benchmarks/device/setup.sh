@@ -37,6 +37,7 @@ fi
 (cd "$store" && sed 's#[0-9]*/wheels#wheels#' manifest.sha256 | sha256sum -c --quiet)
 mkdir -p "$store/wheels" && cat "$store"/wheels.tar.* | tar xf - -C "$store/wheels"
 python3 -m pip install -q --no-index --find-links "$store/wheels" "$store"/wheels/*.whl
-python3 -c "import onnxruntime as o, ray, duckdb, pydantic, torch; o.preload_dlls(); print('providers', o.get_available_providers())"
+python3 -c "import onnxruntime as o, duckdb, pydantic, torch; o.preload_dlls(); print('providers', o.get_available_providers())"
+ls "$store"/wheels/ray-*.whl >/dev/null 2>&1 && python3 -c "import ray"  # a LEAN=1 wheelhouse has no Ray
 touch "$store/.ready"
 echo "ready: $(command -v python3)"
