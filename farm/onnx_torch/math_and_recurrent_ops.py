@@ -22,12 +22,14 @@ def host(value) -> np.ndarray:
     return np.asarray(value)
 
 
+_REMAINDER = binary(lambda u, v: u % v)
+_FMOD = binary(lambda u, v: np.fmod(u, v) if isinstance(u, np.ndarray) else lazy_torch().fmod(u, v))
+
+
 def _mod(m, a, x, y):
     """Mod: the remainder with the divisor's sign (Python's %) by default; with fmod=1 C's fmod,
     with the dividend's sign (ONNX requires it for floats)."""
-    if not a.get("fmod", 0):
-        return binary(lambda u, v: u % v)(m, a, x, y)
-    return binary(lambda u, v: np.fmod(u, v) if isinstance(u, np.ndarray) else lazy_torch().fmod(u, v))(m, a, x, y)
+    return (_FMOD if a.get("fmod", 0) else _REMAINDER)(m, a, x, y)
 
 
 def _text(value) -> str:
