@@ -67,7 +67,7 @@ def _prepare(node, attrs: dict[str, Any], opset: int) -> tuple[dict[str, Any], l
         return {**attrs, "_opset": opset}, []
     if node.domain == "ai.onnx.ml":  # its attributes made tensors once (farm.onnx_torch.ml_ops)
         return prepare_ml(node.op_type, attrs), []
-    if node.op_type == "Split":
+    if node.op_type in ("Split", "LayerNormalization"):
         return {**attrs, "_outputs": len(node.output)}, []
     if node.op_type == "Scan" and opset < 9:
         raise UnsupportedOperator("Scan before opset 9 (a batch axis and sequence_lens): the PyTorch backend runs "

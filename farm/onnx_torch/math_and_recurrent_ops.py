@@ -93,11 +93,11 @@ def _reduce(kind):
 
 def _arg(kind):
     def op(m, a, x):
-        axis, keep = a.get("axis", 0), bool(a.get("keepdims", 1))
-        if a.get("select_last_index", 0):
-            raise UnsupportedOperator(f"Arg{kind.capitalize()} with select_last_index")
-        fn = x.argmax if kind == "max" else x.argmin
-        return fn(dim=axis, keepdim=keep)
+        axis, keep = a.get("axis", 0) % x.dim(), bool(a.get("keepdims", 1))
+        last = a.get("select_last_index", 0)  # of equal values the last: the first of the flipped tensor
+        y = x.flip(axis) if last else x
+        index = (y.argmax if kind == "max" else y.argmin)(dim=axis, keepdim=keep)
+        return x.shape[axis] - 1 - index if last else index
     return op
 
 

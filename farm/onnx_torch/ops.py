@@ -289,8 +289,13 @@ def _squeeze(m, a, x, axes=None):
 
 
 def _layer_norm(m, a, x, scale, bias=None):
-    axis = a.get("axis", -1) % x.dim()
-    return lazy_torch().nn.functional.layer_norm(x, x.shape[axis:], scale, bias, a.get("epsilon", 1e-5))
+    """LayerNormalization; its Mean and InvStdDev outputs (in fp32) where the node has them."""
+    torch, axis, epsilon = lazy_torch(), a.get("axis", -1) % x.dim(), a.get("epsilon", 1e-5)
+    y = torch.nn.functional.layer_norm(x, x.shape[axis:], scale, bias, epsilon)
+    if a.get("_outputs", 1) == 1:
+        return y
+    var, mean = torch.var_mean(x.float(), dim=tuple(range(axis, x.dim())), keepdim=True, correction=0)
+    return y, mean, (var + epsilon).rsqrt()
 
 
 def _batch_norm(m, a, x, scale, bias, mean, var):
