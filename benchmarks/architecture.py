@@ -24,7 +24,7 @@ LAYERS: dict[str, int] = {
     "farm.text": 0, "farm.scenario": 0,
     "farm.config": 1, "farm.plan": 1, "farm.models": 1, "farm.precision": 1, "farm.measure": 1,
     "farm.accuracy": 1, "farm.output_values": 1, "farm.layers": 1, "farm.trt_output": 1, "farm.provenance": 1,
-    "farm.device_timer": 1, "farm.backends.registry": 1, "farm.backends.base": 1, "farm.onnx_torch": 1, "farm.cuda": 1,
+    "farm.device_timer": 1, "farm.backends.registry": 1, "farm.backends.base": 1, "farm.backends.narrow_types": 1, "farm.onnx_torch": 1, "farm.cuda": 1,
     "farm.telemetry": 1, "farm.serving": 1,
     "farm.backends": 2,
     "farm.cell_runner": 3,

@@ -155,12 +155,14 @@ def _converted_mark(model_path: Path, cache_dir: Path) -> str:
 def _reference_session(model_path: Path, cache_dir: Path) -> Run:
     import onnxruntime as ort
 
+    from farm.backends.narrow_types import ort_feeds
+
     options = ort.SessionOptions()
     options.log_severity_level = 3  # errors only: an old opset's optimizer warnings are not the user's news
     runnable, _ = _reference_file(model_path, cache_dir)
     session = ort.InferenceSession(str(runnable), options, providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
-    return comparable(lambda feeds: dict(zip(names, session.run(names, feeds))))
+    return comparable(lambda feeds: dict(zip(names, session.run(names, ort_feeds(feeds)))))
 
 
 def _cached(path: Path, compute: Callable[[], dict[str, np.ndarray]]) -> dict[str, np.ndarray]:

@@ -21,7 +21,7 @@ from farm.config import NATIVE_PREFIXES, ModelSpec, model_display_name
 from farm.config.keys import parse_axis_key, shape_text, toml_key, toml_key_value
 from farm.errors import ConfigError
 from farm.files import write_atomic
-from farm.models.input_values import input_values
+from farm.models.input_values import element_kind, input_values
 from farm.models.onnx_file import read_metadata
 from farm.records import BATCH_NAMES, InputSpec, ModelArtifact, axis_key, is_unnamed
 
@@ -205,7 +205,8 @@ def make_feeds(inputs: tuple[InputSpec, ...], shapes: dict[str, tuple[int, ...]]
     for spec in inputs:
         rng = np.random.default_rng([seed, zlib.crc32(spec.name.encode())])
         shape = shapes[spec.name]
-        if np.dtype(spec.dtype).kind == "O":  # ONNX strings: Python str in an object array, as ONNX Runtime takes them
+        kind = element_kind(spec.dtype)
+        if kind == "O":  # ONNX strings: Python str in an object array, as ONNX Runtime takes them
             lengths = rng.integers(math.ceil(spec.low), max(math.ceil(spec.high), math.ceil(spec.low) + 1), size=shape)
             letters = rng.integers(ord("a"), ord("z") + 1, size=(*shape, max(int(lengths.max(initial=0)), 1)))
             values = np.empty(shape, dtype=object)
@@ -213,7 +214,7 @@ def make_feeds(inputs: tuple[InputSpec, ...], shapes: dict[str, tuple[int, ...]]
                 values[at] = "".join(map(chr, letters[at][:lengths[at]]))
         elif spec.low == spec.high:  # a `value`
             values = np.full(shape, spec.low).astype(spec.dtype)
-        elif np.dtype(spec.dtype).kind == "f":
+        elif kind == "f":  # bfloat16 and float8 too, drawn in float64 and rounded to their type
             values = rng.uniform(spec.low, spec.high, size=shape).astype(spec.dtype)
         elif spec.dtype == "bool":
             values = rng.integers(int(spec.low), max(int(spec.high), 2), size=shape).astype(bool)

@@ -34,6 +34,22 @@ STRING_LENGTHS = (3.0, 9.0)
 KNOWN_INT_RANGES = {"attention_mask": (1.0, 2.0), "input_mask": (1.0, 2.0),
                     "token_type_ids": (0.0, 1.0), "segment_ids": (0.0, 1.0)}
 
+
+def element_kind(dtype: str) -> str:
+    """numpy's kind letter of an input's dtype name ('f', 'i', 'u', 'b', 'O'), the types numpy lacks
+    included: ml_dtypes' bfloat16 and float8s are floats and its int4/uint4 integers, where numpy
+    calls them all 'V' (raw bytes), and knows their names only once ml_dtypes is imported."""
+    import ml_dtypes  # noqa: F401 - registers bfloat16, float8_* and int4 with numpy
+
+    if dtype.startswith(("bfloat16", "float8_", "float4_")):
+        return "f"
+    if dtype in ("int4", "int2"):
+        return "i"
+    if dtype in ("uint4", "uint2"):
+        return "u"
+    return np.dtype(dtype).kind
+
+
 # Ops that pass an integer tensor on unchanged in value (only its shape or type changes): a hint
 # found past them still holds for the input.
 _VALUE_PRESERVING = {"Cast", "Reshape", "Unsqueeze", "Squeeze", "Flatten", "Identity", "Expand"}
@@ -172,7 +188,7 @@ def _value_range(input_name: str, dtype: str, shape: tuple[int | str, ...], over
     """[low, high) of an input's random values (low == high: that one value). `hint`: what the
     graph says of an integer input (integer_hints), used where the sweep file says nothing;
     where nothing says, DEFAULT_INT_RANGE, and a note (why: `unread`) appended to `notes`."""
-    kind = np.dtype(dtype).kind if dtype != "bfloat16" else "f"
+    kind = element_kind(dtype)
     key = f"{where}.inputs.{toml_key(input_name)}"
     if override is not None and override.value is not None:
         value = override.value

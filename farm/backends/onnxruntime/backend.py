@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from farm.backends import narrow_types
 from farm.backends.base import Capabilities, LoopTimedBackend, torch_profile
 from farm.backends.onnxruntime import placement
 from farm.backends.onnxruntime.options import CUDA_ONLY_OPTIONS, OnnxRuntimeOptions
@@ -215,6 +216,9 @@ class OnnxRuntimeBackend(LoopTimedBackend):
         import onnx
 
         self.model_path, self.work_dir, self.precision = request.model_path, request.work_dir, request.precision
+        if why := narrow_types.refusal(feeds, "ONNX Runtime", "farm binds numpy-typed device buffers on ONNX "
+                                       "Runtime's CUDA path; run it with device = \"cpu\"" if self.cuda else None):
+            raise EngineUnsupported(why)
         try:
             self.model_path, converted = for_onnxruntime(self.model_path, request.cache_dir or self.work_dir)
         except ConversionFailed as exc:  # the file as given, which ONNX Runtime may still run
@@ -297,7 +301,7 @@ class OnnxRuntimeBackend(LoopTimedBackend):
     def query_fn(self, feeds: dict[str, np.ndarray]) -> QueryFn:
         if self.cuda:
             return self.bound.query_fn(self.options.transfers)
-        run = self.session.run
+        run, feeds = self.session.run, narrow_types.ort_feeds(feeds)  # typed once, outside the timed loop
 
         def query() -> None:
             run(None, feeds)
@@ -308,7 +312,7 @@ class OnnxRuntimeBackend(LoopTimedBackend):
         if self.cuda:
             return self.bound.outputs_for(feeds)
         names = [o.name for o in self.session.get_outputs()]
-        return dict(zip(names, self.session.run(names, feeds)))
+        return dict(zip(names, self.session.run(names, narrow_types.ort_feeds(feeds))))
 
     def runtime_stats(self) -> dict[str, Any]:
         """What the latency includes: host inputs to host outputs on the CPU; on CUDA the copies
@@ -330,6 +334,7 @@ class OnnxRuntimeBackend(LoopTimedBackend):
         session = self._new_session(opts, cuda_graph=False)
         if self.cuda:
             return self._kernel_rows(session, feeds, iterations)
+        feeds = narrow_types.ort_feeds(feeds)
         for _ in range(_WARMUP_RUNS + iterations):
             session.run(None, feeds)
         return layers_from_profile(self._read_profile(session), self.optimized, _WARMUP_RUNS)

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from farm.backends import narrow_types
 from farm.backends.base import Capabilities, LoopTimedBackend, torch_profile
 from farm.backends.torch.missing_kernels import quantized_for_the_cpu, unsupported_kernel
 from farm.backends.torch.options import TorchOptions, set_cpu_threads
@@ -121,7 +122,8 @@ class TorchBackend(LoopTimedBackend):
         self.dtype = getattr(torch, compute_dtype(precision, self.options.device))
         self.dev = torch.device("cuda" if self.options.device == "cuda" else "cpu")
         capability = torch.cuda.get_device_capability() if self.dev.type == "cuda" else None
-        if reason := quantized_unsupported(precision, self.options.device, capability):  # int8, fp8: torchao
+        if reason := quantized_unsupported(precision, self.options.device, capability) or \
+                narrow_types.refusal(feeds, "PyTorch"):  # int8, fp8: torchao; a packed 4-bit input
             raise EngineUnsupported(reason)
         cuda = self.dev.type == "cuda"
         if cuda:
@@ -175,7 +177,7 @@ class TorchBackend(LoopTimedBackend):
 
         # a copy: on CPU the tensor would otherwise share the caller's array, and outputs() writes
         # later inputs into the bound tensors
-        tensor = torch.from_numpy(np.array(array, order="C"))
+        tensor = narrow_types.torch_tensor(np.array(array, order="C"))  # bfloat16, float8: PyTorch's own
         if tensor.is_floating_point():
             tensor = tensor.to(self.dtype)
         tensor = tensor.to(self.dev)
