@@ -1,8 +1,8 @@
 """Models whose inputs are of a type numpy lacks (bfloat16, float8: ml_dtypes arrays) run on both CPU
-engines and are judged, with seeded values spread over their range; uint32 runs on PyTorch (as int64);
-a packed 4-bit input is unsupported on both, saying why. ONNX Runtime's session.run used to fail such
-cells ("Numpy_type 256 can't be converted to MLDataType"), and a float8 input's name could stop the
-whole plan."""
+engines and are judged, with seeded values spread over their range; uint32 runs on PyTorch (as
+int64); a packed 4-bit input is unsupported on both, saying why, and so is an input that is no
+tensor. ONNX Runtime's session.run used to fail such cells ("Numpy_type 256 can't be converted to
+MLDataType"), and a float8 input's name could stop the whole plan."""
 
 from __future__ import annotations
 
@@ -75,3 +75,33 @@ def test_narrow_float_inputs_are_spread_over_their_range(dtype: str) -> None:
     spec = InputSpec(name="x", dtype=dtype, shape=("batch", 64), low=-1.0, high=1.0)
     values = make_feeds((spec,), {"x": (4, 64)}, seed=0)["x"].astype(np.float32)
     assert values.dtype == np.float32 and len(np.unique(values)) > 10 and values.min() >= -1 and values.max() <= 1
+
+
+def test_an_input_that_is_not_a_tensor_is_unsupported_and_the_sweep_goes_on(tmp_path: Path) -> None:
+    sequence = helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, None)
+    graph = helper.make_graph([helper.make_node("SequenceLength", ["s"], ["y"])], "g", [sequence],
+                              [helper.make_tensor_value_info("y", TensorProto.INT64, [])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "seq.onnx")
+    cast_model(tmp_path / "bf16.onnx", TensorProto.BFLOAT16)
+    sweep = """[[models]]
+source = "seq.onnx"
+[[models]]
+source = "bf16.onnx"
+[axes]
+precisions = ["fp32"]
+batch_sizes = [2]
+backends = ["onnxruntime"]
+[measurement]
+warmup_ms = 10
+min_iterations = 5
+min_duration_ms = 50
+repeats = 1
+"""
+    assert main(["sweep", str(write_sweep(tmp_path, sweep)), "--results", str(tmp_path / "r"), "--executor", "local"]) == 0
+    cells = dict((m, (s, r)) for m, s, r in Warehouse(tmp_path / "r").connect().execute(
+        "SELECT model, status, reason FROM cells").fetchall())
+    assert cells["seq"] == ("unsupported", "input 's' is a sequence, not a tensor: farm makes tensor inputs only; "
+                                           "give the model tensor inputs"), cells
+    assert cells["bf16"][0] == "ok", cells

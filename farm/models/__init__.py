@@ -54,6 +54,9 @@ def resolve_model(spec: ModelSpec, index: int, base_dir: Path, cache_dir: Path, 
     where = f"models[{index}]"
     if meta.get("error"):
         return ModelArtifact(name, spec.source, path, meta["sha256"], meta["size"], (), dims, meta["error"])
+    if meta.get("unsupported"):
+        return ModelArtifact(name, spec.source, path, meta["sha256"], meta["size"], (), dims,
+                             unsupported=meta["unsupported"])
 
     by_name = {i["name"]: i for i in meta["inputs"]}
     for key in spec.inputs:

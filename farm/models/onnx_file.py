@@ -23,7 +23,7 @@ def read_metadata(path: Path) -> dict[str, Any]:
     files, each of those files' name and bytes too, so new weights are a new model."""
     stat = path.stat()
     sidecar = path.with_name(path.name + ".farm.json")
-    key = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "version": 5}  # 5: shape operands' hints
+    key = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "version": 6}  # 6: unfed inputs unsupported
     try:
         cached = json.loads(sidecar.read_text())
         if all(cached.get(k) == v for k, v in key.items()) and cached.get("external", {}) == _stamps(
@@ -36,6 +36,8 @@ def read_metadata(path: Path) -> dict[str, Any]:
     meta: dict[str, Any] = {**key, "inputs": []}
     try:
         meta["inputs"], locations = _onnx_inputs(data)
+    except UnfedInput as exc:  # a readable model farm cannot feed: its cells are unsupported
+        meta["unsupported"], locations = str(exc), []
     except Exception as exc:  # noqa: BLE001 - a corrupt file is a failed cell, not a crash
         meta["error"], locations = f"cannot read {path.name} as an ONNX model: {describe(exc)}", []
     for location in locations:  # in the order the file names them (sorted): the same files, the same hash
@@ -52,6 +54,10 @@ def read_metadata(path: Path) -> dict[str, Any]:
     except UserError:
         pass  # read-only model folder: recompute next time
     return meta
+
+
+class UnfedInput(ValueError):
+    """An input of the model that farm makes no values for (not a tensor)."""
 
 
 def _stamps(folder: Path, locations: dict[str, Any]) -> dict[str, list[int] | None]:
@@ -101,8 +107,10 @@ def _onnx_inputs(data: bytes) -> tuple[list[dict[str, Any]], list[str]]:
         if value.name in initializers:
             continue
         tensor = value.type.tensor_type
-        if not value.type.HasField("tensor_type"):
-            raise ValueError(f"input {value.name!r} is not a tensor")
+        if not value.type.HasField("tensor_type"):  # a sequence, map or optional: farm makes no such inputs
+            kind = (value.type.WhichOneof("value") or "value").removesuffix("_type").replace("_", " ")
+            raise UnfedInput(f"input {value.name!r} is a {kind}, not a tensor: farm makes tensor inputs only; give "
+                             "the model tensor inputs")
         dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.elem_type)).name
         shape: list[int | str] = []
         for dim in tensor.shape.dim:
