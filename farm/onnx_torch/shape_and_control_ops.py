@@ -260,6 +260,25 @@ def _trilu(m, a, x, k=None):
     return x.triu(diagonal) if upper else x.tril(diagonal)
 
 
+def _grid_sample(m, a, x, grid):
+    """GridSample: torch's grid_sample, whose semantics ONNX's follow (opset 20 renamed the modes
+    linear and cubic); cubic on a volume, which torch lacks, is refused."""
+    given = _text(a.get("mode", "bilinear"))
+    mode = {"linear": "bilinear", "cubic": "bicubic"}.get(given, given)
+    if mode == "bicubic" and x.dim() == 5:
+        raise UnsupportedOperator("GridSample cubic on a volume (5-D) is not supported by the PyTorch backend")
+    return lazy_torch().nn.functional.grid_sample(x, grid.to(x.dtype), mode=mode, padding_mode=_text(
+        a.get("padding_mode", "zeros")), align_corners=bool(a.get("align_corners", 0)))
+
+
+def _rms_normalization(m, a, x, scale):
+    """RMSNormalization (opset 23): x / sqrt(mean(x², over axis and after) + epsilon) × scale, the mean in fp32."""
+    torch, axis = lazy_torch(), a.get("axis", -1) % x.dim()
+    wide = x.float()
+    rms = wide.square().mean(dim=tuple(range(axis, x.dim())), keepdim=True).add(a.get("epsilon", 1e-5)).rsqrt()
+    return (wide * rms).to(x.dtype) * (scale.to(x.dtype) if isinstance(scale, torch.Tensor) else scale)
+
+
 def host_value(value):
     """A value as numpy (a tensor copied to the host)."""
     return value.detach().cpu().numpy() if isinstance(value, lazy_torch().Tensor) else value
@@ -267,6 +286,8 @@ def host_value(value):
 
 SHAPE_AND_CONTROL_OPS = {
     "CastLike": _cast_like,
+    "GridSample": _grid_sample,
+    "RMSNormalization": _rms_normalization,
     "Trilu": _trilu,
     "ConvTranspose": _conv_transpose,
     "Resize": _resize,
