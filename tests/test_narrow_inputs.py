@@ -19,7 +19,7 @@ from farm.cli import main  # noqa: E402
 from farm.models import make_feeds  # noqa: E402
 from farm.records import InputSpec  # noqa: E402
 from farm.warehouse import Warehouse  # noqa: E402
-from tests.conftest import write_sweep  # noqa: E402
+from tests.conftest import saved_model, write_sweep  # noqa: E402
 
 TYPES = {"f8": TensorProto.FLOAT8E4M3FN, "bf16": TensorProto.BFLOAT16, "u32": TensorProto.UINT32, "i4": TensorProto.INT4}
 
@@ -37,28 +37,24 @@ def cast_model(path: Path, element_type: int) -> None:
     onnx.save(model, path)
 
 
+def swept(tmp_path: Path, sweep: str, query: str) -> list[tuple]:
+    """Run `sweep` (the suite's quick measurement settings) on this machine; `query`'s rows of its warehouse."""
+    assert main(["sweep", str(write_sweep(tmp_path, sweep)), "--results", str(tmp_path / "r"), "--executor", "local"]) == 0
+    return Warehouse(tmp_path / "r").connect().execute(query).fetchall()
+
+
 def test_inputs_of_types_numpy_lacks(tmp_path: Path) -> None:
     models = ""
     for name, element_type in TYPES.items():
         cast_model(tmp_path / f"{name}.onnx", element_type)
         models += f'[[models]]\nsource = "{name}.onnx"\n'
-    sweep = models + """[axes]
+    rows = swept(tmp_path, models + """[axes]
 precisions = ["fp32"]
 batch_sizes = [2]
 backends = ["onnxruntime", "torch"]
 [backends.torch]
 device = "cpu"
-[measurement]
-warmup_ms = 10
-min_iterations = 5
-min_duration_ms = 50
-repeats = 1
-layer_iterations = 1
-"""
-    assert main(["sweep", str(write_sweep(tmp_path, sweep)), "--results", str(tmp_path / "r"), "--executor", "local"]) == 0
-    rows = Warehouse(tmp_path / "r").connect().execute(
-        "SELECT c.model, c.backend, c.status, c.reason, a.verdict FROM cells c LEFT JOIN accuracy a USING (cell_id)"
-    ).fetchall()
+""", "SELECT c.model, c.backend, c.status, c.reason, a.verdict FROM cells c LEFT JOIN accuracy a USING (cell_id)")
     cells = {(m, b): (status, reason, verdict) for m, b, status, reason, verdict in rows}
     for model in ("f8", "bf16"):
         for backend in ("onnxruntime", "torch"):
@@ -79,13 +75,10 @@ def test_narrow_float_inputs_are_spread_over_their_range(dtype: str) -> None:
 
 def test_an_input_that_is_not_a_tensor_is_unsupported_and_the_sweep_goes_on(tmp_path: Path) -> None:
     sequence = helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, None)
-    graph = helper.make_graph([helper.make_node("SequenceLength", ["s"], ["y"])], "g", [sequence],
-                              [helper.make_tensor_value_info("y", TensorProto.INT64, [])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save(model, tmp_path / "seq.onnx")
+    saved_model(helper.make_graph([helper.make_node("SequenceLength", ["s"], ["y"])], "g", [sequence],
+                                  [helper.make_tensor_value_info("y", TensorProto.INT64, [])]), tmp_path / "seq.onnx")
     cast_model(tmp_path / "bf16.onnx", TensorProto.BFLOAT16)
-    sweep = """[[models]]
+    cells = {m: (s, r) for m, s, r in swept(tmp_path, """[[models]]
 source = "seq.onnx"
 [[models]]
 source = "bf16.onnx"
@@ -93,15 +86,7 @@ source = "bf16.onnx"
 precisions = ["fp32"]
 batch_sizes = [2]
 backends = ["onnxruntime"]
-[measurement]
-warmup_ms = 10
-min_iterations = 5
-min_duration_ms = 50
-repeats = 1
-"""
-    assert main(["sweep", str(write_sweep(tmp_path, sweep)), "--results", str(tmp_path / "r"), "--executor", "local"]) == 0
-    cells = dict((m, (s, r)) for m, s, r in Warehouse(tmp_path / "r").connect().execute(
-        "SELECT model, status, reason FROM cells").fetchall())
+""", "SELECT model, status, reason FROM cells")}
     assert cells["seq"] == ("unsupported", "input 's' is a sequence, not a tensor: farm makes tensor inputs only; "
                                            "give the model tensor inputs"), cells
     assert cells["bf16"][0] == "ok", cells

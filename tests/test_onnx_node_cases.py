@@ -18,6 +18,7 @@ from onnx.backend.test.case import node  # noqa: E402
 
 from benchmarks.onnx_conformance import run_case  # noqa: E402
 from farm.onnx_torch import build_module  # noqa: E402
+from tests.test_onnx_torch_ops import model  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -71,13 +72,9 @@ def test_softmax_before_opset_13_flattens_at_its_axis(op: str, opset: int, axis:
     """Before opset 13 Softmax ran over the input flattened to 2-D at `axis` (default 1); the
     interpreter took every model's as opset 13's (over one axis, default -1) and differed from ONNX
     Runtime by up to 0.55 wherever the axis was not the last."""
-    node_ = helper.make_node(op, ["x"], ["y"], **({} if axis is None else {"axis": axis}))
-    spec = [2, 3, 4]
-    graph = helper.make_graph([node_], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, spec)],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, spec)])
-    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    proto.ir_version = 7
-    x = np.random.default_rng(0).standard_normal(spec).astype(np.float32)
+    proto = model([helper.make_node(op, ["x"], ["y"], **({} if axis is None else {"axis": axis}))],
+                  [("x", TensorProto.FLOAT, [2, 3, 4])], [("y", TensorProto.FLOAT)], opset=opset)
+    x = np.random.default_rng(0).standard_normal([2, 3, 4]).astype(np.float32)
     expected = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     got = build_module(proto)(torch.from_numpy(x))[0].numpy()
     np.testing.assert_allclose(got, expected, atol=1e-6)

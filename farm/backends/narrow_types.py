@@ -38,10 +38,8 @@ def ort_feeds(feeds: dict[str, Any]) -> dict[str, Any]:
     import onnxruntime as ort
     from onnx import helper
 
-    return {name: ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
-                np.ascontiguousarray(value).view(np.uint16 if value.dtype.itemsize == 2 else np.uint8),
-                helper.np_dtype_to_tensor_dtype(value.dtype)) if narrow(value) else value
-            for name, value in feeds.items()}
+    return {name: ort.OrtValue.ortvalue_from_numpy_with_onnx_type(_raw(value), helper.np_dtype_to_tensor_dtype(
+                value.dtype)) if narrow(value) else value for name, value in feeds.items()}
 
 
 def torch_tensor(value: np.ndarray):
@@ -50,5 +48,9 @@ def torch_tensor(value: np.ndarray):
 
     if not narrow(value):
         return torch.from_numpy(value)
-    raw = torch.from_numpy(np.ascontiguousarray(value).view(np.uint16 if value.dtype.itemsize == 2 else np.uint8))
-    return raw.view(getattr(torch, value.dtype.name))
+    return torch.from_numpy(_raw(value)).view(getattr(torch, value.dtype.name))
+
+
+def _raw(value: np.ndarray) -> np.ndarray:
+    """A narrow array's bytes as unsigned integers of its element size (what both engines take)."""
+    return np.ascontiguousarray(value).view(np.uint16 if value.dtype.itemsize == 2 else np.uint8)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from farm.onnx_torch.math_and_recurrent_ops import host
 from farm.onnx_torch.ops import UnsupportedOperator, binary, ints, lazy_torch, tensor_like
 
 
@@ -246,7 +247,7 @@ def _cast_like(m, a, x, like):
     """CastLike: `x` in `like`'s type (a float in the module's float type, as Cast makes every float)."""
     torch = lazy_torch()
     if not isinstance(like, torch.Tensor):
-        return np.asarray(host_value(x)).astype(np.asarray(like).dtype)
+        return host(x).astype(np.asarray(like).dtype)
     x = x if isinstance(x, torch.Tensor) else tensor_like(x, like)
     return x.to(m.float_dtype if like.is_floating_point() else like.dtype)
 
@@ -277,11 +278,6 @@ def _rms_normalization(m, a, x, scale):
     wide = x.float()
     rms = wide.square().mean(dim=tuple(range(axis, x.dim())), keepdim=True).add(a.get("epsilon", 1e-5)).rsqrt()
     return (wide * rms).to(x.dtype) * (scale.to(x.dtype) if isinstance(scale, torch.Tensor) else scale)
-
-
-def host_value(value):
-    """A value as numpy (a tensor copied to the host)."""
-    return value.detach().cpu().numpy() if isinstance(value, lazy_torch().Tensor) else value
 
 
 SHAPE_AND_CONTROL_OPS = {

@@ -86,9 +86,8 @@ def quantize(module: Any, precision: str, int8_scheme: str = "dynamic", native: 
     if not done:
         raise EngineUnsupported(f"{precision} through torchao {torchao.__version__} ({type(config).__name__}) "
                                 f"quantized none of the model's {len(linears)} Linear layers")
-    left = collections.Counter(type(m).__name__ for m in module.modules()
-                               if isinstance(m, (torch.nn.modules.conv._ConvNd, torch.nn.Embedding))
-                               or (isinstance(m, torch.nn.Linear) and not _is_quantized(m.weight)))
+    layers = layer_precisions(module, precision, int8_scheme)
+    left = collections.Counter(row["type"] for row in layers if row["precision"] == row["weights"])  # not torchao's
     kept = ", ".join(f"{n} {name}" for name, n in sorted(left.items(), key=lambda kv: -kv[1]))
     compute = next((p.dtype for p in module.parameters() if not _is_quantized(p)), torch.float32)
     dtype = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(compute, "fp32")
@@ -96,12 +95,12 @@ def quantize(module: Any, precision: str, int8_scheme: str = "dynamic", native: 
            else f"activations quantized per call, {dtype} between")
     summary = (f"{precision}: {done} of {len(linears)} Linear layers quantized"
                + (f"; left in {dtype}: {kept}" if kept else "") + f" ({how})")
-    return summary, f"torchao {torchao.__version__} {type(config).__name__}", layer_precisions(module, precision, int8_scheme)
+    return summary, f"torchao {torchao.__version__} {type(config).__name__}", json.dumps(layers)
 
 
-def layer_precisions(module: Any, precision: str, int8_scheme: str) -> str:
+def layer_precisions(module: Any, precision: str, int8_scheme: str) -> list[dict[str, str]]:
     """Each layer that holds weights (Linear, convolution, embedding) and the precision it runs in, as
-    JSON rows {"layer", "type", "precision", "weights"}: a quantized layer's precision is the cell's
+    rows {"layer", "type", "precision", "weights"}: a quantized layer's precision is the cell's
     (`int8 weight-only` for that scheme), its weights torchao's tensor type; every other layer runs in
     the compute dtype of its weights. What a kernel profile cannot say under a CUDA graph."""
     import torch
@@ -119,4 +118,4 @@ def layer_precisions(module: Any, precision: str, int8_scheme: str) -> str:
         else:
             dtype = names.get(weight.dtype, str(weight.dtype).removeprefix("torch."))
             rows.append({"layer": name, "type": type(layer).__name__, "precision": dtype, "weights": dtype})
-    return json.dumps(rows)
+    return rows
