@@ -17,9 +17,12 @@ import re
 from pathlib import Path
 
 ENGINES = {"onnxruntime": "ONNX Runtime CUDA + CUDA graphs", "torch": "PyTorch CUDA graphs"}
-SEARCHES = ("single pass", "confirmed", "confirmed, 10 s tests")
+SEARCHES = ("single pass", "confirmed", "confirmed, 4 s tests, warm-up", "confirmed, 10 s tests", "confirmed, 60 s tests")
 MODELS = {"resnet50": ("ResNet-50", 10), "bert-base": ("BERT-base (seq 128)", 30)}
-RUN = re.compile(r"^(?P<sweep>serving-(?P<model>[a-z0-9-]+?)(?:-b\d+)?(?P<search>-confirmed)?(?P<tests>-10s)?)-(?P<run>[12])$")
+# serving-MODEL[-ort][-bN][-confirmed][-Ss][-warm]-RUN: farm's search since the confirmed runs wherever a
+# test length is named; -warm: each test after the 0.3 s warm-up (the 60 s and BERT-base's 10 s runs had it too)
+RUN = re.compile(r"^serving-(?P<model>resnet50|bert-base)(?:-ort)?(?:-b\d+)?(?P<search>-confirmed)?"
+                 r"(?:-(?P<seconds>\d+)s)?(?P<warm>-warm)?-(?P<run>\d+)$")
 
 
 def _read(path: Path) -> list[dict[str, str]]:
@@ -30,7 +33,7 @@ def _read(path: Path) -> list[dict[str, str]]:
 def answers(serving: Path) -> dict[tuple, dict[str, dict]]:
     """(model, search, backend, batch) -> run ('1', '2') -> the chosen test's row, with the offline
     cell's median latency of that sweep, model, backend and batch as `offline_ms`. The search is
-    'single pass', 'confirmed' (4 s tests) or 'confirmed, 10 s tests' (sweeps named ...-10s-1, -2)."""
+    'single pass', 'confirmed' (4 s tests) or 'confirmed, N s tests' (sweeps named ...-Ns-1, -2)."""
     offline = {(c["sweep_id"], c["backend"], c["batch"]): float(c["latency_median_ms"])
                for c in _read(serving.with_name(serving.stem + "-cells.csv"))
                if not c["scenario"] and c["status"] == "ok" and c["latency_median_ms"]}
@@ -40,8 +43,9 @@ def answers(serving: Path) -> dict[tuple, dict[str, dict]]:
         if not name or row["chosen"] != "True" or name["model"] not in MODELS:
             continue
         row = {**row, "offline_ms": offline.get((row["sweep_id"], row["backend"], row["batch"]))}
-        # a sweep at LoadGen's 10 s tests confirms its answer as farm's search does since the confirmed runs
-        search = "confirmed, 10 s tests" if name["tests"] else "confirmed" if name["search"] else "single pass"
+        search = "single pass" if not (name["search"] or name["seconds"]) else "confirmed"
+        if name["seconds"]:
+            search += f", {name['seconds']} s tests{', warm-up' if name['warm'] else ''}"
         found.setdefault((name["model"], search, row["backend"], int(row["batch"])), {})[name["run"]] = row
     return found
 
@@ -57,7 +61,7 @@ def markdown(files: list[Path]) -> str:
     order = list(MODELS)
     for (model, search, backend, batch), runs in sorted(found.items(), key=lambda kv: (
             order.index(kv[0][0]), kv[0][2], kv[0][3], SEARCHES.index(kv[0][1]))):
-        if set(runs) != {"1", "2"}:
+        if not {"1", "2"} <= set(runs):  # runs 3 on: the --every table
             continue
         one, two = runs["1"], runs["2"]
         rates = [float(one["target_qps"]), float(two["target_qps"])]
@@ -85,9 +89,9 @@ def every_answer(files: list[Path], model: str, backend: str, batch: int) -> str
     to back, how many tests the search ran, and the rates above the answer that passed a test."""
     lines = [f"<!-- made by `python3 benchmarks/serving_table.py --every {model} {backend} {batch} "
              f"{' '.join(map(str, files))}`: edit there -->",
-             "| sweep | answer /s | p99 there, ms | offline query, ms | answer ÷ back to back | tests "
+             "| sweep | test length, s | answer /s | p99 there, ms | offline query, ms | answer ÷ back to back | tests "
              "| above the answer, passed a test |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for path in files:
         offline = {c["sweep_id"]: float(c["latency_median_ms"]) for c in _read(path.with_name(path.stem + "-cells.csv"))
                    if not c["scenario"] and c["status"] == "ok" and c["latency_median_ms"]
@@ -105,7 +109,8 @@ def every_answer(files: list[Path], model: str, backend: str, batch: int) -> str
                             if r["valid"] == "True" and float(r["target_qps"]) > answer})
             query = offline.get(sweep)
             share = f"{answer / (batch * 1000 / query) * 100:.0f} %" if query else "n/a"
-            lines.append(f"| {sweep} | {answer:,.0f} | {float(chosen['latency_p99_ms']):.1f} "
+            lines.append(f"| {sweep} | {float(chosen['duration_s']):.0f} | {answer:,.0f} "
+                         f"| {float(chosen['latency_p99_ms']):.1f} "
                          f"| {f'{query:.2f}' if query else 'n/a'} | {share} | {len(rows)} "
                          f"| {', '.join(f'{r:,}' for r in above) or 'none'} |")
     return "\n".join(lines) + "\n"

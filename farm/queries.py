@@ -12,7 +12,7 @@ import math
 from collections.abc import Hashable, Iterable
 from typing import Any
 
-from farm.serving.search import RUN_TO_RUN
+from farm.serving.search import run_to_run
 
 # One row per cell that has accuracy rows: `verdict` 'fail' when an output failed, else 'unjudged'
 # when an output could not be judged (farm.accuracy: a degenerate reference, a check that could
@@ -356,7 +356,7 @@ def option_labels(cells: list[tuple[str, dict[str, Any]]], short: bool = False,
 
 
 SERVING_ANSWERS_SQL = """SELECT c.model, c.backend, CAST(c.options AS VARCHAR), c.precision, c.batch, s.max_delay_ms,
-       s.slo_ms, s.target_qps, s.latency_p99_ms
+       s.slo_ms, s.target_qps, s.latency_p99_ms, s.duration_s
 FROM serving s JOIN cells c USING (cell_id)
 WHERE c.sweep_id = $sweep AND ($every OR list_contains($ids, c.cell_id)) AND s.chosen AND s.scenario = 'server'
       AND s.slo_ms IS NOT NULL AND c.status = 'ok'
@@ -387,8 +387,9 @@ def serving_answers(warehouse: Any, con: Any, sweep: str, cell_ids: list[str] | 
             second = found[1]
             fewer = 100 * (1 - second[5] / best[5])
             text += f"; runner-up {setup(second)}: {second[5]:,.0f}/s, {fewer:.1f} % fewer"
-            if fewer < 100 * RUN_TO_RUN:  # what separates two runs of one search
-                text += (f" (two runs of one search have come up to {100 * RUN_TO_RUN:g} % apart: "
-                         "not told apart)")
+            shorter = None if None in (best[7], second[7]) else min(best[7], second[7])  # s, the shorter test
+            apart = 100 * run_to_run(shorter)  # what separates two runs of one search with tests this long
+            if fewer < apart:
+                text += f" (two runs of one search have come up to {apart:g} % apart: not told apart)"
         answers.append(text)
     return answers

@@ -4,6 +4,7 @@ latency bound."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -20,8 +21,9 @@ from farm.cli import main
 from farm.config import load_config
 from farm.plan import plan_sweep
 from farm.serving import DynamicBatcher, loadgen_missing, run_scenario
+from farm.serving.batcher import BatchStats
 from farm.serving.loadgen import ScenarioRun
-from farm.serving.search import MAX_TESTS, below_the_engine, highest_rate
+from farm.serving.search import MAX_TESTS, RUN_TO_RUN, TOLERANCE, below_the_engine, highest_rate, run_to_run
 from farm.warehouse import Warehouse
 from farm.warehouse.rows import serving_note
 from tests.conftest import tiny_cnn, write_sweep
@@ -52,6 +54,17 @@ def test_every_sample_is_completed_once_in_batches_no_larger_than_the_max() -> N
     assert max(stats.batch_sizes) <= 4 and sum(n * k for n, k in stats.batch_sizes.items()) == 13
     assert len(runs) == sum(stats.batch_sizes.values()) == len(stats.engine_ms)
     assert len(stats.queue_ms) == 13 and min(stats.queue_ms) >= 0
+    assert len(stats.served) == 13 and all(ms >= wait for (_, ms), wait in zip(stats.served, stats.queue_ms))
+
+
+def test_latency_by_second_shows_where_a_tests_slow_samples_came() -> None:
+    """Samples of the batcher's run by the second they arrived in: a burst of slow ones stands out in
+    its second; a second in which nothing arrived is None, not 0."""
+    stats = BatchStats()
+    stats.served = [(100.0 + i / 100, 5.0) for i in range(100)] + [(101.0 + i / 100, 5.0 + (i < 50) * 200) for i in range(100)]
+    stats.served += [(103.5, 7.0)]
+    assert stats.p99_by_second() == [5.0, 205.0, None, 7.0]
+    assert BatchStats().p99_by_second() == []
 
 
 def test_an_engine_that_fails_still_completes_every_sample_and_says_why() -> None:
@@ -86,11 +99,14 @@ def test_loadgen_server_on_a_real_engine_is_read_back_from_its_own_log(tmp_path:
     assert sum(n * k for n, k in run.batch_sizes.items()) == run.queries >= 500
     assert max(run.batch_sizes) <= 4 and run.error is None
     assert (tmp_path / "logs" / "mlperf_log_summary.txt").read_text().count("Result is : VALID") == 1
+    # the test's seconds (at least its 1 s minimum), each sample's latency at least its batch's query
+    by_second = [ms for ms in run.p99_by_second_ms if ms is not None]
+    assert len(run.p99_by_second_ms) >= 1 and min(by_second) >= 0.5 * run.engine_ms_median
 
 
 def _run(rate: float, p99: float, valid: bool = True) -> ScenarioRun:
     return ScenarioRun("server", rate, valid, None if valid else "INVALID", rate, rate, {"p99.00": p99}, 1000, 0,
-                       None, {}, None, None, 1.0, 1.0, 0.01, 1.0, Path("."), None)
+                       None, {}, None, None, [], 1.0, 1.0, 0.01, 1.0, Path("."), None)
 
 
 def test_the_search_finds_the_highest_passing_rate_within_its_tolerance() -> None:
@@ -151,6 +167,25 @@ def test_an_answer_says_where_tests_above_it_disagreed() -> None:
         if row["target_qps"] == min(lucky) and row["latency_p99_ms"] > 10.0:  # its failed confirmation
             row.update(error="RuntimeError: the engine stopped", latency_p99_ms=float("nan"))
     assert "above it" not in serving_note(errored)
+
+
+def test_an_answer_says_in_how_many_seconds_the_failing_tests_above_it_were_over() -> None:
+    """A failed test just above the answer, by its seconds: a burst (2 of 10 seconds over the bound)
+    reads apart from a rate the engine cannot hold (every second over)."""
+    def row(rate: float, p99: float, seconds: list, chosen: bool = False) -> dict:
+        return {"scenario": "server", "max_delay_ms": 2.0, "slo_ms": 10.0, "target_qps": rate, "valid": p99 <= 10,
+                "error": None, "latency_p99_ms": p99, "chosen": chosen, "p99_by_second_ms": json.dumps(seconds)}
+
+    rows = [row(900, 5.0, [4.0] * 10), row(1000, 40.0, [5.0] * 8 + [60.0, 12.0]), row(1100, 90.0, [30.0] * 9 + [None]),
+            row(900, 6.0, [4.0] * 10, chosen=True)]
+    assert serving_note(rows).endswith("; over p99 10 ms in 2 of 10 seconds at 1,000/s, 9 of 9 seconds at 1,100/s")
+    assert "over p99" not in serving_note([{**r, "p99_by_second_ms": None} for r in rows])  # rows before the column
+
+
+def test_runs_of_a_search_with_longer_tests_are_told_apart_more_finely() -> None:
+    """What separates two runs of one search follows its tests' length: 60 s tests came within the
+    bisection's own tolerance on the H200, shorter ones up to RUN_TO_RUN; no length known, the wider."""
+    assert run_to_run(60.3) == TOLERANCE < run_to_run(59.9) == run_to_run(10.0) == run_to_run(None) == RUN_TO_RUN
 
 
 def test_a_bound_below_the_engines_own_latency_is_one_line() -> None:
@@ -239,8 +274,8 @@ def test_show_and_compare_keep_a_cells_scenario_apart(tmp_path: Path, capsys: py
     assert sorted(r["variant"] for r in shown) == ["offline", "server delay=0.5ms", "server delay=2ms", "single_stream"]
     assert sorted(r["scenario"] for r in shown) == ["", "server delay=0.5ms", "server delay=2ms", "single_stream"]
     chosen = Warehouse(tmp_path / "results").connect().execute(
-        "SELECT max_delay_ms, target_qps FROM serving WHERE chosen AND scenario = 'server' ORDER BY target_qps DESC, "
-        "cell_id").fetchall()
+        "SELECT max_delay_ms, target_qps, duration_s FROM serving WHERE chosen AND scenario = 'server' "
+        "ORDER BY target_qps DESC, cell_id").fetchall()
     assert main(["show", "served", "--results", str(tmp_path / "results")]) == 0
     answer = [line for line in capsys.readouterr().out.splitlines() if line.startswith("tiny, p99 under 200 ms")]
     if chosen:  # the setup that served the most under the bound, with the runner-up and the margin
@@ -249,6 +284,9 @@ def test_show_and_compare_keep_a_cells_scenario_apart(tmp_path: Path, capsys: py
         assert len(answer) == 1 and answer[0].startswith(best), answer
         assert len(chosen) == 1 or f"; runner-up onnxruntime at fp32, max batch 4, delay {chosen[1][0]:g} ms: " \
             f"{chosen[1][1]:,.0f}/s, " in answer[0]
+        if len(chosen) == 2:  # a margin within what runs of one search with tests this long came apart says so
+            apart = 100 * run_to_run(min(chosen[0][2], chosen[1][2]))
+            assert (f"up to {apart:g} % apart: not told apart" in answer[0]) == (chosen[1][1] / chosen[0][1] > 1 - apart / 100)
     same = {"model": "tiny", "precision": "fp32", "batch": 4, "profile": None, "backend": "onnxruntime", "options": "{}"}
     assert config_key({**same, "scenario": None}) != config_key({**same, "scenario": "server delay=2ms"})
 

@@ -26,7 +26,26 @@ class BatchStats:
     queue_ms: list[float] = dataclasses.field(default_factory=list)  # each sample: arrival to its batch's start
     engine_ms: list[float] = dataclasses.field(default_factory=list)  # each batch: the engine's query
     overhead_ms: list[float] = dataclasses.field(default_factory=list)  # each batch: forming it + completing it
+    served: list[tuple[float, float]] = dataclasses.field(default_factory=list)  # each sample: arrival (s), ms to completion
     error: str | None = None  # the engine's first error: the samples after it were completed unrun
+
+    def p99_by_second(self) -> list[float | None]:
+        """p99 (ms) of the samples that arrived in each second of the run, from the first arrival, issue
+        to completion (queue, batch, engine); None for a second with none: whether a test's slow
+        samples came in one burst or throughout."""
+        if not self.served:
+            return []
+        start = min(arrived for arrived, _ in self.served)
+        seconds: dict[int, list[float]] = collections.defaultdict(list)
+        for arrived, ms in self.served:
+            seconds[int(arrived - start)].append(ms)
+        return [p99(seconds[k]) if k in seconds else None for k in range(max(seconds) + 1)]
+
+
+def p99(values: list[float]) -> float | None:
+    """The 99th percentile (the nearest rank below), None for no values."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))] if ordered else None
 
 
 class DynamicBatcher:
@@ -96,5 +115,6 @@ class DynamicBatcher:
             done = time.perf_counter()
             stats.batch_sizes[len(batch)] += 1
             stats.queue_ms.extend((start - arrived) * 1000 for _, arrived in batch)
+            stats.served.extend((arrived, (done - arrived) * 1000) for _, arrived in batch)
             stats.engine_ms.append((end - start) * 1000)
             stats.overhead_ms.append(((start - formed) + (done - end)) * 1000)

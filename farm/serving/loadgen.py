@@ -19,7 +19,7 @@ from typing import Any
 
 from farm.records import QueryFn
 from farm.scenario import SCENARIOS
-from farm.serving.batcher import DynamicBatcher
+from farm.serving.batcher import DynamicBatcher, p99
 
 _LOADGEN_NAMES = {"single_stream": "SingleStream", "multi_stream": "MultiStream", "server": "Server",
                   "offline": "Offline"}
@@ -44,6 +44,7 @@ class ScenarioRun:
     batch_sizes: dict[int, int]  # samples a batch -> batches
     queue_ms_p50: float | None
     queue_ms_p99: float | None
+    p99_by_second_ms: list[float | None]  # the batcher's latency of the samples arriving in each second (BatchStats)
     engine_ms_median: float | None  # the engine's own query, per batch
     engine_ms_p99: float | None  # its slow end: a tail the queue behind it inherits
     overhead_ms_median: float | None  # the batcher's own work per batch (forming it, completing it)
@@ -164,13 +165,9 @@ def _result(scenario: str, target_qps: float | None, detail: dict[str, Any], bat
         queries=detail.get("result_query_count"), over_latency=detail.get("result_overlatency_query_count"),
         early_stopping=detail.get("early_stopping_result"), batch_sizes=dict(sorted(stats.batch_sizes.items())),
         queue_ms_p50=queue[len(queue) // 2] if queue else None,
-        queue_ms_p99=_p99(queue),
+        queue_ms_p99=p99(queue), p99_by_second_ms=stats.p99_by_second(),
         engine_ms_median=statistics.median(stats.engine_ms) if stats.engine_ms else None,
-        engine_ms_p99=_p99(stats.engine_ms),
+        engine_ms_p99=p99(stats.engine_ms),
         overhead_ms_median=statistics.median(stats.overhead_ms) if stats.overhead_ms else None,
         duration_s=duration, log_dir=log_dir, error=stats.error)
 
-
-def _p99(values: list[float]) -> float | None:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))] if ordered else None
