@@ -51,8 +51,8 @@ def as_torch(value):
         value = numpy_helper.to_array(value)
     if isinstance(value, list):
         return [as_torch(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return torch.from_numpy(value.copy())  # raises TypeError for types torch lacks
+    if isinstance(value, (np.ndarray, np.generic)):  # a 0-d input may come as a numpy scalar
+        return torch.from_numpy(np.array(value))  # raises TypeError for types torch lacks
     return value
 
 

@@ -48,6 +48,19 @@ def cases() -> dict:
     "test_layer_normalization_2d_axis0",  # LayerNormalization's Mean and InvStdDev outputs
     "test_gridsample_bicubic", "test_gridsample_reflection_padding",  # GridSample (optical flow's warps)
     "test_rms_normalization_4d_axis1",  # RMSNormalization (opset 23 decoders)
+    # quantized models: Q/DQ per tensor, per axis and in blocks; ONNX Runtime's dynamic and QOperator formats
+    "test_quantizelinear", "test_quantizelinear_axis", "test_quantizelinear_blocked_asymmetric",
+    "test_quantizelinear_uint16", "test_dequantizelinear_axis", "test_dequantizelinear_blocked",
+    "test_dequantizelinear_uint16", "test_dynamicquantizelinear_min_adjusted", "test_matmulinteger",
+    "test_convinteger_with_padding", "test_qlinearmatmul_3D_int8_float16", "test_qlinearconv",
+    # scatters (a cache written in place), GatherND with batch dims, Einsum, the layout operators
+    "test_scatternd_add", "test_scatternd_min_with_element_indices", "test_scatter_elements_with_negative_indices",
+    "test_scatter_elements_with_reduction_mul", "test_gathernd_example_int32_batch_dim1", "test_einsum_batch_diagonal",
+    "test_depthtospace_crd_mode_example", "test_spacetodepth_crd_mode_example", "test_eyelike_populate_off_main_diagonal",
+    # elementwise operators and normalizations; LpNormalization of a zero vector is zero
+    "test_lrn", "test_l2normalization_axis_0", "test_reduce_l1_empty_set", "test_reduce_log_sum_negative_axes",
+    "test_shrink_soft", "test_isinf_negative", "test_mean_example", "test_celu", "test_bitwise_and_ui8_bcast_4v3d",
+    "test_conv_with_autopad_same", "test_maxpool_2d_same_lower", "test_averagepool_2d_precomputed_same_upper",  # auto_pad
 ])
 def test_the_interpreter_gives_onnx_s_expected_outputs(cases: dict, name: str) -> None:
     assert run_case(cases[name]) == ("pass", "")
@@ -60,6 +73,9 @@ def test_the_interpreter_gives_onnx_s_expected_outputs(cases: dict, name: str) -
     ("test_resize_downsample_scales_linear_align_corners", "Resize align_corners with scales that give no whole"),
     ("test_add_uint64", "uint64 inputs"),
     ("test_scan_sum", "Scan before opset 9"),
+    ("test_onehot_with_axis", "OneHot with a depth computed at run time"),
+    ("test_compress_0", "Compress with a condition computed at run time"),
+    ("test_bitwise_not_3d", "the PyTorch backend has no implementation of ONNX operator(s) BitwiseNot"),
 ])
 def test_what_the_interpreter_cannot_reproduce_is_refused_with_why(cases: dict, name: str, why: str) -> None:
     outcome, detail = run_case(cases[name])
@@ -78,3 +94,50 @@ def test_softmax_before_opset_13_flattens_at_its_axis(op: str, opset: int, axis:
     expected = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     got = build_module(proto)(torch.from_numpy(x))[0].numpy()
     np.testing.assert_allclose(got, expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("axis, shape", [(2, [4, 16]), (-1, [4, 16]), (0, [4, 16]), (4, [2, 3, 4, 5]), (-4, [2, 3, 4, 5])])
+def test_flatten_at_the_inputs_rank_puts_everything_in_the_first_dimension(axis: int, shape: list[int]) -> None:
+    """Flatten's axis runs from 0 to the rank: at the rank the output is [all, 1]. The interpreter
+    took it modulo the rank ([1, all]), and a TorchScript export of BertModel, whose attention mask
+    gathers from a Flatten(axis=2) of a 2-D tensor, stopped at a Reshape."""
+    from tests.test_onnx_torch_ops import check
+
+    proto = model([helper.make_node("Flatten", ["x"], ["y"], axis=axis)], [("x", TensorProto.FLOAT, shape)],
+                  [("y", TensorProto.FLOAT)])
+    check(proto, {"x": np.random.default_rng(0).standard_normal(shape).astype(np.float32)})
+
+
+@pytest.mark.parametrize("size", [3, 5])
+def test_lrn_sums_the_channels_centred_on_each(size: int) -> None:
+    from tests.test_onnx_torch_ops import check
+
+    node_ = helper.make_node("LRN", ["x"], ["y"], size=size, alpha=0.5, beta=0.75, bias=2.0)
+    proto = model([node_], [("x", TensorProto.FLOAT, [2, 6, 3, 3])], [("y", TensorProto.FLOAT)])
+    check(proto, {"x": np.random.default_rng(0).standard_normal([2, 6, 3, 3]).astype(np.float32)})
+
+
+def test_lrn_of_an_even_size_is_refused() -> None:
+    """ONNX Runtime refuses an even LRN size, and ONNX's reference evaluator disagrees with ONNX
+    Runtime even at odd ones (0.26 of 0.8 at size 3): nothing here can judge an even window."""
+    from farm.onnx_torch.ops import UnsupportedOperator
+
+    proto = model([helper.make_node("LRN", ["x"], ["y"], size=4)], [("x", TensorProto.FLOAT, [1, 6, 2, 2])],
+                  [("y", TensorProto.FLOAT)])
+    with pytest.raises(UnsupportedOperator, match="LRN with an even size"):
+        build_module(proto)(torch.zeros(1, 6, 2, 2))
+
+
+def test_onehot_and_compress_with_constant_arguments_run_on_the_device() -> None:
+    """OneHot of a constant depth (negative and out-of-range indices) and Compress of a constant
+    condition give ONNX Runtime's outputs; the same with run-time arguments are refused above."""
+    from tests.test_onnx_torch_ops import check
+
+    nodes = [helper.make_node("OneHot", ["i", "depth", "values"], ["hot"], axis=1),
+             helper.make_node("Compress", ["x", "keep"], ["kept"], axis=1)]
+    inits = [helper.make_tensor("depth", TensorProto.INT64, [], [5]),
+             helper.make_tensor("values", TensorProto.FLOAT, [2], [-1.0, 3.0]),
+             helper.make_tensor("keep", TensorProto.BOOL, [4], [True, False, True, True])]
+    proto = model(nodes, [("i", TensorProto.INT64, [2, 3]), ("x", TensorProto.FLOAT, [2, 4])],
+                  [("hot", TensorProto.FLOAT), ("kept", TensorProto.FLOAT)], inits, opset=13)
+    check(proto, {"i": np.array([[0, -1, 4], [7, -6, 2]]), "x": np.arange(8, dtype=np.float32).reshape(2, 4)})

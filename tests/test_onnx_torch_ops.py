@@ -69,8 +69,36 @@ def test_pools_with_dilations_and_any_pads_match_onnx_runtime(op: str, attrs: di
     check(model([helper.make_node(op, ["x"], ["y"], **attrs)], [("x", F, X.shape)], [("y", F)], opset=19), {"x": X})
 
 
-@pytest.mark.parametrize("op, attrs, why", [("MaxPool", {"kernel_shape": [2, 2], "auto_pad": "SAME_UPPER"}, "auto_pad"),
-                                            ("AveragePool", {"kernel_shape": [2, 2], "dilations": [2, 2]}, "dilations")])
+@pytest.mark.parametrize("op, attrs", [
+    ("MaxPool", {"kernel_shape": [2, 2], "auto_pad": "SAME_UPPER"}),
+    ("MaxPool", {"kernel_shape": [3, 2], "strides": [2, 2], "auto_pad": "SAME_LOWER"}),
+    ("AveragePool", {"kernel_shape": [2, 3], "strides": [2, 1], "auto_pad": "SAME_UPPER"}),  # padding not counted
+    ("AveragePool", {"kernel_shape": [3, 3], "strides": [2, 2], "auto_pad": "VALID"}),
+    ("Conv", {"kernel_shape": [3, 2], "strides": [2, 2], "auto_pad": "SAME_UPPER"}),
+    ("Conv", {"kernel_shape": [2, 3], "strides": [3, 1], "auto_pad": "SAME_LOWER"}),
+])
+def test_auto_pad_of_models_converted_from_tensorflow_matches_onnx_runtime(op: str, attrs: dict) -> None:
+    """SAME_UPPER / SAME_LOWER / VALID become explicit pads from the input's shape (an odd one at the
+    end or at the start); they were refused."""
+    inputs, inits = ["x"], []
+    if op == "Conv":
+        inputs.append("w")
+        inits.append(numpy_helper.from_array(RNG.standard_normal((3, 4, *attrs["kernel_shape"])).astype(np.float32), "w"))
+    check(model([helper.make_node(op, inputs, ["y"], **attrs)], [("x", F, X.shape)], [("y", F)], inits, opset=19), {"x": X})
+
+
+def test_auto_pad_with_dilations_matches_onnx_s_reference() -> None:
+    """ONNX Runtime refuses a dilated Conv with SAME padding; ONNX's reference evaluator judges it."""
+    from onnx.reference import ReferenceEvaluator
+
+    w = numpy_helper.from_array(RNG.standard_normal((3, 4, 3, 2)).astype(np.float32), "w")
+    proto = model([helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 2], dilations=[2, 2], strides=[2, 1],
+                                    auto_pad="SAME_UPPER")], [("x", F, X.shape)], [("y", F)], [w], opset=19)
+    expected = ReferenceEvaluator(proto).run(None, {"x": X})[0]
+    np.testing.assert_allclose(build_module(proto)(torch.from_numpy(X))[0].detach().numpy(), expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("op, attrs, why", [("AveragePool", {"kernel_shape": [2, 2], "dilations": [2, 2]}, "dilations")])
 def test_pools_the_interpreter_cannot_reproduce_are_refused_with_why(op: str, attrs: dict, why: str) -> None:
     from farm.onnx_torch.ops import UnsupportedOperator
 

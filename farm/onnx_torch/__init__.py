@@ -29,17 +29,21 @@ from typing import Any
 
 import numpy as np
 
+from farm.onnx_torch.conv_and_pool_ops import CONV_AND_POOL_OPS
+from farm.onnx_torch.elementwise_ops import ELEMENTWISE_OPS
 from farm.onnx_torch.graph_facts import default_opset, widened_inputs
+from farm.onnx_torch.index_ops import INDEX_OPS
 from farm.onnx_torch.math_and_recurrent_ops import MATH_AND_RECURRENT_OPS
 from farm.onnx_torch.ml_ops import ML_OPS
 from farm.onnx_torch.ml_ops import prepare as prepare_ml
 from farm.onnx_torch.ops import OPS, OPSET_SENSITIVE, UnsupportedOperator
+from farm.onnx_torch.quantize_ops import QUANTIZE_OPS
 from farm.onnx_torch.sequence_ops import SEQUENCE_OPS
 from farm.onnx_torch.shape_and_control_ops import SHAPE_AND_CONTROL_OPS
 
-OPS.update(SHAPE_AND_CONTROL_OPS)
-OPS.update(MATH_AND_RECURRENT_OPS)
-OPS.update(SEQUENCE_OPS)
+for _table in (CONV_AND_POOL_OPS, SHAPE_AND_CONTROL_OPS, MATH_AND_RECURRENT_OPS, SEQUENCE_OPS, QUANTIZE_OPS, INDEX_OPS,
+               ELEMENTWISE_OPS):
+    OPS.update(_table)
 OPS.update(ML_OPS)  # ai.onnx.ml's: _graph_nodes takes them from that domain only
 
 __all__ = ["OPS", "SMALL_INT_CONSTANT", "UnsupportedOperator", "build_module", "forward_source"]

@@ -49,7 +49,7 @@ def _where(m, a, cond, x, y):
 
 
 def _reduce(kind):
-    """ReduceSum/Max/Min/Prod/L2/Mean/SumSquare/LogSumExp (axes as an input from opset 13/18, or an attribute)."""
+    """ReduceSum/Max/Min/Prod/L1/L2/Mean/SumSquare/LogSum/LogSumExp (axes an input from opset 13/18, or an attribute)."""
     def op(m, a, x, axes=None):
         torch = lazy_torch()
         axes = ints(axes) if axes is not None else a.get("axes")
@@ -62,15 +62,18 @@ def _reduce(kind):
             array = np.asarray(x)
             fn = {"sum": np.sum, "max": np.max, "min": np.min, "prod": np.prod, "mean": np.mean,
                   "sumsquare": lambda v, **k: np.sum(np.square(v), **k),
-                  "logsumexp": lambda v, **k: np.log(np.sum(np.exp(v), **k))}[kind]
+                  "logsumexp": lambda v, **k: np.log(np.sum(np.exp(v), **k)),
+                  "l1": lambda v, **k: np.sum(np.abs(v), **k), "l2": lambda v, **k: np.sqrt(np.sum(np.square(v), **k)),
+                  "logsum": lambda v, **k: np.log(np.sum(v, **k))}[kind]
             return fn(array, axis=tuple(axes), keepdims=keep)
         dims = tuple(ax % x.dim() for ax in axes)
         if kind == "sum":
             return x.sum(dim=dims, keepdim=keep)
         if kind == "mean":
             return x.mean(dim=dims, keepdim=keep)
-        if kind == "l2":
-            return x.square().sum(dim=dims, keepdim=keep).sqrt()
+        if kind in ("l1", "l2", "logsum"):
+            reduced = {"l1": x.abs(), "l2": x.square(), "logsum": x}[kind].sum(dim=dims, keepdim=keep)
+            return {"l1": reduced, "l2": reduced.sqrt(), "logsum": reduced.log()}[kind]
         if kind == "sumsquare":
             return x.square().sum(dim=dims, keepdim=keep)
         if kind == "logsumexp":
@@ -169,9 +172,11 @@ def _prelu(m, a, x, slope):
 
 
 def _dropout(m, a, x, ratio=None, training=None):
-    """Inference: the identity (a mask output, where the model reads it, is refused by _outputs)."""
-    if training is not None and not isinstance(training, lazy_torch().Tensor) and bool(np.asarray(training)):
-        raise UnsupportedOperator("Dropout in training mode (training_mode true: a random mask each call)")
+    """Inference: the identity (a mask output, where the model reads it, is refused by _outputs).
+    A training_mode the model computes or takes as an input (a tensor) is refused: it may be true."""
+    if training is not None and (isinstance(training, lazy_torch().Tensor) or bool(np.asarray(training))):
+        raise UnsupportedOperator("Dropout in training mode (training_mode true, or given at run time: a random "
+                                  "mask each call)")
     return x
 
 
@@ -334,7 +339,9 @@ MATH_AND_RECURRENT_OPS = {
     "ReduceMax": _reduce("max"),
     "ReduceMin": _reduce("min"),
     "ReduceProd": _reduce("prod"),
+    "ReduceL1": _reduce("l1"),
     "ReduceL2": _reduce("l2"),
+    "ReduceLogSum": _reduce("logsum"),
     "ReduceSumSquare": _reduce("sumsquare"),
     "ReduceLogSumExp": _reduce("logsumexp"),
     "IsNaN": lambda m, a, x: np.isnan(np.asarray(x)) if not isinstance(x, lazy_torch().Tensor) else x.isnan(),

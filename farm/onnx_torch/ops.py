@@ -102,52 +102,6 @@ def _divide(x, y):
     return x / y
 
 
-def _conv(m, a, x, w, b=None):
-    F = lazy_torch().nn.functional
-    pads = a.get("pads", [0] * (2 * (x.dim() - 2)))
-    n = len(pads) // 2
-    if a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
-        raise UnsupportedOperator("Conv with auto_pad is not supported by the PyTorch backend")
-    if pads[:n] != pads[n:]:
-        x = F.pad(x, [p for i in reversed(range(n)) for p in (pads[i], pads[i + n])])
-        pads = [0] * (2 * n)
-    conv = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[x.dim() - 2]
-    return conv(x, w, b, stride=a.get("strides", 1), padding=pads[:n], dilation=a.get("dilations", 1),
-                groups=a.get("group", 1))
-
-
-def _pool(kind):
-    name = "MaxPool" if kind == "max" else "AveragePool"
-
-    def op(m, a, x):
-        F = lazy_torch().nn.functional
-        n = x.dim() - 2
-        if a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
-            raise UnsupportedOperator(f"{name} with auto_pad is not supported by the PyTorch backend")
-        pads = list(a.get("pads", [0] * (2 * n)))
-        kernel, strides, dilations = a["kernel_shape"], a.get("strides", [1] * n), list(a.get("dilations", [1] * n))
-        ceil, include_pad = bool(a.get("ceil_mode", 0)), bool(a.get("count_include_pad", 0))
-        if kind == "avg" and dilations != [1] * n:
-            raise UnsupportedOperator("AveragePool with dilations is not supported by the PyTorch backend (torch's "
-                                      "avg_pool has none)")
-        # torch pads both sides alike, and by at most half the kernel: other pads are explicit
-        half = [k // 2 for k in kernel]
-        divisor = None
-        if pads[:n] != pads[n:] or any(p > h for p, h in zip(pads, half + half)):
-            widths = [p for i in reversed(range(n)) for p in (pads[i], pads[i + n])]
-            if kind == "avg" and not include_pad:  # the mean of the window's own elements: padding not counted
-                divisor = F.pad(lazy_torch().ones_like(x[:1, :1]), widths)
-            x = F.pad(x, widths, value=-math.inf if kind == "max" else 0.0)
-            pads = [0] * (2 * n)
-        if kind == "max":
-            return {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}[n](
-                x, kernel, strides, pads[:n], dilation=dilations, ceil_mode=ceil)
-        pool = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}[n]
-        y = pool(x, kernel, strides, pads[:n], ceil_mode=ceil, count_include_pad=include_pad)
-        return y if divisor is None else y / pool(divisor, kernel, strides, 0, ceil_mode=ceil)
-    return op
-
-
 def _gemm(m, a, x, w, b=None):
     alpha, beta = a.get("alpha", 1.0), a.get("beta", 1.0)
     if a.get("transA", 0):
@@ -247,7 +201,7 @@ def _reshape(m, a, x, shape):
 _CAST_INTEGERS = {2: "uint8", 3: "int8", 4: "int32", 5: "int16", 6: "int32", 7: "int64", 9: "bool", 12: "int64"}
 
 
-def _cast(m, a, x):
+def cast(m, a, x):
     """Cast. Floats become the module's float type, double too (one float type meets another in no
     operator), rounded through fp16 or bf16 where the model casts to them; on the host, float32."""
     torch = lazy_torch()
@@ -303,8 +257,9 @@ def _batch_norm(m, a, x, scale, bias, mean, var):
 
 
 def _flatten(m, a, x):
-    axis = a.get("axis", 1) % max(x.dim(), 1)
-    return x.reshape(math.prod(x.shape[:axis]), -1)
+    axis = a.get("axis", 1)  # 0 to the rank (rank: [all, 1]); negative from the end
+    axis += x.dim() if axis < 0 else 0
+    return x.reshape(math.prod(x.shape[:axis]), math.prod(x.shape[axis:]))
 
 
 def _concat(m, a, *xs):
@@ -357,7 +312,6 @@ def _constant(m, a):
 
 
 OPS: dict[str, Callable] = {
-    "Conv": _conv,
     "BatchNormalization": _batch_norm,
     "Relu": unary(lambda t, x: t.relu(x)),
     "Sigmoid": unary(lambda t, x: t.sigmoid(x)),
@@ -370,8 +324,6 @@ OPS: dict[str, Callable] = {
     "LeakyRelu": lambda m, a, x: lazy_torch().nn.functional.leaky_relu(x, a.get("alpha", 0.01)),
     "HardSigmoid": lambda m, a, x: (x * a.get("alpha", 0.2) + a.get("beta", 0.5)).clamp(0, 1),
     "Clip": _clip,
-    "MaxPool": _pool("max"),
-    "AveragePool": _pool("avg"),
     "GlobalAveragePool": lambda m, a, x: x.mean(dim=tuple(range(2, x.dim())), keepdim=True),
     "GlobalMaxPool": lambda m, a, x: x.amax(dim=tuple(range(2, x.dim())), keepdim=True),
     "Flatten": _flatten,
@@ -388,7 +340,7 @@ OPS: dict[str, Callable] = {
     "Gather": _gather,
     "Shape": _shape,
     "Slice": _slice,
-    "Cast": _cast,
+    "Cast": cast,
     "Unsqueeze": _unsqueeze,
     "Squeeze": _squeeze,
     "Concat": _concat,
