@@ -67,7 +67,7 @@ def _saturated(values, elem_type: int):
 
 def _quantize_linear(m, a, x, scale, zero_point=None):
     torch = lazy_torch()
-    if a.get("precision", 1) != 1:
+    if a.get("precision") not in (None, 0, 1):  # 0: unset; 1: float32, as here
         raise UnsupportedOperator(f"QuantizeLinear with precision={_onnx_name(a['precision'])}: farm's interpreter "
                                   "divides in float32")
     if zero_point is not None:

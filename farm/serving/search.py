@@ -26,12 +26,12 @@ TOLERANCE = 0.05  # the search stops once the passing and failing rates are this
 RUN_TO_RUN = 0.16
 LONG_TEST_S = 60.0
 RUN_TO_RUN_LONG = TOLERANCE
+MAX_TESTS = 12  # LoadGen tests a search runs at most: the bisection's ~6, a confirmation, and a failed one's way back
 
 
 def run_to_run(test_s: float | None) -> float:
     """How far apart two runs of one search can come, for LoadGen tests of `test_s` seconds."""
     return RUN_TO_RUN_LONG if test_s is not None and test_s >= LONG_TEST_S else RUN_TO_RUN
-MAX_TESTS = 12  # LoadGen tests a search runs at most: the bisection's ~6, a confirmation, and a failed one's way back
 
 
 @dataclasses.dataclass

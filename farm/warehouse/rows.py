@@ -123,7 +123,7 @@ def split_verdicts(rows: list[dict[str, Any]], answer_qps: float) -> str:
 
 
 def failing_seconds(rows: list[dict[str, Any]], answer_qps: float, shown: int = 3) -> str:
-    """'; over p99 30 ms in 2 of 10 seconds at 5,217/s, 60 of 60 at 5,327/s': for the failed tests just
+    """'; over p99 30 ms in 2 of 10 seconds at 5,217/s, 60 of 60 seconds at 5,327/s': for the failed tests just
     above the answer, in how many seconds of each the samples' p99 was over the bound (the batcher's
     `p99_by_second_ms`): a failure in a few seconds is a burst, and a longer test dilutes it."""
     from farm.serving.search import meets
