@@ -61,6 +61,12 @@ def cases() -> dict:
     "test_lrn", "test_l2normalization_axis_0", "test_reduce_l1_empty_set", "test_reduce_log_sum_negative_axes",
     "test_shrink_soft", "test_isinf_negative", "test_mean_example", "test_celu", "test_bitwise_and_ui8_bcast_4v3d",
     "test_conv_with_autopad_same", "test_maxpool_2d_same_lower", "test_averagepool_2d_precomputed_same_upper",  # auto_pad
+    # Attention (opset 23: PyTorch's exporter's scaled_dot_product_attention): grouped heads with a cache, 3-D
+    # inputs, masks, softcap, the qk outputs, a row with nothing to attend
+    "test_attention_4d_gqa_with_past_and_present_fp16", "test_attention_3d_diff_heads_with_past_and_present",
+    "test_attention_4d_with_past_and_present_qk_matmul_bias_4d_mask_causal", "test_attention_4d_attn_mask_bool_4d",
+    "test_attention_3d_with_past_and_present_qk_matmul_softmax", "test_attention_4d_softcap_neginf_mask_poison",
+    "test_attention_23_boolmask_fullymasked_row_nan_robustness", "test_attention_3d_gqa_softcap",
 ])
 def test_the_interpreter_gives_onnx_s_expected_outputs(cases: dict, name: str) -> None:
     assert run_case(cases[name]) == ("pass", "")
@@ -76,6 +82,8 @@ def test_the_interpreter_gives_onnx_s_expected_outputs(cases: dict, name: str) -
     ("test_onehot_with_axis", "OneHot with a depth computed at run time"),
     ("test_compress_0", "Compress with a condition computed at run time"),
     ("test_bitwise_not_3d", "the PyTorch backend has no implementation of ONNX operator(s) BitwiseNot"),
+    ("test_attention_local_window", "Attention with a sliding window"),
+    ("test_attention_4d_gqa_causal_nonpad_decode", "Attention with nonpad_kv_seqlen"),
 ])
 def test_what_the_interpreter_cannot_reproduce_is_refused_with_why(cases: dict, name: str, why: str) -> None:
     outcome, detail = run_case(cases[name])

@@ -441,3 +441,21 @@ def test_sequence_operators(nodes) -> None:
     out = TensorProto.INT64 if nodes[-1].op_type == "SequenceLength" else F
     proto = model(nodes, [("x", F, SEQ_X.shape), ("y", F, SEQ_X.shape)], [("out", out)], constants)
     check(proto, {"x": SEQ_X, "y": SEQ_X[::-1].copy() * 2})
+
+
+def test_pytorch_s_own_export_of_scaled_dot_product_attention_at_opset_23_matches_onnx_runtime() -> None:
+    """At opset 23 PyTorch's exporter writes scaled_dot_product_attention as ONNX's Attention (a mask,
+    and causal): the interpreter gives ONNX Runtime's output for PyTorch's own export."""
+    pytest.importorskip("onnxscript")
+
+    class Attend(torch.nn.Module):
+        def forward(self, q, k, v, mask):
+            F_ = torch.nn.functional
+            return F_.scaled_dot_product_attention(q, k, v, attn_mask=mask) + F_.scaled_dot_product_attention(
+                q, k, v, is_causal=True)
+
+    args = [RNG.standard_normal((2, 4, 6, 8)).astype(np.float32) for _ in range(3)] + [RNG.random((2, 1, 6, 6)) > 0.3]
+    proto = torch.onnx.export(Attend(), tuple(torch.from_numpy(a) for a in args), input_names=["q", "k", "v", "mask"],
+                              opset_version=23, dynamo=True, verbose=False).model_proto
+    assert "Attention" in {n.op_type for n in proto.graph.node}
+    check(proto, dict(zip(["q", "k", "v", "mask"], args)))

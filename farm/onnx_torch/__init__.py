@@ -3,10 +3,9 @@
 Why not onnx2torch: it imports torchvision at import time, and the torchvision wheels that
 match the torch builds available to this project do not import beside them; it also renames
 nodes into a module tree, while farm joins per-layer rows across backends by ONNX node name.
-This interpreter covers the operators of the zoo models and common CNN/transformer graphs
-(farm.onnx_torch.ops), detection, OCR and control flow (shape_and_control_ops), recurrent layers,
-ai.onnx.ml's classical models (ml_ops) and sequences (sequence_ops); an operator it lacks makes the
-cell `unsupported` with the operator's name (UnsupportedOperator).
+This interpreter covers the operators of the zoo models, CNN/transformer graphs, detection, OCR,
+control flow, quantized files, ai.onnx.ml's classical models and sequences (a module each); an
+operator it lacks makes the cell `unsupported` with the operator's name (UnsupportedOperator).
 
 Everything that does not depend on the inputs is done once, at build: initializers and Constant
 nodes are decoded into buffers (floating point, moved and cast with the module) or host numpy
@@ -29,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from farm.onnx_torch.attention_ops import ATTENTION_OPS
 from farm.onnx_torch.conv_and_pool_ops import CONV_AND_POOL_OPS
 from farm.onnx_torch.elementwise_ops import ELEMENTWISE_OPS
 from farm.onnx_torch.graph_facts import default_opset, widened_inputs
@@ -42,7 +42,7 @@ from farm.onnx_torch.sequence_ops import SEQUENCE_OPS
 from farm.onnx_torch.shape_and_control_ops import SHAPE_AND_CONTROL_OPS
 
 for _table in (CONV_AND_POOL_OPS, SHAPE_AND_CONTROL_OPS, MATH_AND_RECURRENT_OPS, SEQUENCE_OPS, QUANTIZE_OPS, INDEX_OPS,
-               ELEMENTWISE_OPS):
+               ELEMENTWISE_OPS, ATTENTION_OPS):
     OPS.update(_table)
 OPS.update(ML_OPS)  # ai.onnx.ml's: _graph_nodes takes them from that domain only
 
@@ -71,7 +71,7 @@ def _prepare(node, attrs: dict[str, Any], opset: int) -> tuple[dict[str, Any], l
         return {**attrs, "_opset": opset}, []
     if node.domain == "ai.onnx.ml":  # its attributes made tensors once (farm.onnx_torch.ml_ops)
         return prepare_ml(node.op_type, attrs), []
-    if node.op_type in ("Split", "LayerNormalization"):
+    if node.op_type in ("Split", "LayerNormalization", "Attention"):
         return {**attrs, "_outputs": len(node.output)}, []
     if node.op_type == "Scan" and opset < 9:
         raise UnsupportedOperator("Scan before opset 9 (a batch axis and sequence_lens): the PyTorch backend runs "
