@@ -459,3 +459,12 @@ def test_pytorch_s_own_export_of_scaled_dot_product_attention_at_opset_23_matche
                               opset_version=23, dynamo=True, verbose=False).model_proto
     assert "Attention" in {n.op_type for n in proto.graph.node}
     check(proto, dict(zip(["q", "k", "v", "mask"], args)))
+
+
+def test_a_scatter_on_a_shape_runs_on_the_host() -> None:
+    """Exports write into a shape with ScatterND (`shape[1] = -1`): all its inputs are host values, and
+    it stays shape arithmetic (it had called a tensor method on a numpy array)."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("ScatterND", ["s", "i", "u"], ["s2"]),
+             helper.make_node("Reshape", ["x", "s2"], ["y"])]
+    inits = [helper.make_tensor("i", TensorProto.INT64, [1, 1], [1]), helper.make_tensor("u", TensorProto.INT64, [1], [-1])]
+    check(model(nodes, [("x", F, [2, 3, 4])], [("y", F)], inits), {"x": np.arange(24, dtype=np.float32).reshape(2, 3, 4)})

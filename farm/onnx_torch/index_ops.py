@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from farm.onnx_torch.ops import UnsupportedOperator, lazy_torch, tensor_like
+from farm.onnx_torch.ops import UnsupportedOperator, lazy_torch, on_device, tensor_like
 
 _REDUCTIONS = {"add": "sum", "mul": "prod", "max": "amax", "min": "amin"}  # ONNX's -> torch's scatter_reduce
 
@@ -134,15 +134,15 @@ def _compress(m, a, x, condition):
     return source.index_select(axis, tensor_like(keep, source).long())
 
 
-INDEX_OPS = {
+# each on the device of its tensor inputs, or on the host where all are host values (a shape's arithmetic);
+# OneHot's depth and Compress's condition must stay host values (they set the output's size)
+INDEX_OPS = {"OneHot": _one_hot, "Compress": _compress} | {name: on_device(fn) for name, fn in {
     "ScatterElements": _scatter_elements,
     "Scatter": _scatter_elements,  # opsets 9-10: ScatterElements without reduction
     "ScatterND": _scatter_nd,
     "GatherND": _gather_nd,
-    "OneHot": _one_hot,
     "Einsum": _einsum,
     "DepthToSpace": _depth_to_space,
     "SpaceToDepth": _space_to_depth,
     "EyeLike": _eye_like,
-    "Compress": _compress,
-}
+}.items()}

@@ -5,6 +5,7 @@ Shape arithmetic stays on the host as numpy/Python integers (see farm.onnx_torch
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -77,6 +78,22 @@ def unary(torch_fn, numpy_fn=None):
                 return numpy_fn(np.asarray(x))
             return torch_fn(torch, torch.as_tensor(np.array(x))).numpy()
         return torch_fn(torch, x)
+    return op
+
+
+def on_device(fn):
+    """The operator with its host inputs (small integer initializers and shape arithmetic stay host
+    values, farm.onnx_torch) as tensors on the device of its first tensor input; with none, on the CPU
+    and its result a host value again. Its signature is fn's (the generated call reads it)."""
+    @functools.wraps(fn)
+    def op(m, a, *inputs):
+        torch = lazy_torch()
+        like = next((v for v in inputs if isinstance(v, torch.Tensor)), None)
+        moved = [v if v is None or isinstance(v, torch.Tensor) else tensor_like(v, like) for v in inputs]
+        if like is not None:
+            return fn(m, a, *moved)
+        result = fn(m, a, *moved)
+        return tuple(r.numpy() for r in result) if isinstance(result, tuple) else result.numpy()
     return op
 
 

@@ -10,10 +10,8 @@ Float8 and 4-bit quantized types are refused, as Cast to them is."""
 
 from __future__ import annotations
 
-import functools
-
 from farm.onnx_torch.conv_and_pool_ops import convolution
-from farm.onnx_torch.ops import UnsupportedOperator, lazy_torch, tensor_like
+from farm.onnx_torch.ops import UnsupportedOperator, lazy_torch, on_device, tensor_like
 
 # onnx.TensorProto type -> (torch dtype name, smallest, largest). uint16 is held in int32 with its own
 # range (farm.onnx_torch.graph_facts), so an int32 zero point of QuantizeLinear is a uint16 one.
@@ -25,22 +23,6 @@ def _onnx_name(elem_type: int) -> str:
     from onnx import TensorProto
 
     return TensorProto.DataType.Name(elem_type)
-
-
-def _on_device(fn):
-    """The operator with its host inputs (a small integer initializer: weights, biases, zero points
-    stay host values, farm.onnx_torch) as tensors on the device of its first tensor input; with none
-    on the CPU, and its result a host value again. Its signature is fn's (the generated call reads it)."""
-    @functools.wraps(fn)
-    def op(m, a, *inputs):
-        torch = lazy_torch()
-        like = next((v for v in inputs if isinstance(v, torch.Tensor)), None)
-        moved = [v if v is None or isinstance(v, torch.Tensor) else tensor_like(v, like) for v in inputs]
-        if like is not None:
-            return fn(m, a, *moved)
-        result = fn(m, a, *moved)
-        return tuple(r.numpy() for r in result) if isinstance(result, tuple) else result.numpy()
-    return op
 
 
 def _param(value, x, axis: int, block: int):
@@ -170,7 +152,7 @@ def _qlinear_conv(m, a, x, x_scale, x_zero, w, w_scale, w_zero, y_scale, y_zero=
     return _requantized(accumulated, factor, y_zero, x.dtype)
 
 
-QUANTIZE_OPS = {name: _on_device(fn) for name, fn in {
+QUANTIZE_OPS = {name: on_device(fn) for name, fn in {
     "QuantizeLinear": _quantize_linear,
     "DequantizeLinear": _dequantize_linear,
     "DynamicQuantizeLinear": _dynamic_quantize_linear,
