@@ -31,13 +31,18 @@ def explicit_pads(a, spatial: tuple[int, ...], kernel: list[int], strides: list[
     return begin + end
 
 
+def _widths(pads: list[int], n: int) -> list[int]:
+    """ONNX's [begin..., end...] pads as F.pad's widths, last axis first."""
+    return [p for i in reversed(range(n)) for p in (pads[i], pads[i + n])]
+
+
 def convolution(m, a, x, w, b=None):
     F = lazy_torch().nn.functional
     n = x.dim() - 2
     strides, dilations = a.get("strides", [1] * n), a.get("dilations", [1] * n)
     pads = explicit_pads(a, tuple(x.shape[2:]), list(w.shape[2:]), strides, dilations)
     if pads[:n] != pads[n:]:
-        x = F.pad(x, [p for i in reversed(range(n)) for p in (pads[i], pads[i + n])])
+        x = F.pad(x, _widths(pads, n))
         pads = [0] * (2 * n)
     conv = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[n]
     return conv(x, w, b, stride=strides, padding=pads[:n], dilation=dilations, groups=a.get("group", 1))
@@ -59,7 +64,7 @@ def _pool(kind):
         half = [k // 2 for k in kernel]
         divisor = None
         if pads[:n] != pads[n:] or any(p > h for p, h in zip(pads, half + half)):
-            widths = [p for i in reversed(range(n)) for p in (pads[i], pads[i + n])]
+            widths = _widths(pads, n)
             if kind == "avg" and not include_pad:  # the mean of the window's own elements: padding not counted
                 divisor = F.pad(lazy_torch().ones_like(x[:1, :1]), widths)
             x = F.pad(x, widths, value=-math.inf if kind == "max" else 0.0)

@@ -1,5 +1,5 @@
 """Elementwise operators and normalizations beyond the common ones (farm.onnx_torch.ops): inverse and
-hyperbolic trigonometry, Softsign, Celu, ThresholdedRelu, Shrink, IsInf, Mean, BitwiseAnd/Or/Xor, LRN
+hyperbolic trigonometry, Softsign, Celu, ThresholdedRelu, Shrink, IsInf, BitwiseAnd/Or/Xor, LRN
 (the local response normalization of AlexNet-era CNNs) and LpNormalization, as ONNX defines them. Not
 BitwiseNot: a uint16 or uint32 value is held in the signed type above it, whose complement differs."""
 
@@ -7,18 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from farm.onnx_torch.ops import UnsupportedOperator, binary, lazy_torch, tensor_like, unary
-
-
-def _mean(m, a, *xs):
-    torch = lazy_torch()
-    like = next((x for x in xs if isinstance(x, torch.Tensor)), None)
-    if like is None:
-        return np.mean([np.asarray(x) for x in np.broadcast_arrays(*xs)], axis=0)
-    total = tensor_like(xs[0], like)
-    for x in xs[1:]:
-        total = total + tensor_like(x, like)
-    return total / len(xs)
+from farm.onnx_torch.ops import UnsupportedOperator, binary, lazy_torch, unary
 
 
 def _shrink(m, a, x):
@@ -71,7 +60,6 @@ ELEMENTWISE_OPS = {
     "ThresholdedRelu": lambda m, a, x: lazy_torch().where(x > a.get("alpha", 1.0), x, lazy_torch().zeros_like(x)),
     "Shrink": _shrink,
     "IsInf": _is_inf,
-    "Mean": _mean,
     "BitwiseAnd": binary(lambda x, y: x & y),
     "BitwiseOr": binary(lambda x, y: x | y),
     "BitwiseXor": binary(lambda x, y: x ^ y),

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from farm.onnx_torch.ops import UnsupportedOperator, lazy_torch, on_device, tensor_like
+from farm.onnx_torch.ops import UnsupportedOperator, from_the_end, lazy_torch, on_device, tensor_like
 
 _REDUCTIONS = {"add": "sum", "mul": "prod", "max": "amax", "min": "amin"}  # ONNX's -> torch's scatter_reduce
 
@@ -26,9 +26,7 @@ def _reduction(a, op: str) -> str | None:
 
 def _index(indices, like, size):
     """Indices as a long tensor on `like`'s device, negative ones counted from the end (`size`)."""
-    torch = lazy_torch()
-    index = tensor_like(indices, like).long()
-    return torch.where(index < 0, index + size, index)
+    return from_the_end(tensor_like(indices, like).long(), size)
 
 
 def _scatter_elements(m, a, data, indices, updates):
@@ -46,7 +44,7 @@ def _linear(index, shape):
     k = index.shape[-1]
     sizes = tensor_like(np.array(shape[:k], dtype=np.int64), index)  # device copies made once (CUDA graphs)
     strides = tensor_like(np.array([math.prod(shape[j + 1:k]) for j in range(k)], dtype=np.int64), index)
-    return (lazy_torch().where(index < 0, index + sizes, index) * strides).sum(-1)
+    return (from_the_end(index, sizes) * strides).sum(-1)
 
 
 def _scatter_nd(m, a, data, indices, updates):

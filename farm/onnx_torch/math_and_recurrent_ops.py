@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from farm.onnx_torch.ops import UnsupportedOperator, binary, ints, lazy_torch, softmax_like, tensor_like, unary
+from farm.onnx_torch.ops import UnsupportedOperator, binary, from_the_end, ints, lazy_torch, softmax_like, tensor_like, unary
 
 
 def host(value) -> np.ndarray:
@@ -155,11 +155,8 @@ def _cum_sum(m, a, x, axis):
 
 
 def _gather_elements(m, a, data, indices):
-    torch = lazy_torch()
     axis = a.get("axis", 0)
-    index = tensor_like(indices, data)
-    index = torch.where(index < 0, index + data.shape[axis], index)
-    return data.gather(axis, index.long())
+    return data.gather(axis, from_the_end(tensor_like(indices, data), data.shape[axis]).long())
 
 
 def _instance_norm(m, a, x, scale, bias):
@@ -335,6 +332,7 @@ MATH_AND_RECURRENT_OPS = {
     "Min": lambda m, a, *xs: _fold(xs, lambda x, y: lazy_torch().minimum(x, y), np.minimum),
     "Max": lambda m, a, *xs: _fold(xs, lambda x, y: lazy_torch().maximum(x, y), np.maximum),
     "Sum": lambda m, a, *xs: _fold(xs, lambda x, y: x + y, np.add),
+    "Mean": lambda m, a, *xs: _fold(xs, lambda x, y: x + y, np.add) / len(xs),
     "ReduceSum": _reduce("sum"),
     "ReduceMax": _reduce("max"),
     "ReduceMin": _reduce("min"),

@@ -97,6 +97,12 @@ def on_device(fn):
     return op
 
 
+def from_the_end(index, size):
+    """ONNX's indices: a negative one counts from the end of an axis of `size` (a number, or a tensor
+    of sizes, one per last-axis entry of `index`)."""
+    return lazy_torch().where(index < 0, index + size, index)
+
+
 def binary(fn):
     def op(m, a, x, y):
         torch = lazy_torch()
@@ -149,7 +155,7 @@ def _gather(m, a, data, indices):
         picked = torch.cat([data.narrow(axis, int(i) % data.shape[axis], 1) for i in flat], dim=axis)
         return picked.reshape((*data.shape[:axis], *np.asarray(indices).shape, *data.shape[axis + 1:]))
     index = indices.long()
-    index = lazy_torch().where(index < 0, index + data.shape[axis], index)  # ONNX counts negative ones from the end
+    index = from_the_end(index, data.shape[axis])
     if axis == 0 and data.dim() == 2 and index.dim() >= 1:
         return torch.nn.functional.embedding(index, data)
     axis = axis % data.dim()

@@ -110,13 +110,17 @@ def _per_channel(value, like):
     return value.reshape(-1, *[1] * (like.dim() - 1)) if value.dim() == 1 and value.numel() > 1 else value
 
 
+def _weights(w, w_zero, like):
+    """A conv weight less its zero point (per tensor, or per output channel), in float64."""
+    return _exact(w, like) - (_per_channel(w_zero, like) if w_zero is not None else 0)
+
+
 def _matmul_integer(m, a, x, w, x_zero=None, w_zero=None):
     return (_exact(x, x, x_zero, per_row=True) @ _exact(w, x, w_zero)).to(lazy_torch().int32)
 
 
 def _conv_integer(m, a, x, w, x_zero=None, w_zero=None):
-    weights = _exact(w, x) - (_per_channel(w_zero, x) if w_zero is not None else 0)
-    return convolution(m, a, _exact(x, x, x_zero), weights).to(lazy_torch().int32)
+    return convolution(m, a, _exact(x, x, x_zero), _weights(w, w_zero, x)).to(lazy_torch().int32)
 
 
 def _requantized(accumulated, factor, y_zero, like_dtype):
@@ -142,9 +146,8 @@ def _qlinear_matmul(m, a, x, x_scale, x_zero, w, w_scale, w_zero, y_scale, y_zer
 
 
 def _qlinear_conv(m, a, x, x_scale, x_zero, w, w_scale, w_zero, y_scale, y_zero=None, bias=None):
-    weights = _exact(w, x) - (_per_channel(w_zero, x) if w_zero is not None else 0)
     bias = tensor_like(bias, x).to(lazy_torch().float64) if bias is not None else None
-    accumulated = convolution(m, a, _exact(x, x, x_zero), weights, bias)
+    accumulated = convolution(m, a, _exact(x, x, x_zero), _weights(w, w_zero, x), bias)
     w_scale = _scale(w_scale, x)
     if w_scale.dim() == 1 and w_scale.numel() > 1:
         w_scale = w_scale.reshape(1, -1, *[1] * (accumulated.dim() - 2))
